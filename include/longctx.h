@@ -1,0 +1,309 @@
+/*
+ * longctx.h — the only public API of liblongctx.
+ *
+ * longctx runs llama-family GGUF models (llama, mistral, qwen2) over very long inputs. This
+ * header exposes: status codes and logging, GGUF inspection, the tokenizer and chat
+ * templates, model loading, and an engine ("context") that advances a set of sequences one
+ * step at a time (prefill chunks and decode tokens), with sampling and stop conditions.
+ *
+ * Conventions: opaque handles, functions named lc_<noun>_<verb>, int status (LC_OK = 0,
+ * negative LC_ERR_* on failure). After a failure, lc_last_error() returns a one-line message
+ * for the calling thread that says what went wrong and where. The library never prints to
+ * stdout and never exits; it logs through the callback set with lc_log_set().
+ */
+#ifndef LONGCTX_H
+#define LONGCTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status and logging ---------------------------------------------------------------- */
+
+enum lc_status {
+    LC_OK              = 0,
+    LC_ERR_INVALID_ARG = -1, /* a caller-supplied value is out of range */
+    LC_ERR_IO          = -2, /* open/read/mmap failed */
+    LC_ERR_FORMAT      = -3, /* a file is malformed (GGUF, tokenizer metadata, ...) */
+    LC_ERR_UNSUPPORTED = -4, /* valid but not supported (arch, quant type, backend) */
+    LC_ERR_NOMEM       = -5, /* allocation failed */
+    LC_ERR_CONTEXT     = -6, /* the request does not fit the context / KV capacity */
+    LC_ERR_NOT_FOUND   = -7, /* a key, tensor, sequence or name does not exist */
+    LC_ERR_INTERNAL    = -8, /* an invariant broke: a bug */
+};
+
+const char *lc_status_str(int status);
+/* Message of the last failure in the calling thread ("" if none). Valid until the next call
+ * into the library from this thread. */
+const char *lc_last_error(void);
+
+typedef enum lc_log_level {
+    LC_LOG_DEBUG = 0,
+    LC_LOG_INFO  = 1,
+    LC_LOG_WARN  = 2,
+    LC_LOG_ERROR = 3,
+    LC_LOG_NONE  = 4,
+} lc_log_level;
+
+typedef void (*lc_log_fn)(lc_log_level level, const char *msg, void *user);
+/* Route library logs to fn (NULL: discard). Messages below min_level are dropped. Default:
+ * WARN and above to stderr. */
+void lc_log_set(lc_log_fn fn, void *user, lc_log_level min_level);
+
+/* ---- GGUF files ------------------------------------------------------------------------ */
+
+typedef struct lc_gguf lc_gguf;
+
+typedef enum lc_gguf_type {
+    LC_GGUF_TYPE_UINT8   = 0,
+    LC_GGUF_TYPE_INT8    = 1,
+    LC_GGUF_TYPE_UINT16  = 2,
+    LC_GGUF_TYPE_INT16   = 3,
+    LC_GGUF_TYPE_UINT32  = 4,
+    LC_GGUF_TYPE_INT32   = 5,
+    LC_GGUF_TYPE_FLOAT32 = 6,
+    LC_GGUF_TYPE_BOOL    = 7,
+    LC_GGUF_TYPE_STRING  = 8,
+    LC_GGUF_TYPE_ARRAY   = 9,
+    LC_GGUF_TYPE_UINT64  = 10,
+    LC_GGUF_TYPE_INT64   = 11,
+    LC_GGUF_TYPE_FLOAT64 = 12,
+} lc_gguf_type;
+
+/* One tensor of the file. ne[0] is the contiguous (row) dimension, as in ggml. */
+typedef struct lc_gguf_tensor {
+    const char *name;    /* NUL-terminated copy */
+    uint32_t    n_dims;  /* 1..4 */
+    uint64_t    ne[4];   /* unused dims are 1 */
+    uint32_t    type;    /* ggml type id (enum lc_type) */
+    uint64_t    offset;  /* from the start of the data section */
+    uint64_t    nbytes;  /* bytes of the tensor data */
+    const void *data;    /* points into the mapping */
+} lc_gguf_tensor;
+
+/* Map and parse a GGUF file (v2 or v3). Every count, length, offset and dimension is checked;
+ * errors name the field and the byte offset. */
+int  lc_gguf_open(const char *path, lc_gguf **out);
+/* Parse a GGUF image already in memory (not copied: data must outlive the handle). */
+int  lc_gguf_open_memory(const void *data, size_t size, lc_gguf **out);
+void lc_gguf_close(lc_gguf *g);
+
+uint32_t lc_gguf_version(const lc_gguf *g);
+uint32_t lc_gguf_alignment(const lc_gguf *g);
+int64_t  lc_gguf_n_kv(const lc_gguf *g);
+int64_t  lc_gguf_n_tensors(const lc_gguf *g);
+/* Index of key, or -1 when absent. */
+int64_t      lc_gguf_find_key(const lc_gguf *g, const char *key);
+const char  *lc_gguf_kv_key(const lc_gguf *g, int64_t i);
+lc_gguf_type lc_gguf_kv_type(const lc_gguf *g, int64_t i);
+/* Element type and count when the value is an array (else LC_ERR_INVALID_ARG). */
+int lc_gguf_kv_array_info(const lc_gguf *g, int64_t i, lc_gguf_type *elem_type, uint64_t *n);
+/* Human-readable rendering of a value; long arrays abbreviated to max_elems elements.
+ * Always NUL-terminates buf (truncating). */
+int lc_gguf_kv_format(const lc_gguf *g, int64_t i, size_t max_elems, char *buf, size_t cap);
+
+const lc_gguf_tensor *lc_gguf_tensor_at(const lc_gguf *g, int64_t i);
+/* NULL when absent. */
+const lc_gguf_tensor *lc_gguf_find_tensor(const lc_gguf *g, const char *name);
+/* "f32", "q4_1", ... or NULL for an unknown id. */
+const char *lc_type_name(uint32_t type);
+
+/* ---- tokenizer and chat templates ------------------------------------------------------ */
+
+typedef struct lc_tokenizer lc_tokenizer;
+
+/* Build the tokenizer described by a GGUF file's tokenizer.ggml.* metadata. */
+int  lc_tokenizer_load(const lc_gguf *g, lc_tokenizer **out);
+void lc_tokenizer_free(lc_tokenizer *t);
+
+int32_t lc_tokenizer_n_vocab(const lc_tokenizer *t);
+int32_t lc_tokenizer_bos(const lc_tokenizer *t); /* -1 if none */
+int32_t lc_tokenizer_eos(const lc_tokenizer *t); /* -1 if none */
+bool    lc_tokenizer_add_bos(const lc_tokenizer *t);
+/* True for tokens that end a generation (EOS, EOT, <|im_end|>, ...). */
+bool lc_tokenizer_is_eog(const lc_tokenizer *t, int32_t id);
+
+/* Encode len bytes of UTF-8 text. add_bos: prepend BOS if the model wants one.
+ * parse_special: recognise special-token text such as "<|im_start|>" as single tokens;
+ * otherwise it is tokenized as plain text. On LC_OK *ids is a malloc'd array of *n_ids ids
+ * (caller frees with free()). Invalid UTF-8 is an error (LC_ERR_INVALID_ARG, byte offset in
+ * lc_last_error()). */
+int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
+                        bool parse_special, int32_t **ids, size_t *n_ids);
+/* Raw bytes a token stands for (byte-level mapping undone), not NUL-terminated; NULL for an
+ * invalid id. Control tokens render as their text. */
+const char *lc_tokenizer_token_bytes(const lc_tokenizer *t, int32_t id, size_t *len);
+/* The vocabulary entry as stored (e.g. "Ġthe"). */
+const char *lc_tokenizer_token_text(const lc_tokenizer *t, int32_t id);
+
+/* Incremental detokeniser: feeds token ids, emits only whole UTF-8 characters. */
+typedef struct lc_detok {
+    unsigned char pending[8];
+    size_t        n_pending;
+} lc_detok;
+/* Appends the printable bytes of id to out (cap bytes, NUL-terminated); *n_out = bytes
+ * written. Bytes of an unfinished UTF-8 character stay pending; an invalid sequence is
+ * replaced by U+FFFD. cap must be >= 64 + the token's length. */
+int lc_detok_push(lc_detok *d, const lc_tokenizer *t, int32_t id, char *out, size_t cap,
+                  size_t *n_out);
+/* Emits whatever is pending (as U+FFFD if incomplete). */
+int lc_detok_flush(lc_detok *d, char *out, size_t cap, size_t *n_out);
+
+typedef enum lc_chat_template {
+    LC_CHAT_TEMPLATE_NONE    = 0,
+    LC_CHAT_TEMPLATE_CHATML  = 1, /* SmolLM2, Qwen2 */
+    LC_CHAT_TEMPLATE_LLAMA3  = 2,
+    LC_CHAT_TEMPLATE_MISTRAL = 3, /* [INST] ... [/INST] */
+} lc_chat_template;
+
+typedef struct lc_chat_message {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+} lc_chat_message;
+
+/* Detect the template family from a Jinja template string (tokenizer.chat_template). */
+int lc_chat_template_detect(const char *jinja, lc_chat_template *out);
+/* From a name: "chatml", "llama3", "mistral". LC_ERR_NOT_FOUND for other names. */
+int         lc_chat_template_from_name(const char *name, lc_chat_template *out);
+const char *lc_chat_template_name(lc_chat_template t);
+/* Format a conversation; add_assistant: end with the assistant turn header. *out is
+ * malloc'd (caller frees). */
+int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,
+                   bool add_assistant, char **out);
+
+/* ---- model ----------------------------------------------------------------------------- */
+
+typedef struct lc_model lc_model;
+
+typedef enum lc_device {
+    LC_DEVICE_AUTO = 0, /* CUDA when built with it and a GPU is present, else CPU */
+    LC_DEVICE_CPU  = 1,
+    LC_DEVICE_CUDA = 2,
+} lc_device;
+
+/* Progress of a long operation: done out of total units. */
+typedef void (*lc_progress_fn)(int64_t done, int64_t total, void *user);
+
+typedef struct lc_model_params {
+    lc_device      device;
+    int            n_threads; /* 0: all cores */
+    lc_progress_fn progress;  /* loading progress (tensors), may be NULL */
+    void          *progress_user;
+} lc_model_params;
+
+lc_model_params lc_model_default_params(void);
+int             lc_model_load(const char *path, const lc_model_params *params, lc_model **out);
+void            lc_model_free(lc_model *m);
+
+typedef struct lc_model_info {
+    char     arch[32];
+    char     name[96];
+    int32_t  n_layer;
+    int32_t  n_embd;
+    int32_t  n_head;
+    int32_t  n_head_kv;
+    int32_t  head_dim;
+    int32_t  n_ff;
+    int32_t  n_vocab;
+    int32_t  n_ctx_train;
+    float    rope_freq_base;
+    float    norm_eps;
+    uint64_t n_params;
+    uint64_t weight_bytes; /* bytes of weights as held by the backend */
+    lc_device device;
+} lc_model_info;
+
+int                 lc_model_get_info(const lc_model *m, lc_model_info *info);
+const lc_tokenizer *lc_model_tokenizer(const lc_model *m);
+/* The chat template the model's metadata names (NONE if absent or unrecognised). */
+lc_chat_template lc_model_chat_template(const lc_model *m);
+/* Format a conversation the way the model's own template does (including a default system
+ * prompt the template inserts). tmpl overrides the template when not NONE. Fails with
+ * LC_ERR_NOT_FOUND when the model names no known template and no override is given. */
+int lc_model_chat_format(const lc_model *m, lc_chat_template tmpl, const lc_chat_message *msgs,
+                         size_t n_msgs, bool add_assistant, char **out);
+
+/* ---- engine: a context advances a set of sequences ------------------------------------- */
+
+typedef struct lc_context lc_context;
+
+typedef struct lc_context_params {
+    int32_t        n_ctx;     /* max tokens per sequence; 0: the model's trained context */
+    int32_t        n_seq_max; /* sequences alive at once */
+    int32_t        n_batch;   /* max tokens per step (prefill chunk) */
+    int32_t        page_size; /* KV page size in tokens (power of two) */
+    int64_t        kv_tokens; /* KV capacity in tokens over all sequences; 0: n_ctx*n_seq_max */
+    lc_progress_fn prefill_progress; /* prompt tokens done/total per step, may be NULL */
+    void          *progress_user;
+} lc_context_params;
+
+lc_context_params lc_context_default_params(void);
+int               lc_context_create(lc_model *m, const lc_context_params *p, lc_context **out);
+void              lc_context_free(lc_context *c);
+
+typedef struct lc_sampling {
+    float    temperature; /* 0: greedy */
+    int32_t  top_k;       /* 0: off */
+    float    top_p;       /* 1: off */
+    float    min_p;       /* 0: off */
+    float    repeat_penalty; /* 1: off */
+    int32_t  repeat_last_n;  /* window of the penalty */
+    uint64_t seed;
+} lc_sampling;
+
+lc_sampling lc_sampling_default(void);
+
+typedef struct lc_request {
+    const int32_t     *prompt; /* copied */
+    size_t             n_prompt;
+    int32_t            max_tokens; /* 0: only evaluate the prompt (logits stay readable) */
+    lc_sampling        sampling;
+    const char *const *stop; /* stop strings, copied */
+    size_t             n_stop;
+    bool               ignore_eos;
+} lc_request;
+
+typedef enum lc_finish {
+    LC_FINISH_NONE   = 0,
+    LC_FINISH_EOS    = 1, /* the model ended the turn */
+    LC_FINISH_LENGTH = 2, /* max_tokens or the context is full */
+    LC_FINISH_STOP   = 3, /* a stop string matched */
+} lc_finish;
+
+/* Admit a sequence. Fails with LC_ERR_CONTEXT (message with the numbers) when the prompt does
+ * not fit n_ctx or the free KV capacity. */
+int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id);
+/* Drop a sequence and free its pages. */
+int lc_context_remove(lc_context *c, int32_t seq_id);
+
+/* What one step did for one sequence. text points into the context and is valid until the
+ * next step; it holds the newly printable output (stop strings withheld). */
+typedef struct lc_event {
+    int32_t     seq_id;
+    int32_t     token;          /* sampled token, -1 if none this step (prefill) */
+    const char *text;
+    size_t      text_len;
+    int64_t     n_prompt_done;  /* prompt tokens evaluated so far */
+    int64_t     n_prompt;
+    int32_t     n_generated;
+    lc_finish   finish;         /* != NONE: the sequence is done */
+} lc_event;
+
+/* Advance every live sequence by one step (a prefill chunk or one decode token). Writes at
+ * most cap events; *n_events = number written. Returns LC_OK with *n_events = 0 when no
+ * sequence is live. */
+int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_events);
+
+/* Logits (n_vocab floats) of the last evaluated position of a sequence; valid until its next
+ * step. NULL if the sequence has not evaluated anything. */
+const float *lc_context_logits(const lc_context *c, int32_t seq_id);
+int32_t      lc_context_n_vocab(const lc_context *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LONGCTX_H */

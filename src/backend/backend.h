@@ -1,0 +1,121 @@
+/*
+ * backend.h — the compute backend interface: a table of operations the model forward calls,
+ * implemented once for the CPU (backend/cpu, the reference) and once for CUDA (backend/cuda).
+ * Every CUDA op has a CPU twin of the same name and contract (lc_cpu_<op> / lc_cuda_<op>);
+ * the tests compare them. Pointers passed to ops are in the backend's memory (host memory for
+ * the CPU backend, device memory for CUDA).
+ *
+ * Shapes are row-major with the last index contiguous; "rows" are tokens of the batch.
+ */
+#ifndef LC_BACKEND_H
+#define LC_BACKEND_H
+
+#include "longctx.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lc_backend lc_backend;
+
+/* A weight matrix as held by a backend: W[rows = out features][cols = in features]. */
+typedef struct lc_weight {
+    int64_t  rows;
+    int64_t  cols;
+    uint32_t type; /* storage type in the backend (LC_TYPE_F32 on the CPU) */
+    void    *data;
+} lc_weight;
+
+/* RoPE pairing conventions (spec/ecosystem-and-style.md §1.4). */
+typedef enum lc_rope_pairing {
+    LC_ROPE_NORM = 0, /* adjacent pairs (x[2i], x[2i+1]): llama, mistral */
+    LC_ROPE_NEOX = 1, /* split halves (x[i], x[i + n_rot/2]): qwen2 */
+} lc_rope_pairing;
+
+/* Precomputed rotation table: cos/sin[pos][n_rot/2], already including any attention scaling
+ * factor (YaRN mscale). Held in backend memory. */
+typedef struct lc_rope_table {
+    int32_t         n_pos;
+    int32_t         n_rot; /* rotated dims (<= head_dim) */
+    lc_rope_pairing pairing;
+    float          *cos;   /* [n_pos][n_rot/2] */
+    float          *sin;
+} lc_rope_table;
+
+/* The paged KV pool of one layer, as kernels see it (DESIGN.md "KV pages"):
+ * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE. */
+typedef struct lc_kv_layer_view {
+    float  *k;
+    float  *v;
+    int32_t page_size;
+    int32_t n_kv_head;
+    int32_t head_dim;
+} lc_kv_layer_view;
+
+/* One sequence's slice of a batch: rows [row0, row0 + n_rows) of the batch belong to it and
+ * have positions [pos0, pos0 + n_rows); its keys live in pages page_table[0 .. ]. Queries
+ * attend causally to keys [0, pos0 + row]. */
+typedef struct lc_attn_seq {
+    int32_t        row0;
+    int32_t        n_rows;
+    int32_t        pos0;
+    const int32_t *page_table;
+} lc_attn_seq;
+
+struct lc_backend {
+    const char *name;
+    lc_device   device;
+    void       *impl;
+    void (*free)(lc_backend *b);
+
+    /* memory: buffers for activations, KV pools, tables */
+    void *(*alloc)(lc_backend *b, size_t bytes, const char *what);
+    void (*dealloc)(lc_backend *b, void *p);
+    /* host <-> backend copies */
+    int (*upload)(lc_backend *b, void *dst, const void *src, size_t bytes);
+    int (*download)(lc_backend *b, void *dst, const void *src, size_t bytes);
+
+    /* Dequantise a GGUF tensor (rows = ne[1], cols = ne[0]) into backend storage. */
+    int (*weight_load)(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w);
+    void (*weight_free)(lc_backend *b, lc_weight *w);
+
+    /* out[r][:] = table row ids[r]  (table: [n_vocab][dim]) */
+    int (*embed)(lc_backend *b, const lc_weight *table, const int32_t *ids, int64_t n_rows,
+                 float *out);
+    /* y[r] = x[r] / rms(x[r]) * w */
+    int (*rmsnorm)(lc_backend *b, const float *x, const float *w, float *y, int64_t n_rows,
+                   int64_t dim, float eps);
+    /* y[n_rows][w->rows] = x[n_rows][w->cols] · Wᵀ */
+    int (*matmul)(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n_rows);
+    /* y[r][:] += bias */
+    int (*add_bias)(lc_backend *b, float *y, const float *bias, int64_t n_rows, int64_t dim);
+    /* Rotate x[n_rows][n_heads][head_dim] in place by positions pos[r]. */
+    int (*rope)(lc_backend *b, float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads,
+                int32_t head_dim, const lc_rope_table *rope);
+    /* out = silu(gate) * up, elementwise over n */
+    int (*silu_mul)(lc_backend *b, const float *gate, const float *up, float *out, int64_t n);
+    /* x += y over n */
+    int (*add)(lc_backend *b, float *x, const float *y, int64_t n);
+    /* Write rows' k, v ([n_rows][n_kv_head][head_dim]) into the pages of their sequences. */
+    int (*kv_write)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                    int32_t n_seqs, const float *k, const float *v);
+    /* Dense causal attention for a batch of sequences over the paged KV; q is already
+     * rotated; keys are rotated here with their true positions. out: [n_rows][n_head*hd] */
+    int (*attn_dense)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                      int32_t n_seqs, const float *q, int32_t n_head, const lc_rope_table *rope,
+                      float scale, float *out);
+};
+
+/* Constructors. The CUDA one returns LC_ERR_UNSUPPORTED when built without CUDA or when no
+ * device is present. */
+int lc_backend_cpu_create(int n_threads, lc_backend **out);
+int lc_backend_cuda_create(int device_index, lc_backend **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

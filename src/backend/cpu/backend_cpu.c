@@ -1,0 +1,143 @@
+/*
+ * backend_cpu.c — the CPU backend: host memory, weights dequantised to fp32 once at load,
+ * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c). Threads:
+ * OpenMP for our loops, OpenBLAS's own threads for GEMMs.
+ */
+#include "backend/cpu/cpu.h"
+#include "format/quant.h"
+#include "util/util.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* OpenBLAS extension (declared in its cblas.h, not in the reference CBLAS). */
+void openblas_set_num_threads(int num_threads);
+
+static void *cpu_alloc(lc_backend *b, size_t bytes, const char *what) {
+    (void)b;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void  *p       = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) lc_fail(LC_ERR_NOMEM, "out of host memory allocating %zu bytes for %s", bytes, what);
+    return p;
+}
+
+static void cpu_dealloc(lc_backend *b, void *p) {
+    (void)b;
+    free(p);
+}
+
+static int cpu_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    memcpy(dst, src, bytes);
+    return LC_OK;
+}
+
+static int cpu_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w) {
+    const lc_type_traits *tr = lc_type_traits_get(t->type);
+    if (!tr || !tr->to_float)
+        return lc_fail(LC_ERR_UNSUPPORTED, "tensor \"%s\": type %s cannot be dequantised",
+                       t->name, lc_type_name(t->type) ? lc_type_name(t->type) : "unknown");
+    const int64_t cols = (int64_t)t->ne[0];
+    const int64_t rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    uint64_t      row_bytes;
+    if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes))
+        return lc_fail(LC_ERR_FORMAT, "tensor \"%s\": row of %lld elements invalid for %s",
+                       t->name, (long long)cols, tr->name);
+    float *data = cpu_alloc(b, sizeof(float) * (size_t)rows * (size_t)cols, t->name);
+    if (!data) return LC_ERR_NOMEM;
+    int status = LC_OK;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int st = lc_dequantize(t->type, (const char *)t->data + r * (int64_t)row_bytes,
+                               data + r * cols, cols);
+        if (st != LC_OK) {
+#pragma omp atomic write
+            status = st;
+        }
+    }
+    if (status != LC_OK) {
+        free(data);
+        return status;
+    }
+    w->rows = rows;
+    w->cols = cols;
+    w->type = LC_TYPE_F32;
+    w->data = data;
+    return LC_OK;
+}
+
+static void cpu_weight_free(lc_backend *b, lc_weight *w) {
+    (void)b;
+    free(w->data);
+    w->data = NULL;
+}
+
+static int cpu_embed(lc_backend *b, const lc_weight *t, const int32_t *ids, int64_t n, float *o) {
+    return lc_cpu_embed(t, ids, n, o);
+}
+static int cpu_rmsnorm(lc_backend *b, const float *x, const float *w, float *y, int64_t n,
+                       int64_t dim, float eps) {
+    return lc_cpu_rmsnorm(x, w, y, n, dim, eps);
+}
+static int cpu_matmul(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
+    return lc_cpu_matmul(w, x, y, n);
+}
+static int cpu_add_bias(lc_backend *b, float *y, const float *bias, int64_t n, int64_t dim) {
+    return lc_cpu_add_bias(y, bias, n, dim);
+}
+static int cpu_rope(lc_backend *b, float *x, const int32_t *pos, int64_t n, int32_t nh,
+                    int32_t hd, const lc_rope_table *r) {
+    return lc_cpu_rope(x, pos, n, nh, hd, r);
+}
+static int cpu_silu_mul(lc_backend *b, const float *g, const float *u, float *o, int64_t n) {
+    return lc_cpu_silu_mul(g, u, o, n);
+}
+static int cpu_add(lc_backend *b, float *x, const float *y, int64_t n) {
+    return lc_cpu_add(x, y, n);
+}
+static int cpu_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                        int32_t n, const float *k, const float *v) {
+    return lc_cpu_kv_write(kv, s, n, k, v);
+}
+static int cpu_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                          int32_t n, const float *q, int32_t nh, const lc_rope_table *r,
+                          float scale, float *out) {
+    return lc_cpu_attn_dense(kv, s, n, q, nh, r, scale, out);
+}
+
+static void cpu_free(lc_backend *b) { free(b); }
+
+int lc_backend_cpu_create(int n_threads, lc_backend **out) {
+    lc_backend *b = lc_calloc(1, sizeof *b, "cpu backend");
+    if (!b) return LC_ERR_NOMEM;
+    if (n_threads > 0) {
+#ifdef _OPENMP
+        omp_set_num_threads(n_threads);
+#endif
+        openblas_set_num_threads(n_threads);
+    }
+    b->name        = "cpu";
+    b->device      = LC_DEVICE_CPU;
+    b->free        = cpu_free;
+    b->alloc       = cpu_alloc;
+    b->dealloc     = cpu_dealloc;
+    b->upload      = cpu_copy;
+    b->download    = cpu_copy;
+    b->weight_load = cpu_weight_load;
+    b->weight_free = cpu_weight_free;
+    b->embed       = cpu_embed;
+    b->rmsnorm     = cpu_rmsnorm;
+    b->matmul      = cpu_matmul;
+    b->add_bias    = cpu_add_bias;
+    b->rope        = cpu_rope;
+    b->silu_mul    = cpu_silu_mul;
+    b->add         = cpu_add;
+    b->kv_write    = cpu_kv_write;
+    b->attn_dense  = cpu_attn_dense;
+    *out           = b;
+    return LC_OK;
+}

@@ -1,0 +1,28 @@
+/*
+ * cpu.h — the CPU backend's operations (the reference twins of the CUDA ops). Contracts are
+ * those of struct lc_backend in backend/backend.h; these take plain host pointers.
+ */
+#ifndef LC_CPU_H
+#define LC_CPU_H
+
+#include "backend/backend.h"
+
+int lc_cpu_embed(const lc_weight *table, const int32_t *ids, int64_t n_rows, float *out);
+int lc_cpu_rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t dim,
+                   float eps);
+int lc_cpu_matmul(const lc_weight *w, const float *x, float *y, int64_t n_rows);
+int lc_cpu_add_bias(float *y, const float *bias, int64_t n_rows, int64_t dim);
+int lc_cpu_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int32_t head_dim,
+                const lc_rope_table *rope);
+int lc_cpu_silu_mul(const float *gate, const float *up, float *out, int64_t n);
+int lc_cpu_add(float *x, const float *y, int64_t n);
+int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                    const float *k, const float *v);
+int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                      const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
+                      float *out);
+
+/* Rotate one head vector x[head_dim] by position pos (helper shared by rope and attention). */
+void lc_cpu_rope_vec(float *x, int32_t pos, const lc_rope_table *rope);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * cpu_attention.c — reference dense causal attention over the paged KV cache, and the KV
+ * page write. Keys are stored before RoPE (DESIGN.md "Pre-RoPE keys") and rotated here, one
+ * page tile at a time, with their true positions; the tile loop uses the online softmax of
+ * FlashAttention so memory stays O(page) per worker, and decode splits the key range across
+ * threads (FlashDecoding) and merges the partial softmaxes.
+ *
+ * Layouts: q, out: [n_rows][n_head][head_dim]; pages: [page][kv_head][page_size][head_dim].
+ * GQA: query head h reads KV head h / (n_head / n_kv_head).
+ */
+#include "backend/cpu/cpu.h"
+#include "util/util.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                    const float *k, const float *v) {
+    const int32_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const lc_attn_seq *sq = &seqs[s];
+        for (int32_t r = 0; r < sq->n_rows; r++) {
+            const int32_t pos  = sq->pos0 + r;
+            const int64_t page = sq->page_table[pos / P];
+            const int32_t slot = pos % P;
+            for (int32_t h = 0; h < H; h++) {
+                const int64_t dst = ((page * H + h) * P + slot) * (int64_t)D;
+                const int64_t src = ((int64_t)(sq->row0 + r) * H + h) * D;
+                memcpy(kv->k + dst, k + src, sizeof(float) * (size_t)D);
+                memcpy(kv->v + dst, v + src, sizeof(float) * (size_t)D);
+            }
+        }
+    }
+    return LC_OK;
+}
+
+/* One unit of work: the query rows [r0, r1) of one sequence, the query heads of one KV group,
+ * the key range [k0, k1). Produces unnormalised partial results m, l, o per (row, head). */
+typedef struct attn_unit {
+    int32_t seq, g, r0, r1, k0, k1;
+    int64_t part; /* index of the first partial row in the partial buffers, -1: write out */
+} attn_unit;
+
+typedef struct attn_args {
+    const lc_kv_layer_view *kv;
+    const lc_attn_seq      *seqs;
+    const float            *q;
+    const lc_rope_table    *rope;
+    float                  *out;
+    float                  *part_m, *part_l, *part_o;
+    int32_t                 n_head, group;
+    float                   scale;
+} attn_args;
+
+/* Scratch per worker: rotated, transposed K tile kt[D][P], V tile pointer, scores s[M][P],
+ * running m[M], l[M], o[M][D]. */
+typedef struct attn_scratch {
+    float *kt, *s, *m, *l, *o;
+    int32_t cap_rows;
+} attn_scratch;
+
+static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *w) {
+    const lc_kv_layer_view *kv = a->kv;
+    const lc_attn_seq      *sq = &a->seqs[u->seq];
+    const int32_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim, G = a->group;
+    const int32_t n_q = u->r1 - u->r0, M = n_q * G;
+    float kbuf[512];
+
+    for (int32_t i = 0; i < M; i++) {
+        w->m[i] = -INFINITY;
+        w->l[i] = 0.0f;
+    }
+    memset(w->o, 0, sizeof(float) * (size_t)M * (size_t)D);
+
+    const int32_t last_pos = sq->pos0 + u->r1 - 1; /* highest query position in the unit */
+    const int32_t k_end    = u->k1 < last_pos + 1 ? u->k1 : last_pos + 1;
+    for (int32_t t0 = u->k0; t0 < k_end; t0 += P - (t0 % P)) {
+        const int32_t page_start = t0 - t0 % P;
+        const int32_t t1         = (page_start + P < k_end) ? page_start + P : k_end;
+        const int32_t nt         = t1 - t0;
+        const int64_t page       = sq->page_table[t0 / P];
+        const float  *kp = kv->k + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
+        const float  *vp = kv->v + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
+        /* rotate the keys of the tile with their true positions, store transposed */
+        for (int32_t j = 0; j < nt; j++) {
+            memcpy(kbuf, kp + (int64_t)j * D, sizeof(float) * (size_t)D);
+            lc_cpu_rope_vec(kbuf, t0 + j, a->rope);
+            for (int32_t d = 0; d < D; d++) w->kt[d * P + j] = kbuf[d];
+        }
+        for (int32_t qi = 0; qi < n_q; qi++) {
+            const int32_t qpos = sq->pos0 + u->r0 + qi;
+            if (qpos < t0) continue; /* the whole tile is in this query's future */
+            const int32_t nv = (qpos + 1 < t1 ? qpos + 1 : t1) - t0; /* visible keys */
+            for (int32_t hh = 0; hh < G; hh++) {
+                const int32_t h   = u->g * G + hh;
+                const int32_t row = qi * G + hh;
+                const float  *qv  = a->q + ((int64_t)(sq->row0 + u->r0 + qi) * a->n_head + h) * D;
+                float        *s   = w->s + (int64_t)row * P;
+                for (int32_t j = 0; j < nv; j++) s[j] = 0.0f;
+                for (int32_t d = 0; d < D; d++) {
+                    const float  qd = qv[d] * a->scale;
+                    const float *kd = w->kt + d * P;
+                    for (int32_t j = 0; j < nv; j++) s[j] += qd * kd[j];
+                }
+                float mx = w->m[row];
+                for (int32_t j = 0; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
+                const float corr = expf(w->m[row] - mx); /* 0 when m was -inf */
+                float       sum  = 0.0f;
+                for (int32_t j = 0; j < nv; j++) {
+                    s[j] = expf(s[j] - mx);
+                    sum += s[j];
+                }
+                float *o = w->o + (int64_t)row * D;
+                for (int32_t d = 0; d < D; d++) o[d] *= corr;
+                for (int32_t j = 0; j < nv; j++) {
+                    const float  p  = s[j];
+                    const float *vj = vp + (int64_t)j * D;
+                    for (int32_t d = 0; d < D; d++) o[d] += p * vj[d];
+                }
+                w->l[row] = w->l[row] * corr + sum;
+                w->m[row] = mx;
+            }
+        }
+    }
+
+    for (int32_t qi = 0; qi < n_q; qi++)
+        for (int32_t hh = 0; hh < G; hh++) {
+            const int32_t row = qi * G + hh;
+            const int32_t h   = u->g * G + hh;
+            const float  *o   = w->o + (int64_t)row * D;
+            if (u->part < 0) {
+                float      *dst = a->out + ((int64_t)(sq->row0 + u->r0 + qi) * a->n_head + h) * D;
+                const float inv = w->l[row] > 0.0f ? 1.0f / w->l[row] : 0.0f;
+                for (int32_t d = 0; d < D; d++) dst[d] = o[d] * inv;
+            } else {
+                const int64_t pr = u->part + row;
+                a->part_m[pr]    = w->m[row];
+                a->part_l[pr]    = w->l[row];
+                memcpy(a->part_o + pr * D, o, sizeof(float) * (size_t)D);
+            }
+        }
+}
+
+#define LC_ATTN_Q_BLOCK 16 /* query rows per prefill unit */
+
+int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                      const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
+                      float *out) {
+    const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size;
+    if (H <= 0 || n_head % H != 0 || D > 512 || D <= 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "attention: bad head layout (%d query heads, %d kv "
+                       "heads, head dim %d)", n_head, H, D);
+    const int32_t G = n_head / H;
+    int n_threads = 1;
+#ifdef _OPENMP
+    n_threads = omp_get_max_threads();
+#endif
+
+    /* Build units: prefill rows in blocks; single-row (decode) sequences get their key range
+     * split so that every thread has work. */
+    int64_t n_units = 0, n_part_rows = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const int32_t n_k = seqs[s].pos0 + seqs[s].n_rows;
+        if (seqs[s].n_rows >= LC_ATTN_Q_BLOCK || n_k < 4 * P) {
+            n_units += (int64_t)H * ((seqs[s].n_rows + LC_ATTN_Q_BLOCK - 1) / LC_ATTN_Q_BLOCK);
+        } else {
+            int64_t splits = (2 * n_threads + H - 1) / H;
+            const int64_t max_splits = (n_k + P - 1) / P;
+            if (splits > max_splits) splits = max_splits;
+            n_units += (int64_t)H * splits;
+            n_part_rows += (int64_t)H * splits * seqs[s].n_rows * G;
+        }
+    }
+    attn_unit *units  = lc_malloc(sizeof(attn_unit) * (size_t)n_units, "attention units");
+    float     *part_m = lc_malloc(sizeof(float) * (size_t)(n_part_rows + 1), "attention partials");
+    float     *part_l = lc_malloc(sizeof(float) * (size_t)(n_part_rows + 1), "attention partials");
+    float     *part_o =
+        lc_malloc(sizeof(float) * (size_t)(n_part_rows + 1) * (size_t)D, "attention partials");
+    if (!units || !part_m || !part_l || !part_o) {
+        free(units), free(part_m), free(part_l), free(part_o);
+        return LC_ERR_NOMEM;
+    }
+    int64_t u = 0, pr = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const lc_attn_seq *sq  = &seqs[s];
+        const int32_t      n_k = sq->pos0 + sq->n_rows;
+        if (sq->n_rows >= LC_ATTN_Q_BLOCK || n_k < 4 * P) {
+            for (int32_t g = 0; g < H; g++)
+                for (int32_t r0 = 0; r0 < sq->n_rows; r0 += LC_ATTN_Q_BLOCK) {
+                    const int32_t r1 =
+                        r0 + LC_ATTN_Q_BLOCK < sq->n_rows ? r0 + LC_ATTN_Q_BLOCK : sq->n_rows;
+                    units[u++] = (attn_unit){s, g, r0, r1, 0, n_k, -1};
+                }
+        } else {
+            int64_t splits = (2 * n_threads + H - 1) / H;
+            const int64_t max_splits = (n_k + P - 1) / P;
+            if (splits > max_splits) splits = max_splits;
+            /* split boundaries on page multiples */
+            const int64_t pages_per = ((n_k + P - 1) / P + splits - 1) / splits;
+            for (int32_t g = 0; g < H; g++)
+                for (int64_t sp = 0; sp < splits; sp++) {
+                    int64_t k0 = sp * pages_per * P, k1 = k0 + pages_per * P;
+                    if (k1 > n_k) k1 = n_k;
+                    if (k0 > n_k) k0 = n_k;
+                    units[u++] = (attn_unit){s, g, 0, sq->n_rows, (int32_t)k0, (int32_t)k1, pr};
+                    pr += (int64_t)sq->n_rows * G;
+                }
+        }
+    }
+
+    attn_args args = {kv, seqs, q, rope, out, part_m, part_l, part_o, n_head, G, scale};
+    int       failed = 0;
+#pragma omp parallel
+    {
+        const int32_t cap = LC_ATTN_Q_BLOCK * G;
+        attn_scratch  w;
+        w.kt       = malloc(sizeof(float) * (size_t)D * (size_t)P);
+        w.s        = malloc(sizeof(float) * (size_t)cap * (size_t)P);
+        w.m        = malloc(sizeof(float) * (size_t)cap);
+        w.l        = malloc(sizeof(float) * (size_t)cap);
+        w.o        = malloc(sizeof(float) * (size_t)cap * (size_t)D);
+        w.cap_rows = cap;
+        if (!w.kt || !w.s || !w.m || !w.l || !w.o) {
+#pragma omp atomic write
+            failed = 1;
+        } else {
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t i = 0; i < n_units; i++) attn_run_unit(&args, &units[i], &w);
+        }
+        free(w.kt), free(w.s), free(w.m), free(w.l), free(w.o);
+    }
+
+    /* merge split-K partials */
+    for (int64_t i = 0; i < n_units && !failed;) {
+        if (units[i].part < 0) {
+            i++;
+            continue;
+        }
+        const attn_unit   *first = &units[i];
+        const lc_attn_seq *sq    = &seqs[first->seq];
+        int64_t            j     = i;
+        while (j < n_units && units[j].part >= 0 && units[j].seq == first->seq &&
+               units[j].g == first->g)
+            j++;
+        const int32_t M = sq->n_rows * G;
+        for (int32_t row = 0; row < M; row++) {
+            float mx = -INFINITY;
+            for (int64_t k = i; k < j; k++) {
+                const float m = part_m[units[k].part + row];
+                mx            = m > mx ? m : mx;
+            }
+            float  l = 0.0f;
+            float *dst =
+                out + ((int64_t)(sq->row0 + row / G) * n_head + first->g * G + row % G) * D;
+            for (int32_t d = 0; d < D; d++) dst[d] = 0.0f;
+            for (int64_t k = i; k < j; k++) {
+                const int64_t p = units[k].part + row;
+                if (part_l[p] == 0.0f) continue;
+                const float c = expf(part_m[p] - mx);
+                l += part_l[p] * c;
+                for (int32_t d = 0; d < D; d++) dst[d] += part_o[p * D + d] * c;
+            }
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            for (int32_t d = 0; d < D; d++) dst[d] *= inv;
+        }
+        i = j;
+    }
+    free(units), free(part_m), free(part_l), free(part_o);
+    return failed ? lc_fail(LC_ERR_NOMEM, "attention: out of memory for worker scratch") : LC_OK;
+}

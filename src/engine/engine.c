@@ -1,0 +1,457 @@
+/*
+ * engine.c — the context: a set of sequences advanced one step at a time (DESIGN.md "One step
+ * function"). Each step packs decode tokens first (one per generating sequence), then prompt
+ * chunks up to n_batch tokens, runs one model forward over the batch, samples for every
+ * sequence whose prompt is complete, and reports per-sequence events: newly printable text
+ * (whole UTF-8 characters, stop strings withheld), prompt progress and finish reasons.
+ */
+#include "engine/sampler.h"
+#include "format/quant.h"
+#include "model/model.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct lc_seq {
+    bool        live;
+    int32_t     id;
+    int32_t    *tokens; /* prompt then generated tokens */
+    int64_t     n_tokens, cap_tokens;
+    int64_t     n_prompt;
+    int64_t     n_done;  /* tokens whose KV is written */
+    int32_t     n_generated, max_tokens;
+    bool        ignore_eos;
+    lc_sampler  sampler;
+    char      **stop;
+    size_t      n_stop, max_stop_len;
+    char       *text; /* generated text */
+    size_t      text_len, text_cap, text_emitted;
+    lc_detok    detok;
+    lc_finish   finish;
+    bool        reported_finish;
+    int32_t     last_sampled; /* token sampled in the current step, -1 if none */
+    bool        has_logits;
+    float      *logits; /* [n_vocab] */
+    lc_kv_seq   kv;
+    void      **attn_states; /* [n_layer] */
+} lc_seq;
+
+struct lc_context {
+    lc_model             *model;
+    lc_context_params     p;
+    const lc_attn_method *attn;
+    lc_kv_cache          *kv;
+    lc_rope_table         rope;
+    lc_forward_ws        *ws;
+    lc_seq               *seqs;
+    int32_t               next_id;
+    /* per-step scratch */
+    int32_t     *ids, *pos, *logit_rows, *logit_seq;
+    lc_attn_seq *aseqs;
+    void      ***astates;
+    int32_t     *aseq_idx;
+    float       *logits;
+};
+
+lc_context_params lc_context_default_params(void) {
+    lc_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .page_size = 64,
+                           .kv_tokens = 0, .prefill_progress = NULL, .progress_user = NULL};
+    return p;
+}
+
+static void seq_clear(lc_context *c, lc_seq *s) {
+    if (s->kv.pages) lc_kv_seq_release(c->kv, &s->kv);
+    if (s->attn_states && c->attn->state_free)
+        for (int32_t l = 0; l < c->model->hp.n_layer; l++)
+            if (s->attn_states[l]) c->attn->state_free(s->attn_states[l]);
+    free(s->attn_states);
+    free(s->tokens);
+    for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
+    free(s->stop);
+    free(s->text);
+    free(s->logits);
+    lc_sampler_free(&s->sampler);
+    memset(s, 0, sizeof *s);
+}
+
+void lc_context_free(lc_context *c) {
+    if (!c) return;
+    lc_backend *b = c->model->backend;
+    if (c->seqs)
+        for (int32_t i = 0; i < c->p.n_seq_max; i++)
+            if (c->seqs[i].live) seq_clear(c, &c->seqs[i]);
+    free(c->seqs);
+    lc_kv_free(c->kv);
+    lc_forward_ws_free(c->model, c->ws);
+    if (c->rope.cos) b->dealloc(b, c->rope.cos);
+    if (c->rope.sin) b->dealloc(b, c->rope.sin);
+    free(c->ids), free(c->pos), free(c->logit_rows), free(c->logit_seq), free(c->aseqs);
+    free(c->astates), free(c->aseq_idx), free(c->logits);
+    free(c);
+}
+
+int lc_context_create(lc_model *m, const lc_context_params *params, lc_context **out) {
+    lc_clear_error();
+    if (!m || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_create: NULL argument");
+    *out                  = NULL;
+    lc_context_params def = lc_context_default_params();
+    lc_context_params p   = params ? *params : def;
+    const lc_hparams *hp  = &m->hp;
+    if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train;
+    if (p.n_ctx < 1 || p.n_ctx > (1 << 30))
+        return lc_fail(LC_ERR_INVALID_ARG, "context size %d out of range (1 .. 2^30)", p.n_ctx);
+    if (p.n_seq_max < 1 || p.n_seq_max > 4096)
+        return lc_fail(LC_ERR_INVALID_ARG, "n_seq_max %d out of range (1 .. 4096)", p.n_seq_max);
+    if (p.n_batch < 1 || p.n_batch > 65536)
+        return lc_fail(LC_ERR_INVALID_ARG, "batch size %d out of range (1 .. 65536)", p.n_batch);
+    if (p.page_size < 16 || p.page_size > 1024 || (p.page_size & (p.page_size - 1)))
+        return lc_fail(LC_ERR_INVALID_ARG, "page size %d must be a power of two in 16 .. 1024",
+                       p.page_size);
+    if (p.kv_tokens == 0) p.kv_tokens = (int64_t)p.n_ctx * p.n_seq_max;
+    if (p.kv_tokens < 1)
+        return lc_fail(LC_ERR_INVALID_ARG, "KV capacity %lld tokens out of range",
+                       (long long)p.kv_tokens);
+    if (p.n_batch < p.n_seq_max) p.n_batch = p.n_seq_max; /* room for one decode token each */
+
+    lc_context *c = lc_calloc(1, sizeof *c, "context");
+    if (!c) return LC_ERR_NOMEM;
+    c->model   = m;
+    c->p       = p;
+    c->attn    = &lc_attn_dense;
+    c->next_id = 1;
+    lc_backend *b = m->backend;
+    int         st;
+    const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size;
+    if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,
+                           &c->kv)) != LC_OK)
+        goto fail;
+    /* RoPE table for every position a sequence can reach */
+    {
+        const size_t half = (size_t)hp->n_rot / 2, n = (size_t)p.n_ctx * half;
+        float *hc = lc_malloc(sizeof(float) * n, "rope table");
+        float *hs = lc_malloc(sizeof(float) * n, "rope table");
+        c->rope.cos = b->alloc(b, sizeof(float) * n, "rope table");
+        c->rope.sin = b->alloc(b, sizeof(float) * n, "rope table");
+        if (!hc || !hs || !c->rope.cos || !c->rope.sin) {
+            free(hc), free(hs);
+            st = LC_ERR_NOMEM;
+            goto fail;
+        }
+        st = lc_rope_table_fill(hp, m->rope_freq_factors, p.n_ctx, hc, hs);
+        if (st == LC_OK) st = b->upload(b, c->rope.cos, hc, sizeof(float) * n);
+        if (st == LC_OK) st = b->upload(b, c->rope.sin, hs, sizeof(float) * n);
+        free(hc), free(hs);
+        if (st != LC_OK) goto fail;
+        c->rope.n_pos   = p.n_ctx;
+        c->rope.n_rot   = hp->n_rot;
+        c->rope.pairing = hp->rope_pairing;
+    }
+    if ((st = lc_forward_ws_create(m, p.n_batch, p.n_seq_max, &c->ws)) != LC_OK) goto fail;
+    c->seqs       = lc_calloc((size_t)p.n_seq_max, sizeof(lc_seq), "sequences");
+    c->ids        = lc_malloc(sizeof(int32_t) * (size_t)p.n_batch, "batch");
+    c->pos        = lc_malloc(sizeof(int32_t) * (size_t)p.n_batch, "batch");
+    c->logit_rows = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
+    c->logit_seq  = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
+    c->aseqs      = lc_malloc(sizeof(lc_attn_seq) * (size_t)p.n_seq_max, "batch");
+    c->astates    = lc_malloc(sizeof(void **) * (size_t)p.n_seq_max, "batch");
+    c->aseq_idx   = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
+    c->logits     = lc_malloc(sizeof(float) * (size_t)p.n_seq_max * (size_t)hp->n_vocab, "logits");
+    if (!c->seqs || !c->ids || !c->pos || !c->logit_rows || !c->logit_seq || !c->aseqs ||
+        !c->astates || !c->aseq_idx || !c->logits) {
+        st = LC_ERR_NOMEM;
+        goto fail;
+    }
+    *out = c;
+    return LC_OK;
+fail:
+    lc_context_free(c);
+    return st;
+}
+
+static lc_seq *seq_find(const lc_context *c, int32_t id) {
+    for (int32_t i = 0; i < c->p.n_seq_max; i++)
+        if (c->seqs[i].live && c->seqs[i].id == id) return &c->seqs[i];
+    return NULL;
+}
+
+int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
+    lc_clear_error();
+    if (!c || !r || !seq_id) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: NULL argument");
+    const int32_t V = c->model->hp.n_vocab;
+    if (r->n_prompt == 0) return lc_fail(LC_ERR_INVALID_ARG, "the prompt is empty");
+    if (r->max_tokens < 0) return lc_fail(LC_ERR_INVALID_ARG, "max_tokens %d < 0", r->max_tokens);
+    if ((int64_t)r->n_prompt > c->p.n_ctx)
+        return lc_fail(LC_ERR_CONTEXT, "the prompt has %zu tokens but the context holds %d "
+                       "(raise -c/--ctx up to the memory you have)", r->n_prompt, c->p.n_ctx);
+    for (size_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= V)
+            return lc_fail(LC_ERR_INVALID_ARG, "prompt token %zu has id %d outside the vocabulary "
+                           "(0 .. %d)", i, r->prompt[i], V - 1);
+    int st = lc_sampling_check(&r->sampling);
+    if (st != LC_OK) return st;
+    lc_seq *s = NULL;
+    for (int32_t i = 0; i < c->p.n_seq_max && !s; i++)
+        if (!c->seqs[i].live) s = &c->seqs[i];
+    if (!s)
+        return lc_fail(LC_ERR_CONTEXT, "all %d sequence slots are busy", c->p.n_seq_max);
+    const int64_t need_pages = lc_kv_pages_for(c->kv, (int64_t)r->n_prompt);
+    if (need_pages > c->kv->n_free)
+        return lc_fail(LC_ERR_CONTEXT, "the prompt needs %lld KV pages (%zu tokens) but only %lld "
+                       "of %lld are free", (long long)need_pages, r->n_prompt,
+                       (long long)c->kv->n_free, (long long)c->kv->n_pages);
+    memset(s, 0, sizeof *s);
+    s->cap_tokens = (int64_t)r->n_prompt + (r->max_tokens < 4096 ? r->max_tokens : 4096) + 1;
+    s->tokens     = lc_malloc(sizeof(int32_t) * (size_t)s->cap_tokens, "sequence tokens");
+    s->logits     = lc_malloc(sizeof(float) * (size_t)V, "sequence logits");
+    s->attn_states = lc_calloc((size_t)c->model->hp.n_layer, sizeof(void *), "attention state");
+    if (!s->tokens || !s->logits || !s->attn_states) {
+        seq_clear(c, s);
+        return LC_ERR_NOMEM;
+    }
+    if (c->attn->state_create)
+        for (int32_t l = 0; l < c->model->hp.n_layer; l++)
+            if ((st = c->attn->state_create(c->attn, l, &s->attn_states[l])) != LC_OK) {
+                seq_clear(c, s);
+                return st;
+            }
+    if ((st = lc_sampler_init(&s->sampler, &r->sampling, V)) != LC_OK) {
+        seq_clear(c, s);
+        return st;
+    }
+    memcpy(s->tokens, r->prompt, sizeof(int32_t) * r->n_prompt);
+    s->n_tokens   = (int64_t)r->n_prompt;
+    s->n_prompt   = (int64_t)r->n_prompt;
+    s->max_tokens = r->max_tokens;
+    s->ignore_eos = r->ignore_eos;
+    if (r->n_stop) {
+        s->stop = lc_calloc(r->n_stop, sizeof(char *), "stop strings");
+        if (!s->stop) {
+            seq_clear(c, s);
+            return LC_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < r->n_stop; i++) {
+            if (!r->stop[i] || !r->stop[i][0]) continue;
+            s->stop[s->n_stop] = strdup(r->stop[i]);
+            if (!s->stop[s->n_stop]) {
+                seq_clear(c, s);
+                return lc_fail(LC_ERR_NOMEM, "out of memory copying stop strings");
+            }
+            size_t len = strlen(r->stop[i]);
+            if (len > s->max_stop_len) s->max_stop_len = len;
+            s->n_stop++;
+        }
+    }
+    s->live         = true;
+    s->last_sampled = -1;
+    s->id           = c->next_id++;
+    if (c->next_id <= 0) c->next_id = 1;
+    *seq_id = s->id;
+    return LC_OK;
+}
+
+int lc_context_remove(lc_context *c, int32_t seq_id) {
+    lc_seq *s = c ? seq_find(c, seq_id) : NULL;
+    if (!s) return lc_fail(LC_ERR_NOT_FOUND, "no sequence with id %d", seq_id);
+    seq_clear(c, s);
+    return LC_OK;
+}
+
+const float *lc_context_logits(const lc_context *c, int32_t seq_id) {
+    const lc_seq *s = c ? seq_find(c, seq_id) : NULL;
+    return (s && s->has_logits) ? s->logits : NULL;
+}
+
+int32_t lc_context_n_vocab(const lc_context *c) { return c ? c->model->hp.n_vocab : 0; }
+
+/* ---- output text and stop strings ------------------------------------------------------ */
+
+static int text_append(lc_seq *s, const char *p, size_t n) {
+    if (s->text_len + n + 1 > s->text_cap) {
+        size_t cap = s->text_cap ? s->text_cap : 256;
+        while (cap < s->text_len + n + 1) cap *= 2;
+        char *t = realloc(s->text, cap);
+        if (!t) return lc_fail(LC_ERR_NOMEM, "out of memory for generated text");
+        s->text     = t;
+        s->text_cap = cap;
+    }
+    memcpy(s->text + s->text_len, p, n);
+    s->text_len += n;
+    s->text[s->text_len] = '\0';
+    return LC_OK;
+}
+
+/* After new text: find a stop string (finish there) or hold back a suffix that could start
+ * one. Returns the end of the text that may be emitted. */
+static size_t text_safe_end(lc_seq *s) {
+    if (s->n_stop == 0) return s->text_len;
+    const size_t from = s->text_emitted > s->max_stop_len ? s->text_emitted - s->max_stop_len : 0;
+    size_t       best = SIZE_MAX;
+    for (size_t i = 0; i < s->n_stop; i++) {
+        const char *hit = memmem(s->text + from, s->text_len - from, s->stop[i], strlen(s->stop[i]));
+        if (hit && (size_t)(hit - s->text) < best) best = (size_t)(hit - s->text);
+    }
+    if (best != SIZE_MAX) {
+        s->finish   = LC_FINISH_STOP;
+        s->text_len = best; /* drop the stop string and what follows */
+        s->text[best] = '\0';
+        return best;
+    }
+    size_t hold = 0;
+    for (size_t i = 0; i < s->n_stop; i++) {
+        const size_t L = strlen(s->stop[i]);
+        for (size_t k = L - 1; k > hold; k--)
+            if (k <= s->text_len && memcmp(s->text + s->text_len - k, s->stop[i], k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    size_t end = s->text_len - hold;
+    return end < s->text_emitted ? s->text_emitted : end;
+}
+
+/* ---- the step -------------------------------------------------------------------------- */
+
+static int seq_grow_tokens(lc_seq *s) {
+    if (s->n_tokens < s->cap_tokens) return LC_OK;
+    int64_t  cap = s->cap_tokens * 2;
+    int32_t *t   = realloc(s->tokens, sizeof(int32_t) * (size_t)cap);
+    if (!t) return lc_fail(LC_ERR_NOMEM, "out of memory growing a sequence");
+    s->tokens     = t;
+    s->cap_tokens = cap;
+    return LC_OK;
+}
+
+int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_events) {
+    lc_clear_error();
+    if (!c || !n_events) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_step: NULL argument");
+    *n_events          = 0;
+    const int32_t V    = c->model->hp.n_vocab;
+    int32_t       rows = 0, n_aseq = 0, n_logit = 0;
+
+    /* pass 1: decode tokens; pass 2: prompt chunks */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t i = 0; i < c->p.n_seq_max && rows < c->p.n_batch; i++) {
+            lc_seq *s = &c->seqs[i];
+            if (!s->live || s->finish != LC_FINISH_NONE) continue;
+            const bool decoding = s->n_done >= s->n_prompt;
+            if ((pass == 0) != decoding) continue;
+            int64_t take = s->n_tokens - s->n_done;
+            if (take <= 0) continue;
+            if (take > c->p.n_batch - rows) take = c->p.n_batch - rows;
+            if (s->n_done + take > c->p.n_ctx) {
+                s->finish = LC_FINISH_LENGTH;
+                continue;
+            }
+            int st = lc_kv_seq_reserve(c->kv, &s->kv, s->n_done + take);
+            if (st != LC_OK) {
+                if (decoding) { /* out of KV pages: end this sequence, others go on */
+                    lc_log(LC_LOG_WARN, "sequence %d stopped: %s", s->id, lc_last_error());
+                    s->finish = LC_FINISH_LENGTH;
+                    continue;
+                }
+                if (rows > 0) continue; /* try again next step */
+                return st;
+            }
+            lc_attn_seq *a = &c->aseqs[n_aseq];
+            a->row0        = rows;
+            a->n_rows      = (int32_t)take;
+            a->pos0        = (int32_t)s->n_done;
+            a->page_table  = s->kv.pages;
+            c->astates[n_aseq]  = s->attn_states;
+            c->aseq_idx[n_aseq] = i;
+            n_aseq++;
+            for (int64_t t = 0; t < take; t++) {
+                c->ids[rows + t] = s->tokens[s->n_done + t];
+                c->pos[rows + t] = (int32_t)(s->n_done + t);
+            }
+            rows += (int32_t)take;
+            if (s->n_done + take == s->n_tokens) { /* last prompt chunk or a decode token */
+                c->logit_rows[n_logit] = rows - 1;
+                c->logit_seq[n_logit]  = i;
+                n_logit++;
+            }
+        }
+    }
+    if (rows > 0) {
+        lc_batch batch = {rows, c->ids, c->pos, n_aseq, c->aseqs, (void **const *)c->astates,
+                          n_logit, c->logit_rows};
+        int st = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &batch, c->logits);
+        if (st != LC_OK) return st;
+        for (int32_t a = 0; a < n_aseq; a++) {
+            lc_seq *s = &c->seqs[c->aseq_idx[a]];
+            s->n_done += c->aseqs[a].n_rows;
+            s->kv.n_tokens = s->n_done;
+        }
+    }
+
+    /* sample, detokenise, emit events */
+    for (int32_t li = 0; li < n_logit; li++) {
+        lc_seq *s = &c->seqs[c->logit_seq[li]];
+        memcpy(s->logits, c->logits + (int64_t)li * V, sizeof(float) * (size_t)V);
+        s->has_logits = true;
+        if (s->n_generated >= s->max_tokens) {
+            s->finish = LC_FINISH_LENGTH;
+            continue;
+        }
+        const int32_t tok = lc_sampler_sample(&s->sampler, s->logits, s->tokens, s->n_tokens);
+        int st = seq_grow_tokens(s);
+        if (st != LC_OK) return st;
+        s->tokens[s->n_tokens++] = tok;
+        s->n_generated++;
+        s->last_sampled = tok;
+        const lc_tokenizer *tk = c->model->tokenizer;
+        if (!s->ignore_eos && lc_tokenizer_is_eog(tk, tok)) {
+            s->finish = LC_FINISH_EOS;
+        } else {
+            char   buf[512];
+            size_t nb = 0;
+            size_t tlen;
+            if (lc_tokenizer_token_bytes(tk, tok, &tlen) && tlen + 64 <= sizeof buf) {
+                if ((st = lc_detok_push(&s->detok, tk, tok, buf, sizeof buf, &nb)) != LC_OK) return st;
+            }
+            if ((st = text_append(s, buf, nb)) != LC_OK) return st;
+            if (s->n_generated >= s->max_tokens) s->finish = LC_FINISH_LENGTH;
+            if (s->n_tokens >= c->p.n_ctx) s->finish = LC_FINISH_LENGTH;
+        }
+    }
+
+    /* events for every sequence that took part, or finished and is not yet reported */
+    for (int32_t i = 0; i < c->p.n_seq_max; i++) {
+        lc_seq *s = &c->seqs[i];
+        if (!s->live || s->reported_finish) continue;
+        bool took_part = false;
+        for (int32_t a = 0; a < n_aseq && !took_part; a++) took_part = c->aseq_idx[a] == i;
+        if (!took_part && s->finish == LC_FINISH_NONE) continue;
+        size_t end;
+        if (s->finish == LC_FINISH_NONE) {
+            end = text_safe_end(s); /* may find a stop string and finish */
+        } else {
+            char   buf[64];
+            size_t nb = 0;
+            if (lc_detok_flush(&s->detok, buf, sizeof buf, &nb) == LC_OK && nb) {
+                int st = text_append(s, buf, nb);
+                if (st != LC_OK) return st;
+            }
+            end = s->text_len;
+        }
+        if (*n_events < cap) {
+            lc_event *e      = &events[*n_events];
+            e->seq_id        = s->id;
+            e->token         = s->last_sampled;
+            e->text          = s->text ? s->text + s->text_emitted : "";
+            e->text_len      = end - s->text_emitted;
+            e->n_prompt_done = s->n_done < s->n_prompt ? s->n_done : s->n_prompt;
+            e->n_prompt      = s->n_prompt;
+            e->n_generated   = s->n_generated;
+            e->finish        = s->finish;
+            (*n_events)++;
+        }
+        s->text_emitted = end;
+        s->last_sampled = -1;
+        if (s->finish != LC_FINISH_NONE) s->reported_finish = true;
+        if (took_part && s->n_done <= s->n_prompt && c->p.prefill_progress)
+            c->p.prefill_progress(s->n_done, s->n_prompt, c->p.progress_user);
+    }
+    return LC_OK;
+}

@@ -1,0 +1,264 @@
+/*
+ * chat.c — chat templates without a Jinja interpreter (spec/ecosystem-and-style.md §1.7):
+ * detect the family of a model's tokenizer.chat_template by substrings, as llama.cpp's
+ * llm_chat_detect_template does, and format conversations with built-in formatters whose
+ * output equals what the models' Jinja templates render:
+ *   chatml   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
+ *   llama3   <|start_header_id|>{role}<|end_header_id|>\n\n{trim(content)}<|eot_id|> ...
+ *            <|start_header_id|>assistant<|end_header_id|>\n\n
+ *            The template's leading bos_token (<|begin_of_text|>) is NOT emitted: the
+ *            tokenizer adds BOS (add_bos), as in llama.cpp's built-in llama3 formatter, so
+ *            encoding with add_bos gives exactly one BOS.
+ *   mistral  [INST] {user} [/INST]{assistant}</s>[INST] ... (Mistral-7B-Instruct v0.1/v0.2;
+ *            the template's leading <s> is the tokenizer's BOS). Those templates reject
+ *            system messages; like llama.cpp's formatter for them, a system message is
+ *            written as "{content}\n" inside the current [INST] turn.
+ * SmolLM2's and Qwen2's ChatML templates insert a default system prompt when the first
+ * message is not a system one: lc_chat_default_system finds it, lc_chat_format_ex applies it.
+ */
+#include "format/chat.h"
+#include "util/util.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a growing string ---------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char  *p;
+    size_t n, cap;
+    bool   oom;
+} sbuf;
+
+static void sb_addn(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p   = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_add(sbuf *b, const char *s) { sb_addn(b, s, strlen(s)); }
+
+/* Whitespace trim as Jinja's |trim on ASCII whitespace (llama.cpp's trim does the same). */
+static void sb_add_trimmed(sbuf *b, const char *s) {
+    size_t n = strlen(s), a = 0;
+    while (a < n && isspace((unsigned char)s[a])) a++;
+    while (n > a && isspace((unsigned char)s[n - 1])) n--;
+    sb_addn(b, s + a, n - a);
+}
+
+/* ---- names and detection -------------------------------------------------------------------- */
+
+static const struct {
+    const char      *name;
+    lc_chat_template t;
+} k_names[] = {
+    {"chatml", LC_CHAT_TEMPLATE_CHATML},
+    {"llama3", LC_CHAT_TEMPLATE_LLAMA3},
+    {"mistral", LC_CHAT_TEMPLATE_MISTRAL},
+};
+
+const char *lc_chat_template_name(lc_chat_template t) {
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
+        if (k_names[i].t == t) return k_names[i].name;
+    return "none";
+}
+
+int lc_chat_template_from_name(const char *name, lc_chat_template *out) {
+    if (!name || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_template_from_name: NULL argument");
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++) {
+        if (strcmp(name, k_names[i].name) == 0) {
+            *out = k_names[i].t;
+            return LC_OK;
+        }
+    }
+    return lc_fail(LC_ERR_NOT_FOUND, "unknown chat template '%s' (valid names: chatml, llama3, mistral)",
+                   name);
+}
+
+int lc_chat_template_detect(const char *jinja, lc_chat_template *out) {
+    if (!out) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_template_detect: NULL argument");
+    *out = LC_CHAT_TEMPLATE_NONE;
+    if (!jinja || !*jinja)
+        return lc_fail(LC_ERR_NOT_FOUND, "the model has no chat template; use --chat-template NAME "
+                       "(chatml, llama3, mistral)");
+    if (strstr(jinja, "<|im_start|>")) {
+        /* llama.cpp: <|im_sep|> is phi4, <end_of_utterance> smolvlm: different formats */
+        if (!strstr(jinja, "<|im_sep|>") && !strstr(jinja, "<end_of_utterance>")) {
+            *out = LC_CHAT_TEMPLATE_CHATML;
+            return LC_OK;
+        }
+    } else if (strstr(jinja, "[INST]")) {
+        /* Llama-2's <<SYS>> variants place system prompts and spaces differently */
+        if (!strstr(jinja, "<<SYS>>")) {
+            *out = LC_CHAT_TEMPLATE_MISTRAL;
+            return LC_OK;
+        }
+    } else if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|end_header_id|>")) {
+        *out = LC_CHAT_TEMPLATE_LLAMA3;
+        return LC_OK;
+    }
+    return lc_fail(LC_ERR_NOT_FOUND, "the model's chat template is not one of the built-in "
+                   "formats; use --chat-template NAME (chatml, llama3, mistral)");
+}
+
+/* ---- default system prompt ------------------------------------------------------------------ */
+
+int lc_chat_default_system(const char *jinja, char **out) {
+    if (!out) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_default_system: NULL argument");
+    *out = NULL;
+    if (!jinja) return LC_OK;
+    static const char head[] = "<|im_start|>system";
+    static const char tail[] = "<|im_end|>";
+    for (const char *p = strstr(jinja, head); p; p = strstr(p + 1, head)) {
+        const char *s = p + sizeof head - 1;
+        if (s[0] == '\n') {
+            s += 1;
+        } else if (s[0] == '\\' && s[1] == 'n') {
+            s += 2;
+        } else {
+            continue;
+        }
+        sbuf b  = {0};
+        bool ok = false;
+        for (const char *q = s; *q; q++) {
+            if (strncmp(q, tail, sizeof tail - 1) == 0) {
+                ok = true;
+                break;
+            }
+            if (*q == '\'' || *q == '"' || (q[0] == '{' && (q[1] == '{' || q[1] == '%')) ||
+                (q[0] == '}' && q[1] == '}'))
+                break; /* the string literal ends or an expression starts: not a literal */
+            if (*q == '\\' && q[1]) {
+                char c = q[1] == 'n' ? '\n' : q[1] == 't' ? '\t' : q[1];
+                sb_addn(&b, &c, 1);
+                q++;
+                continue;
+            }
+            sb_addn(&b, q, 1);
+        }
+        if (!ok) {
+            free(b.p);
+            continue;
+        }
+        if (b.oom) {
+            free(b.p);
+            return lc_fail(LC_ERR_NOMEM, "out of memory extracting the default system prompt");
+        }
+        if (!b.p) {
+            b.p = malloc(1);
+            if (!b.p) return lc_fail(LC_ERR_NOMEM, "out of memory");
+            b.p[0] = '\0';
+        }
+        *out = b.p;
+        return LC_OK;
+    }
+    return LC_OK;
+}
+
+/* ---- formatting ----------------------------------------------------------------------------- */
+
+static void format_chatml(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        sb_add(b, "<|im_start|>");
+        sb_add(b, m[i].role);
+        sb_add(b, "\n");
+        sb_add(b, m[i].content);
+        sb_add(b, "<|im_end|>\n");
+    }
+    if (add_assistant) sb_add(b, "<|im_start|>assistant\n");
+}
+
+static void format_llama3(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        sb_add(b, "<|start_header_id|>");
+        sb_add(b, m[i].role);
+        sb_add(b, "<|end_header_id|>\n\n");
+        sb_add_trimmed(b, m[i].content);
+        sb_add(b, "<|eot_id|>");
+    }
+    if (add_assistant) sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void format_mistral(sbuf *b, const lc_chat_message *m, size_t n) {
+    bool in_turn = true;
+    sb_add(b, "[INST] ");
+    for (size_t i = 0; i < n; i++) {
+        if (!in_turn) {
+            sb_add(b, "[INST] ");
+            in_turn = true;
+        }
+        sb_add(b, m[i].content);
+        if (strcmp(m[i].role, "system") == 0) {
+            sb_add(b, "\n");
+        } else if (strcmp(m[i].role, "user") == 0) {
+            sb_add(b, " [/INST]");
+        } else {
+            sb_add(b, "</s>");
+            in_turn = false;
+        }
+    }
+}
+
+int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_chat_message *msgs,
+                      size_t n, bool add_assistant, char **out) {
+    if (!out || (n && !msgs)) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: NULL argument");
+    *out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content)
+            return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: message %zu has no %s", i,
+                           msgs[i].role ? "content" : "role");
+        if (t == LC_CHAT_TEMPLATE_MISTRAL && strcmp(msgs[i].role, "system") != 0 &&
+            strcmp(msgs[i].role, "user") != 0 && strcmp(msgs[i].role, "assistant") != 0)
+            return lc_fail(LC_ERR_INVALID_ARG,
+                           "lc_chat_format: role '%s' of message %zu is not supported by the "
+                           "mistral template (system, user, assistant)",
+                           msgs[i].role, i);
+    }
+    if (t != LC_CHAT_TEMPLATE_CHATML && t != LC_CHAT_TEMPLATE_LLAMA3 && t != LC_CHAT_TEMPLATE_MISTRAL)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: no chat template (%d); use "
+                       "--chat-template NAME (chatml, llama3, mistral)", (int)t);
+
+    /* the default system prompt goes in front when the conversation starts without one */
+    const lc_chat_message *m   = msgs;
+    lc_chat_message       *tmp = NULL;
+    if (default_system && n > 0 && strcmp(msgs[0].role, "system") != 0) {
+        tmp = lc_malloc((n + 1) * sizeof *tmp, "chat messages");
+        if (!tmp) return LC_ERR_NOMEM;
+        tmp[0] = (lc_chat_message){"system", default_system};
+        memcpy(tmp + 1, msgs, n * sizeof *tmp);
+        m = tmp;
+        n++;
+    }
+    sbuf b = {0};
+    sb_add(&b, ""); /* an empty conversation still yields a valid "" */
+    switch (t) {
+    case LC_CHAT_TEMPLATE_CHATML: format_chatml(&b, m, n, add_assistant); break;
+    case LC_CHAT_TEMPLATE_LLAMA3: format_llama3(&b, m, n, add_assistant); break;
+    default: format_mistral(&b, m, n); break;
+    }
+    free(tmp);
+    if (b.oom) {
+        free(b.p);
+        return lc_fail(LC_ERR_NOMEM, "out of memory formatting the chat");
+    }
+    *out = b.p;
+    return LC_OK;
+}
+
+int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,
+                   bool add_assistant, char **out) {
+    return lc_chat_format_ex(t, NULL, msgs, n_msgs, add_assistant, out);
+}

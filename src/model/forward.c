@@ -1,0 +1,133 @@
+/*
+ * forward.c — the llama-family transformer forward over a batch of tokens from several
+ * sequences (DESIGN.md "One step function"): embedding, per layer RMSNorm → Q/K/V (+ qwen2
+ * biases) → RoPE on queries (keys are stored pre-RoPE in the paged KV) → attention method →
+ * output projection + residual → RMSNorm → SwiGLU FFN + residual; final norm and logits for
+ * the requested rows only. All compute goes through the backend's op table.
+ */
+#include "model/model.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_max,
+                         lc_forward_ws **out) {
+    *out = NULL;
+    const lc_hparams *hp = &m->hp;
+    lc_backend       *b  = m->backend;
+    lc_forward_ws    *ws = lc_calloc(1, sizeof *ws, "forward workspace");
+    if (!ws) return LC_ERR_NOMEM;
+    ws->n_batch      = n_batch;
+    ws->n_logits_max = n_logits_max;
+    const size_t n = (size_t)n_batch, f = sizeof(float);
+    const size_t q = (size_t)hp->n_head * (size_t)hp->head_dim;
+    const size_t kv = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    ws->x        = b->alloc(b, n * (size_t)hp->n_embd * f, "activations");
+    ws->h        = b->alloc(b, n * (size_t)hp->n_embd * f, "activations");
+    ws->q        = b->alloc(b, n * q * f, "queries");
+    ws->k        = b->alloc(b, n * kv * f, "keys");
+    ws->v        = b->alloc(b, n * kv * f, "values");
+    ws->att      = b->alloc(b, n * q * f, "attention output");
+    ws->o        = b->alloc(b, n * (size_t)hp->n_embd * f, "activations");
+    ws->gate     = b->alloc(b, n * (size_t)hp->n_ff * f, "ffn gate");
+    ws->up       = b->alloc(b, n * (size_t)hp->n_ff * f, "ffn up");
+    ws->logits_h = b->alloc(b, (size_t)n_logits_max * (size_t)hp->n_embd * f, "final hidden");
+    ws->logits   = b->alloc(b, (size_t)n_logits_max * (size_t)hp->n_vocab * f, "logits");
+    ws->ids      = b->alloc(b, n * sizeof(int32_t), "batch ids");
+    ws->pos      = b->alloc(b, n * sizeof(int32_t), "batch positions");
+    if (!ws->x || !ws->h || !ws->q || !ws->k || !ws->v || !ws->att || !ws->o || !ws->gate ||
+        !ws->up || !ws->logits_h || !ws->logits || !ws->ids || !ws->pos) {
+        lc_forward_ws_free(m, ws);
+        return LC_ERR_NOMEM;
+    }
+    *out = ws;
+    return LC_OK;
+}
+
+void lc_forward_ws_free(const lc_model *m, lc_forward_ws *ws) {
+    if (!ws) return;
+    lc_backend *b      = m->backend;
+    void       *bufs[] = {ws->x, ws->h, ws->q, ws->k, ws->v, ws->att, ws->o, ws->gate, ws->up,
+                          ws->logits_h, ws->logits, ws->ids, ws->pos};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) b->dealloc(b, bufs[i]);
+    free(ws);
+}
+
+#define TRY(expr)                                                                             \
+    do {                                                                                      \
+        int st_ = (expr);                                                                     \
+        if (st_ != LC_OK) return st_;                                                         \
+    } while (0)
+
+int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
+                     const lc_attn_method *attn, const lc_batch *batch, float *logits_out) {
+    const lc_hparams *hp = &m->hp;
+    lc_backend       *b  = m->backend;
+    const int64_t     n  = batch->n_rows;
+    if (n <= 0 || n > ws->n_batch || batch->n_logit_rows > ws->n_logits_max ||
+        batch->n_logit_rows > n)
+        return lc_fail(LC_ERR_INVALID_ARG, "forward: batch of %lld rows / %d logit rows exceeds "
+                       "the workspace (%d / %d)", (long long)n, batch->n_logit_rows, ws->n_batch,
+                       ws->n_logits_max);
+    const int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
+                  KVD = (int64_t)hp->n_head_kv * hp->head_dim;
+    const float scale = 1.0f / sqrtf((float)hp->head_dim);
+
+    TRY(b->upload(b, ws->ids, batch->ids, sizeof(int32_t) * (size_t)n));
+    TRY(b->upload(b, ws->pos, batch->pos, sizeof(int32_t) * (size_t)n));
+    TRY(b->embed(b, &m->tok_embd, ws->ids, n, ws->x));
+
+    void *states_stack[64];
+    void **states = batch->n_seqs <= 64 ? states_stack
+                                        : lc_malloc(sizeof(void *) * (size_t)batch->n_seqs, "states");
+    if (!states) return LC_ERR_NOMEM;
+    int st = LC_OK;
+    for (int32_t l = 0; l < hp->n_layer && st == LC_OK; l++) {
+        const lc_layer_weights *L  = &m->layers[l];
+        lc_kv_layer_view        kl = lc_kv_layer(kv, l);
+        for (int32_t s = 0; s < batch->n_seqs; s++)
+            states[s] = batch->attn_states ? batch->attn_states[s][l] : NULL;
+#define STEP(expr)                                                                            \
+    if (st == LC_OK) st = (expr)
+        STEP(b->rmsnorm(b, ws->x, L->attn_norm.data, ws->h, n, E, hp->norm_eps));
+        STEP(b->matmul(b, &L->wq, ws->h, ws->q, n));
+        STEP(b->matmul(b, &L->wk, ws->h, ws->k, n));
+        STEP(b->matmul(b, &L->wv, ws->h, ws->v, n));
+        if (L->bq.data) STEP(b->add_bias(b, ws->q, L->bq.data, n, QD));
+        if (L->bk.data) STEP(b->add_bias(b, ws->k, L->bk.data, n, KVD));
+        if (L->bv.data) STEP(b->add_bias(b, ws->v, L->bv.data, n, KVD));
+        STEP(b->rope(b, ws->q, ws->pos, n, hp->n_head, hp->head_dim, rope));
+        STEP(b->kv_write(b, &kl, batch->seqs, batch->n_seqs, ws->k, ws->v));
+        STEP(attn->forward(attn, b, l, &kl, batch->seqs, batch->n_seqs, states, ws->q,
+                           hp->n_head, rope, scale, ws->att));
+        STEP(b->matmul(b, &L->wo, ws->att, ws->o, n));
+        STEP(b->add(b, ws->x, ws->o, n * E));
+        STEP(b->rmsnorm(b, ws->x, L->ffn_norm.data, ws->h, n, E, hp->norm_eps));
+        STEP(b->matmul(b, &L->w_gate, ws->h, ws->gate, n));
+        STEP(b->matmul(b, &L->w_up, ws->h, ws->up, n));
+        STEP(b->silu_mul(b, ws->gate, ws->up, ws->gate, n * hp->n_ff));
+        STEP(b->matmul(b, &L->w_down, ws->gate, ws->o, n));
+        STEP(b->add(b, ws->x, ws->o, n * E));
+#undef STEP
+    }
+    if (states != states_stack) free(states);
+    if (st != LC_OK) return st;
+
+    const int32_t nl = batch->n_logit_rows;
+    if (nl == 0) return LC_OK;
+    for (int32_t i = 0; i < nl; i++)
+        if (batch->logit_rows[i] < 0 || batch->logit_rows[i] >= n)
+            return lc_fail(LC_ERR_INVALID_ARG, "forward: logit row %d out of range",
+                           batch->logit_rows[i]);
+    /* gather the wanted rows of the residual stream (an embedding lookup into x) */
+    const lc_weight rows_of_x = {n, E, 0 /* f32 */, ws->x};
+    TRY(b->upload(b, ws->ids, batch->logit_rows, sizeof(int32_t) * (size_t)nl));
+    TRY(b->embed(b, &rows_of_x, ws->ids, nl, ws->logits_h));
+    TRY(b->rmsnorm(b, ws->logits_h, m->output_norm.data, ws->logits_h, nl, E, hp->norm_eps));
+    TRY(b->matmul(b, &m->output, ws->logits_h, ws->logits, nl));
+    TRY(b->download(b, logits_out, ws->logits, sizeof(float) * (size_t)nl * (size_t)hp->n_vocab));
+    return LC_OK;
+}

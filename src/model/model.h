@@ -1,0 +1,95 @@
+/*
+ * model.h — llama-family transformer (llama, mistral, qwen2): hyper-parameters read from GGUF
+ * metadata, weights held by a backend, the RoPE table (with none/linear/yarn/llama3 scaling
+ * and rope_freqs factors), and the batched forward over a paged KV cache.
+ */
+#ifndef LC_MODEL_H
+#define LC_MODEL_H
+
+#include "attn/attn.h"
+#include "backend/backend.h"
+#include "kv/kv.h"
+#include "longctx.h"
+
+typedef enum lc_rope_scaling {
+    LC_ROPE_SCALING_NONE   = 0,
+    LC_ROPE_SCALING_LINEAR = 1,
+    LC_ROPE_SCALING_YARN   = 2,
+    LC_ROPE_SCALING_LLAMA3 = 3,
+} lc_rope_scaling;
+
+typedef struct lc_hparams {
+    char            arch[32];
+    int32_t         n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx_train;
+    int32_t         n_rot;
+    float           norm_eps;
+    float           rope_base;
+    lc_rope_pairing rope_pairing;
+    lc_rope_scaling rope_scaling;
+    float           rope_factor;      /* scaling factor (context extension) */
+    int32_t         rope_orig_ctx;    /* original context length for yarn / llama3 */
+    float           yarn_ext_factor;  /* default 1 when yarn */
+    float           yarn_attn_factor; /* default 1 */
+    float           yarn_beta_fast;   /* default 32 */
+    float           yarn_beta_slow;   /* default 1 */
+    float           llama3_low_freq;  /* default 1 */
+    float           llama3_high_freq; /* default 4 */
+} lc_hparams;
+
+typedef struct lc_layer_weights {
+    lc_weight attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+    lc_weight bq, bk, bv; /* data NULL when absent */
+} lc_layer_weights;
+
+struct lc_model {
+    lc_hparams        hp;
+    lc_gguf          *gguf;
+    lc_tokenizer     *tokenizer;
+    lc_chat_template  chat_template;
+    char             *default_system; /* from the chat template, may be NULL */
+    lc_backend       *backend;
+    lc_weight         tok_embd, output_norm, output; /* output.data == tok_embd.data if tied */
+    bool              output_tied;
+    float            *rope_freq_factors; /* host, [n_rot/2] or NULL */
+    lc_layer_weights *layers;
+    uint64_t          n_params, weight_bytes;
+};
+
+/* Read and validate hyper-parameters (exposed for tests). */
+int lc_hparams_read(const lc_gguf *g, lc_hparams *hp);
+
+/* Compute the RoPE table for positions [0, n_pos) into host arrays cos/sin [n_pos][n_rot/2]
+ * (the CPU reference of the rotation angles; freq_factors may be NULL). */
+int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t n_pos,
+                       float *cos_out, float *sin_out);
+
+/* Scratch for one forward of up to n_batch rows, in backend memory. */
+typedef struct lc_forward_ws {
+    int32_t n_batch, n_logits_max;
+    float  *x, *h, *q, *k, *v, *att, *o, *gate, *up, *logits_h, *logits;
+    int32_t *ids, *pos; /* backend copies of the batch's ids / positions */
+} lc_forward_ws;
+
+int  lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_max,
+                          lc_forward_ws **out);
+void lc_forward_ws_free(const lc_model *m, lc_forward_ws *ws);
+
+/* A batch: n_rows tokens (ids, pos), grouped by sequence (seqs[i] describe contiguous rows),
+ * and the rows whose logits are wanted. */
+typedef struct lc_batch {
+    int32_t            n_rows;
+    const int32_t     *ids;
+    const int32_t     *pos;
+    int32_t            n_seqs;
+    const lc_attn_seq *seqs;
+    void **const      *attn_states; /* [n_seqs][n_layer] method state, may be NULL */
+    int32_t            n_logit_rows;
+    const int32_t     *logit_rows;
+} lc_batch;
+
+/* Run the forward; writes the KV of every row and the logits of the requested rows into
+ * logits_out (host, [n_logit_rows][n_vocab]). */
+int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
+                     const lc_attn_method *attn, const lc_batch *batch, float *logits_out);
+
+#endif

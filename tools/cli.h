@@ -1,0 +1,54 @@
+/*
+ * cli.h — shared helpers of the longctx command-line tool: strict number parsing, reading
+ * input files, progress lines on stderr, and the subcommand entry points.
+ */
+#ifndef LC_CLI_H
+#define LC_CLI_H
+
+#include "longctx.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* exit codes */
+enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
+
+int cmd_run(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Parse an integer / float option value; on failure print "longctx CMD: OPT: ..." and
+ * return false. */
+bool cli_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
+             long long *out);
+bool cli_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+               double *out);
+/* Value of an option at argv[*i] (advances *i); prints an error when missing. */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i);
+/* Read a whole file (binary-safe; NUL-terminated); prints an error naming the path. */
+char *cli_read_file(const char *cmd, const char *path, size_t *len);
+bool  cli_device(const char *cmd, const char *s, lc_device *out);
+/* Report a library failure: "longctx CMD: what: <lc_last_error or status>". */
+void cli_fail(const char *cmd, const char *what, int status);
+void cli_unknown_option(const char *cmd, const char *opt);
+
+/* Progress line on stderr (rewritten in place when stderr is a terminal). */
+typedef struct cli_progress {
+    const char *label;
+    double      t0;
+    double      last;
+    bool        tty;
+    bool        shown;
+} cli_progress;
+void cli_progress_begin(cli_progress *p, const char *label);
+void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const char *unit);
+void cli_progress_end(cli_progress *p);
+
+double cli_now(void);
+/* Log callback: prints library warnings/errors to stderr, prefixed. */
+void cli_log(lc_log_level level, const char *msg, void *user);
+
+#endif

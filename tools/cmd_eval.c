@@ -1,0 +1,251 @@
+/*
+ * cmd_eval.c — `longctx eval passkey`: the passkey-retrieval test (a random 5-digit key hidden
+ * at a chosen depth of filler text, then asked back), accuracy per depth and overall. Later
+ * issues extend it to RULER-style tasks and run it at 4K .. 1M tokens.
+ */
+#include "gen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: longctx eval passkey -m FILE --len N[,N...] [--depths D,D,...] [--trials K]\n"
+           "                            [--chat] [--out FILE.tsv] [options]\n"
+           "\n"
+           "Hide a random 5-digit pass key at each depth (0 = start, 1 = end) of N tokens of\n"
+           "filler text, ask for it back (greedy), and report the share of trials whose answer\n"
+           "contains the key, per depth and overall.\n"
+           "\n"
+           "  --len N[,N...]     prompt lengths in tokens (default 2048)\n"
+           "  --depths LIST      comma-separated depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
+           "  --trials K         trials per depth (default 5)\n"
+           "  --chat             ask through the model's chat template\n"
+           "  --out FILE         also write the results as TSV (len, depth, trials, correct)\n"
+           "  -v, --verbose      print each answer\n"
+           "\n%s",
+           gen_opts_help());
+}
+
+static bool parse_list(const char *opt, const char *s, double lo, double hi, double *out, int *n,
+                       int max) {
+    *n             = 0;
+    char *copy     = strdup(s);
+    char *save     = NULL;
+    bool  ok       = copy != NULL;
+    for (char *tok = ok ? strtok_r(copy, ",", &save) : NULL; tok && ok;
+         tok       = strtok_r(NULL, ",", &save)) {
+        if (*n == max) {
+            fprintf(stderr, "longctx eval: %s: at most %d values\n", opt, max);
+            ok = false;
+        } else {
+            ok = cli_float("eval", opt, tok, lo, hi, &out[*n]);
+            (*n)++;
+        }
+    }
+    if (ok && *n == 0) {
+        fprintf(stderr, "longctx eval: %s: empty list\n", opt);
+        ok = false;
+    }
+    free(copy);
+    return ok;
+}
+
+typedef struct tokbuf {
+    int32_t *ids;
+    size_t   n, cap;
+} tokbuf;
+
+static bool tb_push(tokbuf *b, const int32_t *ids, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->n + n) cap *= 2;
+        int32_t *p = realloc(b->ids, cap * sizeof *p);
+        if (!p) return false;
+        b->ids = p;
+        b->cap = cap;
+    }
+    memcpy(b->ids + b->n, ids, n * sizeof *ids);
+    b->n += n;
+    return true;
+}
+
+static int encode(const lc_tokenizer *t, const char *s, bool special, int32_t **ids, size_t *n) {
+    int st = lc_tokenizer_encode(t, s, strlen(s), false, special, ids, n);
+    if (st != LC_OK) cli_fail("eval", "tokenizing", st);
+    return st;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+int cmd_eval(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        help();
+        return argc < 2 ? CLI_USAGE : CLI_OK;
+    }
+    if (strcmp(argv[1], "passkey") != 0) {
+        fprintf(stderr, "longctx eval: unknown task '%s' (known: passkey)\n", argv[1]);
+        return CLI_USAGE;
+    }
+    gen_opts o;
+    gen_opts_default(&o);
+    o.sampling.temperature = 0.0f;
+    double    lens[32]   = {2048};
+    int       n_lens     = 1;
+    double    depths[64] = {0, 0.25, 0.5, 0.75, 1};
+    int       n_depths   = 5;
+    long long trials     = 5;
+    bool      chat = false, verbose = false;
+    const char *out_path = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int         r = gen_opts_parse(&o, "eval", argc, argv, &i);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(a, "--len")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) ||
+                !parse_list(a, v, 64, 1 << 30, lens, &n_lens, 32))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--depths")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) ||
+                !parse_list(a, v, 0, 1, depths, &n_depths, 64))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--trials")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_int("eval", a, v, 1, 100000, &trials))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--chat")) {
+            chat = true;
+        } else if (!strcmp(a, "--out")) {
+            if (!(out_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            verbose = true;
+        } else {
+            cli_unknown_option("eval", a);
+            return CLI_USAGE;
+        }
+    }
+    lc_model *m  = NULL;
+    int       rc = gen_load("eval", &o, &m);
+    if (rc != CLI_OK) return rc;
+    rc                      = CLI_ERR;
+    const lc_tokenizer *tok = lc_model_tokenizer(m);
+    lc_context         *ctx = NULL;
+    FILE               *out = NULL;
+    int32_t *t_intro = NULL, *t_fill = NULL, *t_q = NULL, *t_pre = NULL, *t_post = NULL;
+    size_t   n_intro = 0, n_fill = 0, n_q = 0, n_pre = 0, n_post = 0;
+    tokbuf   prompt = {0};
+    const char *intro = "There is an important piece of information hidden inside a lot of "
+                        "irrelevant text. Find it and memorize it. I will quiz you about the "
+                        "important information there.\n";
+    const char *filler = " The grass is green. The sky is blue. The sun is yellow. Here we go. "
+                         "There and back again.";
+    const char *question = "\nWhat is the pass key? The pass key is";
+    const char *q_chat   = "\nWhat is the pass key? Answer with the number only.";
+    /* chat: the prompt is wrapped as a user turn; split the formatted text around a marker */
+    if (chat) {
+        char           *formatted = NULL;
+        lc_chat_message msg       = {"user", "\x01"};
+        int st = lc_model_chat_format(m, o.chat_template, &msg, 1, true, &formatted);
+        if (st != LC_OK) {
+            cli_fail("eval", "--chat", st);
+            goto done;
+        }
+        char *mark = strchr(formatted, '\x01');
+        *mark      = '\0';
+        if (encode(tok, formatted, true, &t_pre, &n_pre) || encode(tok, mark + 1, true, &t_post, &n_post)) {
+            free(formatted);
+            goto done;
+        }
+        free(formatted);
+    }
+    if (encode(tok, intro, false, &t_intro, &n_intro) || encode(tok, filler, false, &t_fill, &n_fill) ||
+        encode(tok, chat ? q_chat : question, false, &t_q, &n_q))
+        goto done;
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        fprintf(stderr, "longctx eval: cannot write %s\n", out_path);
+        goto done;
+    }
+    if (out) fprintf(out, "len\tdepth\ttrials\tcorrect\n");
+    int64_t max_len = 0;
+    for (int li = 0; li < n_lens; li++) max_len = (int64_t)lens[li] > max_len ? (int64_t)lens[li] : max_len;
+    if (gen_context("eval", &o, m, max_len + 64, &ctx) != CLI_OK) goto done;
+    uint64_t rng   = 0x5EED ^ o.sampling.seed;
+    printf("passkey retrieval (%s)\n%8s %8s %8s %8s\n", chat ? "chat" : "completion", "len",
+           "depth", "correct", "acc");
+    int64_t all_ok = 0, all_n = 0;
+    for (int li = 0; li < n_lens; li++) {
+        const int64_t len   = (int64_t)lens[li];
+        for (int di = 0; di < n_depths; di++) {
+            int64_t ok = 0;
+            for (long long tr = 0; tr < trials; tr++) {
+                char key[16], needle[128];
+                snprintf(key, sizeof key, "%05u", (unsigned)(rng_next(&rng) % 90000u + 10000u));
+                snprintf(needle, sizeof needle, " The pass key is %s. Remember it. %s is the pass key.", key, key);
+                int32_t *t_needle = NULL;
+                size_t   n_needle = 0;
+                if (encode(tok, needle, false, &t_needle, &n_needle)) goto done;
+                const int64_t fixed = (int64_t)(n_pre + n_intro + n_needle + n_q + n_post) +
+                                      (lc_tokenizer_add_bos(tok) ? 1 : 0);
+                int64_t units = (len - fixed) / (int64_t)n_fill;
+                if (units < 1) units = 1;
+                const int64_t at = (int64_t)(depths[di] * (double)units + 0.5);
+                prompt.n         = 0;
+                bool okb         = true;
+                if (lc_tokenizer_add_bos(tok)) {
+                    int32_t bos = lc_tokenizer_bos(tok);
+                    okb         = tb_push(&prompt, &bos, 1);
+                }
+                okb = okb && tb_push(&prompt, t_pre, n_pre) && tb_push(&prompt, t_intro, n_intro);
+                for (int64_t u = 0; u <= units && okb; u++) {
+                    if (u == at) okb = tb_push(&prompt, t_needle, n_needle);
+                    if (u < units) okb = okb && tb_push(&prompt, t_fill, n_fill);
+                }
+                okb = okb && tb_push(&prompt, t_q, n_q) && tb_push(&prompt, t_post, n_post);
+                free(t_needle);
+                if (!okb) {
+                    fprintf(stderr, "longctx eval: out of memory\n");
+                    goto done;
+                }
+                lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n, .max_tokens = 8,
+                                  .sampling = o.sampling};
+                req.sampling.temperature = 0.0f;
+                gen_result res;
+                if (gen_run("eval", ctx, &req, false, 1 << 30, &res) != CLI_OK) {
+                    free(res.text);
+                    goto done;
+                }
+                const bool hit = res.text && strstr(res.text, key) != NULL;
+                ok += hit;
+                if (verbose)
+                    fprintf(stderr, "len %lld depth %.2f trial %lld key %s: %s -> \"%s\"\n",
+                            (long long)prompt.n, depths[di], tr, key, hit ? "ok" : "MISS",
+                            res.text ? res.text : "");
+                free(res.text);
+            }
+            printf("%8lld %8.2f %4lld/%-3lld %7.1f%%\n", (long long)len, depths[di], (long long)ok,
+                   trials, 100.0 * (double)ok / (double)trials);
+            fflush(stdout);
+            if (out) fprintf(out, "%lld\t%.4f\t%lld\t%lld\n", (long long)len, depths[di], trials, (long long)ok);
+            all_ok += ok;
+            all_n += trials;
+        }
+    }
+    printf("overall: %lld/%lld = %.1f%%\n", (long long)all_ok, (long long)all_n,
+           100.0 * (double)all_ok / (double)all_n);
+    rc = CLI_OK;
+done:
+    if (out) fclose(out);
+    free(prompt.ids);
+    free(t_intro), free(t_fill), free(t_q), free(t_pre), free(t_post);
+    lc_context_free(ctx);
+    lc_model_free(m);
+    return rc;
+}

@@ -1,0 +1,230 @@
+/*
+ * gen.c — generation driver shared by the subcommands (see gen.h).
+ */
+#include "gen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gen_opts_default(gen_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->device      = LC_DEVICE_AUTO;
+    o->n_ctx       = 0;
+    o->n_batch     = 512;
+    o->page_size   = 64;
+    o->sampling    = lc_sampling_default();
+    o->sampling.seed = 0xC0FFEE;
+    o->chat_template = LC_CHAT_TEMPLATE_NONE;
+}
+
+const char *gen_opts_help(void) {
+    return "model and sampling options:\n"
+           "  -m, --model FILE        GGUF model (llama, mistral, qwen2)\n"
+           "  -c, --ctx N             context size in tokens (default: the model's trained context)\n"
+           "  -b, --batch N           prompt tokens per step (default 512)\n"
+           "  -t, --threads N         CPU threads (default: all cores)\n"
+           "  --device cpu|cuda|auto  compute device (default auto: cuda when available)\n"
+           "  --page-size N           KV page size in tokens, power of two (default 64)\n"
+           "  --temp T                temperature, 0 = greedy (default 0.8)\n"
+           "  --top-k N               top-k, 0 = off (default 40)\n"
+           "  --top-p P               nucleus sampling, 1 = off (default 0.95)\n"
+           "  --min-p P               min-p, 0 = off (default 0.05)\n"
+           "  --repeat-penalty X      repetition penalty, 1 = off (default 1)\n"
+           "  --repeat-last-n N       window of the repetition penalty (default 64)\n"
+           "  --seed S                random seed (default fixed, so runs repeat)\n"
+           "  --chat-template NAME    chatml | llama3 | mistral (default: from the model)\n";
+}
+
+int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    long long   n;
+    double      x;
+#define VAL()                                                                                 \
+    do {                                                                                      \
+        if (!(v = cli_value(cmd, argc, argv, i))) return -1;                                  \
+    } while (0)
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        VAL();
+        o->model = v;
+    } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "--ctx-size")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, 1 << 30, &o->n_ctx)) return -1;
+    } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 1, 65536, &o->n_batch)) return -1;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 1, 1024, &n)) return -1;
+        o->threads = (int)n;
+    } else if (!strcmp(a, "--device")) {
+        VAL();
+        if (!cli_device(cmd, v, &o->device)) return -1;
+    } else if (!strcmp(a, "--page-size")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 16, 1024, &o->page_size)) return -1;
+        if (o->page_size & (o->page_size - 1)) {
+            fprintf(stderr, "longctx %s: --page-size: %lld is not a power of two\n", cmd, o->page_size);
+            return -1;
+        }
+    } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 0, 100, &x)) return -1;
+        o->sampling.temperature = (float)x;
+    } else if (!strcmp(a, "--top-k")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, 1 << 30, &n)) return -1;
+        o->sampling.top_k = (int32_t)n;
+    } else if (!strcmp(a, "--top-p")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 1e-6, 1, &x)) return -1;
+        o->sampling.top_p = (float)x;
+    } else if (!strcmp(a, "--min-p")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 0, 1, &x)) return -1;
+        o->sampling.min_p = (float)x;
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 1e-3, 10, &x)) return -1;
+        o->sampling.repeat_penalty = (float)x;
+    } else if (!strcmp(a, "--repeat-last-n")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, 1 << 20, &n)) return -1;
+        o->sampling.repeat_last_n = (int32_t)n;
+    } else if (!strcmp(a, "--seed")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, INT64_MAX, &n)) return -1;
+        o->sampling.seed = (uint64_t)n;
+    } else if (!strcmp(a, "--chat-template")) {
+        VAL();
+        if (lc_chat_template_from_name(v, &o->chat_template) != LC_OK) {
+            fprintf(stderr, "longctx %s: --chat-template: unknown template '%s' (known: chatml, "
+                    "llama3, mistral)\n", cmd, v);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+#undef VAL
+    return 1;
+}
+
+static void load_progress(int64_t done, int64_t total, void *user) {
+    cli_progress_update(user, done, total, "tensors");
+}
+
+int gen_load(const char *cmd, const gen_opts *o, lc_model **model) {
+    if (!o->model) {
+        fprintf(stderr, "longctx %s: no model given (-m FILE)\n", cmd);
+        return CLI_USAGE;
+    }
+    cli_progress    pr;
+    lc_model_params mp = lc_model_default_params();
+    mp.device          = o->device;
+    mp.n_threads       = o->threads;
+    mp.progress        = load_progress;
+    mp.progress_user   = &pr;
+    cli_progress_begin(&pr, "loading");
+    pr.last  = cli_now(); /* only show progress for slow loads */
+    int st   = lc_model_load(o->model, &mp, model);
+    cli_progress_end(&pr);
+    if (st != LC_OK) {
+        cli_fail(cmd, o->model, st);
+        return CLI_ERR;
+    }
+    return CLI_OK;
+}
+
+int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                lc_context **ctx) {
+    lc_context_params cp = lc_context_default_params();
+    lc_model_info     info;
+    lc_model_get_info(m, &info);
+    cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));
+    cp.n_batch   = (int32_t)o->n_batch;
+    cp.page_size = (int32_t)o->page_size;
+    int st       = lc_context_create(m, &cp, ctx);
+    if (st != LC_OK) {
+        cli_fail(cmd, "creating the context", st);
+        return CLI_ERR;
+    }
+    return CLI_OK;
+}
+
+int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream,
+            int64_t progress_min, gen_result *res) {
+    memset(res, 0, sizeof *res);
+    int32_t seq;
+    int     st = lc_context_add(ctx, req, &seq);
+    if (st != LC_OK) {
+        cli_fail(cmd, "the request", st);
+        return CLI_ERR;
+    }
+    size_t cap = 1024;
+    res->text  = malloc(cap);
+    if (!res->text) {
+        lc_context_remove(ctx, seq);
+        fprintf(stderr, "longctx %s: out of memory\n", cmd);
+        return CLI_ERR;
+    }
+    res->text[0]  = '\0';
+    res->n_prompt = (int64_t)req->n_prompt;
+    cli_progress pr;
+    cli_progress_begin(&pr, "prompt");
+    const bool   show   = (int64_t)req->n_prompt >= progress_min;
+    const double t0     = cli_now();
+    double       t_first = 0;
+    int          rc     = CLI_OK;
+    for (;;) {
+        lc_event ev[4];
+        size_t   n_ev;
+        st = lc_context_step(ctx, ev, 4, &n_ev);
+        if (st != LC_OK) {
+            cli_progress_end(&pr);
+            cli_fail(cmd, "generation", st);
+            rc = CLI_ERR;
+            break;
+        }
+        if (n_ev == 0) break;
+        const lc_event *e = &ev[0];
+        if (show && e->n_prompt_done <= e->n_prompt && e->token < 0 && e->finish == LC_FINISH_NONE)
+            cli_progress_update(&pr, e->n_prompt_done, e->n_prompt, "tokens");
+        if (e->token >= 0 && t_first == 0) {
+            t_first = cli_now();
+            if (show) {
+                cli_progress_update(&pr, e->n_prompt, e->n_prompt, "tokens");
+                cli_progress_end(&pr);
+            }
+        }
+        if (e->text_len) {
+            if (res->len + e->text_len + 1 > cap) {
+                while (res->len + e->text_len + 1 > cap) cap *= 2;
+                char *t = realloc(res->text, cap);
+                if (!t) {
+                    fprintf(stderr, "longctx %s: out of memory\n", cmd);
+                    rc = CLI_ERR;
+                    break;
+                }
+                res->text = t;
+            }
+            memcpy(res->text + res->len, e->text, e->text_len);
+            res->len += e->text_len;
+            res->text[res->len] = '\0';
+            if (stream) {
+                fwrite(e->text, 1, e->text_len, stdout);
+                fflush(stdout);
+            }
+        }
+        res->n_generated = e->n_generated;
+        if (e->finish != LC_FINISH_NONE) {
+            res->finish = e->finish;
+            break;
+        }
+    }
+    const double t1 = cli_now();
+    if (t_first == 0) t_first = t1;
+    res->prompt_s = t_first - t0;
+    res->gen_s    = t1 - t_first;
+    lc_context_remove(ctx, seq);
+    return rc;
+}

@@ -1,0 +1,46 @@
+/*
+ * gen.h — the generation driver shared by run, eval and bench: options common to commands
+ * that load a model, and one call that feeds a prompt through a context and collects (or
+ * streams) the answer with progress and timings.
+ */
+#ifndef LC_GEN_H
+#define LC_GEN_H
+
+#include "cli.h"
+
+typedef struct gen_opts {
+    const char      *model;
+    lc_device        device;
+    int              threads;
+    long long        n_ctx;
+    long long        n_batch;
+    long long        page_size;
+    lc_sampling      sampling;
+    lc_chat_template chat_template; /* NONE: the model's */
+} gen_opts;
+
+void gen_opts_default(gen_opts *o);
+/* Try to parse argv[*i] as a common option. Returns 1 if consumed, 0 if not ours, -1 on a
+ * bad value (message printed). */
+int  gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i);
+const char *gen_opts_help(void);
+
+int gen_load(const char *cmd, const gen_opts *o, lc_model **model);
+int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                lc_context **ctx);
+
+typedef struct gen_result {
+    char     *text; /* malloc'd, NUL-terminated */
+    size_t    len;
+    int64_t   n_prompt;
+    int32_t   n_generated;
+    double    prompt_s, gen_s;
+    lc_finish finish;
+} gen_result;
+
+/* Run one request to completion. stream: write text to stdout as it comes. progress: show
+ * prompt progress on stderr when the prompt is longer than progress_min tokens. */
+int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream,
+            int64_t progress_min, gen_result *res);
+
+#endif

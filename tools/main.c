@@ -1,0 +1,42 @@
+/*
+ * main.c — the longctx command-line tool: dispatches to the subcommands (run, inspect,
+ * tokenize, eval, bench), each a thin main over include/longctx.h.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: longctx COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  run       generate text from a prompt or a file (streams to stdout)\n"
+            "  inspect   print a GGUF file's metadata and tensor table\n"
+            "  tokenize  print the token ids (and pieces) of a text\n"
+            "  eval      long-context evaluation (passkey retrieval)\n"
+            "  bench     prompt and generation speed at several context lengths\n"
+            "\n"
+            "'longctx COMMAND --help' shows the options of a command.\n");
+}
+
+int main(int argc, char **argv) {
+    lc_log_set(cli_log, NULL, LC_LOG_WARN);
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "longctx: unknown command '%s' (see longctx --help)\n", cmd);
+    return CLI_USAGE;
+}
