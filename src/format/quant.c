@@ -29,18 +29,20 @@ static inline float bits_f32(uint32_t u) {
     return f;
 }
 
-float lc_fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp  = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13)); /* inf, nan */
-    if (exp == 0) {
-        /* zero or subnormal: mant * 2^-24 is exact in fp32 */
-        float v = (float)mant * 0x1p-24f;
-        return bits_f32(sign | f32_bits(v));
-    }
-    return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+/* Branch-free (selects only, so loops over it vectorise): move exponent and mantissa into
+ * place and rebias; inf/nan get the exponent pushed to 255; zero/subnormals are computed as
+ * (2^-14 * (1 + mant/1024)) - 2^-14 = mant * 2^-24, which is exact. */
+static inline float half_to_float(uint16_t h) {
+    uint32_t o   = (uint32_t)(h & 0x7fffu) << 13;
+    uint32_t exp = o & 0x0f800000u;
+    o += 0x38000000u;                           /* (127 - 15) << 23 */
+    o += exp == 0x0f800000u ? 0x38000000u : 0u; /* inf/nan: exponent 255 */
+    float sub = bits_f32(o + 0x00800000u) - 0x1p-14f;
+    float f   = exp == 0 ? sub : bits_f32(o);
+    return bits_f32(f32_bits(f) | ((uint32_t)(h & 0x8000u) << 16));
 }
+
+float lc_fp16_to_fp32(uint16_t h) { return half_to_float(h); }
 
 uint16_t lc_fp32_to_fp16(float f) {
     uint32_t x    = f32_bits(f);
@@ -76,7 +78,7 @@ uint16_t lc_fp32_to_bf16(float f) {
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 static inline float rd_half(const uint8_t *p) {
-    return lc_fp16_to_fp32((uint16_t)(p[0] | (p[1] << 8)));
+    return half_to_float((uint16_t)(p[0] | (p[1] << 8)));
 }
 
 #define QK_K 256
@@ -106,10 +108,8 @@ static void deq_q4_0(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / 32; i++, b += 18, dst += 32) {
         const float    d  = rd_half(b);
         const uint8_t *qs = b + 2;
-        for (int j = 0; j < 16; j++) {
-            dst[j]      = (float)((qs[j] & 0x0f) - 8) * d;
-            dst[j + 16] = (float)((qs[j] >> 4) - 8) * d;
-        }
+        for (int j = 0; j < 16; j++) dst[j] = (float)((qs[j] & 0x0f) - 8) * d;
+        for (int j = 0; j < 16; j++) dst[j + 16] = (float)((qs[j] >> 4) - 8) * d;
     }
 }
 
@@ -121,10 +121,12 @@ static void deq_q4_1(const void *src, float *dst, int64_t n) {
         const float    m  = rd_half(b + 2);
         const uint8_t *qs = b + 4;
         for (int j = 0; j < 16; j++) {
-            float lo    = (float)(qs[j] & 0x0f) * d;
-            float hi    = (float)(qs[j] >> 4) * d;
-            dst[j]      = lo + m;
-            dst[j + 16] = hi + m;
+            float p = (float)(qs[j] & 0x0f) * d;
+            dst[j]  = p + m;
+        }
+        for (int j = 0; j < 16; j++) {
+            float p     = (float)(qs[j] >> 4) * d;
+            dst[j + 16] = p + m;
         }
     }
 }

@@ -835,7 +835,18 @@ typedef struct bigram {
     float   score; /* SPM: token score (higher first); BPE: merge rank (lower first) */
     int32_t left, right;
     int32_t a, b;  /* BPE: symbol ids at push time; SPM: b = byte size of the pair */
+    int32_t result; /* BPE: id of the merged symbol */
 } bigram;
+
+/* Per-call cache of pre-token -> ids for long inputs (natural text repeats its words). */
+typedef struct wc_slot {
+    const char *p; /* the word inside the caller's text; NULL when the slot is empty */
+    uint32_t    len, off, n;
+} wc_slot;
+
+#define WC_MIN_TEXT  (64 * 1024) /* inputs shorter than this do not use the cache */
+#define WC_MAX_WORD  64
+#define WC_SLOTS     (1u << 16)
 
 /* Per-call scratch, grown as needed. */
 typedef struct scratch {
@@ -845,6 +856,10 @@ typedef struct scratch {
     size_t   heap_n, heap_cap;
     char    *buf;
     size_t   buf_cap;
+    wc_slot *wc;      /* WC_SLOTS entries, or NULL */
+    size_t   wc_used;
+    int32_t *wc_ids;
+    size_t   wc_n, wc_cap;
     pcre2_match_data   *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack     *jstack;
@@ -858,6 +873,8 @@ static void scratch_free(scratch *s) {
     free(s->len);
     free(s->heap);
     free(s->buf);
+    free(s->wc);
+    free(s->wc_ids);
     if (s->md) pcre2_match_data_free(s->md);
     if (s->mctx) pcre2_match_context_free(s->mctx);
     if (s->jstack) pcre2_jit_stack_free(s->jstack);
@@ -933,7 +950,7 @@ static int bpe_try_pair(const lc_tokenizer *t, scratch *s, int32_t l, int32_t r)
     if (l < 0 || r < 0) return LC_OK;
     const merge_slot *m = merge_find(t, s->id[l], s->id[r]);
     if (!m) return LC_OK;
-    return heap_push(s, false, (bigram){(float)m->rank, l, r, s->id[l], s->id[r]});
+    return heap_push(s, false, (bigram){(float)m->rank, l, r, s->id[l], s->id[r], m->result});
 }
 
 /* Byte-level BPE of one pre-token (raw bytes w[0..n)). */
@@ -966,9 +983,8 @@ static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, s
         bigram g = heap_pop(s, false);
         int32_t l = g.left, r = g.right;
         /* stale: a side was merged since this pair was queued */
-        if (s->id[l] != g.a || s->id[r] != g.b || s->next[l] != r || s->id[r] < -1) continue;
-        const merge_slot *m = merge_find(t, g.a, g.b);
-        s->id[l]            = m->result;
+        if (s->id[l] != g.a || s->id[r] != g.b || s->next[l] != r) continue;
+        s->id[l]   = g.result;
         s->next[l]          = s->next[r];
         if (s->next[r] >= 0) s->prev[s->next[r]] = l;
         s->id[r] = -2; /* dead */
@@ -983,12 +999,49 @@ static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, s
     return LC_OK;
 }
 
+/* bpe_word through the per-call word cache (when s->wc is set). */
+static int bpe_word_cached(const lc_tokenizer *t, scratch *s, const char *w, size_t n,
+                           ids_vec *out) {
+    if (!s->wc || n < 2 || n > WC_MAX_WORD)
+        return bpe_word(t, s, (const unsigned char *)w, n, out);
+    uint32_t i = (uint32_t)hash_bytes(w, n) & (WC_SLOTS - 1);
+    for (;;) {
+        wc_slot *e = &s->wc[i];
+        if (!e->p) break;
+        if (e->len == n && memcmp(e->p, w, n) == 0) {
+            for (uint32_t k = 0; k < e->n; k++) {
+                int rc = ids_push(out, s->wc_ids[e->off + k]);
+                if (rc != LC_OK) return rc;
+            }
+            return LC_OK;
+        }
+        i = (i + 1) & (WC_SLOTS - 1);
+    }
+    size_t before = out->n;
+    int    rc     = bpe_word(t, s, (const unsigned char *)w, n, out);
+    if (rc != LC_OK || s->wc_used >= WC_SLOTS / 2) return rc;
+    size_t k = out->n - before;
+    if (s->wc_n + k > s->wc_cap) {
+        size_t   cap = s->wc_cap ? s->wc_cap * 2 : 4096;
+        while (cap < s->wc_n + k) cap *= 2;
+        int32_t *p = realloc(s->wc_ids, cap * sizeof *p);
+        if (!p) return LC_OK; /* the cache is an optimisation: just stop caching */
+        s->wc_ids = p;
+        s->wc_cap = cap;
+    }
+    memcpy(s->wc_ids + s->wc_n, out->v + before, k * sizeof(int32_t));
+    s->wc[i] = (wc_slot){w, (uint32_t)n, (uint32_t)s->wc_n, (uint32_t)k};
+    s->wc_n += k;
+    s->wc_used++;
+    return LC_OK;
+}
+
 /* Pre-tokenize text[a..b) with regex number level (matches and the gaps between them both
  * become pieces, as in llama.cpp and HF tokenizers), then BPE each final piece. */
 static int bpe_split(const lc_tokenizer *t, scratch *s, const char *text, size_t a, size_t b,
                      int level, ids_vec *out) {
     if (a >= b) return LC_OK;
-    if (level == t->n_re) return bpe_word(t, s, (const unsigned char *)text + a, b - a, out);
+    if (level == t->n_re) return bpe_word_cached(t, s, text + a, b - a, out);
     const char *sub = text + a;
     size_t      n   = b - a, pos = 0;
     int         rc;
@@ -1023,7 +1076,7 @@ static int spm_try_pair(const lc_tokenizer *t, scratch *s, int32_t l, int32_t r)
     int32_t size = s->len[l] + s->len[r];
     int32_t id   = map_find(t, s->buf + s->start[l], (size_t)size);
     if (id < 0) return LC_OK;
-    return heap_push(s, true, (bigram){t->score[id], l, r, id, size});
+    return heap_push(s, true, (bigram){t->score[id], l, r, id, size, id});
 }
 
 /* SentencePiece BPE of one raw fragment; prefix: add the dummy "▁". */
@@ -1196,6 +1249,7 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
             free(occ);
             return lc_fail(LC_ERR_NOMEM, "out of memory creating regex match data");
         }
+        if (len >= WC_MIN_TEXT) s->wc = calloc(WC_SLOTS, sizeof *s->wc); /* NULL: no cache */
         if (t->jit) {
             s->jstack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
             if (s->jstack) pcre2_jit_stack_assign(s->mctx, NULL, s->jstack);

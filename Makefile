@@ -1,0 +1,48 @@
+# Makefile — the two commands of the README, and their parts.
+#   make demo   install everything, build, answer a question about a long text
+#   make test   install everything, build, run the tests (also under ASan+UBSan) and the fuzzer
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+MODEL      := models/SmolLM2-135M-Instruct.Q4_1.gguf
+JOBS       ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+DEMO_FILE  ?= /usr/share/common-licenses/GPL-3
+DEMO_QUESTION ?= Which organization published this license, and what is its name?
+
+.PHONY: all deps model build demo test test-release test-asan fuzz bench clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+model:
+	bash scripts/get-model.sh
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: deps model build
+	./$(BUILD)/longctx run -m $(MODEL) --chat --temp 0 -n 128 --stats \
+	    -f $(DEMO_FILE) -p "$(DEMO_QUESTION)"
+
+test-release: build
+	cd $(BUILD) && LC_REQUIRE_MODEL=1 ctest -L cpu --output-on-failure -j 2
+
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLC_SANITIZE=ON -DLC_CUDA=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && LC_REQUIRE_MODEL=1 ASAN_OPTIONS=detect_leaks=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -L cpu -LE slow --output-on-failure -j 2
+
+fuzz:
+	bash scripts/run-fuzz.sh $(FUZZ_SECONDS)
+
+test: deps model fuzz test-asan test-release
+
+bench: build model
+	./$(BUILD)/longctx bench -m $(MODEL) --compare-llamacpp
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
