@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(copy);
         return 0;
     }
-    char     buf[512];
+    char buf[512];
     volatile unsigned sink = 0;
     for (int64_t i = 0; i < lc_gguf_n_kv(g); i++) {
         const char *key = lc_gguf_kv_key(g, i);
@@ -40,12 +40,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)lc_gguf_kv_format(g, i, 0, buf, 7);
         sink += (unsigned)lc_gguf_find_key(g, key);
         uint32_t u32;
-        int32_t  i32;
+        int32_t i32;
         uint64_t u64;
-        float    f;
-        bool     b;
-        const char  *s;
-        size_t       len;
+        float f;
+        bool b;
+        const char *s;
+        size_t len;
         (void)lc_gguf_get_u32(g, key, &u32);
         (void)lc_gguf_get_i32(g, key, &i32);
         (void)lc_gguf_get_u64(g, key, &u64);
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         (void)lc_gguf_get_bool(g, key, &b);
         if (lc_gguf_get_str(g, key, &s, &len) == LC_OK && len) sink += (unsigned char)s[len - 1];
         lc_gguf_type et;
-        uint64_t     n;
+        uint64_t n;
         if (lc_gguf_kv_array_info(g, i, &et, &n) == LC_OK) {
             const void *d;
             if (lc_gguf_get_arr_data(g, key, et, &d, &n) == LC_OK && n)

@@ -27,14 +27,18 @@ static char *read_file(const char *path) {
     return p;
 }
 
-static int hexval(int c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+static int hexval(int c) {
+    return c <= '9' ? c - '0' : (c | 32) - 'a' + 10;
+}
 
 /* Decode a hex string (up to whitespace) into a malloc'd NUL-terminated string. */
 static char *unhex(const char *h) {
     size_t n = 0;
-    while (h[n] && h[n] != '\n' && h[n] != ' ' && h[n] != '\r') n++;
+    while (h[n] && h[n] != '\n' && h[n] != ' ' && h[n] != '\r')
+        n++;
     char *s = malloc(n / 2 + 1);
-    for (size_t i = 0; i < n / 2; i++) s[i] = (char)(hexval(h[2 * i]) * 16 + hexval(h[2 * i + 1]));
+    for (size_t i = 0; i < n / 2; i++)
+        s[i] = (char)(hexval(h[2 * i]) * 16 + hexval(h[2 * i + 1]));
     s[n / 2] = '\0';
     return s;
 }
@@ -59,7 +63,7 @@ static void test_names(void) {
 
 static void test_detect(void) {
     static const struct {
-        const char      *file;
+        const char *file;
         lc_chat_template want;
     } cases[] = {
         {"template_smollm2.jinja", LC_CHAT_TEMPLATE_CHATML},
@@ -74,7 +78,7 @@ static void test_detect(void) {
         CHECKF(j != NULL, "cannot read %s", path);
         if (!j) continue;
         lc_chat_template t = LC_CHAT_TEMPLATE_NONE;
-        int              rc = lc_chat_template_detect(j, &t);
+        int rc = lc_chat_template_detect(j, &t);
         CHECKF(rc == LC_OK && t == cases[i].want, "%s: rc %d template %d", cases[i].file, rc, t);
         free(j);
     }
@@ -96,7 +100,7 @@ static void test_detect(void) {
     lc_gguf *g = NULL;
     if (lc_gguf_open(LC_MODEL_PATH, &g) == LC_OK) {
         const char *s;
-        size_t      n;
+        size_t n;
         CHECK(lc_gguf_get_str(g, "tokenizer.chat_template", &s, &n) == LC_OK);
         char *j = malloc(n + 1);
         memcpy(j, s, n);
@@ -104,7 +108,8 @@ static void test_detect(void) {
         CHECK(lc_chat_template_detect(j, &t) == LC_OK && t == LC_CHAT_TEMPLATE_CHATML);
         char *sys = NULL;
         CHECK(lc_chat_default_system(j, &sys) == LC_OK && sys &&
-              strcmp(sys, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") == 0);
+              strcmp(sys, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") ==
+                  0);
         free(sys);
         char *fix = read_file(FIX "template_smollm2.jinja");
         CHECK(fix && strcmp(fix, j) == 0);
@@ -131,7 +136,8 @@ static void test_default_system(void) {
     CHECK(q != NULL);
     if (q) {
         CHECK(lc_chat_default_system(q, &s) == LC_OK && s &&
-              strcmp(s, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") == 0);
+              strcmp(s, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") ==
+                  0);
         free(s);
         free(q);
     }
@@ -155,34 +161,36 @@ static void test_fixtures(void) {
     if (!text) return;
     char *smol = read_file(FIX "template_smollm2.jinja");
     char *qwen = read_file(FIX "template_qwen25.jinja");
-    int   n_cases = 0, n_ok = 0;
+    int n_cases = 0, n_ok = 0;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (strncmp(line, "case ", 5) != 0) continue;
         char name[32], src[32], tid[32];
-        int  use_default, add_ass, n;
+        int use_default, add_ass, n;
         if (sscanf(line, "case %31s %d %d %d %31s %31s", name, &use_default, &add_ass, &n, src,
                    tid) != 6) {
             CHECKF(0, "bad fixture line: %s", line);
             break;
         }
-        lc_chat_message *msgs  = calloc((size_t)n + 1, sizeof *msgs);
-        char           **owned = calloc((size_t)n * 2 + 1, sizeof *owned);
-        char            *expect = NULL;
+        lc_chat_message *msgs = calloc((size_t)n + 1, sizeof *msgs);
+        char **owned = calloc((size_t)n * 2 + 1, sizeof *owned);
+        char *expect = NULL;
         for (int i = 0; i < n; i++) {
             char *ml = strtok_r(NULL, "\n", &save);
-            char  role[32];
+            char role[32];
             if (!ml || sscanf(ml, "msg %31s", role) != 1) break;
             const char *hex = ml + 4 + strlen(role);
-            while (*hex == ' ') hex++;
-            owned[2 * i]     = strdup(role);
+            while (*hex == ' ')
+                hex++;
+            owned[2 * i] = strdup(role);
             owned[2 * i + 1] = unhex(hex);
-            msgs[i]          = (lc_chat_message){owned[2 * i], owned[2 * i + 1]};
+            msgs[i] = (lc_chat_message){owned[2 * i], owned[2 * i + 1]};
         }
         char *el = strtok_r(NULL, "\n", &save);
         if (el && strncmp(el, "expect", 6) == 0) {
             const char *hex = el + 6;
-            while (*hex == ' ') hex++;
+            while (*hex == ' ')
+                hex++;
             expect = unhex(hex);
         }
         lc_chat_template t;
@@ -193,7 +201,7 @@ static void test_fixtures(void) {
             CHECK(lc_chat_default_system(j, &sys) == LC_OK && sys != NULL);
         }
         char *out = NULL;
-        int   rc  = lc_chat_format_ex(t, sys, msgs, (size_t)n, add_ass != 0, &out);
+        int rc = lc_chat_format_ex(t, sys, msgs, (size_t)n, add_ass != 0, &out);
         n_cases++;
         bool ok = rc == LC_OK && expect && out && strcmp(out, expect) == 0;
         CHECKF(ok, "case %d (%s/%s, %d msgs, add_assistant %d, from %s):\n got: [%s]\nwant: [%s]",
@@ -203,7 +211,8 @@ static void test_fixtures(void) {
         free(out);
         free(sys);
         free(expect);
-        for (int i = 0; i < 2 * n; i++) free(owned[i]);
+        for (int i = 0; i < 2 * n; i++)
+            free(owned[i]);
         free(owned);
         free(msgs);
     }
@@ -215,7 +224,7 @@ static void test_fixtures(void) {
 }
 
 static void test_edges(void) {
-    char           *out = NULL;
+    char *out = NULL;
     lc_chat_message m[] = {{"user", "hi"}, {"tool", "x"}};
     CHECK(lc_chat_format(LC_CHAT_TEMPLATE_NONE, m, 1, true, &out) == LC_ERR_INVALID_ARG);
     CHECK(lc_chat_format(LC_CHAT_TEMPLATE_MISTRAL, m, 2, true, &out) == LC_ERR_INVALID_ARG);

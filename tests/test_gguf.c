@@ -20,33 +20,49 @@
 
 typedef struct wbuf {
     uint8_t *p;
-    size_t   len, cap;
+    size_t len, cap;
 } wbuf;
 
 static void w_bytes(wbuf *b, const void *d, size_t n) {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
-        b->p   = realloc(b->p, cap);
+        while (cap < b->len + n)
+            cap *= 2;
+        b->p = realloc(b->p, cap);
         b->cap = cap;
         if (!b->p) abort();
     }
     if (n) memcpy(b->p + b->len, d, n);
     b->len += n;
 }
-static void w_u8(wbuf *b, uint8_t v) { w_bytes(b, &v, 1); }
-static void w_u16(wbuf *b, uint16_t v) { w_bytes(b, &v, 2); }
-static void w_u32(wbuf *b, uint32_t v) { w_bytes(b, &v, 4); }
-static void w_u64(wbuf *b, uint64_t v) { w_bytes(b, &v, 8); }
-static void w_f32(wbuf *b, float v) { w_bytes(b, &v, 4); }
-static void w_f64(wbuf *b, double v) { w_bytes(b, &v, 8); }
+static void w_u8(wbuf *b, uint8_t v) {
+    w_bytes(b, &v, 1);
+}
+static void w_u16(wbuf *b, uint16_t v) {
+    w_bytes(b, &v, 2);
+}
+static void w_u32(wbuf *b, uint32_t v) {
+    w_bytes(b, &v, 4);
+}
+static void w_u64(wbuf *b, uint64_t v) {
+    w_bytes(b, &v, 8);
+}
+static void w_f32(wbuf *b, float v) {
+    w_bytes(b, &v, 4);
+}
+static void w_f64(wbuf *b, double v) {
+    w_bytes(b, &v, 8);
+}
 static void w_strn(wbuf *b, const char *s, size_t n) {
     w_u64(b, n);
     w_bytes(b, s, n);
 }
-static void w_str(wbuf *b, const char *s) { w_strn(b, s, strlen(s)); }
+static void w_str(wbuf *b, const char *s) {
+    w_strn(b, s, strlen(s));
+}
 static void w_pad(wbuf *b, size_t align) {
-    while (b->len % align) w_u8(b, 0);
+    while (b->len % align)
+        w_u8(b, 0);
 }
 
 static void hdr(wbuf *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
@@ -71,7 +87,8 @@ static void tinfo(wbuf *b, const char *name, uint32_t n_dims, const uint64_t *ne
                   uint64_t off) {
     w_str(b, name);
     w_u32(b, n_dims);
-    for (uint32_t i = 0; i < n_dims; i++) w_u64(b, ne[i]);
+    for (uint32_t i = 0; i < n_dims; i++)
+        w_u64(b, ne[i]);
     w_u32(b, type);
     w_u64(b, off);
 }
@@ -80,11 +97,11 @@ static void tinfo(wbuf *b, const char *name, uint32_t n_dims, const uint64_t *ne
 
 typedef struct ttest {
     const char *name;
-    uint32_t    n_dims;
-    uint64_t    ne[4];
-    uint32_t    type;
-    uint64_t    nbytes;
-    uint64_t    off;
+    uint32_t n_dims;
+    uint64_t ne[4];
+    uint32_t type;
+    uint64_t nbytes;
+    uint64_t off;
 } ttest;
 
 static ttest g_tensors[] = {
@@ -95,7 +112,7 @@ static ttest g_tensors[] = {
     {"e.q4_k", 2, {256, 2, 1, 1}, LC_TYPE_Q4_K, 288, 0},
     {"f.q6_k", 1, {256, 1, 1, 1}, LC_TYPE_Q6_K, 210, 0},
 };
-#define N_TENSORS (sizeof g_tensors / sizeof g_tensors[0])
+#define N_TENSORS  (sizeof g_tensors / sizeof g_tensors[0])
 #define N_KV_VALID 25
 
 /* Builds the valid test image; alignment 0 = leave general.alignment out (default 32). */
@@ -113,7 +130,7 @@ static wbuf build_valid(uint32_t version, uint32_t alignment, size_t *data_start
     key(&b, "t.bool", LC_GGUF_TYPE_BOOL), w_u8(&b, 1);
     kv_str(&b, "t.str", "he said \"hi\"\n");
     key(&b, "t.u64", LC_GGUF_TYPE_UINT64), w_u64(&b, 1ull << 40);
-    key(&b, "t.i64", LC_GGUF_TYPE_INT64), w_u64(&b, (uint64_t)-(1ll << 40));
+    key(&b, "t.i64", LC_GGUF_TYPE_INT64), w_u64(&b, (uint64_t) - (1ll << 40));
     key(&b, "t.f64", LC_GGUF_TYPE_FLOAT64), w_f64(&b, 2.25);
     key(&b, "t.i64small", LC_GGUF_TYPE_INT64), w_u64(&b, 7);
     /* arrays */
@@ -122,7 +139,8 @@ static wbuf build_valid(uint32_t version, uint32_t alignment, size_t *data_start
     key(&b, "a.i32", LC_GGUF_TYPE_ARRAY), w_u32(&b, LC_GGUF_TYPE_INT32), w_u64(&b, 3);
     w_u32(&b, (uint32_t)-1), w_u32(&b, 0), w_u32(&b, 1);
     key(&b, "a.f32", LC_GGUF_TYPE_ARRAY), w_u32(&b, LC_GGUF_TYPE_FLOAT32), w_u64(&b, 7);
-    for (int i = 0; i < 7; i++) w_f32(&b, 0.5f * (float)i);
+    for (int i = 0; i < 7; i++)
+        w_f32(&b, 0.5f * (float)i);
     key(&b, "a.bool", LC_GGUF_TYPE_ARRAY), w_u32(&b, LC_GGUF_TYPE_BOOL), w_u64(&b, 2);
     w_u8(&b, 1), w_u8(&b, 0);
     key(&b, "a.str", LC_GGUF_TYPE_ARRAY), w_u32(&b, LC_GGUF_TYPE_STRING), w_u64(&b, 3);
@@ -141,11 +159,11 @@ static wbuf build_valid(uint32_t version, uint32_t alignment, size_t *data_start
     key(&b, "a.i8", LC_GGUF_TYPE_ARRAY), w_u32(&b, LC_GGUF_TYPE_INT8), w_u64(&b, 2);
     w_u8(&b, (uint8_t)-128), w_u8(&b, 127);
     if (alignment) kv_u32(&b, "general.alignment", alignment);
-    uint32_t a   = alignment ? alignment : 32;
+    uint32_t a = alignment ? alignment : 32;
     uint64_t off = 0;
     for (size_t i = 0; i < N_TENSORS; i++) {
         ttest *t = &g_tensors[i];
-        t->off   = off;
+        t->off = off;
         tinfo(&b, t->name, t->n_dims, t->ne, t->type, off);
         off += t->nbytes;
         if (i + 1 < N_TENSORS) off = (off + a - 1) / a * a;
@@ -153,19 +171,23 @@ static wbuf build_valid(uint32_t version, uint32_t alignment, size_t *data_start
     w_pad(&b, a);
     *data_start = b.len;
     for (size_t i = 0; i < N_TENSORS; i++) {
-        while (b.len < *data_start + g_tensors[i].off) w_u8(&b, 0xEE);
-        for (uint64_t j = 0; j < g_tensors[i].nbytes; j++) w_u8(&b, (uint8_t)(i * 16 + j));
+        while (b.len < *data_start + g_tensors[i].off)
+            w_u8(&b, 0xEE);
+        for (uint64_t j = 0; j < g_tensors[i].nbytes; j++)
+            w_u8(&b, (uint8_t)(i * 16 + j));
     }
     return b;
 }
 
-static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+static int has(const char *s, const char *sub) {
+    return strstr(s, sub) != NULL;
+}
 
 static void check_valid(uint32_t version, uint32_t alignment) {
-    size_t   ds;
-    wbuf     b = build_valid(version, alignment, &ds);
+    size_t ds;
+    wbuf b = build_valid(version, alignment, &ds);
     lc_gguf *g = NULL;
-    int      st = lc_gguf_open_memory(b.p, b.len, &g);
+    int st = lc_gguf_open_memory(b.p, b.len, &g);
     CHECKF(st == LC_OK, "v%u align %u: %s", version, alignment, lc_last_error());
     if (st) {
         free(b.p);
@@ -184,10 +206,10 @@ static void check_valid(uint32_t version, uint32_t alignment) {
 
     /* scalars */
     uint32_t u32;
-    int32_t  i32;
+    int32_t i32;
     uint64_t u64;
-    float    f;
-    bool     bo;
+    float f;
+    bool bo;
     CHECK(lc_gguf_get_u32(g, "t.u8", &u32) == LC_OK && u32 == 200);
     CHECK(lc_gguf_get_i32(g, "t.i8", &i32) == LC_OK && i32 == -5);
     CHECK(lc_gguf_get_u32(g, "t.i8", &u32) == LC_ERR_FORMAT);
@@ -214,7 +236,7 @@ static void check_valid(uint32_t version, uint32_t alignment) {
     CHECK(lc_gguf_get_bool(g, "t.u8", &bo) == LC_ERR_FORMAT);
     CHECK(lc_gguf_get_u32(g, "t.bool", &u32) == LC_ERR_FORMAT);
     const char *s;
-    size_t      len;
+    size_t len;
     CHECK(lc_gguf_get_str(g, "t.str", &s, &len) == LC_OK && len == 13 &&
           memcmp(s, "he said \"hi\"\n", 13) == 0);
     CHECK(lc_gguf_get_str(g, "general.architecture", &s, &len) == LC_OK && len == 5 &&
@@ -229,8 +251,8 @@ static void check_valid(uint32_t version, uint32_t alignment) {
 
     /* arrays */
     lc_gguf_type et;
-    uint64_t     n;
-    const void  *data;
+    uint64_t n;
+    const void *data;
     CHECK(lc_gguf_get_arr(g, "a.u8", &et, &n) == LC_OK && et == LC_GGUF_TYPE_UINT8 && n == 3);
     CHECK(lc_gguf_get_arr_data(g, "a.u8", LC_GGUF_TYPE_UINT8, &data, &n) == LC_OK && n == 3 &&
           memcmp(data, "\1\2\3", 3) == 0);
@@ -242,8 +264,7 @@ static void check_valid(uint32_t version, uint32_t alignment) {
     }
     CHECK(lc_gguf_get_arr_data(g, "a.i32", LC_GGUF_TYPE_UINT32, &data, &n) == LC_ERR_FORMAT);
     CHECK(has(lc_last_error(), "array of i32, expected an array of u32"));
-    CHECK(lc_gguf_get_arr_data(g, "a.str", LC_GGUF_TYPE_STRING, &data, &n) ==
-          LC_ERR_INVALID_ARG);
+    CHECK(lc_gguf_get_arr_data(g, "a.str", LC_GGUF_TYPE_STRING, &data, &n) == LC_ERR_INVALID_ARG);
     CHECK(lc_gguf_get_arr_data(g, "t.u8", LC_GGUF_TYPE_UINT8, &data, &n) == LC_ERR_FORMAT);
     CHECK(lc_gguf_get_arr_data(g, "a.f32", LC_GGUF_TYPE_FLOAT32, &data, &n) == LC_OK && n == 7);
     if (n == 7) {
@@ -270,11 +291,11 @@ static void check_valid(uint32_t version, uint32_t alignment) {
 
     /* formatting */
     char buf[256];
-#define FMT_IS(k, maxe, want)                                                                 \
-    do {                                                                                      \
-        int64_t i_ = lc_gguf_find_key(g, k);                                                  \
-        CHECK(lc_gguf_kv_format(g, i_, maxe, buf, sizeof buf) == LC_OK);                      \
-        CHECKF(strcmp(buf, want) == 0, "%s: got [%s] want [%s]", k, buf, want);               \
+#define FMT_IS(k, maxe, want)                                                                      \
+    do {                                                                                           \
+        int64_t i_ = lc_gguf_find_key(g, k);                                                       \
+        CHECK(lc_gguf_kv_format(g, i_, maxe, buf, sizeof buf) == LC_OK);                           \
+        CHECKF(strcmp(buf, want) == 0, "%s: got [%s] want [%s]", k, buf, want);                    \
     } while (0)
     FMT_IS("t.u8", 8, "200");
     FMT_IS("t.i8", 8, "-5");
@@ -314,14 +335,15 @@ static void check_valid(uint32_t version, uint32_t alignment) {
 
     /* tensors */
     for (size_t i = 0; i < N_TENSORS; i++) {
-        const ttest          *w = &g_tensors[i];
+        const ttest *w = &g_tensors[i];
         const lc_gguf_tensor *t = lc_gguf_tensor_at(g, (int64_t)i);
         CHECK(t != NULL);
         if (!t) continue;
         CHECK(strcmp(t->name, w->name) == 0);
         CHECK(lc_gguf_find_tensor(g, w->name) == t);
         CHECK(t->n_dims == w->n_dims);
-        for (int d = 0; d < 4; d++) CHECK(t->ne[d] == w->ne[d]);
+        for (int d = 0; d < 4; d++)
+            CHECK(t->ne[d] == w->ne[d]);
         CHECK(t->type == w->type);
         CHECK(t->offset == w->off);
         CHECK(t->offset % lc_gguf_alignment(g) == 0);
@@ -340,11 +362,10 @@ static void check_valid(uint32_t version, uint32_t alignment) {
     for (size_t cut = 0; cut < b.len; cut++) {
         uint8_t *copy = malloc(cut ? cut : 1);
         memcpy(copy, b.p, cut);
-        lc_gguf *h  = NULL;
-        int      rc = lc_gguf_open_memory(copy, cut, &h);
+        lc_gguf *h = NULL;
+        int rc = lc_gguf_open_memory(copy, cut, &h);
         if (rc != LC_ERR_FORMAT || h != NULL || !has(lc_last_error(), "gguf: ")) {
-            if (bad++ < 5)
-                fprintf(stderr, "prefix %zu: rc %d msg %s\n", cut, rc, lc_last_error());
+            if (bad++ < 5) fprintf(stderr, "prefix %zu: rc %d msg %s\n", cut, rc, lc_last_error());
             lc_gguf_close(h);
         }
         free(copy);
@@ -358,8 +379,8 @@ static void check_valid(uint32_t version, uint32_t alignment) {
 static void expect_fail_(wbuf *b, const char *sub, int line) {
     uint8_t *copy = malloc(b->len ? b->len : 1);
     memcpy(copy, b->p, b->len);
-    lc_gguf *g  = NULL;
-    int      st = lc_gguf_open_memory(copy, b->len, &g);
+    lc_gguf *g = NULL;
+    int st = lc_gguf_open_memory(copy, b->len, &g);
     lc_test_checks++;
     if (st != LC_ERR_FORMAT || g != NULL || !strstr(lc_last_error(), sub)) {
         lc_test_failures++;
@@ -374,12 +395,13 @@ static void expect_fail_(wbuf *b, const char *sub, int line) {
 #define EXPECT_FAIL(b, sub) expect_fail_(&(b), sub, __LINE__)
 
 /* A valid image with one f32 tensor "t" ne {8} and the given extra kvs written by fn. */
-static void one_tensor(wbuf *b, uint32_t n_dims, const uint64_t *ne, uint32_t type,
-                       uint64_t off, size_t data_bytes) {
+static void one_tensor(wbuf *b, uint32_t n_dims, const uint64_t *ne, uint32_t type, uint64_t off,
+                       size_t data_bytes) {
     hdr(b, 3, 1, 0);
     tinfo(b, "t", n_dims, ne, type, off);
     w_pad(b, 32);
-    for (size_t i = 0; i < data_bytes; i++) w_u8(b, 0);
+    for (size_t i = 0; i < data_bytes; i++)
+        w_u8(b, 0);
 }
 
 static void check_corrupt(void) {
@@ -410,7 +432,8 @@ static void check_corrupt(void) {
     EXPECT_FAIL(b, "n_tensors 9223372036854775808 at byte 8");
     /* n_kv = 2 with room for 2 minimal kvs individually but not for the tensor too */
     hdr(&b, 3, 1, 2);
-    for (int i = 0; i < 40; i++) w_u8(&b, 0);
+    for (int i = 0; i < 40; i++)
+        w_u8(&b, 0);
     EXPECT_FAIL(b, "exceed what the file size");
     hdr(&b, 3, 0, 1);
     EXPECT_FAIL(b, "n_kv 1 at byte 16");
@@ -474,7 +497,8 @@ static void check_corrupt(void) {
     EXPECT_FAIL(b, "string length 99 at byte 59 extends past end of file");
     /* nested array bomb: arrays of arrays 100 deep */
     hdr(&b, 3, 0, 1), key(&b, "bomb", LC_GGUF_TYPE_ARRAY);
-    for (int i = 0; i < 100; i++) w_u32(&b, LC_GGUF_TYPE_ARRAY), w_u64(&b, 1);
+    for (int i = 0; i < 100; i++)
+        w_u32(&b, LC_GGUF_TYPE_ARRAY), w_u64(&b, 1);
     w_u32(&b, LC_GGUF_TYPE_UINT8), w_u64(&b, 0);
     EXPECT_FAIL(b, "arrays nested deeper than 8");
     /* a billion empty arrays in a tiny file */
@@ -536,12 +560,14 @@ static void check_corrupt(void) {
     /* duplicate tensor names */
     hdr(&b, 3, 2, 0), tinfo(&b, "w", 1, ne, LC_TYPE_F32, 0), tinfo(&b, "w", 1, ne, LC_TYPE_F32, 32);
     w_pad(&b, 32);
-    for (int i = 0; i < 64; i++) w_u8(&b, 0);
+    for (int i = 0; i < 64; i++)
+        w_u8(&b, 0);
     EXPECT_FAIL(b, "tensor 1 (\"w\") at byte 57: duplicate tensor name (first is tensor 0)");
     /* custom alignment applies to offsets */
     hdr(&b, 3, 1, 1), kv_u32(&b, "general.alignment", 64), tinfo(&b, "t", 1, ne, LC_TYPE_F32, 32);
     w_pad(&b, 64);
-    for (int i = 0; i < 128; i++) w_u8(&b, 0);
+    for (int i = 0; i < 128; i++)
+        w_u8(&b, 0);
     EXPECT_FAIL(b, "data offset 32 is not a multiple of the alignment 64");
 
     /* sanity: the minimal valid images do parse */
@@ -553,14 +579,14 @@ static void check_corrupt(void) {
     free(b.p), b = (wbuf){0};
     one_tensor(&b, 1, ne, LC_TYPE_F32, 0, 32);
     CHECK(lc_gguf_open_memory(b.p, b.len, &g) == LC_OK);
-    CHECK(g && lc_gguf_tensor_at(g, 0)->nbytes == 32 &&
-          lc_gguf_tensor_at(g, 0)->data == b.p + 64);
+    CHECK(g && lc_gguf_tensor_at(g, 0)->nbytes == 32 && lc_gguf_tensor_at(g, 0)->data == b.p + 64);
     lc_gguf_close(g);
     free(b.p), b = (wbuf){0};
     /* zero-sized dims are accepted (ggml allows them) */
     uint64_t z[2] = {8, 0};
     one_tensor(&b, 2, z, LC_TYPE_F32, 0, 0);
-    CHECK(lc_gguf_open_memory(b.p, b.len, &g) == LC_OK && g && lc_gguf_tensor_at(g, 0)->nbytes == 0);
+    CHECK(lc_gguf_open_memory(b.p, b.len, &g) == LC_OK && g &&
+          lc_gguf_tensor_at(g, 0)->nbytes == 0);
     lc_gguf_close(g);
     free(b.p), b = (wbuf){0};
     CHECK(lc_gguf_open_memory(NULL, 0, &g) == LC_ERR_FORMAT && g == NULL);
@@ -579,14 +605,14 @@ static void check_files(void) {
     CHECK(has(lc_last_error(), "/tmp") && has(lc_last_error(), "directory"));
 
     char path[] = "/tmp/lc_test_gguf_XXXXXX";
-    int  fd     = mkstemp(path);
+    int fd = mkstemp(path);
     CHECK(fd >= 0);
     if (fd < 0) return;
     CHECK(lc_gguf_open(path, &g) == LC_ERR_FORMAT && g == NULL);
     CHECK(has(lc_last_error(), path) && has(lc_last_error(), "empty"));
 
     size_t ds;
-    wbuf   b = build_valid(3, 0, &ds);
+    wbuf b = build_valid(3, 0, &ds);
     CHECK(write(fd, b.p, b.len) == (ssize_t)b.len);
     CHECK(lc_gguf_open(path, &g) == LC_OK && g != NULL);
     if (g) {
@@ -615,8 +641,8 @@ static void check_model(void) {
         return;
     }
     fclose(f);
-    lc_gguf *g  = NULL;
-    int      st = lc_gguf_open(LC_MODEL_PATH, &g);
+    lc_gguf *g = NULL;
+    int st = lc_gguf_open(LC_MODEL_PATH, &g);
     CHECKF(st == LC_OK, "%s", lc_last_error());
     if (st) return;
     CHECK(lc_gguf_version(g) == 3);
@@ -624,14 +650,14 @@ static void check_model(void) {
     CHECK(lc_gguf_n_kv(g) == 33);
     CHECK(lc_gguf_alignment(g) == 32);
     const char *s;
-    size_t      len;
+    size_t len;
     CHECK(lc_gguf_get_str(g, "general.architecture", &s, &len) == LC_OK && len == 5 &&
           memcmp(s, "llama", 5) == 0);
     uint32_t u;
     CHECK(lc_gguf_get_u32(g, "llama.block_count", &u) == LC_OK && u == 30);
     float eps;
-    CHECK(lc_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps) == LC_OK &&
-          eps > 0 && eps < 1e-3f);
+    CHECK(lc_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps) == LC_OK && eps > 0 &&
+          eps < 1e-3f);
     const lc_gguf_tensor *t = lc_gguf_find_tensor(g, "token_embd.weight");
     CHECK(t != NULL);
     if (t) {
@@ -639,7 +665,7 @@ static void check_model(void) {
         CHECK(t->nbytes == 576 / 32 * 34 * 49152ull);
     }
     lc_gguf_type et;
-    uint64_t     n;
+    uint64_t n;
     CHECK(lc_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) == LC_OK &&
           et == LC_GGUF_TYPE_STRING && n == 49152);
     CHECK(lc_gguf_get_arr_str(g, "tokenizer.ggml.tokens", 1, &s, &len) == LC_OK && len == 12 &&

@@ -370,14 +370,14 @@ int main(void) {
 
             /* 1a. one chunk (default n_batch) */
             if (eval_prompt(c_def, def_batch, f->ids, f->n_ids, lp, &steps)) {
-                snprintf(what, sizeof what, "%s n_batch=%d", f->name, def_batch);
+                snprintf(what, sizeof what, "%.63s n_batch=%d", f->name, def_batch);
                 double d = compare_top(what, lp, n_vocab, f->top, f->n_top);
                 fprintf(stderr, "%-14s %4d ids  n_batch %4d (%3d steps)  max|dlogprob| %.2e\n",
                         f->name, f->n_ids, def_batch, steps, d);
             }
             /* 1b. several chunks */
             if (eval_prompt(c_small, small_batch, f->ids, f->n_ids, lp, &steps)) {
-                snprintf(what, sizeof what, "%s n_batch=%d", f->name, small_batch);
+                snprintf(what, sizeof what, "%.63s n_batch=%d", f->name, small_batch);
                 double d = compare_top(what, lp, n_vocab, f->top, f->n_top);
                 fprintf(stderr, "%-14s %4d ids  n_batch %4d (%3d steps)  max|dlogprob| %.2e\n",
                         f->name, f->n_ids, small_batch, steps, d);
@@ -393,7 +393,7 @@ int main(void) {
                 CHECK(p->len <= f->n_ids);
                 if (p->len > f->n_ids) continue;
                 if (!eval_prompt(c_prefix, prefix_batch, f->ids, p->len, lp, &steps)) continue;
-                snprintf(what, sizeof what, "%s prefix %d n_batch=%d", f->name, p->len,
+                snprintf(what, sizeof what, "%.63s prefix %d n_batch=%d", f->name, p->len,
                          prefix_batch);
                 double d = compare_top(what, lp, n_vocab, p->top, p->k);
                 if (d > pmax) pmax = d;

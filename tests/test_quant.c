@@ -77,12 +77,12 @@ static void check_fixture(const char *file, uint32_t want_type) {
     if (flags & 1) {
         /* F16/BF16: the reference's quantisation of src must equal our conversion */
         const uint8_t *src = buf + 24 + raw_bytes + 4 * (size_t)n;
-        int            cb  = 0;
+        int cb = 0;
         for (uint32_t i = 0; i < n; i++) {
             float s;
             memcpy(&s, src + 4 * (size_t)i, 4);
             uint16_t want = (uint16_t)(raw[1 + 2 * i] | (raw[2 + 2 * i] << 8));
-            uint16_t got  = type == LC_TYPE_F16 ? lc_fp32_to_fp16(s) : lc_fp32_to_bf16(s);
+            uint16_t got = type == LC_TYPE_F16 ? lc_fp32_to_fp16(s) : lc_fp32_to_bf16(s);
             if (got != want && cb++ < 5)
                 fprintf(stderr, "%s: convert %.9g (0x%08x): got 0x%04x, reference 0x%04x\n", file,
                         s, f2u(s), got, want);
@@ -99,7 +99,7 @@ static void check_fixture(const char *file, uint32_t want_type) {
 
 /* Value of a half by arithmetic (independent of the bit tricks in quant.c). */
 static double half_value(uint16_t h) {
-    int    e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
     double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
     return (h & 0x8000) ? -v : v;
 }
@@ -107,14 +107,16 @@ static double half_value(uint16_t h) {
 /* Nearest half to finite x, ties to even, by search over the ordered positive halves. */
 static uint16_t ref_fp32_to_fp16(float x) {
     uint16_t sign = signbit(x) ? 0x8000 : 0;
-    double   a    = fabs((double)x);
+    double a = fabs((double)x);
     if (isnan(x)) return 0x7e00;
     if (a >= 65520.0) return sign | 0x7c00;
     uint16_t lo = 0, hi = 0x7bff; /* largest half <= a */
     while (lo < hi) {
         uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
-        if (half_value(mid) <= a) lo = mid;
-        else hi = (uint16_t)(mid - 1);
+        if (half_value(mid) <= a)
+            lo = mid;
+        else
+            hi = (uint16_t)(mid - 1);
     }
     uint16_t r = lo;
     if (half_value(r) != a) {
@@ -131,7 +133,7 @@ static uint16_t ref_fp32_to_bf16(float x) {
     if (isnan(x)) return (uint16_t)((u >> 16) | 0x40);
     uint32_t sign = u & 0x80000000u, t = u & 0x7fff0000u;
     if (isinf(x)) return (uint16_t)(u >> 16);
-    double a  = fabs((double)x);
+    double a = fabs((double)x);
     double lo = (double)u2f(t);
     double hi = t + 0x10000u == 0x7f800000u ? ldexp(1.0, 128) : (double)u2f(t + 0x10000u);
     double dl = a - lo, dh = hi - a;
@@ -151,9 +153,9 @@ static void check_conversions(void) {
     /* all halves: decode exactly, round-trip (non-NaN), NaN stays NaN */
     int bad_dec = 0, bad_rt = 0, bad_nan = 0;
     for (uint32_t h = 0; h < 65536; h++) {
-        float f  = lc_fp16_to_fp32((uint16_t)h);
-        int   e  = (h >> 10) & 0x1f, m = h & 0x3ff;
-        bool  nn = e == 31 && m != 0;
+        float f = lc_fp16_to_fp32((uint16_t)h);
+        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        bool nn = e == 31 && m != 0;
         if (nn) {
             if (!isnan(f) || !isnan(lc_fp16_to_fp32(lc_fp32_to_fp16(f)))) bad_nan++;
             continue;
@@ -171,8 +173,8 @@ static void check_conversions(void) {
     int bad = 0;
     for (uint32_t h = 0; h < 0x7c00; h++) {
         double mid = (half_value((uint16_t)h) + half_value((uint16_t)(h + 1))) / 2;
-        float  m   = (float)mid;
-        float  c[3] = {m, nextafterf(m, 0), nextafterf(m, INFINITY)};
+        float m = (float)mid;
+        float c[3] = {m, nextafterf(m, 0), nextafterf(m, INFINITY)};
         for (int k = 0; k < 3; k++)
             for (int s = 0; s < 2; s++) {
                 float x = s ? -c[k] : c[k];
@@ -191,8 +193,8 @@ static void check_conversions(void) {
             continue;
         }
         if (lc_fp32_to_fp16(x) != ref_fp32_to_fp16(x) && bad++ < 5)
-            fprintf(stderr, "fp16(%.9g 0x%08x): got 0x%04x want 0x%04x\n", x, u,
-                    lc_fp32_to_fp16(x), ref_fp32_to_fp16(x));
+            fprintf(stderr, "fp16(%.9g 0x%08x): got 0x%04x want 0x%04x\n", x, u, lc_fp32_to_fp16(x),
+                    ref_fp32_to_fp16(x));
     }
     CHECKF(bad == 0, "%d fp32->fp16 conversions differ from the reference", bad);
     CHECK(lc_fp32_to_fp16(65504.0f) == 0x7bff);
@@ -200,10 +202,10 @@ static void check_conversions(void) {
     CHECK(lc_fp32_to_fp16(65520.0f) == 0x7c00);
     CHECK(lc_fp32_to_fp16(-INFINITY) == 0xfc00);
     CHECK(lc_fp32_to_fp16(0x1p-24f) == 0x0001);
-    CHECK(lc_fp32_to_fp16(0x1p-25f) == 0x0000);            /* tie -> even (0) */
-    CHECK(lc_fp32_to_fp16(0x1.8p-24f) == 0x0002);          /* tie -> even (2) */
-    CHECK(lc_fp32_to_fp16(0x1.ffcp-15f) == 0x0400);        /* tie rounds up to the smallest normal */
-    CHECK(lc_fp32_to_fp16(0x1.ff8p-15f) == 0x03ff);        /* the largest subnormal */
+    CHECK(lc_fp32_to_fp16(0x1p-25f) == 0x0000);     /* tie -> even (0) */
+    CHECK(lc_fp32_to_fp16(0x1.8p-24f) == 0x0002);   /* tie -> even (2) */
+    CHECK(lc_fp32_to_fp16(0x1.ffcp-15f) == 0x0400); /* tie rounds up to the smallest normal */
+    CHECK(lc_fp32_to_fp16(0x1.ff8p-15f) == 0x03ff); /* the largest subnormal */
     CHECK(lc_fp32_to_fp16(-0.0f) == 0x8000);
     CHECK(lc_fp16_to_fp32(0x3c00) == 1.0f);
     CHECK(lc_fp16_to_fp32(0x0001) == 0x1p-24f);
@@ -231,25 +233,25 @@ static void check_conversions(void) {
 
 static void check_traits(void) {
     struct {
-        uint32_t    id;
+        uint32_t id;
         const char *name;
-        int64_t     blck;
-        size_t      size;
-        bool        deq;
+        int64_t blck;
+        size_t size;
+        bool deq;
     } want[] = {
-        {0, "f32", 1, 4, true},         {1, "f16", 1, 2, true},
-        {2, "q4_0", 32, 18, true},      {3, "q4_1", 32, 20, true},
-        {6, "q5_0", 32, 22, true},      {7, "q5_1", 32, 24, true},
-        {8, "q8_0", 32, 34, true},      {9, "q8_1", 32, 36, false},
-        {10, "q2_K", 256, 84, true},    {11, "q3_K", 256, 110, true},
-        {12, "q4_K", 256, 144, true},   {13, "q5_K", 256, 176, true},
-        {14, "q6_K", 256, 210, true},   {15, "q8_K", 256, 292, true},
+        {0, "f32", 1, 4, true},          {1, "f16", 1, 2, true},
+        {2, "q4_0", 32, 18, true},       {3, "q4_1", 32, 20, true},
+        {6, "q5_0", 32, 22, true},       {7, "q5_1", 32, 24, true},
+        {8, "q8_0", 32, 34, true},       {9, "q8_1", 32, 36, false},
+        {10, "q2_K", 256, 84, true},     {11, "q3_K", 256, 110, true},
+        {12, "q4_K", 256, 144, true},    {13, "q5_K", 256, 176, true},
+        {14, "q6_K", 256, 210, true},    {15, "q8_K", 256, 292, true},
         {16, "iq2_xxs", 256, 66, false}, {20, "iq4_nl", 32, 18, false},
         {23, "iq4_xs", 256, 136, false}, {24, "i8", 1, 1, false},
-        {28, "f64", 1, 8, false},       {29, "iq1_m", 256, 56, false},
-        {30, "bf16", 1, 2, true},       {34, "tq1_0", 256, 54, false},
-        {35, "tq2_0", 256, 66, false},  {39, "mxfp4", 32, 17, false},
-        {40, "nvfp4", 64, 36, false},   {41, "q1_0", 128, 18, false},
+        {28, "f64", 1, 8, false},        {29, "iq1_m", 256, 56, false},
+        {30, "bf16", 1, 2, true},        {34, "tq1_0", 256, 54, false},
+        {35, "tq2_0", 256, 66, false},   {39, "mxfp4", 32, 17, false},
+        {40, "nvfp4", 64, 36, false},    {41, "q1_0", 128, 18, false},
         {42, "q2_0", 64, 18, false},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -274,7 +276,7 @@ static void check_traits(void) {
     CHECK(!lc_type_row_bytes(LC_TYPE_F32, UINT64_MAX, &b));
     CHECK(lc_type_row_bytes(LC_TYPE_Q4_K, 0, &b) && b == 0);
 
-    float   out[32];
+    float out[32];
     uint8_t in[64] = {0};
     CHECK(lc_dequantize(4, in, out, 32) == LC_ERR_INVALID_ARG);
     CHECK(lc_dequantize(16, in, out, 256) == LC_ERR_UNSUPPORTED);
@@ -284,17 +286,21 @@ static void check_traits(void) {
     CHECK(lc_dequantize(LC_TYPE_Q8_0, in, out, 0) == LC_OK);
     /* a hand-made Q8_0 block: d = 0.5, qs = -16..15 */
     in[0] = 0x00, in[1] = 0x38;
-    for (int j = 0; j < 32; j++) in[2 + j] = (uint8_t)(int8_t)(j - 16);
+    for (int j = 0; j < 32; j++)
+        in[2 + j] = (uint8_t)(int8_t)(j - 16);
     CHECK(lc_dequantize(LC_TYPE_Q8_0, in, out, 32) == LC_OK);
     int ok = 1;
-    for (int j = 0; j < 32; j++) ok &= out[j] == 0.5f * (float)(j - 16);
+    for (int j = 0; j < 32; j++)
+        ok &= out[j] == 0.5f * (float)(j - 16);
     CHECK(ok);
     /* a hand-made Q4_1 block: d = 2, m = -1, nibbles j (low) and 15-j (high) */
     uint8_t q41[20] = {0x00, 0x40, 0x00, 0xbc};
-    for (int j = 0; j < 16; j++) q41[4 + j] = (uint8_t)(j | ((15 - j) << 4));
+    for (int j = 0; j < 16; j++)
+        q41[4 + j] = (uint8_t)(j | ((15 - j) << 4));
     CHECK(lc_dequantize(LC_TYPE_Q4_1, q41, out, 32) == LC_OK);
     ok = 1;
-    for (int j = 0; j < 16; j++) ok &= out[j] == 2.0f * j - 1 && out[16 + j] == 2.0f * (15 - j) - 1;
+    for (int j = 0; j < 16; j++)
+        ok &= out[j] == 2.0f * j - 1 && out[16 + j] == 2.0f * (15 - j) - 1;
     CHECK(ok);
 }
 

@@ -33,20 +33,24 @@ static void quiet_log(lc_log_level level, const char *msg, void *user) {
 
 typedef struct gbuf {
     unsigned char *p;
-    size_t         n, cap;
-    uint64_t       n_kv;
+    size_t n, cap;
+    uint64_t n_kv;
 } gbuf;
 
 static void put(gbuf *b, const void *d, size_t n) {
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2 + 256;
-        b->p   = realloc(b->p, b->cap);
+        b->p = realloc(b->p, b->cap);
     }
     memcpy(b->p + b->n, d, n);
     b->n += n;
 }
-static void put_u32(gbuf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(gbuf *b, uint64_t v) { put(b, &v, 8); }
+static void put_u32(gbuf *b, uint32_t v) {
+    put(b, &v, 4);
+}
+static void put_u64(gbuf *b, uint64_t v) {
+    put(b, &v, 8);
+}
 static void put_str(gbuf *b, const char *s) {
     put_u64(b, strlen(s));
     put(b, s, strlen(s));
@@ -77,7 +81,8 @@ static void kv_arr_str(gbuf *b, const char *key, const char *const *v, size_t n)
     kv_head(b, key, LC_GGUF_TYPE_ARRAY);
     put_u32(b, LC_GGUF_TYPE_STRING);
     put_u64(b, n);
-    for (size_t i = 0; i < n; i++) put_str(b, v[i]);
+    for (size_t i = 0; i < n; i++)
+        put_str(b, v[i]);
 }
 static void kv_arr_num(gbuf *b, const char *key, lc_gguf_type et, const void *v, size_t n) {
     kv_head(b, key, LC_GGUF_TYPE_ARRAY);
@@ -100,10 +105,10 @@ static unsigned char *gguf_image(const gbuf *b, size_t *size) {
 
 /* Load a tokenizer from a kv set; returns the status; *t set on success. */
 static int load_kv(gbuf *b, lc_tokenizer **t) {
-    size_t         size;
+    size_t size;
     unsigned char *img = gguf_image(b, &size);
-    lc_gguf       *g   = NULL;
-    int            rc  = lc_gguf_open_memory(img, size, &g);
+    lc_gguf *g = NULL;
+    int rc = lc_gguf_open_memory(img, size, &g);
     CHECKF(rc == LC_OK, "gguf image rejected: %s", lc_last_error());
     *t = NULL;
     if (rc == LC_OK) {
@@ -123,23 +128,25 @@ static bool ids_eq(const int32_t *a, size_t na, const int32_t *b, size_t nb) {
 static bool encode_is(lc_tokenizer *t, const char *s, bool bos, bool special, const int32_t *want,
                       size_t n_want) {
     int32_t *ids = NULL;
-    size_t   n   = 0;
-    int      rc  = lc_tokenizer_encode(t, s, strlen(s), bos, special, &ids, &n);
-    bool     ok  = rc == LC_OK && ids_eq(ids, n, want, n_want);
+    size_t n = 0;
+    int rc = lc_tokenizer_encode(t, s, strlen(s), bos, special, &ids, &n);
+    bool ok = rc == LC_OK && ids_eq(ids, n, want, n_want);
     if (!ok) {
         fprintf(stderr, "encode(\"%s\") rc %d:", s, rc);
-        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, " %d", ids[i]);
         fprintf(stderr, "  want:");
-        for (size_t i = 0; i < n_want; i++) fprintf(stderr, " %d", want[i]);
+        for (size_t i = 0; i < n_want; i++)
+            fprintf(stderr, " %d", want[i]);
         fprintf(stderr, "\n");
     }
     free(ids);
     return ok;
 }
-#define ENC(t, s, bos, sp, ...)                                                                  \
-    do {                                                                                         \
-        const int32_t w_[] = {__VA_ARGS__};                                                      \
-        CHECK(encode_is(t, s, bos, sp, w_, sizeof w_ / sizeof w_[0]));                           \
+#define ENC(t, s, bos, sp, ...)                                                                    \
+    do {                                                                                           \
+        const int32_t w_[] = {__VA_ARGS__};                                                        \
+        CHECK(encode_is(t, s, bos, sp, w_, sizeof w_ / sizeof w_[0]));                             \
     } while (0)
 
 /* ---- SentencePiece BPE ---------------------------------------------------------------------- */
@@ -147,44 +154,75 @@ static bool encode_is(lc_tokenizer *t, const char *s, bool bos, bool special, co
 enum { SPM_UNK = 0, SPM_BOS = 1, SPM_EOS = 2, SPM_BYTE0 = 3 };
 /* ids from 259 */
 static const char *const k_spm_words[] = {
-    "\xE2\x96\x81", "h", "e", "l", "o", "w", "r", "d", /* 259..266 single characters */
-    "ll", "he", "\xE2\x96\x81he", "llo", "\xE2\x96\x81hello", "\xE2\x96\x81w", "or",
-    "\xE2\x96\x81wor", "ld", "<|user|>",                    /* 267..277 */
+    "\xE2\x96\x81",
+    "h",
+    "e",
+    "l",
+    "o",
+    "w",
+    "r",
+    "d", /* 259..266 single characters */
+    "ll",
+    "he",
+    "\xE2\x96\x81he",
+    "llo",
+    "\xE2\x96\x81hello",
+    "\xE2\x96\x81w",
+    "or",
+    "\xE2\x96\x81wor",
+    "ld",
+    "<|user|>", /* 267..277 */
 };
-static const float k_spm_scores[] = {-10, -11, -12, -13, -14, -15, -16, -17, -1, -2, -3,
-                                     -4,  -5,  -6,  -7,  -8,  -9,  0};
+static const float k_spm_scores[] = {-10, -11, -12, -13, -14, -15, -16, -17, -1,
+                                     -2,  -3,  -4,  -5,  -6,  -7,  -8,  -9,  0};
 enum {
-    S_SP = 259, S_H, S_E, S_L, S_O, S_W, S_R, S_D, S_LL, S_HE, S_SPHE, S_LLO, S_SPHELLO, S_SPW,
-    S_OR, S_SPWOR, S_LD, S_USER
+    S_SP = 259,
+    S_H,
+    S_E,
+    S_L,
+    S_O,
+    S_W,
+    S_R,
+    S_D,
+    S_LL,
+    S_HE,
+    S_SPHE,
+    S_LLO,
+    S_SPHELLO,
+    S_SPW,
+    S_OR,
+    S_SPWOR,
+    S_LD,
+    S_USER
 };
 #define SPM_N (259 + (int)(sizeof k_spm_words / sizeof k_spm_words[0]))
 
 typedef struct spm_opts {
-    int  add_space_prefix; /* -1 absent */
+    int add_space_prefix; /* -1 absent */
     bool bad_type_len, bad_scores_len, bad_bos, no_tokens, tokens_i32, types_f32;
 } spm_opts;
 
 static void spm_kv(gbuf *b, spm_opts o) {
-    static char  names[SPM_N][16];
-    const char  *toks[SPM_N];
-    int32_t      types[SPM_N];
-    float        scores[SPM_N];
+    static char names[SPM_N][16];
+    const char *toks[SPM_N];
+    int32_t types[SPM_N];
+    float scores[SPM_N];
     for (int i = 0; i < SPM_N; i++) {
         if (i == SPM_UNK) {
-            toks[i]  = "<unk>";
+            toks[i] = "<unk>";
             types[i] = 2;
         } else if (i == SPM_BOS) {
-            toks[i]  = "<s>";
+            toks[i] = "<s>";
             types[i] = 3;
         } else if (i == SPM_EOS) {
-            toks[i]  = "</s>";
+            toks[i] = "</s>";
             types[i] = 3;
         } else if (i < 259) {
             snprintf(names[i], sizeof names[i], "<0x%02X>", i - SPM_BYTE0);
-            toks[i]  = names[i];
+            toks[i] = names[i];
             types[i] = 6;
         } else {
-            toks[i]  = k_spm_words[i - 259];
+            toks[i] = k_spm_words[i - 259];
             types[i] = i == S_USER ? 4 : 1;
         }
         scores[i] = i >= 259 ? k_spm_scores[i - 259] : 0.0f;
@@ -199,8 +237,9 @@ static void spm_kv(gbuf *b, spm_opts o) {
     }
     kv_arr_num(b, "tokenizer.ggml.scores", LC_GGUF_TYPE_FLOAT32, scores,
                o.bad_scores_len ? SPM_N - 1 : SPM_N);
-    kv_arr_num(b, "tokenizer.ggml.token_type", o.types_f32 ? LC_GGUF_TYPE_FLOAT32 : LC_GGUF_TYPE_INT32,
-               types, o.bad_type_len ? SPM_N - 3 : SPM_N);
+    kv_arr_num(b, "tokenizer.ggml.token_type",
+               o.types_f32 ? LC_GGUF_TYPE_FLOAT32 : LC_GGUF_TYPE_INT32, types,
+               o.bad_type_len ? SPM_N - 3 : SPM_N);
     kv_u32(b, "tokenizer.ggml.bos_token_id", o.bad_bos ? SPM_N : SPM_BOS);
     kv_u32(b, "tokenizer.ggml.eos_token_id", SPM_EOS);
     kv_u32(b, "tokenizer.ggml.unknown_token_id", SPM_UNK);
@@ -210,7 +249,7 @@ static void spm_kv(gbuf *b, spm_opts o) {
 }
 
 static void test_spm(void) {
-    gbuf          b = {0};
+    gbuf b = {0};
     lc_tokenizer *t = NULL;
     spm_kv(&b, (spm_opts){.add_space_prefix = -1});
     int rc = load_kv(&b, &t);
@@ -241,12 +280,12 @@ static void test_spm(void) {
     ENC(t, "", true, false, SPM_BOS);
     {
         int32_t *ids;
-        size_t   n;
+        size_t n;
         CHECK(lc_tokenizer_encode(t, "", 0, false, false, &ids, &n) == LC_OK && n == 0);
         free(ids);
     }
     /* decoding: ▁ -> space, <0xAB> -> the byte */
-    size_t      len;
+    size_t len;
     const char *p = lc_tokenizer_token_bytes(t, S_SPHELLO, &len);
     CHECK(p && len == 6 && memcmp(p, " hello", 6) == 0);
     p = lc_tokenizer_token_bytes(t, SPM_BYTE0 + 0xC3, &len);
@@ -258,8 +297,8 @@ static void test_spm(void) {
     CHECK(lc_tokenizer_token_text(t, -1) == NULL);
     /* streaming: é split over two byte tokens is emitted whole */
     lc_detok d = {0};
-    char     out[128];
-    size_t   n_out;
+    char out[128];
+    size_t n_out;
     CHECK(lc_detok_push(&d, t, SPM_BYTE0 + 0xC3, out, sizeof out, &n_out) == LC_OK && n_out == 0);
     CHECK(lc_detok_push(&d, t, SPM_BYTE0 + 0xA9, out, sizeof out, &n_out) == LC_OK && n_out == 2 &&
           memcmp(out, "\xC3\xA9", 2) == 0);
@@ -279,11 +318,11 @@ static void test_spm(void) {
 /* The 256 byte characters in byte order, then: "he" "ll" "hell" "Ġworld". */
 static int bpe_vocab(const char ***toks_out, char storage[][8]) {
     static const char *toks[260];
-    int                next = 256;
+    int next = 256;
     for (int bt = 0; bt < 256; bt++) {
-        bool     keep = (bt >= 0x21 && bt <= 0x7E) || (bt >= 0xA1 && bt <= 0xAC) || bt >= 0xAE;
-        uint32_t cp   = keep ? (uint32_t)bt : (uint32_t)next++;
-        char    *s    = storage[bt];
+        bool keep = (bt >= 0x21 && bt <= 0x7E) || (bt >= 0xA1 && bt <= 0xAC) || bt >= 0xAE;
+        uint32_t cp = keep ? (uint32_t)bt : (uint32_t)next++;
+        char *s = storage[bt];
         if (cp < 0x80) {
             s[0] = (char)cp;
             s[1] = 0;
@@ -303,13 +342,13 @@ static int bpe_vocab(const char ***toks_out, char storage[][8]) {
 }
 
 static void test_bpe_small(void) {
-    static char  storage[256][8];
+    static char storage[256][8];
     const char **toks;
-    int          n = bpe_vocab(&toks, storage);
-    const char  *merges[] = {"h e", "l l", "he ll"};
+    int n = bpe_vocab(&toks, storage);
+    const char *merges[] = {"h e", "l l", "he ll"};
     lc_tokenizer *t;
-    gbuf          b = {0};
-    const char   *pres[] = {"gpt2", "llama-bpe", "smollm", "qwen2", "something-new"};
+    gbuf b = {0};
+    const char *pres[] = {"gpt2", "llama-bpe", "smollm", "qwen2", "something-new"};
     for (size_t pi = 0; pi < sizeof pres / sizeof pres[0]; pi++) {
         kv_str(&b, "tokenizer.ggml.model", "gpt2");
         kv_str(&b, "tokenizer.ggml.pre", pres[pi]);
@@ -332,7 +371,7 @@ static void test_bpe_small(void) {
         }
         /* byte tokens keep bytes: "é" is two byte characters */
         ENC(t, "\xC3\xA9", false, false, 0xC3, 0xA9);
-        size_t      len;
+        size_t len;
         const char *p = lc_tokenizer_token_bytes(t, 259, &len);
         CHECK(p && len == 6 && memcmp(p, " world", 6) == 0);
         p = lc_tokenizer_token_bytes(t, ' ', &len);
@@ -346,8 +385,8 @@ static void test_bpe_small(void) {
 /* ---- malformed metadata ---------------------------------------------------------------------- */
 
 static void expect_format(gbuf *b, const char *key_in_msg, const char *what) {
-    lc_tokenizer *t  = NULL;
-    int           rc = load_kv(b, &t);
+    lc_tokenizer *t = NULL;
+    int rc = load_kv(b, &t);
     CHECKF(rc == LC_ERR_FORMAT && strstr(lc_last_error(), key_in_msg),
            "%s: rc %d, message '%s' (want LC_ERR_FORMAT naming %s)", what, rc, lc_last_error(),
            key_in_msg);
@@ -373,10 +412,10 @@ static void test_malformed(void) {
     kv_str(&b, "general.architecture", "llama");
     expect_format(&b, "tokenizer.ggml.model", "no tokenizer");
 
-    static char  storage[256][8];
+    static char storage[256][8];
     const char **toks;
-    int          n = bpe_vocab(&toks, storage);
-    const char  *bad_merges[] = {"h e", "l zz"};
+    int n = bpe_vocab(&toks, storage);
+    const char *bad_merges[] = {"h e", "l zz"};
     kv_str(&b, "tokenizer.ggml.model", "gpt2");
     kv_arr_str(&b, "tokenizer.ggml.tokens", toks, (size_t)n);
     kv_arr_str(&b, "tokenizer.ggml.merges", bad_merges, 2);
@@ -409,22 +448,24 @@ static void test_malformed(void) {
 
     kv_str(&b, "tokenizer.ggml.model", "bert");
     kv_arr_str(&b, "tokenizer.ggml.tokens", toks, (size_t)n);
-    lc_tokenizer *t  = NULL;
-    int           rc = load_kv(&b, &t);
+    lc_tokenizer *t = NULL;
+    int rc = load_kv(&b, &t);
     CHECKF(rc == LC_ERR_UNSUPPORTED && strstr(lc_last_error(), "bert"), "bert: %d %s", rc,
            lc_last_error());
 }
 
 /* ---- SmolLM2 against the fixtures ------------------------------------------------------------ */
 
-static int hexval(int c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+static int hexval(int c) {
+    return c <= '9' ? c - '0' : (c | 32) - 'a' + 10;
+}
 
 typedef struct fcase {
-    bool     special;
-    char    *text;
-    size_t   len;
+    bool special;
+    char *text;
+    size_t len;
     int32_t *ids;
-    size_t   n_ids;
+    size_t n_ids;
 } fcase;
 
 static fcase *load_fixture(const char *path, size_t *n_out) {
@@ -432,8 +473,8 @@ static fcase *load_fixture(const char *path, size_t *n_out) {
     if (!f) return NULL;
     fcase *cs = NULL;
     size_t n = 0, cap = 0;
-    char  *line  = NULL;
-    size_t lcap  = 0;
+    char *line = NULL;
+    size_t lcap = 0;
     while (getline(&line, &lcap, f) > 0) {
         if (line[0] == '#' || line[0] == '\n') continue;
         char *tab1 = strchr(line, '\t');
@@ -441,25 +482,25 @@ static fcase *load_fixture(const char *path, size_t *n_out) {
         if (!tab2) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 256;
-            cs  = realloc(cs, cap * sizeof *cs);
+            cs = realloc(cs, cap * sizeof *cs);
         }
-        fcase *c   = &cs[n++];
+        fcase *c = &cs[n++];
         c->special = line[0] == 'S';
-        size_t hl  = (size_t)(tab2 - tab1 - 1);
-        c->len     = hl / 2;
-        c->text    = malloc(c->len + 1);
+        size_t hl = (size_t)(tab2 - tab1 - 1);
+        c->len = hl / 2;
+        c->text = malloc(c->len + 1);
         for (size_t i = 0; i < c->len; i++)
             c->text[i] = (char)(hexval(tab1[1 + 2 * i]) * 16 + hexval(tab1[2 + 2 * i]));
         c->text[c->len] = 0;
-        c->ids          = malloc(strlen(tab2) * sizeof(int32_t) + 4);
-        c->n_ids        = 0;
-        char *p         = tab2 + 1;
+        c->ids = malloc(strlen(tab2) * sizeof(int32_t) + 4);
+        c->n_ids = 0;
+        char *p = tab2 + 1;
         for (;;) {
             char *e;
-            long  v = strtol(p, &e, 10);
+            long v = strtol(p, &e, 10);
             if (e == p) break;
             c->ids[c->n_ids++] = (int32_t)v;
-            p                  = e;
+            p = e;
         }
     }
     free(line);
@@ -472,7 +513,7 @@ static bool valid_utf8_whole(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i];
-        size_t        l = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+        size_t l = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
         if (l == 0 || i + l > n) return false;
         for (size_t k = 1; k < l; k++)
             if ((u[i + k] & 0xC0) != 0x80) return false;
@@ -484,14 +525,14 @@ static bool valid_utf8_whole(const char *s, size_t n) {
 /* Decode ids by streaming through lc_detok; checks each chunk is whole UTF-8. */
 static char *stream_decode(lc_tokenizer *t, const int32_t *ids, size_t n, size_t *len,
                            int *n_held) {
-    size_t   cap = 64, o = 0;
-    char    *s   = malloc(cap);
-    lc_detok d   = {0};
-    char     buf[1024];
-    *n_held      = 0;
+    size_t cap = 64, o = 0;
+    char *s = malloc(cap);
+    lc_detok d = {0};
+    char buf[1024];
+    *n_held = 0;
     for (size_t i = 0; i <= n; i++) {
         size_t k;
-        int    rc;
+        int rc;
         if (i < n) {
             rc = lc_detok_push(&d, t, ids[i], buf, sizeof buf, &k);
             if (d.n_pending) (*n_held)++;
@@ -503,7 +544,7 @@ static char *stream_decode(lc_tokenizer *t, const int32_t *ids, size_t n, size_t
         CHECK(buf[k] == '\0');
         if (o + k + 1 > cap) {
             cap = (o + k + 1) * 2;
-            s   = realloc(s, cap);
+            s = realloc(s, cap);
         }
         memcpy(s + o, buf, k);
         o += k;
@@ -515,45 +556,47 @@ static char *stream_decode(lc_tokenizer *t, const int32_t *ids, size_t n, size_t
 static void test_smollm2(lc_tokenizer *t) {
     CHECK(lc_tokenizer_n_vocab(t) == 49152);
     CHECK(lc_tokenizer_bos(t) == 1 && lc_tokenizer_eos(t) == 2);
-    CHECK(!lc_tokenizer_add_bos(t)); /* tokenizer.ggml.add_bos_token = false */
+    CHECK(!lc_tokenizer_add_bos(t));   /* tokenizer.ggml.add_bos_token = false */
     CHECK(lc_tokenizer_is_eog(t, 2));  /* <|im_end|> (eos) */
     CHECK(lc_tokenizer_is_eog(t, 0));  /* <|endoftext|> */
     CHECK(!lc_tokenizer_is_eog(t, 1)); /* <|im_start|> */
     CHECK(!lc_tokenizer_is_eog(t, 100));
     CHECK(!lc_tokenizer_is_eog(t, -1) && !lc_tokenizer_is_eog(t, 49152));
     CHECK(strcmp(lc_tokenizer_token_text(t, 1), "<|im_start|>") == 0);
-    size_t      len;
+    size_t len;
     const char *p = lc_tokenizer_token_bytes(t, 2, &len);
     CHECK(p && len == 10 && memcmp(p, "<|im_end|>", 10) == 0);
 
     size_t n_cases = 0;
-    fcase *cs      = load_fixture(FIX "smollm2.tok", &n_cases);
+    fcase *cs = load_fixture(FIX "smollm2.tok", &n_cases);
     CHECKF(cs != NULL, "cannot read %ssmollm2.tok", FIX);
     if (!cs) return;
     size_t n_equal = 0, n_round = 0, n_stream = 0;
-    int    held_total = 0;
+    int held_total = 0;
     for (size_t i = 0; i < n_cases; i++) {
-        fcase   *c   = &cs[i];
+        fcase *c = &cs[i];
         int32_t *ids = NULL;
-        size_t   n   = 0;
-        int      rc  = lc_tokenizer_encode(t, c->text, c->len, false, c->special, &ids, &n);
-        bool     eq  = rc == LC_OK && ids_eq(ids, n, c->ids, c->n_ids);
+        size_t n = 0;
+        int rc = lc_tokenizer_encode(t, c->text, c->len, false, c->special, &ids, &n);
+        bool eq = rc == LC_OK && ids_eq(ids, n, c->ids, c->n_ids);
         n_equal += eq;
         if (!eq) {
             fprintf(stderr, "fixture case %zu (%s) \"%.60s\": rc %d\n  got :", i + 1,
                     c->special ? "special" : "plain", c->text, rc);
-            for (size_t k = 0; k < n && k < 40; k++) fprintf(stderr, " %d", ids[k]);
+            for (size_t k = 0; k < n && k < 40; k++)
+                fprintf(stderr, " %d", ids[k]);
             fprintf(stderr, "\n  want:");
-            for (size_t k = 0; k < c->n_ids && k < 40; k++) fprintf(stderr, " %d", c->ids[k]);
+            for (size_t k = 0; k < c->n_ids && k < 40; k++)
+                fprintf(stderr, " %d", c->ids[k]);
             fprintf(stderr, "\n");
         }
         CHECK(eq);
         if (rc == LC_OK) {
             /* decode(encode(x)) == x, token by token and streamed */
-            size_t o   = 0;
-            char  *dec = malloc(c->len * 4 + 16);
+            size_t o = 0;
+            char *dec = malloc(c->len * 4 + 16);
             for (size_t k = 0; k < n; k++) {
-                size_t      tl;
+                size_t tl;
                 const char *tb = lc_tokenizer_token_bytes(t, ids[k], &tl);
                 if (o + tl <= c->len * 4 + 16) memcpy(dec + o, tb, tl);
                 o += tl;
@@ -562,9 +605,9 @@ static void test_smollm2(lc_tokenizer *t) {
             n_round += rt;
             CHECKF(rt, "round trip of case %zu", i + 1);
             free(dec);
-            int   held;
+            int held;
             char *sd = stream_decode(t, ids, n, &o, &held);
-            bool  st = o == c->len && memcmp(sd, c->text, o) == 0;
+            bool st = o == c->len && memcmp(sd, c->text, o) == 0;
             n_stream += st;
             held_total += held;
             CHECKF(st, "streamed decode of case %zu", i + 1);
@@ -589,7 +632,7 @@ static void test_detok_edges(lc_tokenizer *t) {
     /* byte-level tokens of single bytes: find the ids of bytes 0xE4, 0xBD, 0xA0 ("你") and 0x80 */
     int32_t id_e4 = -1, id_bd = -1, id_a0 = -1, id_80 = -1, id_a = -1;
     for (int32_t i = 0; i < lc_tokenizer_n_vocab(t); i++) {
-        size_t      l;
+        size_t l;
         const char *p = lc_tokenizer_token_bytes(t, i, &l);
         if (l != 1) continue;
         unsigned char c = (unsigned char)p[0];
@@ -601,8 +644,8 @@ static void test_detok_edges(lc_tokenizer *t) {
     }
     CHECK(id_e4 >= 0 && id_bd >= 0 && id_a0 >= 0 && id_80 >= 0 && id_a >= 0);
     lc_detok d = {0};
-    char     out[128];
-    size_t   n;
+    char out[128];
+    size_t n;
     CHECK(lc_detok_push(&d, t, id_e4, out, sizeof out, &n) == LC_OK && n == 0 && d.n_pending == 1);
     CHECK(lc_detok_push(&d, t, id_bd, out, sizeof out, &n) == LC_OK && n == 0 && d.n_pending == 2);
     CHECK(lc_detok_push(&d, t, id_a0, out, sizeof out, &n) == LC_OK && n == 3 &&
@@ -613,7 +656,10 @@ static void test_detok_edges(lc_tokenizer *t) {
     /* an unfinished character followed by ASCII -> U+FFFD then the ASCII */
     CHECK(lc_detok_push(&d, t, id_e4, out, sizeof out, &n) == LC_OK && n == 0);
     CHECK(lc_detok_push(&d, t, id_a, out, sizeof out, &n) == LC_OK && n == 4 &&
-          memcmp(out, "\xEF\xBF\xBD" "a", 4) == 0);
+          memcmp(out,
+                 "\xEF\xBF\xBD"
+                 "a",
+                 4) == 0);
     /* flush of an unfinished character -> U+FFFD; flush of nothing -> "" */
     CHECK(lc_detok_push(&d, t, id_e4, out, sizeof out, &n) == LC_OK && n == 0);
     CHECK(lc_detok_flush(&d, out, sizeof out, &n) == LC_OK && n == 3 && d.n_pending == 0);
@@ -627,24 +673,30 @@ static void test_detok_edges(lc_tokenizer *t) {
 static void test_invalid_utf8(lc_tokenizer *t) {
     static const struct {
         const char *s;
-        size_t      len;
+        size_t len;
         const char *offset;
     } bad[] = {
-        {"abc\xff", 4, "offset 3"},          {"ok \xC3", 4, "offset 3"},
-        {"\xC0\xAF", 2, "offset 0"},         {"ab\xED\xA0\x80", 5, "offset 2"},
-        {"\xF4\x90\x80\x80", 4, "offset 0"}, {"x\xE4\xBD" "a", 4, "offset 1"},
-        {"\x80", 1, "offset 0"},             {"\xF8\x88\x80\x80\x80", 5, "offset 0"},
+        {"abc\xff", 4, "offset 3"},
+        {"ok \xC3", 4, "offset 3"},
+        {"\xC0\xAF", 2, "offset 0"},
+        {"ab\xED\xA0\x80", 5, "offset 2"},
+        {"\xF4\x90\x80\x80", 4, "offset 0"},
+        {"x\xE4\xBD"
+         "a",
+         4, "offset 1"},
+        {"\x80", 1, "offset 0"},
+        {"\xF8\x88\x80\x80\x80", 5, "offset 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int32_t *ids = (int32_t *)1;
-        size_t   n   = 7;
-        int      rc  = lc_tokenizer_encode(t, bad[i].s, bad[i].len, false, true, &ids, &n);
+        size_t n = 7;
+        int rc = lc_tokenizer_encode(t, bad[i].s, bad[i].len, false, true, &ids, &n);
         CHECKF(rc == LC_ERR_INVALID_ARG && strstr(lc_last_error(), bad[i].offset),
                "invalid case %zu: rc %d '%s'", i, rc, lc_last_error());
         CHECK(ids == NULL && n == 0);
     }
     int32_t *ids;
-    size_t   n;
+    size_t n;
     CHECK(lc_tokenizer_encode(t, NULL, 0, false, false, &ids, &n) == LC_OK && n == 0);
     free(ids);
     CHECK(lc_tokenizer_encode(NULL, "a", 1, false, false, &ids, &n) == LC_ERR_INVALID_ARG);
@@ -655,15 +707,16 @@ static void test_invalid_utf8(lc_tokenizer *t) {
 
 static void speed(lc_tokenizer *t, const char *what, const char *unit, size_t target) {
     size_t ul = strlen(unit);
-    size_t n  = target / ul * ul;
-    char  *s  = malloc(n + 1);
-    for (size_t i = 0; i < n; i += ul) memcpy(s + i, unit, ul);
-    s[n]         = 0;
+    size_t n = target / ul * ul;
+    char *s = malloc(n + 1);
+    for (size_t i = 0; i < n; i += ul)
+        memcpy(s + i, unit, ul);
+    s[n] = 0;
     int32_t *ids = NULL;
-    size_t   n_ids;
-    double   t0 = now_s();
-    int      rc = lc_tokenizer_encode(t, s, n, false, true, &ids, &n_ids);
-    double   dt = now_s() - t0;
+    size_t n_ids;
+    double t0 = now_s();
+    int rc = lc_tokenizer_encode(t, s, n, false, true, &ids, &n_ids);
+    double dt = now_s() - t0;
     CHECKF(rc == LC_OK, "%s: %s", what, lc_last_error());
     fprintf(stderr, "encode speed, %-28s %.2f MB in %.3f s = %6.2f MB/s (%zu tokens)\n", what,
             n / 1e6, dt, n / 1e6 / dt, n_ids);
@@ -694,12 +747,12 @@ int main(void) {
     test_malformed();
     if (lc_test_failures) TEST_END();
     REQUIRE_MODEL(LC_MODEL_PATH);
-    lc_gguf *g  = NULL;
-    int      rc = lc_gguf_open(LC_MODEL_PATH, &g);
+    lc_gguf *g = NULL;
+    int rc = lc_gguf_open(LC_MODEL_PATH, &g);
     CHECKF(rc == LC_OK, "%s", lc_last_error());
     if (rc != LC_OK) TEST_END();
     lc_tokenizer *t = NULL;
-    rc              = lc_tokenizer_load(g, &t);
+    rc = lc_tokenizer_load(g, &t);
     CHECKF(rc == LC_OK, "%s", lc_last_error());
     if (rc == LC_OK) {
         test_smollm2(t);

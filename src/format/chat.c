@@ -26,22 +26,23 @@
 /* ---- a growing string ---------------------------------------------------------------------- */
 
 typedef struct sbuf {
-    char  *p;
+    char *p;
     size_t n, cap;
-    bool   oom;
+    bool oom;
 } sbuf;
 
 static void sb_addn(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
+        while (cap < b->n + n + 1)
+            cap *= 2;
         char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = true;
             return;
         }
-        b->p   = p;
+        b->p = p;
         b->cap = cap;
     }
     memcpy(b->p + b->n, s, n);
@@ -49,20 +50,24 @@ static void sb_addn(sbuf *b, const char *s, size_t n) {
     b->p[b->n] = '\0';
 }
 
-static void sb_add(sbuf *b, const char *s) { sb_addn(b, s, strlen(s)); }
+static void sb_add(sbuf *b, const char *s) {
+    sb_addn(b, s, strlen(s));
+}
 
 /* Whitespace trim as Jinja's |trim on ASCII whitespace (llama.cpp's trim does the same). */
 static void sb_add_trimmed(sbuf *b, const char *s) {
     size_t n = strlen(s), a = 0;
-    while (a < n && isspace((unsigned char)s[a])) a++;
-    while (n > a && isspace((unsigned char)s[n - 1])) n--;
+    while (a < n && isspace((unsigned char)s[a]))
+        a++;
+    while (n > a && isspace((unsigned char)s[n - 1]))
+        n--;
     sb_addn(b, s + a, n - a);
 }
 
 /* ---- names and detection -------------------------------------------------------------------- */
 
 static const struct {
-    const char      *name;
+    const char *name;
     lc_chat_template t;
 } k_names[] = {
     {"chatml", LC_CHAT_TEMPLATE_CHATML},
@@ -77,15 +82,16 @@ const char *lc_chat_template_name(lc_chat_template t) {
 }
 
 int lc_chat_template_from_name(const char *name, lc_chat_template *out) {
-    if (!name || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_template_from_name: NULL argument");
+    if (!name || !out)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_template_from_name: NULL argument");
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++) {
         if (strcmp(name, k_names[i].name) == 0) {
             *out = k_names[i].t;
             return LC_OK;
         }
     }
-    return lc_fail(LC_ERR_NOT_FOUND, "unknown chat template '%s' (valid names: chatml, llama3, mistral)",
-                   name);
+    return lc_fail(LC_ERR_NOT_FOUND,
+                   "unknown chat template '%s' (valid names: chatml, llama3, mistral)", name);
 }
 
 int lc_chat_template_detect(const char *jinja, lc_chat_template *out) {
@@ -93,7 +99,7 @@ int lc_chat_template_detect(const char *jinja, lc_chat_template *out) {
     *out = LC_CHAT_TEMPLATE_NONE;
     if (!jinja || !*jinja)
         return lc_fail(LC_ERR_NOT_FOUND, "the model has no chat template; use --chat-template NAME "
-                       "(chatml, llama3, mistral)");
+                                         "(chatml, llama3, mistral)");
     if (strstr(jinja, "<|im_start|>")) {
         /* llama.cpp: <|im_sep|> is phi4, <end_of_utterance> smolvlm: different formats */
         if (!strstr(jinja, "<|im_sep|>") && !strstr(jinja, "<end_of_utterance>")) {
@@ -111,7 +117,7 @@ int lc_chat_template_detect(const char *jinja, lc_chat_template *out) {
         return LC_OK;
     }
     return lc_fail(LC_ERR_NOT_FOUND, "the model's chat template is not one of the built-in "
-                   "formats; use --chat-template NAME (chatml, llama3, mistral)");
+                                     "formats; use --chat-template NAME (chatml, llama3, mistral)");
 }
 
 /* ---- default system prompt ------------------------------------------------------------------ */
@@ -131,7 +137,7 @@ int lc_chat_default_system(const char *jinja, char **out) {
         } else {
             continue;
         }
-        sbuf b  = {0};
+        sbuf b = {0};
         bool ok = false;
         for (const char *q = s; *q; q++) {
             if (strncmp(q, tail, sizeof tail - 1) == 0) {
@@ -227,13 +233,16 @@ int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_c
                            "mistral template (system, user, assistant)",
                            msgs[i].role, i);
     }
-    if (t != LC_CHAT_TEMPLATE_CHATML && t != LC_CHAT_TEMPLATE_LLAMA3 && t != LC_CHAT_TEMPLATE_MISTRAL)
-        return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: no chat template (%d); use "
-                       "--chat-template NAME (chatml, llama3, mistral)", (int)t);
+    if (t != LC_CHAT_TEMPLATE_CHATML && t != LC_CHAT_TEMPLATE_LLAMA3 &&
+        t != LC_CHAT_TEMPLATE_MISTRAL)
+        return lc_fail(LC_ERR_INVALID_ARG,
+                       "lc_chat_format: no chat template (%d); use "
+                       "--chat-template NAME (chatml, llama3, mistral)",
+                       (int)t);
 
     /* the default system prompt goes in front when the conversation starts without one */
-    const lc_chat_message *m   = msgs;
-    lc_chat_message       *tmp = NULL;
+    const lc_chat_message *m = msgs;
+    lc_chat_message *tmp = NULL;
     if (default_system && n > 0 && strcmp(msgs[0].role, "system") != 0) {
         tmp = lc_malloc((n + 1) * sizeof *tmp, "chat messages");
         if (!tmp) return LC_ERR_NOMEM;
@@ -245,9 +254,15 @@ int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_c
     sbuf b = {0};
     sb_add(&b, ""); /* an empty conversation still yields a valid "" */
     switch (t) {
-    case LC_CHAT_TEMPLATE_CHATML: format_chatml(&b, m, n, add_assistant); break;
-    case LC_CHAT_TEMPLATE_LLAMA3: format_llama3(&b, m, n, add_assistant); break;
-    default: format_mistral(&b, m, n); break;
+    case LC_CHAT_TEMPLATE_CHATML:
+        format_chatml(&b, m, n, add_assistant);
+        break;
+    case LC_CHAT_TEMPLATE_LLAMA3:
+        format_llama3(&b, m, n, add_assistant);
+        break;
+    default:
+        format_mistral(&b, m, n);
+        break;
     }
     free(tmp);
     if (b.oom) {

@@ -21,40 +21,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GGUF_MAGIC          0x46554747u /* "GGUF" read as a little-endian u32 */
-#define GGUF_DEFAULT_ALIGN  32u
-#define GGUF_MAX_KEY_LEN    65535u
-#define GGUF_MAX_NAME_LEN   255u        /* ggml allows 63; be a little more tolerant */
-#define GGUF_MAX_STR_LEN    (1ull << 30)
-#define GGUF_MAX_ARR_COUNT  (1ull << 30)
-#define GGUF_MAX_DEPTH      8           /* nesting of arrays of arrays */
-#define GGUF_MAX_DIMS       4
+#define GGUF_MAGIC         0x46554747u /* "GGUF" read as a little-endian u32 */
+#define GGUF_DEFAULT_ALIGN 32u
+#define GGUF_MAX_KEY_LEN   65535u
+#define GGUF_MAX_NAME_LEN  255u /* ggml allows 63; be a little more tolerant */
+#define GGUF_MAX_STR_LEN   (1ull << 30)
+#define GGUF_MAX_ARR_COUNT (1ull << 30)
+#define GGUF_MAX_DEPTH     8 /* nesting of arrays of arrays */
+#define GGUF_MAX_DIMS      4
 
 typedef struct gguf_kv {
-    char        *key;       /* owned, NUL-terminated */
+    char *key; /* owned, NUL-terminated */
     lc_gguf_type type;
-    size_t       off;       /* scalar: the value; string: its bytes; array: first element */
-    uint64_t     len;       /* string: byte length */
+    size_t off;             /* scalar: the value; string: its bytes; array: first element */
+    uint64_t len;           /* string: byte length */
     lc_gguf_type elem_type; /* arrays */
-    uint64_t     n;         /* arrays: element count */
-    uint64_t    *str_off;   /* string arrays: offset of each element's bytes (owned) */
+    uint64_t n;             /* arrays: element count */
+    uint64_t *str_off;      /* string arrays: offset of each element's bytes (owned) */
 } gguf_kv;
 
 struct lc_gguf {
-    const uint8_t  *base;
-    size_t          size;
-    void           *map; /* non-NULL when we own a mapping */
-    size_t          map_size;
-    uint32_t        version;
-    uint32_t        alignment;
-    int64_t         n_kv;
-    int64_t         n_tensors;
-    gguf_kv        *kv;
+    const uint8_t *base;
+    size_t size;
+    void *map; /* non-NULL when we own a mapping */
+    size_t map_size;
+    uint32_t version;
+    uint32_t alignment;
+    int64_t n_kv;
+    int64_t n_tensors;
+    gguf_kv *kv;
     lc_gguf_tensor *tensors;
-    int64_t        *kv_hash; /* open addressing: index + 1, 0 = empty */
-    int64_t        *t_hash;
-    uint64_t        kv_hash_mask, t_hash_mask;
-    size_t          data_offset;
+    int64_t *kv_hash; /* open addressing: index + 1, 0 = empty */
+    int64_t *t_hash;
+    uint64_t kv_hash_mask, t_hash_mask;
+    size_t data_offset;
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -62,7 +62,7 @@ struct lc_gguf {
 static const size_t g_type_size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
 const char *lc_gguf_type_name(lc_gguf_type t) {
-    static const char *names[13] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+    static const char *names[13] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                     "bool", "string", "array", "u64", "i64", "f64"};
     return (unsigned)t < 13 ? names[t] : "unknown";
 }
@@ -108,10 +108,10 @@ static const char *safe_name(const char *s, size_t n, char *buf, size_t cap) {
 
 typedef struct reader {
     const uint8_t *p;
-    size_t         size;
-    size_t         pos;
-    const char    *name;    /* path or "gguf" */
-    char           ctx[160]; /* "header", "key 7 (\"x\")", "tensor 3 (\"y\")" */
+    size_t size;
+    size_t pos;
+    const char *name; /* path or "gguf" */
+    char ctx[160];    /* "header", "key 7 (\"x\")", "tensor 3 (\"y\")" */
 } reader;
 
 static int eof_err(reader *r, const char *field, size_t need) {
@@ -144,9 +144,9 @@ static int get_u64(reader *r, uint64_t *v, const char *field) {
 
 /* A gguf_string: u64 length + bytes. On success *off is the offset of the bytes. */
 static int get_str(reader *r, uint64_t max_len, const char *field, size_t *off, uint64_t *len) {
-    size_t   at = r->pos;
+    size_t at = r->pos;
     uint64_t n;
-    int      st = get_u64(r, &n, field);
+    int st = get_u64(r, &n, field);
     if (st) return st;
     if (n > r->size - r->pos)
         return lc_fail(LC_ERR_FORMAT,
@@ -172,23 +172,22 @@ static size_t min_elem_size(lc_gguf_type t) {
 
 static int check_type(reader *r, uint32_t t, size_t at, const char *field) {
     if (t > LC_GGUF_TYPE_FLOAT64)
-        return lc_fail(LC_ERR_FORMAT, "%s: %s: unknown %s %u at byte %zu", r->name, r->ctx,
-                       field, t, at);
+        return lc_fail(LC_ERR_FORMAT, "%s: %s: unknown %s %u at byte %zu", r->name, r->ctx, field,
+                       t, at);
     return LC_OK;
 }
 
 /* Array header at r->pos: elem type and count, checked against the remaining bytes. */
 static int get_arr_header(reader *r, lc_gguf_type *et, uint64_t *n) {
-    size_t   at = r->pos;
+    size_t at = r->pos;
     uint32_t t;
-    int      st = get_u32(r, &t, "array element type");
+    int st = get_u32(r, &t, "array element type");
     if (st) return st;
     if ((st = check_type(r, t, at, "array element type"))) return st;
     at = r->pos;
     if ((st = get_u64(r, n, "array count"))) return st;
     uint64_t min_bytes;
-    if (!lc_mul_u64(*n, min_elem_size((lc_gguf_type)t), &min_bytes) ||
-        min_bytes > r->size - r->pos)
+    if (!lc_mul_u64(*n, min_elem_size((lc_gguf_type)t), &min_bytes) || min_bytes > r->size - r->pos)
         return lc_fail(LC_ERR_FORMAT,
                        "%s: %s: array count %" PRIu64 " at byte %zu exceeds file size (%zu)",
                        r->name, r->ctx, *n, at, r->size);
@@ -213,7 +212,7 @@ static int check_bools(reader *r, size_t off, uint64_t n) {
 /* Skip (validating) one value of type t at r->pos. Used for nested array elements. */
 static int skip_value(reader *r, lc_gguf_type t, int depth) {
     if (t == LC_GGUF_TYPE_STRING) {
-        size_t   off;
+        size_t off;
         uint64_t len;
         return get_str(r, GGUF_MAX_STR_LEN, "string", &off, &len);
     }
@@ -223,8 +222,8 @@ static int skip_value(reader *r, lc_gguf_type t, int depth) {
             return lc_fail(LC_ERR_FORMAT, "%s: %s: arrays nested deeper than %d at byte %zu",
                            r->name, r->ctx, GGUF_MAX_DEPTH, at);
         lc_gguf_type et;
-        uint64_t     n;
-        int          st = get_arr_header(r, &et, &n);
+        uint64_t n;
+        int st = get_arr_header(r, &et, &n);
         if (st) return st;
         if (et == LC_GGUF_TYPE_STRING || et == LC_GGUF_TYPE_ARRAY) {
             for (uint64_t i = 0; i < n; i++)
@@ -259,7 +258,7 @@ static int parse_value(reader *r, gguf_kv *kv) {
             if (!kv->str_off) return LC_ERR_NOMEM;
         }
         for (uint64_t i = 0; i < kv->n; i++) {
-            size_t   off;
+            size_t off;
             uint64_t len;
             if ((st = get_str(r, GGUF_MAX_STR_LEN, "string", &off, &len))) return st;
             kv->str_off[i] = off;
@@ -278,7 +277,8 @@ static int parse_value(reader *r, gguf_kv *kv) {
 
 static int64_t *hash_new(int64_t n, uint64_t *mask) {
     uint64_t cap = 16;
-    while (cap < (uint64_t)n * 2) cap <<= 1;
+    while (cap < (uint64_t)n * 2)
+        cap <<= 1;
     *mask = cap - 1;
     return lc_calloc((size_t)cap, sizeof(int64_t), "gguf hash table");
 }
@@ -307,22 +307,25 @@ static int64_t hash_find(const int64_t *tab, uint64_t mask, const char *name,
     }
 }
 
-static const char *kv_name_of(const lc_gguf *g, int64_t i) { return g->kv[i].key; }
-static const char *t_name_of(const lc_gguf *g, int64_t i) { return g->tensors[i].name; }
+static const char *kv_name_of(const lc_gguf *g, int64_t i) {
+    return g->kv[i].key;
+}
+static const char *t_name_of(const lc_gguf *g, int64_t i) {
+    return g->tensors[i].name;
+}
 
 /* Copy a name (key or tensor name) that must be non-empty and contain no NUL. */
-static int copy_name(reader *r, size_t off, uint64_t len, const char *what, size_t at,
-                     char **out) {
+static int copy_name(reader *r, size_t off, uint64_t len, const char *what, size_t at, char **out) {
     if (len == 0)
         return lc_fail(LC_ERR_FORMAT, "%s: %s: empty %s at byte %zu", r->name, r->ctx, what, at);
     if (memchr(r->p + off, 0, (size_t)len))
-        return lc_fail(LC_ERR_FORMAT, "%s: %s: %s at byte %zu contains a NUL byte", r->name,
-                       r->ctx, what, at);
+        return lc_fail(LC_ERR_FORMAT, "%s: %s: %s at byte %zu contains a NUL byte", r->name, r->ctx,
+                       what, at);
     char *s = lc_malloc((size_t)len + 1, what);
     if (!s) return LC_ERR_NOMEM;
     memcpy(s, r->p + off, (size_t)len);
     s[len] = '\0';
-    *out   = s;
+    *out = s;
     return LC_OK;
 }
 
@@ -331,7 +334,7 @@ static int parse_kvs(lc_gguf *g, reader *r) {
     for (int64_t i = 0; i < g->n_kv; i++) {
         gguf_kv *kv = &g->kv[i];
         snprintf(r->ctx, sizeof r->ctx, "key %" PRId64, i);
-        size_t   at = r->pos, off;
+        size_t at = r->pos, off;
         uint64_t len;
         if ((st = get_str(r, GGUF_MAX_KEY_LEN, "key", &off, &len))) return st;
         if ((st = copy_name(r, off, len, "key", at, &kv->key))) return st;
@@ -340,8 +343,9 @@ static int parse_kvs(lc_gguf *g, reader *r) {
                  safe_name(kv->key, (size_t)len, nb, sizeof nb));
         int64_t dup = hash_insert(g->kv_hash, g->kv_hash_mask, kv->key, i, kv_name_of, g);
         if (dup >= 0)
-            return lc_fail(LC_ERR_FORMAT, "%s: %s at byte %zu: duplicate key (first is key %" PRId64 ")",
-                           r->name, r->ctx, at, dup);
+            return lc_fail(LC_ERR_FORMAT,
+                           "%s: %s at byte %zu: duplicate key (first is key %" PRId64 ")", r->name,
+                           r->ctx, at, dup);
         uint32_t t;
         at = r->pos;
         if ((st = get_u32(r, &t, "value type"))) return st;
@@ -354,11 +358,12 @@ static int parse_kvs(lc_gguf *g, reader *r) {
 
 static int parse_alignment(lc_gguf *g, reader *r) {
     g->alignment = GGUF_DEFAULT_ALIGN;
-    int64_t i    = hash_find(g->kv_hash, g->kv_hash_mask, "general.alignment", kv_name_of, g);
+    int64_t i = hash_find(g->kv_hash, g->kv_hash_mask, "general.alignment", kv_name_of, g);
     if (i < 0) return LC_OK;
     const gguf_kv *kv = &g->kv[i];
     if (kv->type != LC_GGUF_TYPE_UINT32)
-        return lc_fail(LC_ERR_FORMAT, "%s: key %" PRId64 " (\"general.alignment\"): type %s, expected u32",
+        return lc_fail(LC_ERR_FORMAT,
+                       "%s: key %" PRId64 " (\"general.alignment\"): type %s, expected u32",
                        r->name, i, lc_gguf_type_name(kv->type));
     uint32_t a = rd32(g->base + kv->off);
     if (a == 0 || (a & (a - 1)) != 0)
@@ -375,7 +380,7 @@ static int parse_tensors(lc_gguf *g, reader *r) {
     for (int64_t i = 0; i < g->n_tensors; i++) {
         lc_gguf_tensor *t = &g->tensors[i];
         snprintf(r->ctx, sizeof r->ctx, "tensor %" PRId64, i);
-        size_t   at = r->pos, off;
+        size_t at = r->pos, off;
         uint64_t len;
         if ((st = get_str(r, GGUF_MAX_NAME_LEN, "tensor name", &off, &len))) return st;
         char *name = NULL;
@@ -387,7 +392,8 @@ static int parse_tensors(lc_gguf *g, reader *r) {
         int64_t dup = hash_insert(g->t_hash, g->t_hash_mask, name, i, t_name_of, g);
         if (dup >= 0)
             return lc_fail(LC_ERR_FORMAT,
-                           "%s: %s at byte %zu: duplicate tensor name (first is tensor %" PRId64 ")",
+                           "%s: %s at byte %zu: duplicate tensor name (first is tensor %" PRId64
+                           ")",
                            r->name, r->ctx, at, dup);
         at = r->pos;
         if ((st = get_u32(r, &t->n_dims, "n_dims"))) return st;
@@ -395,7 +401,8 @@ static int parse_tensors(lc_gguf *g, reader *r) {
             return lc_fail(LC_ERR_FORMAT, "%s: %s: n_dims %u at byte %zu out of range 1..%d",
                            r->name, r->ctx, t->n_dims, at, GGUF_MAX_DIMS);
         uint64_t nel = 1;
-        for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+        for (int d = 0; d < GGUF_MAX_DIMS; d++)
+            t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             at = r->pos;
             if ((st = get_u64(r, &t->ne[d], "ne"))) return st;
@@ -411,20 +418,21 @@ static int parse_tensors(lc_gguf *g, reader *r) {
         if ((st = get_u32(r, &t->type, "tensor type"))) return st;
         const lc_type_traits *tt = lc_type_traits_get(t->type);
         if (!tt)
-            return lc_fail(LC_ERR_FORMAT, "%s: %s: unknown tensor type id %u at byte %zu",
-                           r->name, r->ctx, t->type, at);
+            return lc_fail(LC_ERR_FORMAT, "%s: %s: unknown tensor type id %u at byte %zu", r->name,
+                           r->ctx, t->type, at);
         if (t->ne[0] % (uint64_t)tt->blck_size != 0)
             return lc_fail(LC_ERR_FORMAT,
-                           "%s: %s: ne[0] %" PRIu64 " is not a multiple of the %s block size %" PRId64,
+                           "%s: %s: ne[0] %" PRIu64
+                           " is not a multiple of the %s block size %" PRId64,
                            r->name, r->ctx, t->ne[0], tt->name, tt->blck_size);
         uint64_t row, bytes = 0;
-        bool     ok = lc_type_row_bytes(t->type, t->ne[0], &row);
-        bytes       = row;
-        for (int d = 1; ok && d < GGUF_MAX_DIMS; d++) ok = lc_mul_u64(bytes, t->ne[d], &bytes);
-        if (!ok)
-            return lc_fail(LC_ERR_FORMAT, "%s: %s: byte size overflows", r->name, r->ctx);
+        bool ok = lc_type_row_bytes(t->type, t->ne[0], &row);
+        bytes = row;
+        for (int d = 1; ok && d < GGUF_MAX_DIMS; d++)
+            ok = lc_mul_u64(bytes, t->ne[d], &bytes);
+        if (!ok) return lc_fail(LC_ERR_FORMAT, "%s: %s: byte size overflows", r->name, r->ctx);
         t->nbytes = bytes;
-        at        = r->pos;
+        at = r->pos;
         if ((st = get_u64(r, &t->offset, "tensor data offset"))) return st;
     }
     return LC_OK;
@@ -447,7 +455,7 @@ static int check_tensor_data(lc_gguf *g, reader *r) {
     uint64_t avail = r->size - g->data_offset;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         lc_gguf_tensor *t = &g->tensors[i];
-        char            nb[80];
+        char nb[80];
         if (t->offset % g->alignment != 0)
             return lc_fail(LC_ERR_FORMAT,
                            "%s: tensor %" PRId64 " (\"%s\") data offset %" PRIu64
@@ -469,7 +477,7 @@ static int check_tensor_data(lc_gguf *g, reader *r) {
 static int parse(lc_gguf *g, const char *name) {
     reader r = {.p = g->base, .size = g->size, .pos = 0, .name = name};
     snprintf(r.ctx, sizeof r.ctx, "header");
-    int      st;
+    int st;
     uint32_t magic, version;
     uint64_t nt, nkv;
     if (g->size == 0)
@@ -482,7 +490,8 @@ static int parse(lc_gguf *g, const char *name) {
                        name, g->base[0], g->base[1], g->base[2], g->base[3]);
     if ((st = get_u32(&r, &version, "version"))) return st;
     if (version == 1)
-        return lc_fail(LC_ERR_FORMAT, "%s: GGUFv1 is no longer supported (version at byte 4)", name);
+        return lc_fail(LC_ERR_FORMAT, "%s: GGUFv1 is no longer supported (version at byte 4)",
+                       name);
     if (version == 0)
         return lc_fail(LC_ERR_FORMAT, "%s: unsupported GGUF version 0 at byte 4", name);
     if ((version & 0xffffu) == 0)
@@ -500,7 +509,8 @@ static int parse(lc_gguf *g, const char *name) {
     uint64_t rest = g->size - r.pos;
     if (nt > rest / 33)
         return lc_fail(LC_ERR_FORMAT,
-                       "%s: n_tensors %" PRIu64 " at byte 8 exceeds what the file size (%zu) can hold",
+                       "%s: n_tensors %" PRIu64
+                       " at byte 8 exceeds what the file size (%zu) can hold",
                        name, nt, g->size);
     if (nkv > rest / 14)
         return lc_fail(LC_ERR_FORMAT,
@@ -512,9 +522,10 @@ static int parse(lc_gguf *g, const char *name) {
                        " (bytes 8..23) exceed what the file size (%zu) can hold",
                        name, nt, nkv, g->size);
     g->n_tensors = (int64_t)nt;
-    g->n_kv      = (int64_t)nkv;
+    g->n_kv = (int64_t)nkv;
     if (nkv) {
-        if (!(g->kv = lc_calloc((size_t)nkv, sizeof(gguf_kv), "gguf kv table"))) return LC_ERR_NOMEM;
+        if (!(g->kv = lc_calloc((size_t)nkv, sizeof(gguf_kv), "gguf kv table")))
+            return LC_ERR_NOMEM;
     }
     if (!(g->kv_hash = hash_new(g->n_kv, &g->kv_hash_mask))) return LC_ERR_NOMEM;
     if (nt) {
@@ -540,7 +551,8 @@ void lc_gguf_close(lc_gguf *g) {
         free(g->kv);
     }
     if (g->tensors) {
-        for (int64_t i = 0; i < g->n_tensors; i++) free((void *)g->tensors[i].name);
+        for (int64_t i = 0; i < g->n_tensors; i++)
+            free((void *)g->tensors[i].name);
         free(g->tensors);
     }
     free(g->kv_hash);
@@ -599,28 +611,37 @@ int lc_gguf_open(const char *path, lc_gguf **out) {
         return lc_fail(LC_ERR_IO, "%s: file too large to map", path);
     }
     size_t size = (size_t)sb.st_size;
-    void  *map  = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int    e    = errno;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
     close(fd);
-    if (map == MAP_FAILED) return lc_fail(LC_ERR_IO, "%s: mmap of %zu bytes failed: %s", path, size, strerror(e));
+    if (map == MAP_FAILED)
+        return lc_fail(LC_ERR_IO, "%s: mmap of %zu bytes failed: %s", path, size, strerror(e));
     lc_gguf *g = lc_calloc(1, sizeof *g, "gguf handle");
     if (!g) {
         munmap(map, size);
         return LC_ERR_NOMEM;
     }
-    g->base     = map;
-    g->size     = size;
-    g->map      = map;
+    g->base = map;
+    g->size = size;
+    g->map = map;
     g->map_size = size;
     return open_common(g, path, out);
 }
 
 /* ---- public accessors ------------------------------------------------------------------- */
 
-uint32_t lc_gguf_version(const lc_gguf *g) { return g ? g->version : 0; }
-uint32_t lc_gguf_alignment(const lc_gguf *g) { return g ? g->alignment : 0; }
-int64_t  lc_gguf_n_kv(const lc_gguf *g) { return g ? g->n_kv : 0; }
-int64_t  lc_gguf_n_tensors(const lc_gguf *g) { return g ? g->n_tensors : 0; }
+uint32_t lc_gguf_version(const lc_gguf *g) {
+    return g ? g->version : 0;
+}
+uint32_t lc_gguf_alignment(const lc_gguf *g) {
+    return g ? g->alignment : 0;
+}
+int64_t lc_gguf_n_kv(const lc_gguf *g) {
+    return g ? g->n_kv : 0;
+}
+int64_t lc_gguf_n_tensors(const lc_gguf *g) {
+    return g ? g->n_tensors : 0;
+}
 
 int64_t lc_gguf_find_key(const lc_gguf *g, const char *key) {
     if (!g || !key) return -1;
@@ -663,24 +684,25 @@ const lc_gguf_tensor *lc_gguf_find_tensor(const lc_gguf *g, const char *name) {
 /* ---- formatting ------------------------------------------------------------------------- */
 
 typedef struct sbuf {
-    char  *buf;
+    char *buf;
     size_t cap, len;
 } sbuf;
 
 static void sb_putc(sbuf *b, char c) {
     if (b->len + 1 < b->cap) {
         b->buf[b->len++] = c;
-        b->buf[b->len]   = '\0';
+        b->buf[b->len] = '\0';
     }
 }
 
 static void sb_puts(sbuf *b, const char *s) {
-    while (*s && b->len + 1 < b->cap) sb_putc(b, *s++);
+    while (*s && b->len + 1 < b->cap)
+        sb_putc(b, *s++);
 }
 
 static void sb_printf(sbuf *b, const char *fmt, ...) LC_PRINTF(2, 3);
 static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char    tmp[64];
+    char tmp[64];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
@@ -696,14 +718,26 @@ static void fmt_string(sbuf *b, const uint8_t *s, uint64_t len) {
     for (uint64_t i = 0; i < n; i++) {
         unsigned char c = s[i];
         switch (c) {
-        case '"': sb_puts(b, "\\\""); break;
-        case '\\': sb_puts(b, "\\\\"); break;
-        case '\n': sb_puts(b, "\\n"); break;
-        case '\r': sb_puts(b, "\\r"); break;
-        case '\t': sb_puts(b, "\\t"); break;
+        case '"':
+            sb_puts(b, "\\\"");
+            break;
+        case '\\':
+            sb_puts(b, "\\\\");
+            break;
+        case '\n':
+            sb_puts(b, "\\n");
+            break;
+        case '\r':
+            sb_puts(b, "\\r");
+            break;
+        case '\t':
+            sb_puts(b, "\\t");
+            break;
         default:
-            if (c < 0x20 || c == 0x7f) sb_printf(b, "\\x%02x", c);
-            else sb_putc(b, (char)c);
+            if (c < 0x20 || c == 0x7f)
+                sb_printf(b, "\\x%02x", c);
+            else
+                sb_putc(b, (char)c);
         }
     }
     sb_putc(b, '"');
@@ -713,8 +747,12 @@ static void fmt_string(sbuf *b, const uint8_t *s, uint64_t len) {
 /* Render one scalar of type t at p. */
 static void fmt_scalar(sbuf *b, lc_gguf_type t, const uint8_t *p) {
     switch (t) {
-    case LC_GGUF_TYPE_UINT8: sb_printf(b, "%u", p[0]); break;
-    case LC_GGUF_TYPE_INT8: sb_printf(b, "%d", (int8_t)p[0]); break;
+    case LC_GGUF_TYPE_UINT8:
+        sb_printf(b, "%u", p[0]);
+        break;
+    case LC_GGUF_TYPE_INT8:
+        sb_printf(b, "%d", (int8_t)p[0]);
+        break;
     case LC_GGUF_TYPE_UINT16: {
         uint16_t v;
         memcpy(&v, p, 2);
@@ -725,22 +763,34 @@ static void fmt_scalar(sbuf *b, lc_gguf_type t, const uint8_t *p) {
         memcpy(&v, p, 2);
         sb_printf(b, "%d", v);
     } break;
-    case LC_GGUF_TYPE_UINT32: sb_printf(b, "%" PRIu32, rd32(p)); break;
-    case LC_GGUF_TYPE_INT32: sb_printf(b, "%" PRId32, (int32_t)rd32(p)); break;
+    case LC_GGUF_TYPE_UINT32:
+        sb_printf(b, "%" PRIu32, rd32(p));
+        break;
+    case LC_GGUF_TYPE_INT32:
+        sb_printf(b, "%" PRId32, (int32_t)rd32(p));
+        break;
     case LC_GGUF_TYPE_FLOAT32: {
         float v;
         memcpy(&v, p, 4);
         sb_printf(b, "%g", (double)v);
     } break;
-    case LC_GGUF_TYPE_BOOL: sb_puts(b, p[0] ? "true" : "false"); break;
-    case LC_GGUF_TYPE_UINT64: sb_printf(b, "%" PRIu64, rd64(p)); break;
-    case LC_GGUF_TYPE_INT64: sb_printf(b, "%" PRId64, (int64_t)rd64(p)); break;
+    case LC_GGUF_TYPE_BOOL:
+        sb_puts(b, p[0] ? "true" : "false");
+        break;
+    case LC_GGUF_TYPE_UINT64:
+        sb_printf(b, "%" PRIu64, rd64(p));
+        break;
+    case LC_GGUF_TYPE_INT64:
+        sb_printf(b, "%" PRId64, (int64_t)rd64(p));
+        break;
     case LC_GGUF_TYPE_FLOAT64: {
         double v;
         memcpy(&v, p, 8);
         sb_printf(b, "%g", v);
     } break;
-    default: sb_puts(b, "?"); break;
+    default:
+        sb_puts(b, "?");
+        break;
     }
 }
 
@@ -759,7 +809,7 @@ static void fmt_value(sbuf *b, const lc_gguf *g, lc_gguf_type t, size_t *pos, si
         return;
     }
     lc_gguf_type et = (lc_gguf_type)rd32(p + *pos);
-    uint64_t     n  = rd64(p + *pos + 4);
+    uint64_t n = rd64(p + *pos + 4);
     *pos += 12;
     sb_putc(b, '[');
     for (uint64_t i = 0; i < n; i++) {
@@ -767,8 +817,9 @@ static void fmt_value(sbuf *b, const lc_gguf *g, lc_gguf_type t, size_t *pos, si
             sb_printf(b, "%s... (%" PRIu64 " elements)", i ? ", " : "", n);
             /* skip the rest (needed to continue rendering an enclosing array) */
             if (et == LC_GGUF_TYPE_STRING || et == LC_GGUF_TYPE_ARRAY) {
-                sbuf   null = {NULL, 0, 0};
-                for (; i < n; i++) fmt_value(&null, g, et, pos, 0);
+                sbuf null = {NULL, 0, 0};
+                for (; i < n; i++)
+                    fmt_value(&null, g, et, pos, 0);
             } else {
                 *pos += (size_t)(n - i) * g_type_size[et];
             }
@@ -786,7 +837,7 @@ int lc_gguf_kv_format(const lc_gguf *g, int64_t i, size_t max_elems, char *buf, 
     if (!g || i < 0 || i >= g->n_kv)
         return lc_fail(LC_ERR_INVALID_ARG, "gguf: kv index %" PRId64 " out of range", i);
     const gguf_kv *kv = &g->kv[i];
-    sbuf           b  = {buf, cap, 0};
+    sbuf b = {buf, cap, 0};
     if (kv->type == LC_GGUF_TYPE_STRING) {
         fmt_string(&b, g->base + kv->off, kv->len);
     } else if (kv->type == LC_GGUF_TYPE_ARRAY) {
@@ -814,28 +865,57 @@ static int type_err(const gguf_kv *kv, const char *expected) {
 /* Integer value of kv as signed/unsigned pair; false if not an integer type. */
 static bool int_value(const lc_gguf *g, const gguf_kv *kv, bool *neg, uint64_t *mag, int64_t *sv) {
     const uint8_t *p = g->base + kv->off;
-    int64_t        s = 0;
-    uint64_t       u = 0;
-    bool           is_signed;
+    int64_t s = 0;
+    uint64_t u = 0;
+    bool is_signed;
     switch (kv->type) {
-    case LC_GGUF_TYPE_UINT8: u = p[0]; is_signed = false; break;
-    case LC_GGUF_TYPE_INT8: s = (int8_t)p[0]; is_signed = true; break;
-    case LC_GGUF_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); u = v; is_signed = false; } break;
-    case LC_GGUF_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); s = v; is_signed = true; } break;
-    case LC_GGUF_TYPE_UINT32: u = rd32(p); is_signed = false; break;
-    case LC_GGUF_TYPE_INT32: s = (int32_t)rd32(p); is_signed = true; break;
-    case LC_GGUF_TYPE_UINT64: u = rd64(p); is_signed = false; break;
-    case LC_GGUF_TYPE_INT64: s = (int64_t)rd64(p); is_signed = true; break;
-    default: return false;
+    case LC_GGUF_TYPE_UINT8:
+        u = p[0];
+        is_signed = false;
+        break;
+    case LC_GGUF_TYPE_INT8:
+        s = (int8_t)p[0];
+        is_signed = true;
+        break;
+    case LC_GGUF_TYPE_UINT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        u = v;
+        is_signed = false;
+    } break;
+    case LC_GGUF_TYPE_INT16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        s = v;
+        is_signed = true;
+    } break;
+    case LC_GGUF_TYPE_UINT32:
+        u = rd32(p);
+        is_signed = false;
+        break;
+    case LC_GGUF_TYPE_INT32:
+        s = (int32_t)rd32(p);
+        is_signed = true;
+        break;
+    case LC_GGUF_TYPE_UINT64:
+        u = rd64(p);
+        is_signed = false;
+        break;
+    case LC_GGUF_TYPE_INT64:
+        s = (int64_t)rd64(p);
+        is_signed = true;
+        break;
+    default:
+        return false;
     }
     if (is_signed) {
         *neg = s < 0;
         *mag = s < 0 ? 0 : (uint64_t)s;
-        *sv  = s;
+        *sv = s;
     } else {
         *neg = false;
         *mag = u;
-        *sv  = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+        *sv = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
     }
     return true;
 }
@@ -845,16 +925,16 @@ static int range_err(const lc_gguf *g, const gguf_kv *kv, const char *dest) {
     sbuf b = {tmp, sizeof tmp, 0};
     tmp[0] = '\0';
     fmt_scalar(&b, kv->type, g->base + kv->off);
-    return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\": value %s (%s) does not fit %s", kv->key,
-                   tmp, lc_gguf_type_name(kv->type), dest);
+    return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\": value %s (%s) does not fit %s", kv->key, tmp,
+                   lc_gguf_type_name(kv->type), dest);
 }
 
 int lc_gguf_get_u32(const lc_gguf *g, const char *key, uint32_t *out) {
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
-    bool     neg;
+    bool neg;
     uint64_t mag;
-    int64_t  sv;
+    int64_t sv;
     if (!int_value(g, kv, &neg, &mag, &sv)) return type_err(kv, "an integer");
     if (neg || mag > UINT32_MAX) return range_err(g, kv, "u32");
     *out = (uint32_t)mag;
@@ -864,9 +944,9 @@ int lc_gguf_get_u32(const lc_gguf *g, const char *key, uint32_t *out) {
 int lc_gguf_get_i32(const lc_gguf *g, const char *key, int32_t *out) {
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
-    bool     neg;
+    bool neg;
     uint64_t mag;
-    int64_t  sv;
+    int64_t sv;
     if (!int_value(g, kv, &neg, &mag, &sv)) return type_err(kv, "an integer");
     if ((!neg && mag > INT32_MAX) || sv < INT32_MIN) return range_err(g, kv, "i32");
     *out = (int32_t)sv;
@@ -876,9 +956,9 @@ int lc_gguf_get_i32(const lc_gguf *g, const char *key, int32_t *out) {
 int lc_gguf_get_u64(const lc_gguf *g, const char *key, uint64_t *out) {
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
-    bool     neg;
+    bool neg;
     uint64_t mag;
-    int64_t  sv;
+    int64_t sv;
     if (!int_value(g, kv, &neg, &mag, &sv)) return type_err(kv, "an integer");
     if (neg) return range_err(g, kv, "u64");
     *out = mag;
@@ -913,7 +993,7 @@ int lc_gguf_get_str(const lc_gguf *g, const char *key, const char **s, size_t *l
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
     if (kv->type != LC_GGUF_TYPE_STRING) return type_err(kv, "string");
-    *s   = (const char *)g->base + kv->off;
+    *s = (const char *)g->base + kv->off;
     *len = (size_t)kv->len;
     return LC_OK;
 }
@@ -931,7 +1011,8 @@ int lc_gguf_get_arr_data(const lc_gguf *g, const char *key, lc_gguf_type elem_ty
                          const void **data, uint64_t *n) {
     if (elem_type == LC_GGUF_TYPE_STRING || elem_type == LC_GGUF_TYPE_ARRAY ||
         (unsigned)elem_type > LC_GGUF_TYPE_FLOAT64)
-        return lc_fail(LC_ERR_INVALID_ARG, "gguf: get_arr_data(\"%s\"): element type %s has no packed data",
+        return lc_fail(LC_ERR_INVALID_ARG,
+                       "gguf: get_arr_data(\"%s\"): element type %s has no packed data",
                        key ? key : "", lc_gguf_type_name(elem_type));
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
@@ -940,7 +1021,7 @@ int lc_gguf_get_arr_data(const lc_gguf *g, const char *key, lc_gguf_type elem_ty
         return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\" is an array of %s, expected an array of %s",
                        kv->key, lc_gguf_type_name(kv->elem_type), lc_gguf_type_name(elem_type));
     *data = g->base + kv->off;
-    *n    = kv->n;
+    *n = kv->n;
     return LC_OK;
 }
 
@@ -950,13 +1031,15 @@ int lc_gguf_get_arr_str(const lc_gguf *g, const char *key, uint64_t i, const cha
     if (!kv) return LC_ERR_NOT_FOUND;
     if (kv->type != LC_GGUF_TYPE_ARRAY) return type_err(kv, "array of strings");
     if (kv->elem_type != LC_GGUF_TYPE_STRING)
-        return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\" is an array of %s, expected an array of string",
-                       kv->key, lc_gguf_type_name(kv->elem_type));
+        return lc_fail(LC_ERR_FORMAT,
+                       "gguf: key \"%s\" is an array of %s, expected an array of string", kv->key,
+                       lc_gguf_type_name(kv->elem_type));
     if (i >= kv->n)
-        return lc_fail(LC_ERR_INVALID_ARG, "gguf: key \"%s\": index %" PRIu64 " out of range (%" PRIu64 " elements)",
+        return lc_fail(LC_ERR_INVALID_ARG,
+                       "gguf: key \"%s\": index %" PRIu64 " out of range (%" PRIu64 " elements)",
                        kv->key, i, kv->n);
     size_t off = (size_t)kv->str_off[i];
-    *s         = (const char *)g->base + off;
-    *len       = (size_t)rd64(g->base + off - 8);
+    *s = (const char *)g->base + off;
+    *len = (size_t)rd64(g->base + off - 8);
     return LC_OK;
 }

@@ -33,19 +33,21 @@ static inline float bits_f32(uint32_t u) {
  * place and rebias; inf/nan get the exponent pushed to 255; zero/subnormals are computed as
  * (2^-14 * (1 + mant/1024)) - 2^-14 = mant * 2^-24, which is exact. */
 static inline float half_to_float(uint16_t h) {
-    uint32_t o   = (uint32_t)(h & 0x7fffu) << 13;
+    uint32_t o = (uint32_t)(h & 0x7fffu) << 13;
     uint32_t exp = o & 0x0f800000u;
     o += 0x38000000u;                           /* (127 - 15) << 23 */
     o += exp == 0x0f800000u ? 0x38000000u : 0u; /* inf/nan: exponent 255 */
     float sub = bits_f32(o + 0x00800000u) - 0x1p-14f;
-    float f   = exp == 0 ? sub : bits_f32(o);
+    float f = exp == 0 ? sub : bits_f32(o);
     return bits_f32(f32_bits(f) | ((uint32_t)(h & 0x8000u) << 16));
 }
 
-float lc_fp16_to_fp32(uint16_t h) { return half_to_float(h); }
+float lc_fp16_to_fp32(uint16_t h) {
+    return half_to_float(h);
+}
 
 uint16_t lc_fp32_to_fp16(float f) {
-    uint32_t x    = f32_bits(f);
+    uint32_t x = f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     x &= 0x7fffffffu;
     if (x >= 0x7f800000u) { /* inf or nan: keep the top payload bits, force quiet */
@@ -66,7 +68,9 @@ uint16_t lc_fp32_to_fp16(float f) {
     return (uint16_t)(sign | (x >> 13));
 }
 
-float lc_bf16_to_fp32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float lc_bf16_to_fp32(uint16_t h) {
+    return bits_f32((uint32_t)h << 16);
+}
 
 uint16_t lc_fp32_to_bf16(float f) {
     uint32_t x = f32_bits(f);
@@ -85,121 +89,124 @@ static inline float rd_half(const uint8_t *p) {
 
 /* ---- dequantisers (n is a multiple of the block size) ---------------------------------- */
 
-static void deq_f32(const void *src, float *dst, int64_t n) {
+static void deq_f32(const void *restrict src, float *restrict dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-static void deq_f16(const void *src, float *dst, int64_t n) {
+static void deq_f16(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *p = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = rd_half(p + 2 * i);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = rd_half(p + 2 * i);
 }
 
-static void deq_bf16(const void *src, float *dst, int64_t n) {
+static void deq_bf16(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t i = 0; i < n; i++) {
         uint32_t u = ((uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 8)) << 16;
-        dst[i]     = bits_f32(u);
+        dst[i] = bits_f32(u);
     }
 }
 
 /* Q4_0: half d; u8 qs[16]. y[j] = ((qs[j] & 15) - 8) * d, y[j+16] = ((qs[j] >> 4) - 8) * d */
-static void deq_q4_0(const void *src, float *dst, int64_t n) {
+static void deq_q4_0(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 18, dst += 32) {
-        const float    d  = rd_half(b);
+        const float d = rd_half(b);
         const uint8_t *qs = b + 2;
-        for (int j = 0; j < 16; j++) dst[j] = (float)((qs[j] & 0x0f) - 8) * d;
-        for (int j = 0; j < 16; j++) dst[j + 16] = (float)((qs[j] >> 4) - 8) * d;
+        for (int j = 0; j < 16; j++)
+            dst[j] = (float)((qs[j] & 0x0f) - 8) * d;
+        for (int j = 0; j < 16; j++)
+            dst[j + 16] = (float)((qs[j] >> 4) - 8) * d;
     }
 }
 
 /* Q4_1: half d; half m; u8 qs[16]. y = q * d + m */
-static void deq_q4_1(const void *src, float *dst, int64_t n) {
+static void deq_q4_1(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 20, dst += 32) {
-        const float    d  = rd_half(b);
-        const float    m  = rd_half(b + 2);
+        const float d = rd_half(b);
+        const float m = rd_half(b + 2);
         const uint8_t *qs = b + 4;
         for (int j = 0; j < 16; j++) {
             float p = (float)(qs[j] & 0x0f) * d;
-            dst[j]  = p + m;
+            dst[j] = p + m;
         }
         for (int j = 0; j < 16; j++) {
-            float p     = (float)(qs[j] >> 4) * d;
+            float p = (float)(qs[j] >> 4) * d;
             dst[j + 16] = p + m;
         }
     }
 }
 
 static inline uint32_t rd_u32le(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 /* Q5_0: half d; u8 qh[4] (bit j = 5th bit of element j); u8 qs[16]. y = (q - 16) * d */
-static void deq_q5_0(const void *src, float *dst, int64_t n) {
+static void deq_q5_0(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 22, dst += 32) {
-        const float    d  = rd_half(b);
+        const float d = rd_half(b);
         const uint32_t qh = rd_u32le(b + 2);
         const uint8_t *qs = b + 6;
         for (int j = 0; j < 16; j++) {
-            int lo      = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
-            int hi      = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            dst[j]      = (float)(lo - 16) * d;
+            int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+            int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            dst[j] = (float)(lo - 16) * d;
             dst[j + 16] = (float)(hi - 16) * d;
         }
     }
 }
 
 /* Q5_1: half d; half m; u8 qh[4]; u8 qs[16]. y = q * d + m */
-static void deq_q5_1(const void *src, float *dst, int64_t n) {
+static void deq_q5_1(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 24, dst += 32) {
-        const float    d  = rd_half(b);
-        const float    m  = rd_half(b + 2);
+        const float d = rd_half(b);
+        const float m = rd_half(b + 2);
         const uint32_t qh = rd_u32le(b + 4);
         const uint8_t *qs = b + 8;
         for (int j = 0; j < 16; j++) {
-            int   lo    = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
-            int   hi    = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            float a     = (float)lo * d;
-            float c     = (float)hi * d;
-            dst[j]      = a + m;
+            int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+            int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            float a = (float)lo * d;
+            float c = (float)hi * d;
+            dst[j] = a + m;
             dst[j + 16] = c + m;
         }
     }
 }
 
 /* Q8_0: half d; i8 qs[32]. y = qs * d */
-static void deq_q8_0(const void *src, float *dst, int64_t n) {
+static void deq_q8_0(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / 32; i++, b += 34, dst += 32) {
-        const float   d  = rd_half(b);
+        const float d = rd_half(b);
         const int8_t *qs = (const int8_t *)(b + 2);
-        for (int j = 0; j < 32; j++) dst[j] = (float)qs[j] * d;
+        for (int j = 0; j < 32; j++)
+            dst[j] = (float)qs[j] * d;
     }
 }
 
 /* Q2_K: u8 scales[16] (low nibble scale, high nibble min); u8 qs[64]; half d; half dmin.
  * Two halves of 128 outputs; in half h, 2-bit field s of qs[32h + l] is output
  * 128h + 32s + l, whose 16-element group (scale index) is (128h + 32s + l) / 16. */
-static void deq_q2_k(const void *src, float *dst, int64_t n) {
+static void deq_q2_k(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += 84, dst += QK_K) {
-        const uint8_t *sc   = b;
-        const uint8_t *qs   = b + 16;
-        const float    d    = rd_half(b + 80);
-        const float    dmin = rd_half(b + 82);
+        const uint8_t *sc = b;
+        const uint8_t *qs = b + 16;
+        const float d = rd_half(b + 80);
+        const float dmin = rd_half(b + 82);
         for (int h = 0; h < 2; h++) {
             for (int s = 0; s < 4; s++) {
                 for (int g = 0; g < 2; g++) {
-                    const int   o  = 128 * h + 32 * s + 16 * g;
+                    const int o = 128 * h + 32 * s + 16 * g;
                     const float dl = d * (float)(sc[o / 16] & 0x0f);
                     const float ml = dmin * (float)(sc[o / 16] >> 4);
                     for (int l = 0; l < 16; l++) {
-                        float q    = (float)((qs[32 * h + 16 * g + l] >> (2 * s)) & 3);
-                        float p    = dl * q;
+                        float q = (float)((qs[32 * h + 16 * g + l] >> (2 * s)) & 3);
+                        float p = dl * q;
                         dst[o + l] = p - ml;
                     }
                 }
@@ -211,28 +218,29 @@ static void deq_q2_k(const void *src, float *dst, int64_t n) {
 /* Q3_K: u8 hmask[32]; u8 qs[64]; u8 scales[12] (16 six-bit scales, bias 32); half d.
  * Output o = 128h + 32s + l: low 2 bits from qs[32h + l] >> 2s, high bit from
  * hmask[l] >> (4h + s) (a clear bit subtracts 4). */
-static void deq_q3_k(const void *src, float *dst, int64_t n) {
+static void deq_q3_k(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += 110, dst += QK_K) {
         const uint8_t *hm = b;
         const uint8_t *qs = b + 32;
         const uint8_t *sc = b + 96;
-        const float    d  = rd_half(b + 108);
-        int            scale[16];
+        const float d = rd_half(b + 108);
+        int scale[16];
         for (int k = 0; k < 16; k++) {
-            int lo   = (sc[k % 8] >> (4 * (k / 8))) & 0x0f;
-            int hi   = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
+            int lo = (sc[k % 8] >> (4 * (k / 8))) & 0x0f;
+            int hi = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
             scale[k] = (lo | (hi << 4)) - 32;
         }
         for (int h = 0; h < 2; h++) {
             for (int s = 0; s < 4; s++) {
                 const int bit = 4 * h + s;
                 for (int g = 0; g < 2; g++) {
-                    const int   o  = 128 * h + 32 * s + 16 * g;
+                    const int o = 128 * h + 32 * s + 16 * g;
                     const float dl = d * (float)scale[o / 16];
                     for (int l = 0; l < 16; l++) {
                         const int li = 16 * g + l;
-                        int q = ((qs[32 * h + li] >> (2 * s)) & 3) - (((hm[li] >> bit) & 1) ? 0 : 4);
+                        int q =
+                            ((qs[32 * h + li] >> (2 * s)) & 3) - (((hm[li] >> bit) & 1) ? 0 : 4);
                         dst[o + l] = dl * (float)q;
                     }
                 }
@@ -245,22 +253,22 @@ static void deq_q3_k(const void *src, float *dst, int64_t n) {
 static inline void scale_min_k4(int j, const uint8_t *s, int *sc, int *m) {
     if (j < 4) {
         *sc = s[j] & 63;
-        *m  = s[j + 4] & 63;
+        *m = s[j + 4] & 63;
     } else {
         *sc = (s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4);
-        *m  = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
     }
 }
 
 /* Q4_K: half d; half dmin; u8 scales[12]; u8 qs[128]. Chunk c (64 outputs) uses qs[32c..]:
  * low nibbles -> sub-block 2c, high nibbles -> sub-block 2c+1. */
-static void deq_q4_k(const void *src, float *dst, int64_t n) {
+static void deq_q4_k(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += 144, dst += QK_K) {
-        const float    d    = rd_half(b);
-        const float    dmin = rd_half(b + 2);
-        const uint8_t *sc   = b + 4;
-        const uint8_t *qs   = b + 16;
+        const float d = rd_half(b);
+        const float dmin = rd_half(b + 2);
+        const uint8_t *sc = b + 4;
+        const uint8_t *qs = b + 16;
         for (int c = 0; c < 4; c++) {
             int s0, m0, s1, m1;
             scale_min_k4(2 * c, sc, &s0, &m0);
@@ -268,12 +276,12 @@ static void deq_q4_k(const void *src, float *dst, int64_t n) {
             const float d0 = d * (float)s0, n0 = dmin * (float)m0;
             const float d1 = d * (float)s1, n1 = dmin * (float)m1;
             const uint8_t *q = qs + 32 * c;
-            float         *y = dst + 64 * c;
+            float *y = dst + 64 * c;
             for (int l = 0; l < 32; l++) {
-                float a    = d0 * (float)(q[l] & 0x0f);
-                float e    = d1 * (float)(q[l] >> 4);
-                y[l]       = a - n0;
-                y[l + 32]  = e - n1;
+                float a = d0 * (float)(q[l] & 0x0f);
+                float e = d1 * (float)(q[l] >> 4);
+                y[l] = a - n0;
+                y[l + 32] = e - n1;
             }
         }
     }
@@ -281,14 +289,14 @@ static void deq_q4_k(const void *src, float *dst, int64_t n) {
 
 /* Q5_K: half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]. As Q4_K, plus a 5th bit
  * for sub-block j from qh[l] >> j. */
-static void deq_q5_k(const void *src, float *dst, int64_t n) {
+static void deq_q5_k(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += 176, dst += QK_K) {
-        const float    d    = rd_half(b);
-        const float    dmin = rd_half(b + 2);
-        const uint8_t *sc   = b + 4;
-        const uint8_t *qh   = b + 16;
-        const uint8_t *qs   = b + 48;
+        const float d = rd_half(b);
+        const float dmin = rd_half(b + 2);
+        const uint8_t *sc = b + 4;
+        const uint8_t *qh = b + 16;
+        const uint8_t *qs = b + 48;
         for (int c = 0; c < 4; c++) {
             int s0, m0, s1, m1;
             scale_min_k4(2 * c, sc, &s0, &m0);
@@ -296,14 +304,14 @@ static void deq_q5_k(const void *src, float *dst, int64_t n) {
             const float d0 = d * (float)s0, n0 = dmin * (float)m0;
             const float d1 = d * (float)s1, n1 = dmin * (float)m1;
             const uint8_t *q = qs + 32 * c;
-            float         *y = dst + 64 * c;
+            float *y = dst + 64 * c;
             for (int l = 0; l < 32; l++) {
-                int   v0   = (q[l] & 0x0f) | (((qh[l] >> (2 * c)) & 1) << 4);
-                int   v1   = (q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
-                float a    = d0 * (float)v0;
-                float e    = d1 * (float)v1;
-                y[l]       = a - n0;
-                y[l + 32]  = e - n1;
+                int v0 = (q[l] & 0x0f) | (((qh[l] >> (2 * c)) & 1) << 4);
+                int v1 = (q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
+                float a = d0 * (float)v0;
+                float e = d1 * (float)v1;
+                y[l] = a - n0;
+                y[l + 32] = e - n1;
             }
         }
     }
@@ -312,20 +320,20 @@ static void deq_q5_k(const void *src, float *dst, int64_t n) {
 /* Q6_K: u8 ql[128]; u8 qh[64]; i8 scales[16]; half d (last). Half h (128 outputs) uses
  * ql[64h..], qh[32h..]; quarter t of the half, element l: low 4 bits from
  * ql[64h + 32(t&1) + l] >> 4(t>>1), high 2 bits from qh[32h + l] >> 2t; q - 32. */
-static void deq_q6_k(const void *src, float *dst, int64_t n) {
+static void deq_q6_k(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += 210, dst += QK_K) {
         const uint8_t *ql = b;
         const uint8_t *qh = b + 128;
-        const int8_t  *sc = (const int8_t *)(b + 192);
-        const float    d  = rd_half(b + 208);
+        const int8_t *sc = (const int8_t *)(b + 192);
+        const float d = rd_half(b + 208);
         for (int h = 0; h < 2; h++) {
             for (int t = 0; t < 4; t++) {
                 const uint8_t *lq = ql + 64 * h + 32 * (t & 1);
                 const uint8_t *hq = qh + 32 * h;
-                const int      sl = 4 * (t >> 1), sh = 2 * t;
+                const int sl = 4 * (t >> 1), sh = 2 * t;
                 for (int g = 0; g < 2; g++) {
-                    const int   o  = 128 * h + 32 * t + 16 * g;
+                    const int o = 128 * h + 32 * t + 16 * g;
                     const float dl = d * (float)sc[o / 16];
                     for (int l = 0; l < 16; l++) {
                         const int li = 16 * g + l;
@@ -339,53 +347,37 @@ static void deq_q6_k(const void *src, float *dst, int64_t n) {
 }
 
 /* Q8_K: f32 d; i8 qs[256]; i16 bsums[16]. y = d * qs */
-static void deq_q8_k(const void *src, float *dst, int64_t n) {
+static void deq_q8_k(const void *restrict src, float *restrict dst, int64_t n) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n / QK_K; i++, b += 292, dst += QK_K) {
         float d;
         memcpy(&d, b, sizeof d);
         const int8_t *qs = (const int8_t *)(b + 4);
-        for (int j = 0; j < QK_K; j++) dst[j] = d * (float)qs[j];
+        for (int j = 0; j < QK_K; j++)
+            dst[j] = d * (float)qs[j];
     }
 }
 
 /* ---- traits ----------------------------------------------------------------------------- */
 
 static const lc_type_traits g_traits[LC_TYPE_COUNT] = {
-    [0]  = {"f32", 1, 4, deq_f32},
-    [1]  = {"f16", 1, 2, deq_f16},
-    [2]  = {"q4_0", 32, 18, deq_q4_0},
-    [3]  = {"q4_1", 32, 20, deq_q4_1},
-    [6]  = {"q5_0", 32, 22, deq_q5_0},
-    [7]  = {"q5_1", 32, 24, deq_q5_1},
-    [8]  = {"q8_0", 32, 34, deq_q8_0},
-    [9]  = {"q8_1", 32, 36, NULL},
-    [10] = {"q2_K", 256, 84, deq_q2_k},
-    [11] = {"q3_K", 256, 110, deq_q3_k},
-    [12] = {"q4_K", 256, 144, deq_q4_k},
-    [13] = {"q5_K", 256, 176, deq_q5_k},
-    [14] = {"q6_K", 256, 210, deq_q6_k},
-    [15] = {"q8_K", 256, 292, deq_q8_k},
-    [16] = {"iq2_xxs", 256, 66, NULL},
-    [17] = {"iq2_xs", 256, 74, NULL},
-    [18] = {"iq3_xxs", 256, 98, NULL},
-    [19] = {"iq1_s", 256, 50, NULL},
-    [20] = {"iq4_nl", 32, 18, NULL},
-    [21] = {"iq3_s", 256, 110, NULL},
-    [22] = {"iq2_s", 256, 82, NULL},
-    [23] = {"iq4_xs", 256, 136, NULL},
-    [24] = {"i8", 1, 1, NULL},
-    [25] = {"i16", 1, 2, NULL},
-    [26] = {"i32", 1, 4, NULL},
-    [27] = {"i64", 1, 8, NULL},
-    [28] = {"f64", 1, 8, NULL},
-    [29] = {"iq1_m", 256, 56, NULL},
-    [30] = {"bf16", 1, 2, deq_bf16},
-    [34] = {"tq1_0", 256, 54, NULL},
-    [35] = {"tq2_0", 256, 66, NULL},
-    [39] = {"mxfp4", 32, 17, NULL},
-    [40] = {"nvfp4", 64, 36, NULL},
-    [41] = {"q1_0", 128, 18, NULL},
+    [0] = {"f32", 1, 4, deq_f32},        [1] = {"f16", 1, 2, deq_f16},
+    [2] = {"q4_0", 32, 18, deq_q4_0},    [3] = {"q4_1", 32, 20, deq_q4_1},
+    [6] = {"q5_0", 32, 22, deq_q5_0},    [7] = {"q5_1", 32, 24, deq_q5_1},
+    [8] = {"q8_0", 32, 34, deq_q8_0},    [9] = {"q8_1", 32, 36, NULL},
+    [10] = {"q2_K", 256, 84, deq_q2_k},  [11] = {"q3_K", 256, 110, deq_q3_k},
+    [12] = {"q4_K", 256, 144, deq_q4_k}, [13] = {"q5_K", 256, 176, deq_q5_k},
+    [14] = {"q6_K", 256, 210, deq_q6_k}, [15] = {"q8_K", 256, 292, deq_q8_k},
+    [16] = {"iq2_xxs", 256, 66, NULL},   [17] = {"iq2_xs", 256, 74, NULL},
+    [18] = {"iq3_xxs", 256, 98, NULL},   [19] = {"iq1_s", 256, 50, NULL},
+    [20] = {"iq4_nl", 32, 18, NULL},     [21] = {"iq3_s", 256, 110, NULL},
+    [22] = {"iq2_s", 256, 82, NULL},     [23] = {"iq4_xs", 256, 136, NULL},
+    [24] = {"i8", 1, 1, NULL},           [25] = {"i16", 1, 2, NULL},
+    [26] = {"i32", 1, 4, NULL},          [27] = {"i64", 1, 8, NULL},
+    [28] = {"f64", 1, 8, NULL},          [29] = {"iq1_m", 256, 56, NULL},
+    [30] = {"bf16", 1, 2, deq_bf16},     [34] = {"tq1_0", 256, 54, NULL},
+    [35] = {"tq2_0", 256, 66, NULL},     [39] = {"mxfp4", 32, 17, NULL},
+    [40] = {"nvfp4", 64, 36, NULL},      [41] = {"q1_0", 128, 18, NULL},
     [42] = {"q2_0", 64, 18, NULL},
 };
 

@@ -32,7 +32,7 @@
  * overlongs, no surrogates, nothing above U+10FFFF. */
 static int utf8_classify(const unsigned char *s, size_t n, size_t *len) {
     unsigned char c = s[0];
-    size_t        need;
+    size_t need;
     unsigned char lo = 0x80, hi = 0xBF;
     if (c < 0x80) {
         *len = 1;
@@ -110,7 +110,7 @@ static uint32_t utf8_decode(const unsigned char *s, size_t *len) {
 static uint64_t hash_bytes(const void *p, size_t n) {
     /* FNV-1a over 8-byte words, then a final mix: fast enough for token-sized keys. */
     const unsigned char *s = p;
-    uint64_t             h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, s, 8);
@@ -139,7 +139,8 @@ static uint64_t hash_u64(uint64_t x) {
 
 static uint32_t pow2_at_least(uint64_t n) {
     uint32_t c = 16;
-    while (c < n * 2) c <<= 1;
+    while (c < n * 2)
+        c <<= 1;
     return c;
 }
 
@@ -150,59 +151,61 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 
 typedef struct merge_slot {
     uint64_t key; /* (left id << 32) | right id; UINT64_MAX when empty */
-    int32_t  rank;
-    int32_t  result;
+    int32_t rank;
+    int32_t result;
 } merge_slot;
 
 typedef struct trie_node {
-    int32_t       child;   /* first child, -1 if none */
-    int32_t       sibling; /* next sibling, -1 if none */
-    int32_t       token;   /* special token ending here, -1 if none */
+    int32_t child;   /* first child, -1 if none */
+    int32_t sibling; /* next sibling, -1 if none */
+    int32_t token;   /* special token ending here, -1 if none */
     unsigned char byte;
 } trie_node;
 
 #define LC_MAX_REGEX 4
 
 struct lc_tokenizer {
-    int     kind;
+    int kind;
     int32_t n_vocab;
 
-    char     *text;      /* all token texts, each NUL-terminated */
+    char *text;          /* all token texts, each NUL-terminated */
     uint64_t *text_off;  /* [n_vocab] */
     uint32_t *text_len;  /* [n_vocab] */
-    char     *bytes;     /* decoded bytes of every token */
+    char *bytes;         /* decoded bytes of every token */
     uint64_t *bytes_off; /* [n_vocab] */
     uint32_t *bytes_len; /* [n_vocab] */
-    uint8_t  *type;      /* [n_vocab] token_type */
-    float    *score;     /* [n_vocab] (SPM) */
-    bool     *eog;       /* [n_vocab] */
+    uint8_t *type;       /* [n_vocab] token_type */
+    float *score;        /* [n_vocab] (SPM) */
+    bool *eog;           /* [n_vocab] */
 
-    int32_t  *map_id; /* text -> id, open addressing; -1 empty */
-    uint32_t  map_mask;
+    int32_t *map_id; /* text -> id, open addressing; -1 empty */
+    uint32_t map_mask;
 
     merge_slot *merges; /* (left, right) -> rank, result */
-    uint32_t    merge_mask;
+    uint32_t merge_mask;
 
     int32_t byte_char_id[256]; /* BPE: id of the mapped character of each byte, -1 if none */
     int32_t byte_tok[256];     /* SPM: id of <0xAB> (or the raw byte), -1 if none */
     uint32_t byte_cp[256];     /* BPE bytes_to_unicode */
-    int16_t  cp_byte[512];     /* inverse for code points < 512, -1 if unmapped */
+    int16_t cp_byte[512];      /* inverse for code points < 512, -1 if unmapped */
 
     int32_t bos, eos, eot, eom, unk, pad, sep;
-    bool    add_bos, add_space_prefix, ignore_merges;
+    bool add_bos, add_space_prefix, ignore_merges;
 
     trie_node *trie; /* root is node 0 */
-    int32_t    n_trie;
-    int32_t   *special_order; /* [n_vocab] position of a special token in the longest-first
-                                 order, -1 when not special */
+    int32_t n_trie;
+    int32_t *special_order; /* [n_vocab] position of a special token in the longest-first
+                               order, -1 when not special */
 
     pcre2_code *re[LC_MAX_REGEX];
-    int         n_re;
-    bool        jit;
-    char        pre[64];
+    int n_re;
+    bool jit;
+    char pre[64];
 };
 
-static const char *tok_text(const lc_tokenizer *t, int32_t id) { return t->text + t->text_off[id]; }
+static const char *tok_text(const lc_tokenizer *t, int32_t id) {
+    return t->text + t->text_off[id];
+}
 
 static int32_t map_find(const lc_tokenizer *t, const char *s, size_t n) {
     if (!t->map_id) return -1;
@@ -218,8 +221,8 @@ static int32_t map_find(const lc_tokenizer *t, const char *s, size_t n) {
 /* Insert; a duplicate text maps to the later id (as llama.cpp's token_to_id). */
 static void map_insert(lc_tokenizer *t, int32_t id) {
     const char *s = tok_text(t, id);
-    size_t      n = t->text_len[id];
-    uint32_t    i = (uint32_t)hash_bytes(s, n) & t->map_mask;
+    size_t n = t->text_len[id];
+    uint32_t i = (uint32_t)hash_bytes(s, n) & t->map_mask;
     for (;;) {
         int32_t cur = t->map_id[i];
         if (cur < 0 || (t->text_len[cur] == n && memcmp(tok_text(t, cur), s, n) == 0)) {
@@ -233,7 +236,7 @@ static void map_insert(lc_tokenizer *t, int32_t id) {
 static const merge_slot *merge_find(const lc_tokenizer *t, int32_t a, int32_t b) {
     if (a < 0 || b < 0) return NULL;
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    uint32_t i   = (uint32_t)hash_u64(key) & t->merge_mask;
+    uint32_t i = (uint32_t)hash_u64(key) & t->merge_mask;
     for (;;) {
         const merge_slot *s = &t->merges[i];
         if (s->key == key) return s;
@@ -245,13 +248,13 @@ static const merge_slot *merge_find(const lc_tokenizer *t, int32_t a, int32_t b)
 /* Returns false when the pair is already present (the earlier, lower rank wins). */
 static bool merge_insert(lc_tokenizer *t, int32_t a, int32_t b, int32_t rank, int32_t result) {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    uint32_t i   = (uint32_t)hash_u64(key) & t->merge_mask;
+    uint32_t i = (uint32_t)hash_u64(key) & t->merge_mask;
     for (;;) {
         merge_slot *s = &t->merges[i];
         if (s->key == key) return false;
         if (s->key == UINT64_MAX) {
-            s->key    = key;
-            s->rank   = rank;
+            s->key = key;
+            s->rank = rank;
             s->result = result;
             return true;
         }
@@ -261,7 +264,8 @@ static bool merge_insert(lc_tokenizer *t, int32_t a, int32_t b, int32_t rank, in
 
 void lc_tokenizer_free(lc_tokenizer *t) {
     if (!t) return;
-    for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
+    for (int i = 0; i < t->n_re; i++)
+        pcre2_code_free(t->re[i]);
     free(t->text);
     free(t->text_off);
     free(t->text_len);
@@ -284,7 +288,8 @@ void lc_tokenizer_free(lc_tokenizer *t) {
  * 256, 257, ... in byte order (space -> U+0120 "Ġ", '\n' -> U+010A "Ċ"). */
 static void init_byte_map(lc_tokenizer *t) {
     uint32_t next = 256;
-    for (int i = 0; i < 512; i++) t->cp_byte[i] = -1;
+    for (int i = 0; i < 512; i++)
+        t->cp_byte[i] = -1;
     for (int b = 0; b < 256; b++) {
         bool keep = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
         t->byte_cp[b] = keep ? (uint32_t)b : next++;
@@ -297,16 +302,16 @@ static int read_special_id(const lc_gguf *g, const char *key, int32_t n_vocab, i
     int64_t k = lc_gguf_find_key(g, key);
     if (k < 0) return LC_OK;
     lc_gguf_type ty = lc_gguf_kv_type(g, k);
-    int64_t      v;
+    int64_t v;
     if (ty == LC_GGUF_TYPE_INT32 || ty == LC_GGUF_TYPE_INT64 || ty == LC_GGUF_TYPE_INT8 ||
         ty == LC_GGUF_TYPE_INT16) {
         int32_t x;
-        int     rc = lc_gguf_get_i32(g, key, &x);
+        int rc = lc_gguf_get_i32(g, key, &x);
         if (rc != LC_OK) return rc;
         v = x;
     } else {
         uint32_t x;
-        int      rc = lc_gguf_get_u32(g, key, &x);
+        int rc = lc_gguf_get_u32(g, key, &x);
         if (rc != LC_OK) return rc;
         v = x;
     }
@@ -329,27 +334,28 @@ static int read_bool(const lc_gguf *g, const char *key, bool *out) {
 /* Pre-tokenizer regexes. \s and \S are widened by U+0085, which is White_Space in Unicode,
  * in llama.cpp and in Hugging Face tokenizers but not in PCRE2's UCP \s. */
 #define WS "\\s\\x{85}"
-#define RE_GPT2                                                                                 \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS   \
-    "])"
+#define RE_GPT2                                                                                    \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])"
 #define RE_CONTRACT "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-#define RE_LLAMA3                                                                               \
-    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS \
-                "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
-#define RE_QWEN2                                                                                \
-    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS      \
+#define RE_LLAMA3                                                                                  \
+    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" WS                               \
+                "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
+#define RE_QWEN2                                                                                   \
+    RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS     \
                 "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+"
 
 typedef struct pre_family {
     const char *names; /* '|'-separated tokenizer.ggml.pre values */
     const char *re[2];
-    bool        ignore_merges;
-    bool        add_bos;
+    bool ignore_merges;
+    bool add_bos;
 } pre_family;
 
 static const pre_family k_pre[] = {
     {"default|gpt2|gpt-2|mpt|olmo|jais", {RE_GPT2, NULL}, false, false},
-    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva", {"\\p{N}", RE_GPT2}, false,
+    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva",
+     {"\\p{N}", RE_GPT2},
+     false,
      false},
     {"llama-bpe|llama3|llama-v3|smaug-bpe|dbrx", {RE_LLAMA3, NULL}, true, true},
     {"qwen2|stablelm2|deepseek-r1-qwen", {RE_QWEN2, NULL}, false, false},
@@ -359,7 +365,7 @@ static bool name_in_list(const char *list, const char *name, size_t n) {
     const char *p = list;
     while (*p) {
         const char *e = strchr(p, '|');
-        size_t      l = e ? (size_t)(e - p) : strlen(p);
+        size_t l = e ? (size_t)(e - p) : strlen(p);
         if (l == n && memcmp(p, name, n) == 0) return true;
         if (!e) break;
         p = e + 1;
@@ -368,37 +374,39 @@ static bool name_in_list(const char *list, const char *name, size_t n) {
 }
 
 static int compile_regex(lc_tokenizer *t, const char *pattern) {
-    int         err;
-    PCRE2_SIZE  off;
+    int err;
+    PCRE2_SIZE off;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
                                    PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &off, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        return lc_fail(LC_ERR_INTERNAL, "tokenizer: pre-tokenizer regex does not compile at %zu: %s",
-                       (size_t)off, (const char *)msg);
+        return lc_fail(LC_ERR_INTERNAL,
+                       "tokenizer: pre-tokenizer regex does not compile at %zu: %s", (size_t)off,
+                       (const char *)msg);
     }
-    t->jit                = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
-    t->re[t->n_re++]      = re;
+    t->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    t->re[t->n_re++] = re;
     return LC_OK;
 }
 
 /* Token types and texts are loaded; compute the raw bytes each token stands for. */
 static int build_token_bytes(lc_tokenizer *t) {
     uint64_t total = 0;
-    for (int32_t i = 0; i < t->n_vocab; i++) total += t->text_len[i];
-    t->bytes     = lc_malloc(total + 1, "token bytes");
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        total += t->text_len[i];
+    t->bytes = lc_malloc(total + 1, "token bytes");
     t->bytes_off = lc_malloc((size_t)t->n_vocab * sizeof *t->bytes_off, "token bytes");
     t->bytes_len = lc_malloc((size_t)t->n_vocab * sizeof *t->bytes_len, "token bytes");
     if (!t->bytes || !t->bytes_off || !t->bytes_len) return LC_ERR_NOMEM;
     uint64_t pos = 0;
     for (int32_t i = 0; i < t->n_vocab; i++) {
         const unsigned char *s = (const unsigned char *)tok_text(t, i);
-        size_t               n = t->text_len[i];
-        char                *o = t->bytes + pos;
-        size_t               m = 0;
-        int                  ty = t->type[i];
-        t->bytes_off[i]        = pos;
+        size_t n = t->text_len[i];
+        char *o = t->bytes + pos;
+        size_t m = 0;
+        int ty = t->type[i];
+        t->bytes_off[i] = pos;
         if (ty == TT_CONTROL || ty == TT_USER) {
             memcpy(o, s, n);
             m = n;
@@ -407,7 +415,7 @@ static int build_token_bytes(lc_tokenizer *t) {
             unsigned v;
             if (sscanf((const char *)s + 3, "%2x", &v) == 1) {
                 o[0] = (char)v;
-                m    = 1;
+                m = 1;
             } else {
                 memcpy(o, s, n);
                 m = n;
@@ -425,9 +433,9 @@ static int build_token_bytes(lc_tokenizer *t) {
             /* byte-level: map code points back to bytes; anything unmapped stays as is */
             for (size_t k = 0; k < n;) {
                 size_t l;
-                int    c = utf8_classify(s + k, n - k, &l);
+                int c = utf8_classify(s + k, n - k, &l);
                 if (c == 1) {
-                    size_t   l2;
+                    size_t l2;
                     uint32_t cp = utf8_decode(s + k, &l2);
                     if (cp < 512 && t->cp_byte[cp] >= 0) {
                         o[m++] = (char)t->cp_byte[cp];
@@ -455,9 +463,10 @@ static int build_specials(lc_tokenizer *t) {
     }
     t->special_order = lc_malloc((size_t)t->n_vocab * sizeof(int32_t), "special tokens");
     if (!t->special_order) return LC_ERR_NOMEM;
-    for (int32_t i = 0; i < t->n_vocab; i++) t->special_order[i] = -1;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        t->special_order[i] = -1;
     uint64_t trie_cap = 1;
-    int32_t *ids      = lc_malloc((size_t)(n_sp ? n_sp : 1) * sizeof(int32_t), "special tokens");
+    int32_t *ids = lc_malloc((size_t)(n_sp ? n_sp : 1) * sizeof(int32_t), "special tokens");
     if (!ids) return LC_ERR_NOMEM;
     int32_t k = 0;
     for (int32_t i = 0; i < t->n_vocab; i++) {
@@ -476,7 +485,8 @@ static int build_specials(lc_tokenizer *t) {
         }
         ids[b + 1] = v;
     }
-    for (int32_t a = 0; a < n_sp; a++) t->special_order[ids[a]] = a;
+    for (int32_t a = 0; a < n_sp; a++)
+        t->special_order[ids[a]] = a;
     if (trie_cap > INT32_MAX) {
         free(ids);
         return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.tokens: special tokens too long");
@@ -487,15 +497,16 @@ static int build_specials(lc_tokenizer *t) {
         return LC_ERR_NOMEM;
     }
     t->trie[0] = (trie_node){-1, -1, -1, 0};
-    t->n_trie  = 1;
+    t->n_trie = 1;
     for (int32_t a = 0; a < n_sp; a++) {
-        const unsigned char *s    = (const unsigned char *)tok_text(t, ids[a]);
-        int32_t              node = 0;
+        const unsigned char *s = (const unsigned char *)tok_text(t, ids[a]);
+        int32_t node = 0;
         for (uint32_t j = 0; j < t->text_len[ids[a]]; j++) {
             int32_t c = t->trie[node].child;
-            while (c >= 0 && t->trie[c].byte != s[j]) c = t->trie[c].sibling;
+            while (c >= 0 && t->trie[c].byte != s[j])
+                c = t->trie[c].sibling;
             if (c < 0) {
-                c          = t->n_trie++;
+                c = t->n_trie++;
                 t->trie[c] = (trie_node){-1, t->trie[node].child, -1, s[j]};
                 t->trie[node].child = c;
             }
@@ -509,8 +520,8 @@ static int build_specials(lc_tokenizer *t) {
 
 static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     const char *model;
-    size_t      model_len;
-    int         rc = lc_gguf_get_str(g, "tokenizer.ggml.model", &model, &model_len);
+    size_t model_len;
+    int rc = lc_gguf_get_str(g, "tokenizer.ggml.model", &model, &model_len);
     if (rc == LC_ERR_NOT_FOUND)
         return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.model: missing (no tokenizer in this file)");
     if (rc != LC_OK) return rc;
@@ -526,7 +537,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
 
     /* vocabulary */
     lc_gguf_type et;
-    uint64_t     n;
+    uint64_t n;
     rc = lc_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n);
     if (rc == LC_ERR_NOT_FOUND) return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.tokens: missing");
     if (rc != LC_OK) return rc;
@@ -535,17 +546,17 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
                        lc_gguf_type_name(et));
     if (n == 0 || n > (uint64_t)INT32_MAX / 2)
         return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens", (unsigned long long)n);
-    t->n_vocab  = (int32_t)n;
+    t->n_vocab = (int32_t)n;
     t->text_off = lc_malloc(n * sizeof *t->text_off, "token table");
     t->text_len = lc_malloc(n * sizeof *t->text_len, "token table");
-    t->type     = lc_malloc(n, "token types");
-    t->score    = lc_calloc(n, sizeof *t->score, "token scores");
-    t->eog      = lc_calloc(n, sizeof *t->eog, "token flags");
+    t->type = lc_malloc(n, "token types");
+    t->score = lc_calloc(n, sizeof *t->score, "token scores");
+    t->eog = lc_calloc(n, sizeof *t->eog, "token flags");
     if (!t->text_off || !t->text_len || !t->type || !t->score || !t->eog) return LC_ERR_NOMEM;
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
-        size_t      l;
+        size_t l;
         rc = lc_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &s, &l);
         if (rc != LC_OK) return rc;
         if (l > UINT32_MAX / 4)
@@ -559,7 +570,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     if (!t->text) return LC_ERR_NOMEM;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
-        size_t      l;
+        size_t l;
         rc = lc_gguf_get_arr_str(g, "tokenizer.ggml.tokens", i, &s, &l);
         if (rc != LC_OK) return rc;
         memcpy(t->text + t->text_off[i], s, l);
@@ -575,8 +586,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
             return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.token_type: array of %s, expected i32",
                            lc_gguf_type_name(et));
         if (m != n)
-            return lc_fail(LC_ERR_FORMAT,
-                           "tokenizer.ggml.token_type: %llu entries for %llu tokens",
+            return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries for %llu tokens",
                            (unsigned long long)m, (unsigned long long)n);
         const void *data;
         rc = lc_gguf_get_arr_data(g, "tokenizer.ggml.token_type", et, &data, &m);
@@ -612,11 +622,12 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
 
     /* text -> id */
     uint32_t cap = pow2_at_least(n);
-    t->map_id    = lc_malloc((size_t)cap * sizeof(int32_t), "token map");
+    t->map_id = lc_malloc((size_t)cap * sizeof(int32_t), "token map");
     if (!t->map_id) return LC_ERR_NOMEM;
     memset(t->map_id, 0xFF, (size_t)cap * sizeof(int32_t));
     t->map_mask = cap - 1;
-    for (int32_t i = 0; i < t->n_vocab; i++) map_insert(t, i);
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        map_insert(t, i);
 
     /* special ids and flags */
     t->bos = t->eos = t->eot = t->eom = t->unk = t->pad = t->sep = -1;
@@ -627,11 +638,14 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     }
     struct {
         const char *key;
-        int32_t    *id;
+        int32_t *id;
     } ids[] = {
-        {"tokenizer.ggml.bos_token_id", &t->bos},     {"tokenizer.ggml.eos_token_id", &t->eos},
-        {"tokenizer.ggml.eot_token_id", &t->eot},     {"tokenizer.ggml.eom_token_id", &t->eom},
-        {"tokenizer.ggml.unknown_token_id", &t->unk}, {"tokenizer.ggml.padding_token_id", &t->pad},
+        {"tokenizer.ggml.bos_token_id", &t->bos},
+        {"tokenizer.ggml.eos_token_id", &t->eos},
+        {"tokenizer.ggml.eot_token_id", &t->eot},
+        {"tokenizer.ggml.eom_token_id", &t->eom},
+        {"tokenizer.ggml.unknown_token_id", &t->unk},
+        {"tokenizer.ggml.padding_token_id", &t->pad},
         {"tokenizer.ggml.seperator_token_id", &t->sep},
     };
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
@@ -641,11 +655,11 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
 
     const pre_family *fam = NULL;
     if (t->kind == TOK_BPE) {
-        const char *pre     = "default";
-        size_t      pre_len = 7;
-        rc                  = lc_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len);
+        const char *pre = "default";
+        size_t pre_len = 7;
+        rc = lc_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pre_len);
         if (rc == LC_ERR_NOT_FOUND) {
-            pre     = "default";
+            pre = "default";
             pre_len = 7;
         } else if (rc != LC_OK) {
             return rc;
@@ -661,10 +675,10 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
             fam = &k_pre[0];
         }
         t->ignore_merges = fam->ignore_merges;
-        t->add_bos       = fam->add_bos;
+        t->add_bos = fam->add_bos;
     } else {
         snprintf(t->pre, sizeof t->pre, "spm");
-        t->add_bos          = true;
+        t->add_bos = true;
         t->add_space_prefix = true;
     }
     rc = read_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
@@ -674,9 +688,9 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     if (t->add_bos && t->bos < 0) t->add_bos = false;
 
     /* end-of-generation tokens; like llama.cpp, well-known end texts count as control */
-    static const char *k_eog_text[] = {"<|im_end|>",  "<|eot_id|>",     "<|end_of_text|>",
-                                       "</s>",        "<|endoftext|>",  "<|eom_id|>",
-                                       "<|end|>",     "<end_of_turn>",  "<EOT>"};
+    static const char *k_eog_text[] = {"<|im_end|>", "<|eot_id|>",    "<|end_of_text|>",
+                                       "</s>",       "<|endoftext|>", "<|eom_id|>",
+                                       "<|end|>",    "<end_of_turn>", "<EOT>"};
     for (size_t i = 0; i < sizeof k_eog_text / sizeof k_eog_text[0]; i++) {
         int32_t id = map_find(t, k_eog_text[i], strlen(k_eog_text[i]));
         if (id >= 0) {
@@ -691,8 +705,8 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     if (t->kind == TOK_BPE) {
         init_byte_map(t);
         for (int b = 0; b < 256; b++) {
-            char   buf[4];
-            size_t l          = utf8_encode(t->byte_cp[b], buf);
+            char buf[4];
+            size_t l = utf8_encode(t->byte_cp[b], buf);
             t->byte_char_id[b] = map_find(t, buf, l);
         }
         /* merges */
@@ -706,16 +720,17 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
         if (m > (uint64_t)INT32_MAX / 4)
             return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.merges: %llu entries",
                            (unsigned long long)m);
-        cap       = pow2_at_least(m);
+        cap = pow2_at_least(m);
         t->merges = lc_malloc((size_t)cap * sizeof(merge_slot), "merge table");
         if (!t->merges) return LC_ERR_NOMEM;
-        for (uint32_t i = 0; i < cap; i++) t->merges[i].key = UINT64_MAX;
+        for (uint32_t i = 0; i < cap; i++)
+            t->merges[i].key = UINT64_MAX;
         t->merge_mask = cap - 1;
-        char  *buf    = NULL;
+        char *buf = NULL;
         size_t buf_cap = 0;
         for (uint64_t i = 0; i < m; i++) {
             const char *s;
-            size_t      l;
+            size_t l;
             rc = lc_gguf_get_arr_str(g, "tokenizer.ggml.merges", i, &s, &l);
             if (rc != LC_OK) {
                 free(buf);
@@ -724,15 +739,17 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
             const char *sp = l > 1 ? memchr(s + 1, ' ', l - 1) : NULL;
             if (!sp) {
                 free(buf);
-                return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.merges: entry %llu ('%.*s') is not "
-                               "'left right'", (unsigned long long)i, (int)(l > 64 ? 64 : l), s);
+                return lc_fail(LC_ERR_FORMAT,
+                               "tokenizer.ggml.merges: entry %llu ('%.*s') is not "
+                               "'left right'",
+                               (unsigned long long)i, (int)(l > 64 ? 64 : l), s);
             }
-            size_t  la = (size_t)(sp - s), lb = l - la - 1;
+            size_t la = (size_t)(sp - s), lb = l - la - 1;
             int32_t a = map_find(t, s, la), b = map_find(t, sp + 1, lb);
             if (la + lb > buf_cap) {
                 free(buf);
                 buf_cap = (la + lb) * 2 + 64;
-                buf     = lc_malloc(buf_cap, "merge");
+                buf = lc_malloc(buf_cap, "merge");
                 if (!buf) return LC_ERR_NOMEM;
             }
             memcpy(buf, s, la);
@@ -748,7 +765,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
             merge_insert(t, a, b, (int32_t)i, r);
         }
         free(buf);
-        for (int i = 0; fam->re[i] && i < 2; i++) {
+        for (int i = 0; i < 2 && fam->re[i]; i++) {
             rc = compile_regex(t, fam->re[i]);
             if (rc != LC_OK) return rc;
         }
@@ -758,7 +775,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
             snprintf(buf, sizeof buf, "<0x%02X>", b);
             t->byte_tok[b] = map_find(t, buf, 6);
             if (t->byte_tok[b] < 0) {
-                char c         = (char)b;
+                char c = (char)b;
                 t->byte_tok[b] = map_find(t, &c, 1);
             }
         }
@@ -771,7 +788,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
 
 int lc_tokenizer_load(const lc_gguf *g, lc_tokenizer **out) {
     if (!g || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenizer_load: NULL argument");
-    *out           = NULL;
+    *out = NULL;
     lc_tokenizer *t = lc_calloc(1, sizeof *t, "tokenizer");
     if (!t) return LC_ERR_NOMEM;
     int rc = load_impl(t, g);
@@ -788,10 +805,18 @@ int lc_tokenizer_load(const lc_gguf *g, lc_tokenizer **out) {
 
 /* ---- accessors --------------------------------------------------------------------------- */
 
-int32_t lc_tokenizer_n_vocab(const lc_tokenizer *t) { return t ? t->n_vocab : 0; }
-int32_t lc_tokenizer_bos(const lc_tokenizer *t) { return t ? t->bos : -1; }
-int32_t lc_tokenizer_eos(const lc_tokenizer *t) { return t ? t->eos : -1; }
-bool    lc_tokenizer_add_bos(const lc_tokenizer *t) { return t && t->add_bos; }
+int32_t lc_tokenizer_n_vocab(const lc_tokenizer *t) {
+    return t ? t->n_vocab : 0;
+}
+int32_t lc_tokenizer_bos(const lc_tokenizer *t) {
+    return t ? t->bos : -1;
+}
+int32_t lc_tokenizer_eos(const lc_tokenizer *t) {
+    return t ? t->eos : -1;
+}
+bool lc_tokenizer_add_bos(const lc_tokenizer *t) {
+    return t && t->add_bos;
+}
 
 bool lc_tokenizer_is_eog(const lc_tokenizer *t, int32_t id) {
     return t && id >= 0 && id < t->n_vocab && t->eog[id];
@@ -815,54 +840,67 @@ const char *lc_tokenizer_token_text(const lc_tokenizer *t, int32_t id) {
 
 typedef struct ids_vec {
     int32_t *v;
-    size_t   n, cap;
+    size_t n, cap;
 } ids_vec;
 
 static int ids_push(ids_vec *o, int32_t id) {
     if (o->n == o->cap) {
-        size_t   cap = o->cap ? o->cap * 2 : 256;
-        int32_t *v   = realloc(o->v, cap * sizeof *v);
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        int32_t *v = realloc(o->v, cap * sizeof *v);
         if (!v) return lc_fail(LC_ERR_NOMEM, "out of memory growing the token list");
-        o->v   = v;
+        o->v = v;
         o->cap = cap;
     }
     o->v[o->n++] = id;
     return LC_OK;
 }
 
-/* One merge candidate: the pair (left, right) of adjacent symbols. */
+/* One merge candidate: the pair (left, next[left]) of adjacent symbols. key orders the heap:
+ * high 32 bits the priority (BPE: merge rank, lower first; SPM: the negated score, so higher
+ * scores first), low 32 bits the left position (left-most first on ties). 16 bytes, so four
+ * children of the 4-ary heap share a cache line: long words push millions of candidates. */
 typedef struct bigram {
-    float   score; /* SPM: token score (higher first); BPE: merge rank (lower first) */
-    int32_t left, right;
-    int32_t a, b;  /* BPE: symbol ids at push time; SPM: b = byte size of the pair */
-    int32_t result; /* BPE: id of the merged symbol */
+    uint64_t key;
+    int32_t a, b; /* BPE: the two symbol ids at push time; SPM: a = 0, b = byte size of the pair */
 } bigram;
+
+static uint64_t bigram_key(uint32_t prio, int32_t left) {
+    return ((uint64_t)prio << 32) | (uint32_t)left;
+}
+
+/* Map a float score to a uint32 that sorts higher scores first. */
+static uint32_t score_prio(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending order of f */
+    return ~u;
+}
 
 /* Per-call cache of pre-token -> ids for long inputs (natural text repeats its words). */
 typedef struct wc_slot {
     const char *p; /* the word inside the caller's text; NULL when the slot is empty */
-    uint32_t    len, off, n;
+    uint32_t len, off, n;
 } wc_slot;
 
-#define WC_MIN_TEXT  (64 * 1024) /* inputs shorter than this do not use the cache */
-#define WC_MAX_WORD  64
-#define WC_SLOTS     (1u << 16)
+#define WC_MIN_TEXT (64 * 1024) /* inputs shorter than this do not use the cache */
+#define WC_MAX_WORD 64
+#define WC_SLOTS    (1u << 16)
 
 /* Per-call scratch, grown as needed. */
 typedef struct scratch {
     int32_t *id, *prev, *next, *start, *len;
-    size_t   sym_cap;
-    bigram  *heap;
-    size_t   heap_n, heap_cap;
-    char    *buf;
-    size_t   buf_cap;
-    wc_slot *wc;      /* WC_SLOTS entries, or NULL */
-    size_t   wc_used;
+    size_t sym_cap;
+    bigram *heap;
+    size_t heap_n, heap_cap;
+    char *buf;
+    size_t buf_cap;
+    wc_slot *wc; /* WC_SLOTS entries, or NULL */
+    size_t wc_used;
     int32_t *wc_ids;
-    size_t   wc_n, wc_cap;
-    pcre2_match_data   *md;
+    size_t wc_n, wc_cap;
+    pcre2_match_data *md;
     pcre2_match_context *mctx;
-    pcre2_jit_stack     *jstack;
+    pcre2_jit_stack *jstack;
 } scratch;
 
 static void scratch_free(scratch *s) {
@@ -883,7 +921,8 @@ static void scratch_free(scratch *s) {
 static int scratch_syms(scratch *s, size_t n) {
     if (n <= s->sym_cap) return LC_OK;
     size_t cap = s->sym_cap ? s->sym_cap : 64;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     int32_t **arr[] = {&s->id, &s->prev, &s->next, &s->start, &s->len};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
         int32_t *p = realloc(*arr[i], cap * sizeof(int32_t));
@@ -897,52 +936,50 @@ static int scratch_syms(scratch *s, size_t n) {
 static int scratch_buf(scratch *s, size_t n) {
     if (n <= s->buf_cap) return LC_OK;
     size_t cap = s->buf_cap ? s->buf_cap : 256;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     char *p = realloc(s->buf, cap);
     if (!p) return lc_fail(LC_ERR_NOMEM, "out of memory in the tokenizer");
-    s->buf     = p;
+    s->buf = p;
     s->buf_cap = cap;
     return LC_OK;
 }
 
-/* Heap order: "x before y". BPE: lower rank, then left-most. SPM: higher score, left-most. */
-static bool bigram_before(bool spm, const bigram *x, const bigram *y) {
-    if (x->score != y->score) return spm ? x->score > y->score : x->score < y->score;
-    return x->left < y->left;
-}
-
-static int heap_push(scratch *s, bool spm, bigram g) {
+static int heap_push(scratch *s, bigram g) {
     if (s->heap_n == s->heap_cap) {
-        size_t  cap = s->heap_cap ? s->heap_cap * 2 : 64;
-        bigram *h   = realloc(s->heap, cap * sizeof *h);
+        size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
+        bigram *h = realloc(s->heap, cap * sizeof *h);
         if (!h) return lc_fail(LC_ERR_NOMEM, "out of memory in the tokenizer");
-        s->heap     = h;
+        s->heap = h;
         s->heap_cap = cap;
     }
     size_t i = s->heap_n++;
     while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bigram_before(spm, &g, &s->heap[p])) break;
+        size_t p = (i - 1) / 4;
+        if (g.key >= s->heap[p].key) break;
         s->heap[i] = s->heap[p];
-        i          = p;
+        i = p;
     }
     s->heap[i] = g;
     return LC_OK;
 }
 
-static bigram heap_pop(scratch *s, bool spm) {
-    bigram top  = s->heap[0];
+static bigram heap_pop(scratch *s) {
+    bigram top = s->heap[0];
     bigram last = s->heap[--s->heap_n];
     size_t i = 0, n = s->heap_n;
+    bigram *h = s->heap;
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = 4 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && bigram_before(spm, &s->heap[c + 1], &s->heap[c])) c++;
-        if (!bigram_before(spm, &s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i          = c;
+        size_t best = c, e = c + 4 < n ? c + 4 : n;
+        for (size_t k = c + 1; k < e; k++)
+            if (h[k].key < h[best].key) best = k;
+        if (h[best].key >= last.key) break;
+        h[i] = h[best];
+        i = best;
     }
-    if (n > 0) s->heap[i] = last;
+    if (n > 0) h[i] = last;
     return top;
 }
 
@@ -950,7 +987,7 @@ static int bpe_try_pair(const lc_tokenizer *t, scratch *s, int32_t l, int32_t r)
     if (l < 0 || r < 0) return LC_OK;
     const merge_slot *m = merge_find(t, s->id[l], s->id[r]);
     if (!m) return LC_OK;
-    return heap_push(s, false, (bigram){(float)m->rank, l, r, s->id[l], s->id[r], m->result});
+    return heap_push(s, (bigram){bigram_key((uint32_t)m->rank, l), s->id[l], s->id[r]});
 }
 
 /* Byte-level BPE of one pre-token (raw bytes w[0..n)). */
@@ -965,14 +1002,15 @@ static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, s
         /* the whole piece is a vocabulary entry: emit it as is (Llama-3) */
         if ((rc = scratch_buf(s, n * 2)) != LC_OK) return rc;
         size_t m = 0;
-        for (size_t i = 0; i < n; i++) m += utf8_encode(t->byte_cp[w[i]], s->buf + m);
+        for (size_t i = 0; i < n; i++)
+            m += utf8_encode(t->byte_cp[w[i]], s->buf + m);
         int32_t id = map_find(t, s->buf, m);
         if (id >= 0) return ids_push(out, id);
     }
     if (n > (size_t)INT32_MAX - 1) return lc_fail(LC_ERR_INVALID_ARG, "text too long");
     if ((rc = scratch_syms(s, n)) != LC_OK) return rc;
     for (size_t i = 0; i < n; i++) {
-        s->id[i]   = t->byte_char_id[w[i]];
+        s->id[i] = t->byte_char_id[w[i]];
         s->prev[i] = (int32_t)i - 1;
         s->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
@@ -980,12 +1018,14 @@ static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, s
     for (size_t i = 0; i + 1 < n; i++)
         if ((rc = bpe_try_pair(t, s, (int32_t)i, (int32_t)i + 1)) != LC_OK) return rc;
     while (s->heap_n > 0) {
-        bigram g = heap_pop(s, false);
-        int32_t l = g.left, r = g.right;
-        /* stale: a side was merged since this pair was queued */
-        if (s->id[l] != g.a || s->id[r] != g.b || s->next[l] != r) continue;
-        s->id[l]   = g.result;
-        s->next[l]          = s->next[r];
+        bigram g = heap_pop(s);
+        int32_t l = (int32_t)(uint32_t)g.key, r = s->next[l];
+        /* stale: a side was merged since this pair was queued (if the right symbol had been
+         * merged into l, id[l] changed; if it merged with its own right, its id changed) */
+        if (s->id[l] != g.a || r < 0 || s->id[r] != g.b) continue;
+        const merge_slot *m = merge_find(t, g.a, g.b);
+        s->id[l] = m->result;
+        s->next[l] = s->next[r];
         if (s->next[r] >= 0) s->prev[s->next[r]] = l;
         s->id[r] = -2; /* dead */
         if ((rc = bpe_try_pair(t, s, s->prev[l], l)) != LC_OK) return rc;
@@ -1002,8 +1042,7 @@ static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, s
 /* bpe_word through the per-call word cache (when s->wc is set). */
 static int bpe_word_cached(const lc_tokenizer *t, scratch *s, const char *w, size_t n,
                            ids_vec *out) {
-    if (!s->wc || n < 2 || n > WC_MAX_WORD)
-        return bpe_word(t, s, (const unsigned char *)w, n, out);
+    if (!s->wc || n < 2 || n > WC_MAX_WORD) return bpe_word(t, s, (const unsigned char *)w, n, out);
     uint32_t i = (uint32_t)hash_bytes(w, n) & (WC_SLOTS - 1);
     for (;;) {
         wc_slot *e = &s->wc[i];
@@ -1018,12 +1057,13 @@ static int bpe_word_cached(const lc_tokenizer *t, scratch *s, const char *w, siz
         i = (i + 1) & (WC_SLOTS - 1);
     }
     size_t before = out->n;
-    int    rc     = bpe_word(t, s, (const unsigned char *)w, n, out);
+    int rc = bpe_word(t, s, (const unsigned char *)w, n, out);
     if (rc != LC_OK || s->wc_used >= WC_SLOTS / 2) return rc;
     size_t k = out->n - before;
     if (s->wc_n + k > s->wc_cap) {
-        size_t   cap = s->wc_cap ? s->wc_cap * 2 : 4096;
-        while (cap < s->wc_n + k) cap *= 2;
+        size_t cap = s->wc_cap ? s->wc_cap * 2 : 4096;
+        while (cap < s->wc_n + k)
+            cap *= 2;
         int32_t *p = realloc(s->wc_ids, cap * sizeof *p);
         if (!p) return LC_OK; /* the cache is an optimisation: just stop caching */
         s->wc_ids = p;
@@ -1043,11 +1083,11 @@ static int bpe_split(const lc_tokenizer *t, scratch *s, const char *text, size_t
     if (a >= b) return LC_OK;
     if (level == t->n_re) return bpe_word_cached(t, s, text + a, b - a, out);
     const char *sub = text + a;
-    size_t      n   = b - a, pos = 0;
-    int         rc;
+    size_t n = b - a, pos = 0;
+    int rc;
     while (pos < n) {
-        int m = pcre2_match(t->re[level], (PCRE2_SPTR)sub, n, pos, PCRE2_NO_UTF_CHECK, s->md,
-                            s->mctx);
+        int m =
+            pcre2_match(t->re[level], (PCRE2_SPTR)sub, n, pos, PCRE2_NO_UTF_CHECK, s->md, s->mctx);
         if (m == PCRE2_ERROR_NOMATCH) break;
         if (m < 0) {
             PCRE2_UCHAR msg[256];
@@ -1056,7 +1096,7 @@ static int bpe_split(const lc_tokenizer *t, scratch *s, const char *text, size_t
                            a + pos, (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-        size_t      ms = ov[0], me = ov[1];
+        size_t ms = ov[0], me = ov[1];
         if (me <= ms) { /* cannot happen with these patterns; step one character */
             size_t l;
             utf8_classify((const unsigned char *)sub + ms, n - ms, &l);
@@ -1074,17 +1114,18 @@ static int bpe_split(const lc_tokenizer *t, scratch *s, const char *text, size_t
 static int spm_try_pair(const lc_tokenizer *t, scratch *s, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return LC_OK;
     int32_t size = s->len[l] + s->len[r];
-    int32_t id   = map_find(t, s->buf + s->start[l], (size_t)size);
+    int32_t id = map_find(t, s->buf + s->start[l], (size_t)size);
     if (id < 0) return LC_OK;
-    return heap_push(s, true, (bigram){t->score[id], l, r, id, size, id});
+    return heap_push(s, (bigram){bigram_key(score_prio(t->score[id]), l), 0, size});
 }
 
 /* SentencePiece BPE of one raw fragment; prefix: add the dummy "▁". */
-static int spm_fragment(const lc_tokenizer *t, scratch *s, const char *text, size_t n,
-                        bool prefix, ids_vec *out) {
-    int    rc;
+static int spm_fragment(const lc_tokenizer *t, scratch *s, const char *text, size_t n, bool prefix,
+                        ids_vec *out) {
+    int rc;
     size_t spaces = prefix ? 1 : 0;
-    for (size_t i = 0; i < n; i++) spaces += text[i] == ' ';
+    for (size_t i = 0; i < n; i++)
+        spaces += text[i] == ' ';
     size_t m = n + (prefix ? 1 : 0) + spaces * 2;
     if (m == 0) return LC_OK;
     if (m > (size_t)INT32_MAX - 1) return lc_fail(LC_ERR_INVALID_ARG, "text too long");
@@ -1109,23 +1150,22 @@ static int spm_fragment(const lc_tokenizer *t, scratch *s, const char *text, siz
         size_t l;
         utf8_classify((const unsigned char *)s->buf + i, k - i, &l);
         s->start[ns] = (int32_t)i;
-        s->len[ns]   = (int32_t)l;
-        s->prev[ns]  = ns - 1;
-        s->next[ns]  = ns + 1;
+        s->len[ns] = (int32_t)l;
+        s->prev[ns] = ns - 1;
+        s->next[ns] = ns + 1;
         ns++;
         i += l;
     }
     s->next[ns - 1] = -1;
-    s->heap_n       = 0;
+    s->heap_n = 0;
     for (int32_t i = 0; i + 1 < ns; i++)
         if ((rc = spm_try_pair(t, s, i, i + 1)) != LC_OK) return rc;
     while (s->heap_n > 0) {
-        bigram  g = heap_pop(s, true);
-        int32_t l = g.left, r = g.right;
-        if (s->len[l] == 0 || s->len[r] == 0 || s->len[l] + s->len[r] != g.b || s->next[l] != r)
-            continue;
+        bigram g = heap_pop(s);
+        int32_t l = (int32_t)(uint32_t)g.key, r = s->next[l];
+        if (r < 0 || s->len[l] == 0 || s->len[r] == 0 || s->len[l] + s->len[r] != g.b) continue;
         s->len[l] += s->len[r];
-        s->len[r]  = 0;
+        s->len[r] = 0;
         s->next[l] = s->next[r];
         if (s->next[r] >= 0) s->prev[s->next[r]] = l;
         if ((rc = spm_try_pair(t, s, s->prev[l], l)) != LC_OK) return rc;
@@ -1152,7 +1192,7 @@ static int spm_fragment(const lc_tokenizer *t, scratch *s, const char *text, siz
 typedef struct occurrence {
     int32_t order; /* position of the token in the longest-first order */
     int32_t id;
-    size_t  pos;
+    size_t pos;
 } occurrence;
 
 static int occ_cmp(const void *x, const void *y) {
@@ -1171,23 +1211,24 @@ static int occ_pos_cmp(const void *x, const void *y) {
  * text. Returns the claimed occurrences sorted by position. */
 static int find_specials(const lc_tokenizer *t, const char *text, size_t len, bool parse_special,
                          occurrence **out, size_t *n_out) {
-    *out       = NULL;
-    *n_out     = 0;
+    *out = NULL;
+    *n_out = 0;
     occurrence *occ = NULL;
-    size_t      n = 0, cap = 0;
+    size_t n = 0, cap = 0;
     if (t->trie[0].child < 0) return LC_OK;
     for (size_t p = 0; p < len; p++) {
         int32_t node = 0;
         for (size_t q = p; q < len; q++) {
             int32_t c = t->trie[node].child;
-            while (c >= 0 && t->trie[c].byte != (unsigned char)text[q]) c = t->trie[c].sibling;
+            while (c >= 0 && t->trie[c].byte != (unsigned char)text[q])
+                c = t->trie[c].sibling;
             if (c < 0) break;
-            node       = c;
+            node = c;
             int32_t id = t->trie[node].token;
             if (id < 0) continue;
             if (!parse_special && t->type[id] != TT_USER) continue;
             if (n == cap) {
-                cap            = cap ? cap * 2 : 64;
+                cap = cap ? cap * 2 : 64;
                 occurrence *nb = realloc(occ, cap * sizeof *occ);
                 if (!nb) {
                     free(occ);
@@ -1207,16 +1248,17 @@ static int find_specials(const lc_tokenizer *t, const char *text, size_t len, bo
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t l  = t->text_len[occ[i].id];
-        bool   ok = true;
-        for (size_t j = 0; j < l && ok; j++) ok = !claimed[occ[i].pos + j];
+        size_t l = t->text_len[occ[i].id];
+        bool ok = true;
+        for (size_t j = 0; j < l && ok; j++)
+            ok = !claimed[occ[i].pos + j];
         if (!ok) continue;
         memset(claimed + occ[i].pos, 1, l);
         occ[k++] = occ[i];
     }
     free(claimed);
     qsort(occ, k, sizeof *occ, occ_pos_cmp);
-    *out   = occ;
+    *out = occ;
     *n_out = k;
     return LC_OK;
 }
@@ -1227,7 +1269,7 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
     /* validate UTF-8 first: the regexes run with PCRE2_NO_UTF_CHECK */
     for (size_t i = 0; i < len;) {
         size_t l;
-        int    c = utf8_classify((const unsigned char *)text + i, len - i, &l);
+        int c = utf8_classify((const unsigned char *)text + i, len - i, &l);
         if (c == 1) {
             i += l;
             continue;
@@ -1239,12 +1281,12 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
     if (add_bos && t->add_bos && t->bos >= 0 && (rc = ids_push(out, t->bos)) != LC_OK) return rc;
 
     occurrence *occ;
-    size_t      n_occ;
+    size_t n_occ;
     if ((rc = find_specials(t, text, len, parse_special, &occ, &n_occ)) != LC_OK) return rc;
 
     if (t->kind == TOK_BPE) {
         s->md = pcre2_match_data_create(4, NULL);
-        s->mctx   = pcre2_match_context_create(NULL);
+        s->mctx = pcre2_match_context_create(NULL);
         if (!s->md || !s->mctx) {
             free(occ);
             return lc_fail(LC_ERR_NOMEM, "out of memory creating regex match data");
@@ -1256,22 +1298,22 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
         }
     }
 
-    size_t pos          = 0;
-    bool   prev_special = true; /* SPM: the dummy prefix goes after BOS/special tokens */
+    size_t pos = 0;
+    bool prev_special = true; /* SPM: the dummy prefix goes after BOS/special tokens */
     for (size_t i = 0; i <= n_occ; i++) {
         size_t end = i < n_occ ? occ[i].pos : len;
         if (end > pos || (t->kind == TOK_SPM && false)) {
             if (t->kind == TOK_BPE)
                 rc = bpe_split(t, s, text, pos, end, 0, out);
             else
-                rc = spm_fragment(t, s, text + pos, end - pos,
-                                  t->add_space_prefix && prev_special, out);
+                rc = spm_fragment(t, s, text + pos, end - pos, t->add_space_prefix && prev_special,
+                                  out);
             if (rc != LC_OK) break;
             prev_special = false;
         }
         if (i < n_occ) {
             if ((rc = ids_push(out, occ[i].id)) != LC_OK) break;
-            pos          = end + t->text_len[occ[i].id];
+            pos = end + t->text_len[occ[i].id];
             prev_special = true;
         }
     }
@@ -1283,11 +1325,11 @@ int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, boo
                         bool parse_special, int32_t **ids, size_t *n_ids) {
     if (!t || (!text && len) || !ids || !n_ids)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenizer_encode: NULL argument");
-    *ids         = NULL;
-    *n_ids       = 0;
-    scratch s    = {0};
-    ids_vec out  = {0};
-    int     rc   = encode_impl(t, &s, text ? text : "", len, add_bos, parse_special, &out);
+    *ids = NULL;
+    *n_ids = 0;
+    scratch s = {0};
+    ids_vec out = {0};
+    int rc = encode_impl(t, &s, text ? text : "", len, add_bos, parse_special, &out);
     scratch_free(&s);
     if (rc != LC_OK) {
         free(out.v);
@@ -1297,7 +1339,7 @@ int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, boo
         out.v = malloc(sizeof(int32_t));
         if (!out.v) return lc_fail(LC_ERR_NOMEM, "out of memory");
     }
-    *ids   = out.v;
+    *ids = out.v;
     *n_ids = out.n;
     return LC_OK;
 }
@@ -1312,19 +1354,19 @@ static int detok_emit(lc_detok *d, const unsigned char *s, size_t n, char *out, 
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         size_t l;
-        int    c = utf8_classify(s + i, n - i, &l);
+        int c = utf8_classify(s + i, n - i, &l);
         if (c == 0) { /* incomplete at the end: keep for the next token */
             memcpy(d->pending, s + i, l);
             d->n_pending = l;
             break;
         }
         const char *src = c == 1 ? (const char *)s + i : k_fffd;
-        size_t      m   = c == 1 ? l : 3;
+        size_t m = c == 1 ? l : 3;
         if (o + m + 1 > cap) {
-            out[o]  = '\0';
-            *n_out  = o;
-            return lc_fail(LC_ERR_INVALID_ARG, "lc_detok_push: output buffer of %zu bytes too small",
-                           cap);
+            out[o] = '\0';
+            *n_out = o;
+            return lc_fail(LC_ERR_INVALID_ARG,
+                           "lc_detok_push: output buffer of %zu bytes too small", cap);
         }
         memcpy(out + o, src, m);
         o += m;
@@ -1345,16 +1387,16 @@ int lc_detok_push(lc_detok *d, const lc_tokenizer *t, int32_t id, char *out, siz
         return lc_fail(LC_ERR_INVALID_ARG, "lc_detok_push: token id %d out of range [0, %d)",
                        (int)id, (int)t->n_vocab);
     if (d->n_pending > 3) d->n_pending = 0; /* never more than an unfinished 4-byte char */
-    size_t         tl;
-    const char    *tb = lc_tokenizer_token_bytes(t, id, &tl);
-    size_t         n  = d->n_pending + tl;
-    unsigned char  small[256];
+    size_t tl;
+    const char *tb = lc_tokenizer_token_bytes(t, id, &tl);
+    size_t n = d->n_pending + tl;
+    unsigned char small[256];
     unsigned char *buf = n <= sizeof small ? small : malloc(n);
     if (!buf) return lc_fail(LC_ERR_NOMEM, "out of memory in lc_detok_push");
     memcpy(buf, d->pending, d->n_pending);
     memcpy(buf + d->n_pending, tb, tl);
     d->n_pending = 0;
-    int rc       = detok_emit(d, buf, n, out, cap, n_out);
+    int rc = detok_emit(d, buf, n, out, cap, n_out);
     if (buf != small) free(buf);
     return rc;
 }
