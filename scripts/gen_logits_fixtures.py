@@ -189,9 +189,59 @@ def run_transformers(gguf_path, plist):
 
 # ---- llama.cpp ----------------------------------------------------------------------------
 
+def llamacpp_no_extra_bufts():
+    """Make llama-cpp-python load models with use_extra_bufts = false. The extra buffer types
+    (AMX repacking on CPUs that advertise AMX) die with SIGILL on machines whose kernel or
+    hypervisor does not grant the AMX tile state (seen on the dev VM: `tilezero` in
+    ggml_backend_amx_mul_mat). Without them llama.cpp uses its ordinary AVX2/AVX-512 kernels."""
+    import llama_cpp.llama_cpp as lcc
+
+    if "use_extra_bufts" not in [f[0] for f in lcc.llama_model_params._fields_]:
+        return
+    orig = lcc.llama_model_default_params
+    if getattr(orig, "_longctx_patched", False):
+        return
+
+    def params():
+        p = orig()
+        p.use_extra_bufts = False
+        return p
+
+    params._longctx_patched = True
+    lcc.llama_model_default_params = params
+
+
+def read_fixture(path):
+    """Parse a fixture file written by write() (used for the llama.cpp pass)."""
+    out = {"prompts": []}
+    cur = None
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if not w or w[0].startswith("#"):
+                continue
+            k = w[0]
+            if k == "prompt":
+                cur = {"name": w[1]}
+                out["prompts"].append(cur)
+            elif k == "ids":
+                cur["ids"] = [int(x) for x in w[2:]]
+            elif k == "top":
+                cur["top"] = [(int(w[i]), float(w[i + 1])) for i in range(2, len(w), 2)]
+            elif k == "greedy":
+                cur["greedy"] = [int(x) for x in w[2:]]
+            elif k == "gmargin":
+                cur["gmargin"] = [float(x) for x in w[2:]]
+            elif k == "prefix":
+                cur.setdefault("prefix", []).append(
+                    (int(w[1]), [(int(w[i]), float(w[i + 1])) for i in range(3, len(w), 2)]))
+    return out
+
+
 def run_llamacpp(gguf_path, ref):
     import llama_cpp
 
+    llamacpp_no_extra_bufts()
     n_max = max(len(p["ids"]) for p in ref["prompts"]) + N_GREEDY + 16
     llm = llama_cpp.Llama(model_path=gguf_path, n_ctx=max(512, n_max), n_batch=512,
                           n_threads=os.cpu_count(), logits_all=True, verbose=False, seed=0)
@@ -275,30 +325,43 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--no-llamacpp", action="store_true")
+    ap.add_argument("--no-llamacpp", action="store_true", help="only transformers.txt")
+    ap.add_argument("--llamacpp-only", action="store_true",
+                    help="only llamacpp.txt, from the ids in an existing transformers.txt")
     a = ap.parse_args()
 
     os.makedirs(a.out, exist_ok=True)
     model_name = os.path.basename(a.model)
-    plist = prompts(a.model)
-    ref, _tok = run_transformers(a.model, plist)
-    write(os.path.join(a.out, "transformers.txt"), "transformers", ref["version"], model_name,
-          ref, ["transformers GGUF loader, every tensor dequantised to fp32, fp32 CPU forward.",
-                "Prompt ids: transformers GGUF tokenizer, special tokens parsed, no BOS."])
+    ref_path = os.path.join(a.out, "transformers.txt")
+    if not a.llamacpp_only:
+        plist = prompts(a.model)
+        ref, _tok = run_transformers(a.model, plist)
+        write(ref_path, "transformers", ref["version"], model_name, ref,
+              ["transformers GGUF loader, every tensor dequantised to fp32, fp32 CPU forward.",
+               "Prompt ids: transformers GGUF tokenizer, special tokens parsed, no BOS."])
+        if a.no_llamacpp:
+            return 0
+        # llama.cpp runs in a process of its own (torch and ggml each bring an OpenMP runtime).
+        import subprocess
+        return subprocess.call([sys.executable, os.path.abspath(__file__), "--llamacpp-only",
+                                "--model", a.model, "--out", a.out])
 
-    if a.no_llamacpp:
-        return
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
         print("llama_cpp not importable: llamacpp.txt not written", file=sys.stderr)
-        return
+        return 0
+    ref = read_fixture(ref_path)
+    texts = {name: text for name, text, _ in prompts(a.model)}
+    for p in ref["prompts"]:
+        p["text"] = texts[p["name"]]
     lc = run_llamacpp(a.model, ref)
     cmp = compare(ref, lc)
     hdr = ["llama.cpp (llama-cpp-python %s) on the same ids as transformers.txt;" % lc["version"],
-           "Q4_1 x Q8_1 matmuls, so log-probs differ slightly from the fp32 reference.",
-           "Versus transformers.txt: max |dlogprob| over its top 20 at the last position,",
-           "same top-1, greedy ids equal before the first difference, prefix max |dlogprob|:"]
+           "Q4_1 x Q8_1 matmuls (AMX extra buffers off), so log-probs differ slightly from the",
+           "fp32 reference. Versus transformers.txt: max |dlogprob| over its top 20 at the last",
+           "position, same top-1, greedy ids equal before the first difference, and max",
+           "|dlogprob| over the prefix records:"]
     for name, (d, same, ng, pre) in cmp.items():
         hdr.append("  %-13s max_dlp=%.4f top1_same=%d greedy_prefix_match=%d/%d prefix_dlp=%.4f"
                    % (name, d, int(same), ng, N_GREEDY, pre))
@@ -312,7 +375,8 @@ def main():
     for h in hdr:
         print(h, file=sys.stderr)
     write(os.path.join(a.out, "llamacpp.txt"), "llamacpp", lc["version"], model_name, lc, hdr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -454,6 +454,51 @@ static void test_malformed(void) {
            lc_last_error());
 }
 
+/* SmolLM2's tokenizer metadata copied into a new image with tokenizer.ggml.pre replaced. */
+static void copy_str_arr(gbuf *b, const lc_gguf *g, const char *key) {
+    lc_gguf_type et;
+    uint64_t n = 0;
+    CHECK(lc_gguf_get_arr(g, key, &et, &n) == LC_OK && et == LC_GGUF_TYPE_STRING);
+    kv_head(b, key, LC_GGUF_TYPE_ARRAY);
+    put_u32(b, LC_GGUF_TYPE_STRING);
+    put_u64(b, n);
+    bool ok = true;
+    for (uint64_t i = 0; i < n && ok; i++) {
+        const char *s;
+        size_t l;
+        ok = lc_gguf_get_arr_str(g, key, i, &s, &l) == LC_OK;
+        put_u64(b, ok ? l : 0);
+        if (ok) put(b, s, l);
+    }
+    CHECKF(ok, "copying %s", key);
+}
+
+static lc_tokenizer *load_with_pre(const lc_gguf *g, const char *pre) {
+    gbuf b = {0};
+    kv_str(&b, "tokenizer.ggml.model", "gpt2");
+    kv_str(&b, "tokenizer.ggml.pre", pre);
+    copy_str_arr(&b, g, "tokenizer.ggml.tokens");
+    copy_str_arr(&b, g, "tokenizer.ggml.merges");
+    const void *data;
+    uint64_t n = 0;
+    CHECK(lc_gguf_get_arr_data(g, "tokenizer.ggml.token_type", LC_GGUF_TYPE_INT32, &data, &n) ==
+          LC_OK);
+    kv_arr_num(&b, "tokenizer.ggml.token_type", LC_GGUF_TYPE_INT32, data, (size_t)n);
+    static const char *ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                "tokenizer.ggml.unknown_token_id",
+                                "tokenizer.ggml.padding_token_id"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint32_t v;
+        CHECK(lc_gguf_get_u32(g, ids[i], &v) == LC_OK);
+        kv_u32(&b, ids[i], v);
+    }
+    kv_bool(&b, "tokenizer.ggml.add_bos_token", false);
+    lc_tokenizer *t = NULL;
+    int rc = load_kv(&b, &t);
+    CHECKF(rc == LC_OK, "pre %s: %s", pre, lc_last_error());
+    return t;
+}
+
 /* ---- SmolLM2 against the fixtures ------------------------------------------------------------ */
 
 static int hexval(int c) {
@@ -566,10 +611,15 @@ static void test_smollm2(lc_tokenizer *t) {
     size_t len;
     const char *p = lc_tokenizer_token_bytes(t, 2, &len);
     CHECK(p && len == 10 && memcmp(p, "<|im_end|>", 10) == 0);
+}
 
+/* Every case of a fixture file: ids equal, decode(encode(x)) == x, streamed decode == x. */
+static void test_fixture(lc_tokenizer *t, const char *file) {
+    char path[512];
+    snprintf(path, sizeof path, FIX "%s", file);
     size_t n_cases = 0;
-    fcase *cs = load_fixture(FIX "smollm2.tok", &n_cases);
-    CHECKF(cs != NULL, "cannot read %ssmollm2.tok", FIX);
+    fcase *cs = load_fixture(path, &n_cases);
+    CHECKF(cs != NULL, "cannot read %s", path);
     if (!cs) return;
     size_t n_equal = 0, n_round = 0, n_stream = 0;
     int held_total = 0;
@@ -616,9 +666,9 @@ static void test_smollm2(lc_tokenizer *t) {
         free(ids);
     }
     fprintf(stderr,
-            "smollm2 fixtures: %zu/%zu cases equal to the reference; round trip %zu/%zu; "
+            "%s: %zu/%zu cases equal to the reference; round trip %zu/%zu; "
             "streamed %zu/%zu (%d tokens ended inside a character)\n",
-            n_equal, n_cases, n_round, n_cases, n_stream, n_cases, held_total);
+            file, n_equal, n_cases, n_round, n_cases, n_stream, n_cases, held_total);
     CHECK(n_cases >= 400);
     CHECK(held_total > 0); /* the corpus does split characters across tokens */
     for (size_t i = 0; i < n_cases; i++) {
@@ -756,10 +806,20 @@ int main(void) {
     CHECKF(rc == LC_OK, "%s", lc_last_error());
     if (rc == LC_OK) {
         test_smollm2(t);
+        test_fixture(t, "smollm2.tok");
         test_detok_edges(t);
         test_invalid_utf8(t);
         test_speed(t);
         lc_tokenizer_free(t);
+    }
+    /* the Llama-3 and Qwen2 split rules, on SmolLM2's vocabulary */
+    static const char *pres[] = {"llama-bpe", "qwen2"};
+    for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "smollm2-pre-%s.tok", pres[i]);
+        lc_tokenizer *tv = load_with_pre(g, pres[i]);
+        if (tv) test_fixture(tv, file);
+        lc_tokenizer_free(tv);
     }
     lc_gguf_close(g);
     TEST_END();

@@ -454,6 +454,11 @@ static int build_token_bytes(lc_tokenizer *t) {
     return LC_OK;
 }
 
+static int u64_cmp(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
 static int build_specials(lc_tokenizer *t) {
     /* order: longer first, then lower id (llama.cpp sorts by length only) */
     int32_t n_sp = 0;
@@ -476,15 +481,18 @@ static int build_specials(lc_tokenizer *t) {
             trie_cap += t->text_len[i];
         }
     }
-    /* insertion sort is fine for tens; use a simple stable merge via qsort-like loop */
-    for (int32_t a = 1; a < n_sp; a++) {
-        int32_t v = ids[a], b = a - 1;
-        while (b >= 0 && t->text_len[ids[b]] < t->text_len[v]) {
-            ids[b + 1] = ids[b];
-            b--;
-        }
-        ids[b + 1] = v;
+    /* longest first, then lowest id: sort keys (UINT32_MAX - length) << 32 | id */
+    uint64_t *keys = lc_malloc((size_t)(n_sp ? n_sp : 1) * sizeof *keys, "special tokens");
+    if (!keys) {
+        free(ids);
+        return LC_ERR_NOMEM;
     }
+    for (int32_t a = 0; a < n_sp; a++)
+        keys[a] = ((uint64_t)(UINT32_MAX - t->text_len[ids[a]]) << 32) | (uint32_t)ids[a];
+    qsort(keys, (size_t)n_sp, sizeof *keys, u64_cmp);
+    for (int32_t a = 0; a < n_sp; a++)
+        ids[a] = (int32_t)(uint32_t)keys[a];
+    free(keys);
     for (int32_t a = 0; a < n_sp; a++)
         t->special_order[ids[a]] = a;
     if (trie_cap > INT32_MAX) {
@@ -1302,7 +1310,7 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
     bool prev_special = true; /* SPM: the dummy prefix goes after BOS/special tokens */
     for (size_t i = 0; i <= n_occ; i++) {
         size_t end = i < n_occ ? occ[i].pos : len;
-        if (end > pos || (t->kind == TOK_SPM && false)) {
+        if (end > pos) {
             if (t->kind == TOK_BPE)
                 rc = bpe_split(t, s, text, pos, end, 0, out);
             else
