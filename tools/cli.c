@@ -125,7 +125,10 @@ bool cli_device(const char *cmd, const char *s, lc_device *out) {
 
 void cli_fail(const char *cmd, const char *what, int status) {
     const char *msg = lc_last_error();
-    fprintf(stderr, "longctx %s: %s: %s\n", cmd, what, msg && msg[0] ? msg : lc_status_str(status));
+    if (msg && msg[0] && strstr(msg, what)) /* the message already names it */
+        fprintf(stderr, "longctx %s: %s\n", cmd, msg);
+    else
+        fprintf(stderr, "longctx %s: %s: %s\n", cmd, what, msg && msg[0] ? msg : lc_status_str(status));
 }
 
 void cli_unknown_option(const char *cmd, const char *opt) {
@@ -143,6 +146,7 @@ void cli_progress_begin(cli_progress *p, const char *label) {
 void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const char *unit) {
     const double now = cli_now();
     if (done < total && now - p->last < (p->tty ? 0.2 : 2.0)) return;
+    if (done >= total && !p->shown) return; /* finished before the first line was due */
     p->last          = now;
     const double el  = now - p->t0;
     const double rate = el > 0 ? (double)done / el : 0.0;

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# cli_badinput.sh — bad input to the longctx CLI: missing, empty, truncated, random and
+# wrong-magic files, directories, unknown options and commands, bad numbers, a prompt longer
+# than the context, invalid UTF-8, unknown chat templates. Each must exit non-zero (2 for
+# usage errors, 1 for runtime errors) with a one-line message naming what and where — never
+# a crash (exit >= 128) or a hang. Usage: cli_badinput.sh PATH/TO/longctx
+set -u
+BIN="$1"
+MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+# expect CODE PATTERN -- command...: exit code CODE, stderr matching PATTERN (grep -E), and
+# stderr of one line (warnings aside)
+expect() {
+    local code="$1" pattern="$2"
+    shift 3
+    timeout 120 "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    local lines
+    # progress lines ("loading 12/363 tensors ...") and warnings are not the error message
+    lines=$(grep -v -e "warning" -e "^loading " -e "^prompt " "$TMP/err" | wc -l)
+    if [ "$rc" -eq "$code" ] && grep -Eq -- "$pattern" "$TMP/err" && [ "$lines" -le 1 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $* -> exit $rc (want $code), stderr:" >&2
+        sed 's/^/    /' "$TMP/err" >&2
+    fi
+}
+
+# usage errors
+if "$BIN" >/dev/null 2>"$TMP/err"; then fail=$((fail + 1)); echo "FAIL: no arguments exits 0" >&2
+elif grep -q "usage: longctx COMMAND" "$TMP/err"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+expect 2 "unknown command 'frobnicate'" -- "$BIN" frobnicate
+expect 2 "unknown option '--bogus'" -- "$BIN" run --bogus
+expect 2 "unknown option '--bogus'" -- "$BIN" inspect --bogus x
+expect 2 "unknown option '--bogus'" -- "$BIN" tokenize --bogus
+expect 2 "unknown option '--bogus'" -- "$BIN" bench --bogus
+expect 2 "unknown task 'nope'" -- "$BIN" eval nope
+expect 2 "no model given" -- "$BIN" run -p hi
+expect 2 "give a prompt" -- "$BIN" run -m "$MODEL"
+expect 2 "'abc' is not an integer" -- "$BIN" run -m "$MODEL" -p hi -n abc
+expect 2 "out of range" -- "$BIN" run -m "$MODEL" -p hi --temp -1
+expect 2 "out of range" -- "$BIN" run -m "$MODEL" -p hi --top-p 2
+expect 2 "needs a value" -- "$BIN" run -m "$MODEL" -p
+expect 2 "not a power of two" -- "$BIN" run -m "$MODEL" -p hi --page-size 48
+expect 2 "not one of cpu, cuda" -- "$BIN" run -m "$MODEL" -p hi --device tpu
+expect 2 "unknown template 'jinja9'" -- "$BIN" run -m "$MODEL" -p hi --chat-template jinja9
+expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
+expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x
+
+# --help everywhere
+for c in run inspect tokenize eval bench; do
+    if "$BIN" $c --help >/dev/null 2>&1; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL: $c --help" >&2; fi
+done
+
+# bad files (inspect, tokenize and run all go through the GGUF reader)
+printf '' >"$TMP/empty.gguf"
+head -c 4096 /dev/urandom >"$TMP/random.gguf"
+printf 'GGUF\x01\x00\x00\x00' >"$TMP/v1.gguf"
+printf 'GGML\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' >"$TMP/magic.gguf"
+mkdir "$TMP/dir.gguf"
+expect 1 "$TMP/missing.gguf" -- "$BIN" inspect "$TMP/missing.gguf"
+expect 1 "empty.gguf" -- "$BIN" inspect "$TMP/empty.gguf"
+expect 1 "random.gguf" -- "$BIN" inspect "$TMP/random.gguf"
+expect 1 "GGUFv1" -- "$BIN" inspect "$TMP/v1.gguf"
+expect 1 "magic" -- "$BIN" inspect "$TMP/magic.gguf"
+expect 1 "dir.gguf" -- "$BIN" inspect "$TMP/dir.gguf"
+expect 1 "random.gguf" -- "$BIN" run -m "$TMP/random.gguf" -p hi
+expect 1 "random.gguf" -- "$BIN" tokenize -m "$TMP/random.gguf" -p hi
+
+if [ -f "$MODEL" ]; then
+    head -c 200000 "$MODEL" >"$TMP/trunc.gguf"
+    expect 1 "past the end|past end|extends|exceeds" -- "$BIN" inspect "$TMP/trunc.gguf"
+    expect 1 "trunc.gguf" -- "$BIN" run -m "$TMP/trunc.gguf" -p hi
+    # a prompt longer than the context
+    python3 -c "print('hello world ' * 400)" >"$TMP/long.txt"
+    expect 1 "prompt has [0-9]+ tokens but the context holds 64" -- \
+        "$BIN" run -m "$MODEL" -f "$TMP/long.txt" -c 64 -n 4 --device cpu
+    # invalid UTF-8, in a file and on the command line
+    printf 'abc\xff\xfedef' >"$TMP/bad-utf8.txt"
+    expect 1 "UTF-8.*(byte|offset) 3" -- "$BIN" run -m "$MODEL" -f "$TMP/bad-utf8.txt" -n 4 --device cpu
+    expect 1 "UTF-8" -- "$BIN" tokenize -m "$MODEL" -p "$(printf 'a\xc3')"
+    expect 1 "missing.txt" -- "$BIN" run -m "$MODEL" -f "$TMP/missing.txt"
+    # a GPU request on a machine or build without one
+    if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
+        expect 1 "CUDA|cuda" -- "$BIN" run -m "$MODEL" -p hi --device cuda
+    fi
+    # the happy paths still work
+    if "$BIN" tokenize -m "$MODEL" -p "Hello world" | grep -q '\[19556, 905\]'; then
+        pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: tokenize Hello world" >&2; fi
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
