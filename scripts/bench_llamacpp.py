@@ -11,7 +11,7 @@ first so the mapping is paged in.
 stdout: one line per context, exactly
     llamacpp ctx=512 prompt_tps=1234.5 decode_tps=67.8
 (anything else goes to stderr). Options: --model, --contexts 512,2048,8192, --threads N
-(default: all cores), --gen N (default 32), --seed.
+(default: all cores), --gen N (default 32), --seed, --extra-bufts (see no_extra_bufts()).
 """
 import argparse
 import os
@@ -26,6 +26,26 @@ DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
+
+
+def no_extra_bufts():
+    """Load models with use_extra_bufts = false. llama.cpp's extra CPU buffer types (AMX
+    repacking, chosen on CPUs that advertise AMX) die with SIGILL where the kernel/hypervisor
+    does not grant the AMX tile state (the dev VM: `tilezero` in ggml_backend_amx_mul_mat).
+    Without them llama.cpp runs its ordinary AVX2/AVX-512 kernels."""
+    import llama_cpp.llama_cpp as lcc
+
+    if "use_extra_bufts" not in [f[0] for f in lcc.llama_model_params._fields_]:
+        return False
+    orig = lcc.llama_model_default_params
+
+    def params():
+        p = orig()
+        p.use_extra_bufts = False
+        return p
+
+    lcc.llama_model_default_params = params
+    return True
 
 
 def bench_one(llama_cpp, model, ctx, threads, n_gen, rng):
@@ -44,7 +64,8 @@ def bench_one(llama_cpp, model, ctx, threads, n_gen, rng):
 
     t0 = time.perf_counter()
     for _ in range(n_gen):
-        logits = np.asarray(llm.scores[llm.n_tokens - 1])
+        # logits_all is off, so llm.scores is not filled: read the last row from the context.
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
         llm.eval([int(np.argmax(logits))])
     t_gen = time.perf_counter() - t0
     if hasattr(llm, "close"):
@@ -60,6 +81,8 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--gen", type=int, default=32, help="tokens decoded after each prompt")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--extra-bufts", action="store_true",
+                    help="keep llama.cpp's extra buffer types (AMX); off by default, see above")
     a = ap.parse_args()
 
     try:
@@ -71,10 +94,12 @@ def main():
         log("bench_llamacpp: model %s not found (run scripts/get-model.sh)" % a.model)
         return 2
 
+    extra = "on" if a.extra_bufts else ("off" if no_extra_bufts() else "n/a")
     contexts = [int(x) for x in a.contexts.split(",") if x.strip()]
     rng = np.random.default_rng(a.seed)
-    log("bench_llamacpp: llama-cpp-python %s, model %s, threads %d, gen %d"
-        % (llama_cpp.__version__, os.path.basename(a.model), a.threads, a.gen))
+    log("bench_llamacpp: llama-cpp-python %s, model %s, threads %d, gen %d, "
+        "extra bufts %s" % (llama_cpp.__version__, os.path.basename(a.model), a.threads, a.gen,
+                            extra))
     for ctx in contexts:
         ptps, dtps, tp, tg = bench_one(llama_cpp, a.model, ctx, a.threads, a.gen, rng)
         log("  ctx %d: prompt %.2f s, decode %d tokens %.2f s" % (ctx, tp, a.gen, tg))

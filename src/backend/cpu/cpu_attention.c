@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu.h"
 #include "util/util.h"
 
+#include <cblas.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -57,27 +58,69 @@ typedef struct attn_args {
     float                   scale;
 } attn_args;
 
-/* Scratch per worker: rotated, transposed K tile kt[D][P], V tile pointer, scores s[M][P],
- * running m[M], l[M], o[M][D]. */
+/* Scratch per worker: gathered, scaled queries qm[M][D], rotated key tile kr[P][D], scores
+ * s[M][P], running max m[M], sum l[M], output o[M][D]. */
 typedef struct attn_scratch {
-    float *kt, *s, *m, *l, *o;
-    int32_t cap_rows;
+    float *qm, *kr, *s, *m, *l, *o;
 } attn_scratch;
+
+/* C[M][N] (ldc) = A[M][K] · B[N][K]ᵀ (+ C if beta = 1). BLAS for blocks big enough to pay for
+ * the call (single-threaded inside our OpenMP region: the OpenMP OpenBLAS sees
+ * omp_in_parallel()), plain loops for the few rows of a decode step. */
+static void gemm_nt(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                    float beta, float *C, int ldc) {
+    if (M >= 8) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta,
+                    C, ldc);
+        return;
+    }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int k = 0; k < K; k++) acc += A[i * lda + k] * B[j * ldb + k];
+            C[i * ldc + j] = beta * C[i * ldc + j] + acc;
+        }
+}
+
+/* C[M][N] += A[M][K] · B[K][N] */
+static void gemm_nn_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        float *C, int ldc) {
+    if (M >= 8) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
+                    1.0f, C, ldc);
+        return;
+    }
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < K; k++) {
+            const float a = A[i * lda + k];
+            if (a == 0.0f) continue;
+            for (int j = 0; j < N; j++) C[i * ldc + j] += a * B[k * ldb + j];
+        }
+}
 
 static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *w) {
     const lc_kv_layer_view *kv = a->kv;
     const lc_attn_seq      *sq = &a->seqs[u->seq];
     const int32_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim, G = a->group;
     const int32_t n_q = u->r1 - u->r0, M = n_q * G;
-    float kbuf[512];
 
+    /* gather this unit's queries: row qi*G + hh = query row r0+qi, head g*G+hh; pre-scaled */
+    for (int32_t qi = 0; qi < n_q; qi++)
+        for (int32_t hh = 0; hh < G; hh++) {
+            const float *src =
+                a->q + ((int64_t)(sq->row0 + u->r0 + qi) * a->n_head + u->g * G + hh) * D;
+            float *dst = w->qm + (int64_t)(qi * G + hh) * D;
+            for (int32_t d = 0; d < D; d++) dst[d] = src[d] * a->scale;
+        }
     for (int32_t i = 0; i < M; i++) {
         w->m[i] = -INFINITY;
         w->l[i] = 0.0f;
     }
     memset(w->o, 0, sizeof(float) * (size_t)M * (size_t)D);
 
-    const int32_t last_pos = sq->pos0 + u->r1 - 1; /* highest query position in the unit */
+    const int32_t qpos0    = sq->pos0 + u->r0;  /* position of the unit's first query */
+    const int32_t last_pos = qpos0 + n_q - 1;
     const int32_t k_end    = u->k1 < last_pos + 1 ? u->k1 : last_pos + 1;
     for (int32_t t0 = u->k0; t0 < k_end; t0 += P - (t0 % P)) {
         const int32_t page_start = t0 - t0 % P;
@@ -86,46 +129,35 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
         const int64_t page       = sq->page_table[t0 / P];
         const float  *kp = kv->k + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
         const float  *vp = kv->v + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
-        /* rotate the keys of the tile with their true positions, store transposed */
-        for (int32_t j = 0; j < nt; j++) {
-            memcpy(kbuf, kp + (int64_t)j * D, sizeof(float) * (size_t)D);
-            lc_cpu_rope_vec(kbuf, t0 + j, a->rope);
-            for (int32_t d = 0; d < D; d++) w->kt[d * P + j] = kbuf[d];
-        }
-        for (int32_t qi = 0; qi < n_q; qi++) {
-            const int32_t qpos = sq->pos0 + u->r0 + qi;
-            if (qpos < t0) continue; /* the whole tile is in this query's future */
-            const int32_t nv = (qpos + 1 < t1 ? qpos + 1 : t1) - t0; /* visible keys */
-            for (int32_t hh = 0; hh < G; hh++) {
-                const int32_t h   = u->g * G + hh;
-                const int32_t row = qi * G + hh;
-                const float  *qv  = a->q + ((int64_t)(sq->row0 + u->r0 + qi) * a->n_head + h) * D;
-                float        *s   = w->s + (int64_t)row * P;
-                for (int32_t j = 0; j < nv; j++) s[j] = 0.0f;
-                for (int32_t d = 0; d < D; d++) {
-                    const float  qd = qv[d] * a->scale;
-                    const float *kd = w->kt + d * P;
-                    for (int32_t j = 0; j < nv; j++) s[j] += qd * kd[j];
-                }
-                float mx = w->m[row];
-                for (int32_t j = 0; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
-                const float corr = expf(w->m[row] - mx); /* 0 when m was -inf */
-                float       sum  = 0.0f;
-                for (int32_t j = 0; j < nv; j++) {
-                    s[j] = expf(s[j] - mx);
-                    sum += s[j];
-                }
-                float *o = w->o + (int64_t)row * D;
-                for (int32_t d = 0; d < D; d++) o[d] *= corr;
-                for (int32_t j = 0; j < nv; j++) {
-                    const float  p  = s[j];
-                    const float *vj = vp + (int64_t)j * D;
-                    for (int32_t d = 0; d < D; d++) o[d] += p * vj[d];
-                }
-                w->l[row] = w->l[row] * corr + sum;
-                w->m[row] = mx;
+        /* rotate the tile's keys with their true positions */
+        memcpy(w->kr, kp, sizeof(float) * (size_t)nt * (size_t)D);
+        for (int32_t j = 0; j < nt; j++) lc_cpu_rope_vec(w->kr + (int64_t)j * D, t0 + j, a->rope);
+        /* queries before t0 see none of the tile: skip their rows */
+        const int32_t qa = t0 > qpos0 ? t0 - qpos0 : 0;
+        const int32_t r_begin = qa * G, Ma = M - r_begin;
+        float        *S = w->s + (int64_t)r_begin * P;
+        gemm_nt(Ma, nt, D, w->qm + (int64_t)r_begin * D, D, w->kr, D, 0.0f, S, P);
+        for (int32_t row = 0; row < Ma; row++) {
+            const int32_t qpos = qpos0 + qa + row / G;
+            float        *sr   = S + (int64_t)row * P;
+            const int32_t nv   = (qpos + 1 < t1 ? qpos + 1 : t1) - t0; /* visible keys */
+            for (int32_t j = nv; j < nt; j++) sr[j] = -INFINITY;
+            const int32_t r  = r_begin + row;
+            float         mx = w->m[r];
+            for (int32_t j = 0; j < nv; j++) mx = sr[j] > mx ? sr[j] : mx;
+            const float corr = expf(w->m[r] - mx); /* 0 when m was -inf */
+            float       sum  = 0.0f;
+            for (int32_t j = 0; j < nt; j++) {
+                sr[j] = j < nv ? expf(sr[j] - mx) : 0.0f;
+                sum += sr[j];
             }
+            float *o = w->o + (int64_t)r * D;
+            if (corr != 1.0f)
+                for (int32_t d = 0; d < D; d++) o[d] *= corr;
+            w->l[r] = w->l[r] * corr + sum;
+            w->m[r] = mx;
         }
+        gemm_nn_acc(Ma, D, nt, S, P, vp, D, w->o + (int64_t)r_begin * D, D);
     }
 
     for (int32_t qi = 0; qi < n_q; qi++)
@@ -146,7 +178,7 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
         }
 }
 
-#define LC_ATTN_Q_BLOCK 16 /* query rows per prefill unit */
+#define LC_ATTN_Q_BLOCK 64 /* query rows per prefill unit */
 
 int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
@@ -219,20 +251,20 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
     {
         const int32_t cap = LC_ATTN_Q_BLOCK * G;
         attn_scratch  w;
-        w.kt       = malloc(sizeof(float) * (size_t)D * (size_t)P);
-        w.s        = malloc(sizeof(float) * (size_t)cap * (size_t)P);
-        w.m        = malloc(sizeof(float) * (size_t)cap);
-        w.l        = malloc(sizeof(float) * (size_t)cap);
-        w.o        = malloc(sizeof(float) * (size_t)cap * (size_t)D);
-        w.cap_rows = cap;
-        if (!w.kt || !w.s || !w.m || !w.l || !w.o) {
+        w.qm = malloc(sizeof(float) * (size_t)cap * (size_t)D);
+        w.kr = malloc(sizeof(float) * (size_t)P * (size_t)D);
+        w.s  = malloc(sizeof(float) * (size_t)cap * (size_t)P);
+        w.m  = malloc(sizeof(float) * (size_t)cap);
+        w.l  = malloc(sizeof(float) * (size_t)cap);
+        w.o  = malloc(sizeof(float) * (size_t)cap * (size_t)D);
+        if (!w.qm || !w.kr || !w.s || !w.m || !w.l || !w.o) {
 #pragma omp atomic write
             failed = 1;
         } else {
 #pragma omp for schedule(dynamic, 1)
             for (int64_t i = 0; i < n_units; i++) attn_run_unit(&args, &units[i], &w);
         }
-        free(w.kt), free(w.s), free(w.m), free(w.l), free(w.o);
+        free(w.qm), free(w.kr), free(w.s), free(w.m), free(w.l), free(w.o);
     }
 
     /* merge split-K partials */
