@@ -13,6 +13,9 @@
 
 #include <cblas.h>
 #include <float.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,12 +77,67 @@ static inline float softmax_exp(float x) {
     p             = p * f + 2.4022651e-1f;
     p             = p * f + 6.9314718e-1f;
     p             = p * f + 1.0f;
-    int32_t bits;
-    memcpy(&bits, &p, sizeof bits);
-    bits += ((int32_t)n) << 23;
-    float r;
-    memcpy(&r, &bits, sizeof r);
-    return x < -87.0f ? 0.0f : r;
+    union {
+        float   f;
+        int32_t i;
+    } u = {p};
+    u.i += (int32_t)n * (1 << 23); /* scale by 2^n: add n to the exponent field */
+    return x < -87.0f ? 0.0f : u.f;
+}
+
+/* max of x[0..n) (-inf when n = 0) */
+static float row_max(const float *x, int32_t n) {
+    int32_t j  = 0;
+    float   mx = -INFINITY;
+#if defined(__AVX512F__)
+    __m512 v = _mm512_set1_ps(-INFINITY);
+    for (; j + 16 <= n; j += 16) v = _mm512_max_ps(v, _mm512_loadu_ps(x + j));
+    mx = _mm512_reduce_max_ps(v);
+#endif
+    for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+#if defined(__AVX512F__)
+/* softmax_exp on 16 lanes (same polynomial and clamping) */
+static inline __m512 softmax_exp16(__m512 x) {
+    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_setzero_ps());
+    const __m512 t  = _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504089f));
+    const __m512 n  = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f  = _mm512_sub_ps(t, n);
+    __m512       p  = _mm512_set1_ps(1.5403530e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
+    const __m512  r = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+    const __mmask16 dead = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_LT_OQ);
+    return _mm512_mask_mov_ps(r, dead, _mm512_setzero_ps());
+}
+#endif
+
+/* x[j] = exp(x[j] - mx) for j < n; returns the sum */
+static float row_exp_sum(float *x, int32_t n, float mx) {
+    int32_t j   = 0;
+    float   sum = 0.0f;
+#if defined(__AVX512F__)
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512       vs = _mm512_setzero_ps();
+    for (; j + 16 <= n; j += 16) {
+        const __m512 e = softmax_exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+        _mm512_storeu_ps(x + j, e);
+        vs = _mm512_add_ps(vs, e);
+    }
+    sum = _mm512_reduce_add_ps(vs);
+#endif
+    for (; j < n; j++) {
+        x[j] = softmax_exp(x[j] - mx);
+        sum += x[j];
+    }
+    return sum;
 }
 
 /* Scratch per worker: gathered, scaled queries qm[M][D], rotated key tile kr[P][D], scores
@@ -167,16 +225,9 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
             const int32_t nv   = (qpos + 1 < t1 ? qpos + 1 : t1) - t0; /* visible keys */
             for (int32_t j = nv; j < nt; j++) sr[j] = -INFINITY;
             const int32_t r  = r_begin + row;
-            float         mx = w->m[r];
-            for (int32_t j = 0; j < nv; j++) mx = sr[j] > mx ? sr[j] : mx;
+            const float mx   = fmaxf(w->m[r], row_max(sr, nv));
             const float corr = softmax_exp(w->m[r] - mx); /* 0 when m was -inf */
-            float       sum  = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int32_t j = 0; j < nt; j++) {
-                const float e = softmax_exp(sr[j] - mx); /* masked keys are -inf: 0 */
-                sr[j]         = e;
-                sum += e;
-            }
+            const float sum  = row_exp_sum(sr, nt, mx);   /* masked keys are -inf: 0 */
             float *o = w->o + (int64_t)r * D;
             if (corr != 1.0f)
                 for (int32_t d = 0; d < D; d++) o[d] *= corr;
