@@ -284,7 +284,7 @@ static int text_append(lc_seq *s, const char *p, size_t n) {
 /* After new text: find a stop string (finish there) or hold back a suffix that could start
  * one. Returns the end of the text that may be emitted. */
 static size_t text_safe_end(lc_seq *s) {
-    if (s->n_stop == 0) return s->text_len;
+    if (s->n_stop == 0 || s->text_len == 0) return s->text_len;
     const size_t from = s->text_emitted > s->max_stop_len ? s->text_emitted - s->max_stop_len : 0;
     size_t       best = SIZE_MAX;
     for (size_t i = 0; i < s->n_stop; i++) {
