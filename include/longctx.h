@@ -188,9 +188,17 @@ typedef enum lc_device {
 /* Progress of a long operation: done out of total units. */
 typedef void (*lc_progress_fn)(int64_t done, int64_t total, void *user);
 
+/* How the CPU backend holds weight matrices after dequantising them at load. */
+typedef enum lc_weight_format {
+    LC_WEIGHTS_AUTO = 0, /* the backend's default (CPU: f32) */
+    LC_WEIGHTS_F32  = 1, /* exact dequantised values: the reference */
+    LC_WEIGHTS_F16  = 2, /* half the memory traffic; values rounded to fp16 */
+} lc_weight_format;
+
 typedef struct lc_model_params {
-    lc_device      device;
-    int            n_threads; /* 0: all cores */
+    lc_device        device;
+    int              n_threads; /* 0: all cores */
+    lc_weight_format weights;
     lc_progress_fn progress;  /* loading progress (tensors), may be NULL */
     void          *progress_user;
 } lc_model_params;
@@ -215,6 +223,7 @@ typedef struct lc_model_info {
     uint64_t n_params;
     uint64_t weight_bytes; /* bytes of weights as held by the backend */
     lc_device device;
+    int32_t  n_threads;    /* CPU threads the backend uses */
 } lc_model_info;
 
 int                 lc_model_get_info(const lc_model *m, lc_model_info *info);

@@ -185,7 +185,8 @@ int cmd_bench(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     run_cmd_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
     if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
-    snprintf(host_dev, sizeof host_dev, "%s, %d threads", cpu, o.threads ? o.threads : 0);
+    snprintf(host_dev, sizeof host_dev, "%s, %d threads, %s weights", cpu, info.n_threads,
+             o.weights == LC_WEIGHTS_F16 ? "f16" : "f32");
     char table[8192];
     size_t tn = 0;
     tn += (size_t)snprintf(table + tn, sizeof table - tn,
@@ -208,8 +209,9 @@ int cmd_bench(int argc, char **argv) {
     printf("longctx bench: %s (%s), device %s, %s, commit %s, %s\n\n%s", info.name, o.model,
            info.device == LC_DEVICE_CPU ? "cpu" : "cuda", cpu, commit, date, table);
     char path[1024];
-    snprintf(path, sizeof path, "%s/bench-%s-%s.md", out_dir,
-             info.device == LC_DEVICE_CPU ? "cpu" : "cuda", date);
+    snprintf(path, sizeof path, "%s/bench-%s-%s-%s.md", out_dir,
+             info.device == LC_DEVICE_CPU ? "cpu" : "cuda",
+             o.weights == LC_WEIGHTS_F16 ? "f16" : "f32", date);
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "# longctx bench — %s\n\n- model: %s (%s)\n- device: %s (%s)\n- date: %s\n"

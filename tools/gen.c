@@ -26,6 +26,8 @@ const char *gen_opts_help(void) {
            "  -t, --threads N         CPU threads (default: all cores)\n"
            "  --device cpu|cuda|auto  compute device (default auto: cuda when available)\n"
            "  --page-size N           KV page size in tokens, power of two (default 64)\n"
+           "  --weights f32|f16       CPU weight storage after dequantisation (default f32, the\n"
+           "                          exact values; f16 halves the memory a decode step reads)\n"
            "  --temp T                temperature, 0 = greedy (default 0.8)\n"
            "  --top-k N               top-k, 0 = off (default 40)\n"
            "  --top-p P               nucleus sampling, 1 = off (default 0.95)\n"
@@ -60,6 +62,15 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--device")) {
         VAL();
         if (!cli_device(cmd, v, &o->device)) return -1;
+    } else if (!strcmp(a, "--weights")) {
+        VAL();
+        if (!strcmp(v, "f32")) o->weights = LC_WEIGHTS_F32;
+        else if (!strcmp(v, "f16")) o->weights = LC_WEIGHTS_F16;
+        else if (!strcmp(v, "auto")) o->weights = LC_WEIGHTS_AUTO;
+        else {
+            fprintf(stderr, "longctx %s: --weights: '%s' is not one of f32, f16, auto\n", cmd, v);
+            return -1;
+        }
     } else if (!strcmp(a, "--page-size")) {
         VAL();
         if (!cli_int(cmd, a, v, 16, 1024, &o->page_size)) return -1;
@@ -122,6 +133,7 @@ int gen_load(const char *cmd, const gen_opts *o, lc_model **model) {
     lc_model_params mp = lc_model_default_params();
     mp.device          = o->device;
     mp.n_threads       = o->threads;
+    mp.weights         = o->weights;
     mp.progress        = load_progress;
     mp.progress_user   = &pr;
     cli_progress_begin(&pr, "loading");

@@ -11,6 +11,7 @@
 typedef struct gen_opts {
     const char      *model;
     lc_device        device;
+    lc_weight_format weights;
     int              threads;
     long long        n_ctx;
     long long        n_batch;

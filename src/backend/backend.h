@@ -69,6 +69,8 @@ typedef struct lc_attn_seq {
 struct lc_backend {
     const char *name;
     lc_device   device;
+    int         n_threads;   /* host threads used by the ops */
+    uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16) */
     void       *impl;
     void (*free)(lc_backend *b);
 

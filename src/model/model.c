@@ -242,7 +242,7 @@ static int load_tensor(lc_model *m, const char *name, int64_t cols, int64_t rows
     int st = m->backend->weight_load(m->backend, t, w);
     if (st != LC_OK) return st;
     m->n_params += (uint64_t)cols * (uint64_t)rows;
-    m->weight_bytes += (uint64_t)cols * (uint64_t)rows * sizeof(float);
+    m->weight_bytes += (uint64_t)cols * (uint64_t)rows * (w->type == LC_TYPE_F16 ? 2u : 4u);
     return LC_OK;
 }
 
@@ -311,7 +311,7 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
 /* ---- public API ------------------------------------------------------------------------ */
 
 lc_model_params lc_model_default_params(void) {
-    lc_model_params p = {LC_DEVICE_AUTO, 0, NULL, NULL};
+    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL};
     return p;
 }
 
@@ -384,6 +384,7 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         goto fail;
     }
     if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
+    m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
     if ((st = load_weights(m, p)) != LC_OK) goto fail;
     *out = m;
     return LC_OK;
@@ -419,6 +420,7 @@ int lc_model_get_info(const lc_model *m, lc_model_info *info) {
     info->n_params       = m->n_params;
     info->weight_bytes   = m->weight_bytes;
     info->device         = m->backend->device;
+    info->n_threads      = m->backend->n_threads;
     return LC_OK;
 }
 

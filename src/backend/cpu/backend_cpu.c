@@ -47,25 +47,40 @@ static int cpu_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w)
     if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes))
         return lc_fail(LC_ERR_FORMAT, "tensor \"%s\": row of %lld elements invalid for %s",
                        t->name, (long long)cols, tr->name);
-    float *data = cpu_alloc(b, sizeof(float) * (size_t)rows * (size_t)cols, t->name);
-    if (!data) return LC_ERR_NOMEM;
+    /* matrices in the backend's weight type; vectors (norms, biases) stay fp32 */
+    const bool   half = b->weight_type == LC_TYPE_F16 && rows > 1;
+    const size_t esz  = half ? sizeof(uint16_t) : sizeof(float);
+    void        *data = cpu_alloc(b, esz * (size_t)rows * (size_t)cols, t->name);
+    float       *tmp  = half ? malloc(sizeof(float) * (size_t)cols * (size_t)b->n_threads) : NULL;
+    if (!data || (half && !tmp)) {
+        free(data), free(tmp);
+        return lc_fail(LC_ERR_NOMEM, "out of memory for tensor %s", t->name);
+    }
     int status = LC_OK;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        int st = lc_dequantize(t->type, (const char *)t->data + r * (int64_t)row_bytes,
-                               data + r * cols, cols);
+        const void *src = (const char *)t->data + r * (int64_t)row_bytes;
+        int         st;
+        if (half) {
+            float *row = tmp + (int64_t)omp_get_thread_num() * cols;
+            st         = lc_dequantize(t->type, src, row, cols);
+            lc_cpu_fp32_to_fp16_row(row, (uint16_t *)data + r * cols, cols);
+        } else {
+            st = lc_dequantize(t->type, src, (float *)data + r * cols, cols);
+        }
         if (st != LC_OK) {
 #pragma omp atomic write
             status = st;
         }
     }
+    free(tmp);
     if (status != LC_OK) {
         free(data);
         return status;
     }
     w->rows = rows;
     w->cols = cols;
-    w->type = LC_TYPE_F32;
+    w->type = half ? LC_TYPE_F16 : LC_TYPE_F32;
     w->data = data;
     return LC_OK;
 }
@@ -129,6 +144,8 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
 #endif
     openblas_set_num_threads(n_threads);
     b->name        = "cpu";
+    b->weight_type = LC_TYPE_F32;
+    b->n_threads   = n_threads;
     b->device      = LC_DEVICE_CPU;
     b->free        = cpu_free;
     b->alloc       = cpu_alloc;

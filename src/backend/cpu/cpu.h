@@ -22,6 +22,9 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
                       float *out);
 
+/* fp32 -> fp16 (round to nearest even) over n elements. */
+void lc_cpu_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+
 /* Rotate one head vector x[head_dim] by position pos (helper shared by rope and attention). */
 void lc_cpu_rope_vec(float *x, int32_t pos, const lc_rope_table *rope);
 

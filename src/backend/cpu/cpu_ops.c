@@ -1,28 +1,13 @@
 /*
- * cpu_ops.c — elementwise and row-wise reference ops of the CPU backend: embedding gather,
- * RMSNorm, bias, RoPE (both pairings), SwiGLU, residual add, and the dense GEMM through
- * OpenBLAS (y = x·Wᵀ with W[out][in] as GGUF stores it).
+ * cpu_ops.c — elementwise and row-wise reference ops of the CPU backend: RMSNorm, bias, RoPE
+ * (both pairings), SwiGLU, residual add. (Embedding and GEMM: cpu_matmul.c.)
  */
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
 #include "util/util.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
-
-int lc_cpu_embed(const lc_weight *table, const int32_t *ids, int64_t n_rows, float *out) {
-    const float *t = table->data;
-    for (int64_t r = 0; r < n_rows; r++) {
-        if (ids[r] < 0 || ids[r] >= table->rows)
-            return lc_fail(LC_ERR_INVALID_ARG, "token id %d at batch row %lld is outside the "
-                           "vocabulary (0..%lld)", ids[r], (long long)r,
-                           (long long)table->rows - 1);
-        memcpy(out + r * table->cols, t + (int64_t)ids[r] * table->cols,
-               sizeof(float) * (size_t)table->cols);
-    }
-    return LC_OK;
-}
 
 int lc_cpu_rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t dim,
                    float eps) {
@@ -35,17 +20,6 @@ int lc_cpu_rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int
         const float s = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
         for (int64_t i = 0; i < dim; i++) yr[i] = xr[i] * s * w[i];
     }
-    return LC_OK;
-}
-
-int lc_cpu_matmul(const lc_weight *w, const float *x, float *y, int64_t n_rows) {
-    if (w->type != LC_TYPE_F32) return lc_fail(LC_ERR_INTERNAL, "cpu matmul: weight not f32");
-    const int M = (int)n_rows, N = (int)w->rows, K = (int)w->cols;
-    if (M == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w->data, K, x, 1, 0.0f, y, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w->data, K,
-                    0.0f, y, N);
     return LC_OK;
 }
 
