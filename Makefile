@@ -31,7 +31,7 @@ test-release: build
 	cd $(BUILD) && LC_REQUIRE_MODEL=1 ctest -L cpu --output-on-failure -j 2
 
 test-asan:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLC_SANITIZE=ON -DLC_CUDA=OFF
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLC_SANITIZE=ON -DLC_CUDA=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && LC_REQUIRE_MODEL=1 ASAN_OPTIONS=detect_leaks=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest -L cpu -LE slow --output-on-failure -j 2

@@ -281,6 +281,7 @@ typedef enum lc_finish {
     LC_FINISH_EOS    = 1, /* the model ended the turn */
     LC_FINISH_LENGTH = 2, /* max_tokens or the context is full */
     LC_FINISH_STOP   = 3, /* a stop string matched */
+    LC_FINISH_ERROR  = 4, /* the sequence could not go on (e.g. KV cache full); see the log */
 } lc_finish;
 
 /* Admit a sequence. Fails with LC_ERR_CONTEXT (message with the numbers) when the prompt does

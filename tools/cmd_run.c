@@ -168,7 +168,7 @@ int cmd_run(int argc, char **argv) {
         if (res.len && res.text[res.len - 1] != '\n') putchar('\n');
         fflush(stdout);
         if (stats || n_ids >= 2048) {
-            const char *why[] = {"none", "eos", "length", "stop"};
+            const char *why[] = {"none", "eos", "length", "stop", "error"};
             fprintf(stderr,
                     "longctx: prompt %lld tokens in %.2f s (%.1f tok/s); generated %d tokens in "
                     "%.2f s (%.1f tok/s); finish: %s\n",

@@ -230,6 +230,10 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
         res->n_generated = e->n_generated;
         if (e->finish != LC_FINISH_NONE) {
             res->finish = e->finish;
+            if (e->finish == LC_FINISH_ERROR) {
+                fprintf(stderr, "longctx %s: the sequence could not go on (see the warning above)\n", cmd);
+                rc = CLI_ERR;
+            }
             break;
         }
     }

@@ -343,15 +343,11 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
                 s->finish = LC_FINISH_LENGTH;
                 continue;
             }
-            int st = lc_kv_seq_reserve(c->kv, &s->kv, s->n_done + take);
-            if (st != LC_OK) {
-                if (decoding) { /* out of KV pages: end this sequence, others go on */
-                    lc_log(LC_LOG_WARN, "sequence %d stopped: %s", s->id, lc_last_error());
-                    s->finish = LC_FINISH_LENGTH;
-                    continue;
-                }
-                if (rows > 0) continue; /* try again next step */
-                return st;
+            if (lc_kv_seq_reserve(c->kv, &s->kv, s->n_done + take) != LC_OK) {
+                /* out of KV pages: end this sequence, the others go on */
+                lc_log(LC_LOG_WARN, "sequence %d stopped: %s", s->id, lc_last_error());
+                s->finish = decoding ? LC_FINISH_LENGTH : LC_FINISH_ERROR;
+                continue;
             }
             lc_attn_seq *a = &c->aseqs[n_aseq];
             a->row0        = rows;
@@ -404,13 +400,15 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         if (!s->ignore_eos && lc_tokenizer_is_eog(tk, tok)) {
             s->finish = LC_FINISH_EOS;
         } else {
-            char   buf[512];
-            size_t nb = 0;
-            size_t tlen;
-            if (lc_tokenizer_token_bytes(tk, tok, &tlen) && tlen + 64 <= sizeof buf) {
-                if ((st = lc_detok_push(&s->detok, tk, tok, buf, sizeof buf, &nb)) != LC_OK) return st;
-            }
-            if ((st = text_append(s, buf, nb)) != LC_OK) return st;
+            char   stack_buf[512], *buf = stack_buf;
+            size_t nb = 0, tlen = 0;
+            lc_tokenizer_token_bytes(tk, tok, &tlen);
+            const size_t need = 3 * tlen + 64; /* invalid bytes may each become U+FFFD */
+            if (need > sizeof stack_buf && !(buf = lc_malloc(need, "token text"))) return LC_ERR_NOMEM;
+            st = lc_detok_push(&s->detok, tk, tok, buf, need > sizeof stack_buf ? need : sizeof stack_buf, &nb);
+            if (st == LC_OK) st = text_append(s, buf, nb);
+            if (buf != stack_buf) free(buf);
+            if (st != LC_OK) return st;
             if (s->n_generated >= s->max_tokens) s->finish = LC_FINISH_LENGTH;
             if (s->n_tokens >= c->p.n_ctx) s->finish = LC_FINISH_LENGTH;
         }

@@ -69,12 +69,18 @@ int lc_hparams_read(const lc_gguf *g, lc_hparams *hp) {
     hp->n_head_kv = hp->n_head;
     st = get_arch_u32(g, a, "attention.head_count_kv", false, &hp->n_head_kv);
     if (st != LC_OK && st != LC_ERR_NOT_FOUND) return st;
-    if (hp->n_embd % hp->n_head != 0)
-        return lc_fail(LC_ERR_FORMAT, "model metadata: embedding_length %d is not a multiple of "
-                       "head_count %d", hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
     st = get_arch_u32(g, a, "attention.key_length", false, &hp->head_dim);
     if (st != LC_OK && st != LC_ERR_NOT_FOUND) return st;
+    if (st == LC_ERR_NOT_FOUND && hp->n_embd % hp->n_head != 0)
+        return lc_fail(LC_ERR_FORMAT, "model metadata: embedding_length %d is not a multiple of "
+                       "head_count %d (and no attention.key_length)", hp->n_embd, hp->n_head);
+    int32_t v_dim = hp->head_dim;
+    st = get_arch_u32(g, a, "attention.value_length", false, &v_dim);
+    if (st != LC_OK && st != LC_ERR_NOT_FOUND) return st;
+    if (v_dim != hp->head_dim)
+        return lc_fail(LC_ERR_UNSUPPORTED, "model metadata: value head size %d differs from key "
+                       "head size %d", v_dim, hp->head_dim);
     if (hp->n_head % hp->n_head_kv != 0)
         return lc_fail(LC_ERR_FORMAT, "model metadata: head_count %d is not a multiple of "
                        "head_count_kv %d", hp->n_head, hp->n_head_kv);
