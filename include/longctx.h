@@ -180,7 +180,7 @@ int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msg
 typedef struct lc_model lc_model;
 
 typedef enum lc_device {
-    LC_DEVICE_AUTO = 0, /* CUDA when built with it and a GPU is present, else CPU */
+    LC_DEVICE_AUTO = 0, /* CUDA once its forward exists and a GPU is present; CPU today */
     LC_DEVICE_CPU  = 1,
     LC_DEVICE_CUDA = 2,
 } lc_device;

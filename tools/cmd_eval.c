@@ -23,6 +23,8 @@ static void help(void) {
            "  --chat             ask through the model's chat template\n"
            "  --out FILE         also write the results as TSV (len, depth, trials, correct)\n"
            "  -v, --verbose      print each answer\n"
+           "  --dump-prompts FILE  append each prompt's token ids (one line per trial) to FILE,\n"
+           "                     to replay them in another engine\n"
            "\n%s",
            gen_opts_help());
 }
@@ -101,7 +103,7 @@ int cmd_eval(int argc, char **argv) {
     int       n_depths   = 5;
     long long trials     = 5;
     bool      chat = false, verbose = false;
-    const char *out_path = NULL;
+    const char *out_path = NULL, *dump_path = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
         int         r = gen_opts_parse(&o, "eval", argc, argv, &i);
@@ -125,6 +127,8 @@ int cmd_eval(int argc, char **argv) {
             chat = true;
         } else if (!strcmp(a, "--out")) {
             if (!(out_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+        } else if (!strcmp(a, "--dump-prompts")) {
+            if (!(dump_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             verbose = true;
         } else {
@@ -138,7 +142,7 @@ int cmd_eval(int argc, char **argv) {
     rc                      = CLI_ERR;
     const lc_tokenizer *tok = lc_model_tokenizer(m);
     lc_context         *ctx = NULL;
-    FILE               *out = NULL;
+    FILE               *out = NULL, *dump = NULL;
     int32_t *t_intro = NULL, *t_fill = NULL, *t_q = NULL, *t_pre = NULL, *t_post = NULL;
     size_t   n_intro = 0, n_fill = 0, n_q = 0, n_pre = 0, n_post = 0;
     tokbuf   prompt = {0};
@@ -174,6 +178,10 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     if (out) fprintf(out, "len\tdepth\ttrials\tcorrect\n");
+    if (dump_path && !(dump = fopen(dump_path, "a"))) {
+        fprintf(stderr, "longctx eval: cannot write %s\n", dump_path);
+        goto done;
+    }
     int64_t max_len = 0;
     for (int li = 0; li < n_lens; li++) max_len = (int64_t)lens[li] > max_len ? (int64_t)lens[li] : max_len;
     if (gen_context("eval", &o, m, max_len + 64, &ctx) != CLI_OK) goto done;
@@ -214,7 +222,12 @@ int cmd_eval(int argc, char **argv) {
                     fprintf(stderr, "longctx eval: out of memory\n");
                     goto done;
                 }
-                lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n, .max_tokens = 8,
+                if (dump) {
+                    fprintf(dump, "%s", key);
+                    for (size_t t = 0; t < prompt.n; t++) fprintf(dump, " %d", prompt.ids[t]);
+                    fputc('\n', dump);
+                }
+                lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n, .max_tokens = chat ? 24 : 8,
                                   .sampling = o.sampling};
                 req.sampling.temperature = 0.0f;
                 gen_result res;
@@ -243,6 +256,7 @@ int cmd_eval(int argc, char **argv) {
     rc = CLI_OK;
 done:
     if (out) fclose(out);
+    if (dump) fclose(dump);
     free(prompt.ids);
     free(t_intro), free(t_fill), free(t_q), free(t_pre), free(t_post);
     lc_context_free(ctx);
