@@ -20,32 +20,14 @@ import time
 
 import numpy as np
 
+from fixture_common import llamacpp_no_extra_bufts as no_extra_bufts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def no_extra_bufts():
-    """Load models with use_extra_bufts = false. llama.cpp's extra CPU buffer types (AMX
-    repacking, chosen on CPUs that advertise AMX) die with SIGILL where the kernel/hypervisor
-    does not grant the AMX tile state (the dev VM: `tilezero` in ggml_backend_amx_mul_mat).
-    Without them llama.cpp runs its ordinary AVX2/AVX-512 kernels."""
-    import llama_cpp.llama_cpp as lcc
-
-    if "use_extra_bufts" not in [f[0] for f in lcc.llama_model_params._fields_]:
-        return False
-    orig = lcc.llama_model_default_params
-
-    def params():
-        p = orig()
-        p.use_extra_bufts = False
-        return p
-
-    lcc.llama_model_default_params = params
-    return True
 
 
 def bench_one(llama_cpp, model, ctx, threads, n_gen, rng):

@@ -51,11 +51,14 @@ import sys
 
 import numpy as np
 
+from fixture_common import llamacpp_no_extra_bufts, log_softmax, top_pairs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "logits")
 
 TOP_K = 40
+
 N_GREEDY = 32
 PREFIX_LENS = [1, 2, 3, 4, 5, 6, 7, 8, 17, 64, 129, 200]
 
@@ -129,17 +132,6 @@ def prompts(gguf_path):
     ]
 
 
-def log_softmax(x):
-    x = np.asarray(x, dtype=np.float64)
-    m = x.max()
-    return x - (m + np.log(np.exp(x - m).sum()))
-
-
-def top_pairs(lp, k=TOP_K):
-    idx = np.argsort(-lp, kind="stable")[:k]
-    return [(int(i), float(lp[i])) for i in idx]
-
-
 def fmt_pairs(pairs):
     return " ".join("%d %.6f" % (i, v) for i, v in pairs)
 
@@ -163,9 +155,9 @@ def run_transformers(gguf_path, plist):
         with torch.no_grad():
             o = model(torch.tensor([ids]), use_cache=True)
             logits = o.logits[0].double().numpy()  # [T, vocab]
-            rec["top"] = top_pairs(log_softmax(logits[-1]))
+            rec["top"] = top_pairs(log_softmax(logits[-1]), TOP_K)
             if want_prefix:
-                rec["prefix"] = [(p, top_pairs(log_softmax(logits[p - 1])))
+                rec["prefix"] = [(p, top_pairs(log_softmax(logits[p - 1]), TOP_K))
                                  for p in PREFIX_LENS if p <= len(ids)]
             # Greedy continuation with the KV cache, EOS not a stop (like ignore_eos).
             past = o.past_key_values
@@ -190,28 +182,6 @@ def run_transformers(gguf_path, plist):
 
 
 # ---- llama.cpp ----------------------------------------------------------------------------
-
-def llamacpp_no_extra_bufts():
-    """Make llama-cpp-python load models with use_extra_bufts = false. The extra buffer types
-    (AMX repacking on CPUs that advertise AMX) die with SIGILL on machines whose kernel or
-    hypervisor does not grant the AMX tile state (seen on the dev VM: `tilezero` in
-    ggml_backend_amx_mul_mat). Without them llama.cpp uses its ordinary AVX2/AVX-512 kernels."""
-    import llama_cpp.llama_cpp as lcc
-
-    if "use_extra_bufts" not in [f[0] for f in lcc.llama_model_params._fields_]:
-        return
-    orig = lcc.llama_model_default_params
-    if getattr(orig, "_longctx_patched", False):
-        return
-
-    def params():
-        p = orig()
-        p.use_extra_bufts = False
-        return p
-
-    params._longctx_patched = True
-    lcc.llama_model_default_params = params
-
 
 def read_fixture(path):
     """Parse a fixture file written by write() (used for the llama.cpp pass)."""
@@ -255,9 +225,9 @@ def run_llamacpp(gguf_path, ref):
         llm.reset()
         llm.eval(ids)
         scores = np.array(llm.scores[: llm.n_tokens], dtype=np.float64)
-        rec["top"] = top_pairs(log_softmax(scores[-1]))
+        rec["top"] = top_pairs(log_softmax(scores[-1]), TOP_K)
         if "prefix" in p:
-            rec["prefix"] = [(pl, top_pairs(log_softmax(scores[pl - 1])))
+            rec["prefix"] = [(pl, top_pairs(log_softmax(scores[pl - 1]), TOP_K))
                              for pl, _ in p["prefix"]]
         greedy, margins = [], []
         last = scores[-1]

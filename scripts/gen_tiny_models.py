@@ -80,10 +80,13 @@ import tempfile
 
 import numpy as np
 
+from fixture_common import llamacpp_no_extra_bufts, log_softmax, top_pairs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "tiny")
 
 TOP_K = 20
+
 N_GREEDY = 8
 PROMPT_LENS = [20, 70]
 MIN_MARGIN = 2e-3
@@ -208,17 +211,6 @@ def write_gguf(path, name, cfg, tensors, f32=False):
 
 # ---- transformers -------------------------------------------------------------------------
 
-def log_softmax(x):
-    x = np.asarray(x, dtype=np.float64)
-    m = x.max()
-    return x - (m + np.log(np.exp(x - m).sum()))
-
-
-def top_pairs(lp, k=TOP_K):
-    idx = np.argsort(-lp, kind="stable")[:k]
-    return [(int(i), float(lp[i])) for i in idx]
-
-
 def load_transformers(path, cfg):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -247,7 +239,7 @@ def run_prompt(model, ids):
     with torch.no_grad():
         o = model(torch.tensor([ids]), use_cache=True)
         last = o.logits[0, -1].double().numpy()
-        rec = {"ids": list(ids), "top": top_pairs(log_softmax(last))}
+        rec = {"ids": list(ids), "top": top_pairs(log_softmax(last), TOP_K)}
         past = o.past_key_values
         greedy, margins = [], []
         for _ in range(N_GREEDY):
@@ -302,23 +294,6 @@ def write_fixture(path, model_file, version, recs, header):
 
 
 # ---- llama.cpp (separate process: torch and ggml each bring an OpenMP runtime) -------------
-
-def llamacpp_no_extra_bufts():
-    """use_extra_bufts = false: the AMX extra buffer type dies with SIGILL on the dev VM
-    (see scripts/bench_llamacpp.py)."""
-    import llama_cpp.llama_cpp as lcc
-
-    if "use_extra_bufts" not in [f[0] for f in lcc.llama_model_params._fields_]:
-        return
-    orig = lcc.llama_model_default_params
-
-    def params():
-        p = orig()
-        p.use_extra_bufts = False
-        return p
-
-    lcc.llama_model_default_params = params
-
 
 def llamacpp_main(job_path):
     """Evaluate the jobs in job_path ({name: {gguf, prompts: [ids...]}}) and print JSON."""
