@@ -7,7 +7,7 @@ MODEL      := models/SmolLM2-135M-Instruct.Q4_1.gguf
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 DEMO_FILE  ?= /usr/share/common-licenses/GPL-3
-DEMO_QUESTION ?= Which organization published this license, and what is its name?
+DEMO_QUESTION ?= Question: what is the name of this license and who published it? Answer in one sentence.
 
 .PHONY: all deps model build demo test test-release test-asan fuzz bench clean
 
@@ -24,7 +24,7 @@ build:
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: deps model build
-	./$(BUILD)/longctx run -m $(MODEL) --chat --temp 0 -n 128 --stats \
+	./$(BUILD)/longctx run -m $(MODEL) --chat --temp 0 --repeat-penalty 1.2 -n 80 --stats \
 	    -f $(DEMO_FILE) -p "$(DEMO_QUESTION)"
 
 test-release: build
