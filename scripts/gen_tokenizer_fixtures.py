@@ -171,6 +171,8 @@ def corpus():
     ]
     # control characters and odd bytes that are still valid UTF-8
     c += ["\x00", "a\x00b", "\x1b[31mred\x1b[0m", "\x7f\x01\x02", "\ud7ff\ue000\uffff", "\U0010ffff"]
+    # every C0 control byte, alone and inside words (SmolLM2's vocabulary lacks some of them)
+    c += ["".join(chr(i) for i in range(32)), "w\x16i <\x16>", "a\x0bb\x0cc\x1fd"]
     c.append("")
     # a long paragraph
     para = (

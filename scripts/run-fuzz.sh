@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# run-fuzz.sh — build the libFuzzer targets in build-fuzz/ with clang and run fuzz_gguf for
-# N seconds (default 60) on a scratch copy of fuzz/corpus/. Exits non-zero when the fuzzer
-# finds a crash, leak or sanitizer error (artifacts land in fuzz/, named crash-*, leak-*).
+# run-fuzz.sh — build the libFuzzer targets in build-fuzz/ with clang, run fuzz_gguf for
+# N seconds (default 60) on a scratch copy of fuzz/corpus/ and fuzz_tokenizer for N/2 seconds
+# on fuzz/corpus-tokenizer/. Exits non-zero when a fuzzer finds a crash, leak, sanitizer error
+# or broken round trip (artifacts land in fuzz/, named crash-*, leak-*).
 # Usage: scripts/run-fuzz.sh [seconds] [extra libFuzzer flags...]
 set -euo pipefail
 
@@ -21,21 +22,30 @@ fi
 
 cmake -S "$ROOT" -B "$BUILD" -DLC_FUZZ=ON -DLC_CUDA=OFF -DCMAKE_C_COMPILER="$CC_BIN" \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" --target fuzz_gguf -j"$(nproc)"
+cmake --build "$BUILD" --target fuzz_gguf fuzz_tokenizer -j"$(nproc)"
 
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/lc-fuzz-corpus.XXXXXX")"
-trap 'rm -rf "$WORK"' EXIT
-cp "$ROOT"/fuzz/corpus/* "$WORK"/
+# run_target NAME CORPUS SECONDS: fuzz on a scratch copy of the corpus; exit on a finding
+run_target() {
+    local name="$1" corpus="$2" secs="$3"
+    local work
+    work="$(mktemp -d "${TMPDIR:-/tmp}/lc-fuzz-corpus.XXXXXX")"
+    cp "$ROOT/fuzz/$corpus"/* "$work"/
+    echo "run-fuzz.sh: $name for ${secs}s on $(ls "$work" | wc -l) seeds"
+    set +e
+    (cd "$ROOT" && "$BUILD/fuzz/$name" "$work" -max_total_time="$secs" -max_len=65536 \
+        -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$ROOT/fuzz/" "${EXTRA[@]}")
+    local rc=$?
+    set -e
+    rm -rf "$work"
+    if [ $rc -ne 0 ]; then
+        echo "run-fuzz.sh: $name failed (exit $rc); see the artifact in $ROOT/fuzz/" >&2
+        exit $rc
+    fi
+}
 
-echo "run-fuzz.sh: fuzz_gguf for ${SECONDS_TO_RUN}s on $(ls "$WORK" | wc -l) seeds"
-set +e
-"$BUILD/fuzz/fuzz_gguf" "$WORK" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 \
-    -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$ROOT/fuzz/" "$@"
-rc=$?
-set -e
-if [ $rc -ne 0 ]; then
-    echo "run-fuzz.sh: fuzz_gguf failed (exit $rc); see the artifact in $ROOT/fuzz/" >&2
-    exit $rc
-fi
+EXTRA=("$@")
+run_target fuzz_gguf corpus "$SECONDS_TO_RUN"
+# the tokenizer target checks decode(encode(x)) == x on every valid UTF-8 input
+run_target fuzz_tokenizer corpus-tokenizer "$(( (SECONDS_TO_RUN + 1) / 2 ))"
 echo "run-fuzz.sh: no crashes"

@@ -621,10 +621,28 @@ static void test_fixture(lc_tokenizer *t, const char *file) {
     fcase *cs = load_fixture(path, &n_cases);
     CHECKF(cs != NULL, "cannot read %s", path);
     if (!cs) return;
-    size_t n_equal = 0, n_round = 0, n_stream = 0;
+    size_t n_equal = 0, n_round = 0, n_stream = 0, n_lossy = 0;
     int held_total = 0;
+    /* bytes the vocabulary cannot spell (no token stands for exactly that byte; SmolLM2 lacks
+     * a few control bytes and rare UTF-8 lead bytes): the tokenizer drops them as llama.cpp
+     * does, so the round trip gives the text without them */
+    bool missing[256];
+    for (int b = 0; b < 256; b++) missing[b] = true;
+    for (int32_t id = 0; id < lc_tokenizer_n_vocab(t); id++) {
+        size_t tl;
+        const char *tb = lc_tokenizer_token_bytes(t, id, &tl);
+        if (tb && tl == 1) missing[(unsigned char)tb[0]] = false;
+    }
+    char *want = NULL;
     for (size_t i = 0; i < n_cases; i++) {
         fcase *c = &cs[i];
+        want = realloc(want, c->len + 1);
+        size_t want_len = 0;
+        for (size_t k = 0; k < c->len; k++) {
+            const unsigned char b = (unsigned char)c->text[k];
+            if (!missing[b]) want[want_len++] = (char)b;
+        }
+        n_lossy += want_len != c->len;
         int32_t *ids = NULL;
         size_t n = 0;
         int rc = lc_tokenizer_encode(t, c->text, c->len, false, c->special, &ids, &n);
@@ -651,13 +669,13 @@ static void test_fixture(lc_tokenizer *t, const char *file) {
                 if (o + tl <= c->len * 4 + 16) memcpy(dec + o, tb, tl);
                 o += tl;
             }
-            bool rt = o == c->len && memcmp(dec, c->text, o) == 0;
+            bool rt = o == want_len && memcmp(dec, want, o) == 0;
             n_round += rt;
             CHECKF(rt, "round trip of case %zu", i + 1);
             free(dec);
             int held;
             char *sd = stream_decode(t, ids, n, &o, &held);
-            bool st = o == c->len && memcmp(sd, c->text, o) == 0;
+            bool st = o == want_len && memcmp(sd, want, o) == 0;
             n_stream += st;
             held_total += held;
             CHECKF(st, "streamed decode of case %zu", i + 1);
@@ -667,8 +685,10 @@ static void test_fixture(lc_tokenizer *t, const char *file) {
     }
     fprintf(stderr,
             "%s: %zu/%zu cases equal to the reference; round trip %zu/%zu; "
-            "streamed %zu/%zu (%d tokens ended inside a character)\n",
-            file, n_equal, n_cases, n_round, n_cases, n_stream, n_cases, held_total);
+            "streamed %zu/%zu (%d tokens ended inside a character; %zu cases hold bytes the "
+            "vocabulary cannot spell)\n",
+            file, n_equal, n_cases, n_round, n_cases, n_stream, n_cases, held_total, n_lossy);
+    free(want);
     CHECK(n_cases >= 400);
     CHECK(held_total > 0); /* the corpus does split characters across tokens */
     for (size_t i = 0; i < n_cases; i++) {

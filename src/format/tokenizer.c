@@ -998,13 +998,30 @@ static int bpe_try_pair(const lc_tokenizer *t, scratch *s, int32_t l, int32_t r)
     return heap_push(s, (bigram){bigram_key((uint32_t)m->rank, l), s->id[l], s->id[r]});
 }
 
+/* A byte whose byte-level symbol is not in the vocabulary (SmolLM2 lacks a few control
+ * bytes, e.g. 0x16): as llama.cpp does, emit the tokens spelled by the symbol's individual
+ * UTF-8 bytes where they exist, else nothing. The byte is lost either way, but no <unk> (which
+ * is <|endoftext|> in some vocabularies) is injected into the prompt. */
+static int push_missing_byte(const lc_tokenizer *t, unsigned char byte, ids_vec *out) {
+    char         sym[4];
+    const size_t m = utf8_encode(t->byte_cp[byte], sym);
+    for (size_t k = 0; k < m; k++) {
+        const int32_t id = map_find(t, sym + k, 1);
+        if (id >= 0) {
+            int rc = ids_push(out, id);
+            if (rc != LC_OK) return rc;
+        }
+    }
+    return LC_OK;
+}
+
 /* Byte-level BPE of one pre-token (raw bytes w[0..n)). */
 static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, size_t n,
                     ids_vec *out) {
     int rc;
     if (n == 1) {
         int32_t id = t->byte_char_id[w[0]];
-        return ids_push(out, id >= 0 ? id : t->unk);
+        return id >= 0 ? ids_push(out, id) : push_missing_byte(t, w[0], out);
     }
     if (t->ignore_merges) {
         /* the whole piece is a vocabulary entry: emit it as is (Llama-3) */
@@ -1040,9 +1057,9 @@ static int bpe_word(const lc_tokenizer *t, scratch *s, const unsigned char *w, s
         if ((rc = bpe_try_pair(t, s, l, s->next[l])) != LC_OK) return rc;
     }
     for (int32_t i = 0; i >= 0; i = s->next[i]) {
-        int32_t id = s->id[i];
-        if (id < 0) id = t->unk;
-        if (id >= 0 && (rc = ids_push(out, id)) != LC_OK) return rc;
+        /* only single bytes can lack an id (merge results are vocabulary entries) */
+        rc = s->id[i] >= 0 ? ids_push(out, s->id[i]) : push_missing_byte(t, w[i], out);
+        if (rc != LC_OK) return rc;
     }
     return LC_OK;
 }
