@@ -59,6 +59,7 @@ void lc_log_set(lc_log_fn fn, void *user, lc_log_level min_level);
 typedef struct lc_gguf lc_gguf;
 
 typedef enum lc_gguf_type {
+    LC_GGUF_TYPE_INVALID = -1, /* returned for an index out of range */
     LC_GGUF_TYPE_UINT8   = 0,
     LC_GGUF_TYPE_INT8    = 1,
     LC_GGUF_TYPE_UINT16  = 2,
@@ -147,7 +148,7 @@ typedef struct lc_detok {
 } lc_detok;
 /* Appends the printable bytes of id to out (cap bytes, NUL-terminated); *n_out = bytes
  * written. Bytes of an unfinished UTF-8 character stay pending; an invalid sequence is
- * replaced by U+FFFD. cap must be >= 64 + the token's length. */
+ * replaced by U+FFFD (3 bytes each). cap must be >= 64 + 3 x the token's length. */
 int lc_detok_push(lc_detok *d, const lc_tokenizer *t, int32_t id, char *out, size_t cap,
                   size_t *n_out);
 /* Emits whatever is pending (as U+FFFD if incomplete). */

@@ -654,7 +654,7 @@ const char *lc_gguf_kv_key(const lc_gguf *g, int64_t i) {
 }
 
 lc_gguf_type lc_gguf_kv_type(const lc_gguf *g, int64_t i) {
-    if (!g || i < 0 || i >= g->n_kv) return (lc_gguf_type)-1;
+    if (!g || i < 0 || i >= g->n_kv) return LC_GGUF_TYPE_INVALID;
     return g->kv[i].type;
 }
 
