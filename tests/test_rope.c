@@ -83,6 +83,27 @@ int main(void) {
     lc_cpu_rope_vec(y, 0, &t);
     CHECK(y[0] == -3 && y[1] == 2 && y[2] == 1 && y[3] == 4);
 
+    /* both pairings at real head sizes (the vectorised paths) against the formula */
+    for (int hd = 64; hd <= 128; hd += 64)
+        for (int pairing = 0; pairing < 2; pairing++) {
+            const int half = hd / 2;
+            float    *cs2 = malloc(sizeof(float) * 3 * half), *sn2 = malloc(sizeof(float) * 3 * half);
+            for (int i = 0; i < 3 * half; i++) cs2[i] = cosf(0.37f * i), sn2[i] = sinf(0.37f * i);
+            lc_rope_table rt = {3, hd, (lc_rope_pairing)pairing, cs2, sn2};
+            float         v[128], w[128];
+            for (int i = 0; i < hd; i++) v[i] = w[i] = (float)(i % 7) - 3.0f + 0.1f * i;
+            lc_cpu_rope_vec(w, 2, &rt);
+            double err = 0;
+            for (int i = 0; i < half; i++) {
+                const int   a = pairing ? i : 2 * i, b = pairing ? i + half : 2 * i + 1;
+                const float c = cs2[2 * half + i], s = sn2[2 * half + i];
+                err = fmax(err, fabs(w[a] - (v[a] * c - v[b] * s)));
+                err = fmax(err, fabs(w[b] - (v[a] * s + v[b] * c)));
+            }
+            CHECKF(err < 1e-5, "rope_vec head dim %d pairing %d: max err %g", hd, pairing, err);
+            free(cs2), free(sn2);
+        }
+
     /* the real model's hyper-parameters */
     FILE *mf = fopen(LC_MODEL_PATH, "rb");
     if (mf) {

@@ -25,7 +25,11 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
 /* fp32 -> fp16 (round to nearest even) over n elements. */
 void lc_cpu_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
 
-/* Rotate one head vector x[head_dim] by position pos (helper shared by rope and attention). */
+/* Rotate the first n_rot dims of one head vector by position pos, in place (helper shared by
+ * rope and attention). */
 void lc_cpu_rope_vec(float *x, int32_t pos, const lc_rope_table *rope);
+/* y[head_dim] = x rotated by position pos (dims past n_rot copied); x and y may be equal. */
+void lc_cpu_rope_copy(const float *x, float *y, int32_t head_dim, int32_t pos,
+                      const lc_rope_table *rope);
 
 #endif

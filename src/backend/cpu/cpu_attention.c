@@ -212,8 +212,8 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
         const float  *kp = kv->k + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
         const float  *vp = kv->v + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
         /* rotate the tile's keys with their true positions */
-        memcpy(w->kr, kp, sizeof(float) * (size_t)nt * (size_t)D);
-        for (int32_t j = 0; j < nt; j++) lc_cpu_rope_vec(w->kr + (int64_t)j * D, t0 + j, a->rope);
+        for (int32_t j = 0; j < nt; j++)
+            lc_cpu_rope_copy(kp + (int64_t)j * D, w->kr + (int64_t)j * D, D, t0 + j, a->rope);
         /* queries before t0 see none of the tile: skip their rows */
         const int32_t qa = t0 > qpos0 ? t0 - qpos0 : 0;
         const int32_t r_begin = qa * G, Ma = M - r_begin;

@@ -29,23 +29,29 @@ int lc_cpu_add_bias(float *y, const float *bias, int64_t n_rows, int64_t dim) {
     return LC_OK;
 }
 
-void lc_cpu_rope_vec(float *x, int32_t pos, const lc_rope_table *rope) {
+void lc_cpu_rope_copy(const float *x, float *y, int32_t head_dim, int32_t pos,
+                      const lc_rope_table *rope) {
     const int    half = rope->n_rot / 2;
     const float *c    = rope->cos + (int64_t)pos * half;
     const float *s    = rope->sin + (int64_t)pos * half;
     if (rope->pairing == LC_ROPE_NORM) {
         for (int i = 0; i < half; i++) {
             const float x0 = x[2 * i], x1 = x[2 * i + 1];
-            x[2 * i]     = x0 * c[i] - x1 * s[i];
-            x[2 * i + 1] = x0 * s[i] + x1 * c[i];
+            y[2 * i]     = x0 * c[i] - x1 * s[i];
+            y[2 * i + 1] = x0 * s[i] + x1 * c[i];
         }
     } else {
         for (int i = 0; i < half; i++) {
             const float x0 = x[i], x1 = x[i + half];
-            x[i]        = x0 * c[i] - x1 * s[i];
-            x[i + half] = x0 * s[i] + x1 * c[i];
+            y[i]        = x0 * c[i] - x1 * s[i];
+            y[i + half] = x0 * s[i] + x1 * c[i];
         }
     }
+    for (int i = rope->n_rot; i < head_dim; i++) y[i] = x[i]; /* unrotated tail, if any */
+}
+
+void lc_cpu_rope_vec(float *x, int32_t pos, const lc_rope_table *rope) {
+    lc_cpu_rope_copy(x, x, rope->n_rot, pos, rope);
 }
 
 int lc_cpu_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, int32_t head_dim,
