@@ -228,6 +228,36 @@ typedef struct lc_model_info {
 } lc_model_info;
 
 int                 lc_model_get_info(const lc_model *m, lc_model_info *info);
+/* ---- random-weight models of real configurations (for speed work without downloads) ---- */
+
+
+/* Weight type of a generated model (norms, biases and rope factors stay f32). */
+typedef enum lc_gen_type {
+    LC_GEN_BF16 = 0,
+    LC_GEN_Q8_0 = 1,
+} lc_gen_type;
+
+typedef struct lc_gen_params {
+    const char    *config;  /* "llama-3.1-8b", "llama-3.2-1b", "qwen2.5-7b", "smollm2-135m", "tiny" */
+    const char    *path;    /* output GGUF file (overwritten) */
+    lc_gen_type    type;
+    uint64_t       seed;    /* same seed, config and type: byte-identical file */
+    lc_progress_fn progress; /* tensors written / total, may be NULL */
+    void          *progress_user;
+} lc_gen_params;
+
+/* Write a GGUF file with the architecture, shapes and metadata of a named configuration,
+ * deterministic random weights (std ~0.02, norms 1.0) and a synthetic byte-level BPE
+ * tokenizer of the configuration's vocabulary size; lc_model_load reads it like any GGUF.
+ * Streams tensor by tensor (memory stays small at any size). Fails with LC_ERR_NOT_FOUND for
+ * an unknown config, LC_ERR_IO naming the path when writing fails (the partial file is
+ * removed). */
+int lc_model_generate(const lc_gen_params *p);
+/* Architecture ("llama", "qwen2") of a named configuration, NULL if unknown. */
+const char *lc_gen_config_arch(const char *config);
+/* The known configuration names, ", "-separated (for messages). */
+const char *lc_gen_config_names(void);
+
 const lc_tokenizer *lc_model_tokenizer(const lc_model *m);
 /* The chat template the model's metadata names (NONE if absent or unrecognised). */
 lc_chat_template lc_model_chat_template(const lc_model *m);

@@ -52,8 +52,17 @@ expect 2 "unknown template 'jinja9'" -- "$BIN" run -m "$MODEL" -p hi --chat-temp
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
 expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x
 
+expect 2 "--config" -- "$BIN" gen-model --arch llama --config llama-9000 --out "$TMP/x.gguf"
+expect 2 "--arch" -- "$BIN" gen-model --arch qwen2 --config tiny --out "$TMP/x.gguf"
+expect 2 "--type" -- "$BIN" gen-model --arch llama --config tiny --type q4_k --out "$TMP/x.gguf"
+expect 1 "/nonexistent-dir/x.gguf" -- "$BIN" gen-model --arch llama --config tiny --out /nonexistent-dir/x.gguf
+# a generated model loads and runs
+if "$BIN" gen-model --arch llama --config tiny --type q8_0 --out "$TMP/tiny.gguf" 2>/dev/null &&
+    "$BIN" run -m "$TMP/tiny.gguf" -p "hello" -n 4 --temp 0 --device cpu >/dev/null 2>&1; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: gen-model tiny + run" >&2; fi
+
 # --help everywhere
-for c in run inspect tokenize eval bench; do
+for c in run inspect tokenize eval bench gen-model; do
     if "$BIN" $c --help >/dev/null 2>&1; then pass=$((pass + 1)); else
         fail=$((fail + 1)); echo "FAIL: $c --help" >&2; fi
 done

@@ -19,6 +19,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_gen_model(int argc, char **argv);
 
 /* Parse an integer / float option value; on failure print "longctx CMD: OPT: ..." and
  * return false. */

@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  tokenize  print the token ids (and pieces) of a text\n"
             "  eval      long-context evaluation (passkey retrieval)\n"
             "  bench     prompt and generation speed at several context lengths\n"
+            "  gen-model write a random-weight GGUF with a real model's configuration\n"
             "\n"
             "'longctx COMMAND --help' shows the options of a command.\n");
 }
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "gen-model") == 0) return cmd_gen_model(argc - 1, argv + 1);
     fprintf(stderr, "longctx: unknown command '%s' (see longctx --help)\n", cmd);
     return CLI_USAGE;
 }
