@@ -1,0 +1,93 @@
+// rope_embed_kv.cu — CUDA twins of the CPU backend's embedding gather, RoPE (both pairings;
+// the table already holds any scaling) and KV page write. Contracts: backend/backend.h, with
+// every pointer (including the lc_attn_seq array and its page tables) in device memory.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda.h"
+
+#include <stdint.h>
+
+// out[r][:] = table[ids[r]][:]; ids outside [0, rows) give zeros (the CPU twin rejects them
+// before launching; the kernel must not read out of bounds either way)
+__global__ void embed_kernel(const float *__restrict__ table, int64_t rows, int64_t cols,
+                             const int32_t *__restrict__ ids, float *__restrict__ out) {
+    const int64_t r  = blockIdx.x;
+    const int32_t id = ids[r];
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+        out[r * cols + i] = (id >= 0 && id < rows) ? table[(int64_t)id * cols + i] : 0.0f;
+}
+
+// x: [n_rows][n_heads][head_dim]; one thread per rotated pair
+__global__ void rope_kernel(float *__restrict__ x, const int32_t *__restrict__ pos,
+                            int64_t n_rows, int32_t n_heads, int32_t head_dim,
+                            const float *__restrict__ cs, const float *__restrict__ sn,
+                            int32_t n_pos, int32_t n_rot, int32_t neox) {
+    const int     half  = n_rot / 2;
+    const int64_t total = n_rows * n_heads * half;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int     i   = (int)(t % half);
+        const int64_t rh  = t / half; // row * n_heads + head
+        const int64_t row = rh / n_heads;
+        const int32_t p   = pos[row];
+        if (p < 0 || p >= n_pos) continue;
+        float        *v = x + rh * head_dim;
+        const float   c = cs[(int64_t)p * half + i], s = sn[(int64_t)p * half + i];
+        const int     a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        const float   x0 = v[a], x1 = v[b];
+        v[a]             = x0 * c - x1 * s;
+        v[b]             = x0 * s + x1 * c;
+    }
+}
+
+// one block per (sequence row, kv head); k, v: [n_rows][n_kv_head][head_dim]
+__global__ void kv_write_kernel(float *__restrict__ kpool, float *__restrict__ vpool,
+                                int32_t page_size, int32_t n_kv_head, int32_t head_dim,
+                                const lc_attn_seq *__restrict__ seqs,
+                                const float *__restrict__ k, const float *__restrict__ v) {
+    const lc_attn_seq sq = seqs[blockIdx.y];
+    const int32_t     r  = blockIdx.x / n_kv_head, h = blockIdx.x % n_kv_head;
+    if (r >= sq.n_rows) return;
+    const int32_t pos  = sq.pos0 + r;
+    const int64_t page = sq.page_table[pos / page_size];
+    const int64_t dst  = ((page * n_kv_head + h) * page_size + pos % page_size) * head_dim;
+    const int64_t src  = ((int64_t)(sq.row0 + r) * n_kv_head + h) * head_dim;
+    for (int32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        kpool[dst + d] = k[src + d];
+        vpool[dst + d] = v[src + d];
+    }
+}
+
+extern "C" int lc_cuda_embed(const lc_weight *table, const int32_t *ids, int64_t n_rows,
+                             float *out) {
+    if (table->type != 0)
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda embed: only f32 tables so far");
+    if (n_rows <= 0) return LC_OK;
+    embed_kernel<<<(unsigned)n_rows, 256>>>((const float *)table->data, table->rows, table->cols,
+                                            ids, out);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
+extern "C" int lc_cuda_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads,
+                            int32_t head_dim, const lc_rope_table *rope) {
+    const int64_t total = n_rows * n_heads * (rope->n_rot / 2);
+    if (total <= 0) return LC_OK;
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > 65535) blocks = 65535;
+    rope_kernel<<<(unsigned)blocks, 256>>>(x, pos, n_rows, n_heads, head_dim, rope->cos,
+                                           rope->sin, rope->n_pos, rope->n_rot,
+                                           rope->pairing == LC_ROPE_NEOX);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
+extern "C" int lc_cuda_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                int32_t n_seqs, int32_t max_rows, const float *k,
+                                const float *v) {
+    if (n_seqs <= 0 || max_rows <= 0) return LC_OK;
+    dim3 grid((unsigned)(max_rows * kv->n_kv_head), (unsigned)n_seqs);
+    kv_write_kernel<<<grid, 128>>>(kv->k, kv->v, kv->page_size, kv->n_kv_head, kv->head_dim,
+                                   seqs, k, v);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
