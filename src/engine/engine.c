@@ -377,7 +377,6 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         for (int32_t a = 0; a < n_aseq; a++) {
             lc_seq *s = &c->seqs[c->aseq_idx[a]];
             s->n_done += c->aseqs[a].n_rows;
-            s->kv.n_tokens = s->n_done;
         }
     }
 

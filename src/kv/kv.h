@@ -30,7 +30,6 @@ typedef struct lc_kv_seq {
     int32_t *pages;
     int64_t  n_pages;
     int64_t  cap;
-    int64_t  n_tokens; /* tokens written so far */
 } lc_kv_seq;
 
 int  lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head_dim,

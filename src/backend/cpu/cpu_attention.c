@@ -257,6 +257,16 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
 
 #define LC_ATTN_Q_BLOCK 64 /* query rows per prefill unit */
 
+/* How many key-range splits a sequence's attention gets: 0 = none (its rows go in query
+ * blocks over the whole key range); otherwise a short row set (decode) over a long history is
+ * split so that every thread has work. */
+static int64_t key_splits(const lc_attn_seq *sq, int32_t H, int32_t P, int n_threads) {
+    const int64_t n_k = (int64_t)sq->pos0 + sq->n_rows;
+    if (sq->n_rows >= LC_ATTN_Q_BLOCK || n_k < 4 * P) return 0;
+    const int64_t splits = (2 * n_threads + H - 1) / H, max_splits = (n_k + P - 1) / P;
+    return splits < max_splits ? splits : max_splits;
+}
+
 int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
                       float *out) {
@@ -274,13 +284,10 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
      * split so that every thread has work. */
     int64_t n_units = 0, n_part_rows = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
-        const int32_t n_k = seqs[s].pos0 + seqs[s].n_rows;
-        if (seqs[s].n_rows >= LC_ATTN_Q_BLOCK || n_k < 4 * P) {
+        const int64_t splits = key_splits(&seqs[s], H, P, n_threads);
+        if (splits == 0) {
             n_units += (int64_t)H * ((seqs[s].n_rows + LC_ATTN_Q_BLOCK - 1) / LC_ATTN_Q_BLOCK);
         } else {
-            int64_t splits = (2 * n_threads + H - 1) / H;
-            const int64_t max_splits = (n_k + P - 1) / P;
-            if (splits > max_splits) splits = max_splits;
             n_units += (int64_t)H * splits;
             n_part_rows += (int64_t)H * splits * seqs[s].n_rows * G;
         }
@@ -297,8 +304,9 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
     int64_t u = 0, pr = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         const lc_attn_seq *sq  = &seqs[s];
-        const int32_t      n_k = sq->pos0 + sq->n_rows;
-        if (sq->n_rows >= LC_ATTN_Q_BLOCK || n_k < 4 * P) {
+        const int32_t      n_k    = sq->pos0 + sq->n_rows;
+        const int64_t      splits = key_splits(sq, H, P, n_threads);
+        if (splits == 0) {
             for (int32_t g = 0; g < H; g++)
                 for (int32_t r0 = 0; r0 < sq->n_rows; r0 += LC_ATTN_Q_BLOCK) {
                     const int32_t r1 =
@@ -306,9 +314,6 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
                     units[u++] = (attn_unit){s, g, r0, r1, 0, n_k, -1};
                 }
         } else {
-            int64_t splits = (2 * n_threads + H - 1) / H;
-            const int64_t max_splits = (n_k + P - 1) / P;
-            if (splits > max_splits) splits = max_splits;
             /* split boundaries on page multiples */
             const int64_t pages_per = ((n_k + P - 1) / P + splits - 1) / splits;
             for (int32_t g = 0; g < H; g++)
