@@ -1,5 +1,5 @@
 """fixture_common.py — helpers shared by the fixture generators and the llama.cpp benchmark:
-log-softmax / top-k of a logit vector, and the llama-cpp-python workaround for VMs that
+log-softmax / top-k of a logit vector, greedy decoding with margins, and the llama-cpp-python workaround for VMs that
 advertise AMX without granting it."""
 import numpy as np
 
@@ -14,6 +14,22 @@ def top_pairs(lp, k):
     """The k best (token id, log-prob) pairs, best first (stable for ties)."""
     idx = np.argsort(-lp, kind="stable")[:k]
     return [(int(i), float(lp[i])) for i in idx]
+
+
+def greedy_with_margins(first_logits, step, n):
+    """n greedy tokens starting from first_logits; step(token) evaluates the token and returns
+    the next logits. Returns (ids, margins): margin = best minus second-best log-prob at each
+    step, so fixtures can tell near ties apart."""
+    greedy, margins = [], []
+    last = first_logits
+    for _ in range(n):
+        lp = log_softmax(last)
+        order = np.argsort(-lp, kind="stable")[:2]
+        nxt = int(order[0])
+        greedy.append(nxt)
+        margins.append(float(lp[order[0]] - lp[order[1]]))
+        last = step(nxt)
+    return greedy, margins
 
 
 def llamacpp_no_extra_bufts():

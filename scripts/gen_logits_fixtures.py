@@ -51,7 +51,7 @@ import sys
 
 import numpy as np
 
-from fixture_common import llamacpp_no_extra_bufts, log_softmax, top_pairs
+from fixture_common import greedy_with_margins, llamacpp_no_extra_bufts, log_softmax, top_pairs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -160,20 +160,15 @@ def run_transformers(gguf_path, plist):
                 rec["prefix"] = [(p, top_pairs(log_softmax(logits[p - 1]), TOP_K))
                                  for p in PREFIX_LENS if p <= len(ids)]
             # Greedy continuation with the KV cache, EOS not a stop (like ignore_eos).
-            past = o.past_key_values
-            last = o.logits[0, -1]
-            greedy, margins = [], []
-            for _ in range(N_GREEDY):
-                lp = log_softmax(last.double().numpy())
-                order = np.argsort(-lp, kind="stable")[:2]
-                nxt = int(order[0])
-                greedy.append(nxt)
-                margins.append(float(lp[order[0]] - lp[order[1]]))
-                o = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-                past = o.past_key_values
-                last = o.logits[0, -1]
+            cache = {"past": o.past_key_values}
+
+            def step(t):
+                o2 = model(torch.tensor([[t]]), past_key_values=cache["past"], use_cache=True)
+                cache["past"] = o2.past_key_values
+                return o2.logits[0, -1].double().numpy()
+
+            greedy, rec["gmargin"] = greedy_with_margins(logits[-1], step, N_GREEDY)
             rec["greedy"] = greedy
-            rec["gmargin"] = margins
         out["prompts"].append(rec)
         print("transformers %-13s %4d ids  top1 %d (%.4f)  greedy: %r" % (
             name, len(ids), rec["top"][0][0], rec["top"][0][1], tok.decode(greedy)),
@@ -229,18 +224,11 @@ def run_llamacpp(gguf_path, ref):
         if "prefix" in p:
             rec["prefix"] = [(pl, top_pairs(log_softmax(scores[pl - 1]), TOP_K))
                              for pl, _ in p["prefix"]]
-        greedy, margins = [], []
-        last = scores[-1]
-        for _ in range(N_GREEDY):
-            lp = log_softmax(last)
-            order = np.argsort(-lp, kind="stable")[:2]
-            nxt = int(order[0])
-            greedy.append(nxt)
-            margins.append(float(lp[order[0]] - lp[order[1]]))
-            llm.eval([nxt])
-            last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
-        rec["greedy"] = greedy
-        rec["gmargin"] = margins
+        def step(t):
+            llm.eval([t])
+            return np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+
+        rec["greedy"], rec["gmargin"] = greedy_with_margins(scores[-1], step, N_GREEDY)
         out["prompts"].append(rec)
     return out
 

@@ -80,7 +80,7 @@ import tempfile
 
 import numpy as np
 
-from fixture_common import llamacpp_no_extra_bufts, log_softmax, top_pairs
+from fixture_common import greedy_with_margins, llamacpp_no_extra_bufts, log_softmax, top_pairs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "tiny")
@@ -240,18 +240,15 @@ def run_prompt(model, ids):
         o = model(torch.tensor([ids]), use_cache=True)
         last = o.logits[0, -1].double().numpy()
         rec = {"ids": list(ids), "top": top_pairs(log_softmax(last), TOP_K)}
-        past = o.past_key_values
-        greedy, margins = [], []
-        for _ in range(N_GREEDY):
-            lp = log_softmax(last)
-            order = np.argsort(-lp, kind="stable")[:2]
-            nxt = int(order[0])
-            greedy.append(nxt)
-            margins.append(float(lp[order[0]] - lp[order[1]]))
-            o = model(torch.tensor([[nxt]]), past_key_values=past, use_cache=True)
-            past = o.past_key_values
-            last = o.logits[0, -1].double().numpy()
-        rec["greedy"], rec["gmargin"] = greedy, margins
+        cache = {"past": o.past_key_values}
+
+        def step(t):
+            o2 = model(torch.tensor([[t]]), past_key_values=cache["past"], use_cache=True)
+            cache["past"] = o2.past_key_values
+            return o2.logits[0, -1].double().numpy()
+
+        greedy, rec["gmargin"] = greedy_with_margins(last, step, N_GREEDY)
+        rec["greedy"] = greedy
         # sanity: the cached continuation equals a full re-evaluation of the last step
         full = model(torch.tensor([list(ids) + greedy[:-1]])).logits[0, -1].double().numpy()
         assert int(np.argmax(full)) == greedy[-1]
