@@ -181,7 +181,7 @@ int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msg
 typedef struct lc_model lc_model;
 
 typedef enum lc_device {
-    LC_DEVICE_AUTO = 0, /* CUDA once its forward exists and a GPU is present; CPU today */
+    LC_DEVICE_AUTO = 0, /* CUDA when this build has it and a GPU is present, else the CPU */
     LC_DEVICE_CPU  = 1,
     LC_DEVICE_CUDA = 2,
 } lc_device;
@@ -189,11 +189,12 @@ typedef enum lc_device {
 /* Progress of a long operation: done out of total units. */
 typedef void (*lc_progress_fn)(int64_t done, int64_t total, void *user);
 
-/* How the CPU backend holds weight matrices after dequantising them at load. */
+/* How a backend holds weight matrices after dequantising them at load. */
 typedef enum lc_weight_format {
-    LC_WEIGHTS_AUTO = 0, /* the backend's default (CPU: f32) */
-    LC_WEIGHTS_F32  = 1, /* exact dequantised values: the reference */
-    LC_WEIGHTS_F16  = 2, /* half the memory traffic; values rounded to fp16 */
+    LC_WEIGHTS_AUTO = 0, /* the backend's default (CPU: f32, CUDA: bf16) */
+    LC_WEIGHTS_F32  = 1, /* CPU: exact dequantised values, the reference */
+    LC_WEIGHTS_F16  = 2, /* CPU: half the memory traffic; values rounded to fp16 */
+    LC_WEIGHTS_BF16 = 3, /* CUDA: bf16 (the tensor-core GEMM input) */
 } lc_weight_format;
 
 typedef struct lc_model_params {

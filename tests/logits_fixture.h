@@ -373,7 +373,7 @@ static bool run_greedy(lc_context *c, fixture_t *const *f, int n, int max_tokens
 }
 
 /* Number of leading ids equal to the reference. */
-static int greedy_match(const fixture_t *f, const int32_t *gen, int n_gen) {
+static inline int greedy_match(const fixture_t *f, const int32_t *gen, int n_gen) {
     int k = 0;
     while (k < n_gen && k < f->n_greedy && gen[k] == f->greedy[k]) k++;
     return k;

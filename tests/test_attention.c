@@ -30,7 +30,7 @@ static void naive(const lc_kv_layer_view *kv, const int32_t *pages, int32_t n_k,
     double        mx = -INFINITY, sum = 0;
     float         kr[512];
     for (int32_t t = 0; t < n_k; t++) {
-        const float *k = kv->k + (((int64_t)pages[t / P] * H + g) * P + t % P) * D;
+        const float *k = (const float *)kv->k + (((int64_t)pages[t / P] * H + g) * P + t % P) * D;
         memcpy(kr, k, sizeof(float) * (size_t)D);
         lc_cpu_rope_vec(kr, t, rope);
         double d = 0;
@@ -42,7 +42,7 @@ static void naive(const lc_kv_layer_view *kv, const int32_t *pages, int32_t n_k,
     for (int32_t t = 0; t < n_k; t++) {
         const double p = exp(s[t] - mx);
         sum += p;
-        const float *v = kv->v + (((int64_t)pages[t / P] * H + g) * P + t % P) * D;
+        const float *v = (const float *)kv->v + (((int64_t)pages[t / P] * H + g) * P + t % P) * D;
         for (int32_t i = 0; i < D; i++) acc[i] += p * v[i];
     }
     for (int32_t i = 0; i < D; i++) out[i] = (float)(acc[i] / sum);
@@ -64,7 +64,7 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
     hp.rope_base = 10000.0f;
     hp.rope_pairing = pairing;
     lc_rope_table rope = {max_k, D, pairing, malloc(sizeof(float) * max_k * D / 2),
-                          malloc(sizeof(float) * max_k * D / 2)};
+                          malloc(sizeof(float) * max_k * D / 2), 1.0f};
     CHECK(lc_rope_table_fill(&hp, NULL, max_k, rope.cos, rope.sin) == LC_OK);
     int64_t pages_total = 0;
     for (int32_t s = 0; s < n_seqs; s++) pages_total += (pos0[s] + n_rows[s] + P - 1) / P;

@@ -4,6 +4,7 @@
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cuda/cuda.h"
+#include "format/quant.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -115,7 +116,7 @@ int main(void) {
                     int32_t *pos = malloc(sizeof(int32_t) * R);
                     for (int64_t i = 0; i < N; i++) x[i] = xr[i] = frand();
                     for (int64_t i = 0; i < R; i++) pos[i] = (int32_t)((frand() + 1.0f) * 0.5f * (NP - 1));
-                    lc_rope_table ht = {NP, D, (lc_rope_pairing)pairing, cs, sn};
+                    lc_rope_table ht = {NP, D, (lc_rope_pairing)pairing, cs, sn, 1.0f};
                     CHECK(lc_cpu_rope(xr, pos, R, H, D, &ht) == LC_OK);
                     float   *dx = b->alloc(b, sizeof(float) * N, "x"), *dc = b->alloc(b, sizeof(float) * NP * half, "c"),
                             *ds = b->alloc(b, sizeof(float) * NP * half, "s");
@@ -124,7 +125,7 @@ int main(void) {
                     b->upload(b, dc, cs, sizeof(float) * NP * half);
                     b->upload(b, ds, sn, sizeof(float) * NP * half);
                     b->upload(b, dp, pos, sizeof(int32_t) * R);
-                    lc_rope_table dt = {NP, D, (lc_rope_pairing)pairing, dc, ds};
+                    lc_rope_table dt = {NP, D, (lc_rope_pairing)pairing, dc, ds, 1.0f};
                     CHECK(lc_cuda_rope(dx, dp, R, H, D, &dt) == LC_OK && lc_cuda_sync() == LC_OK);
                     b->download(b, x, dx, sizeof(float) * N);
                     const double e = nmse(xr, x, (size_t)N);
@@ -147,13 +148,14 @@ int main(void) {
         for (int64_t i = 0; i < rows * KD; i++) k[i] = frand(), v[i] = frand();
         lc_kv_layer_view hv = {kc, vc, P, KH, D};
         CHECK(lc_cpu_kv_write(&hv, hs, 2, k, v) == LC_OK);
-        float   *dk = b->alloc(b, sizeof(float) * pool, "kpool"), *dv = b->alloc(b, sizeof(float) * pool, "vpool");
+        /* the CUDA pools hold bf16: compare with the CPU pool rounded to bf16, bit for bit */
+        uint16_t *dk = b->alloc(b, sizeof(uint16_t) * pool, "kpool"), *dv = b->alloc(b, sizeof(uint16_t) * pool, "vpool");
         float   *dks = b->alloc(b, sizeof(float) * rows * KD, "k"), *dvs = b->alloc(b, sizeof(float) * rows * KD, "v");
         int32_t *dpt = b->alloc(b, sizeof(int32_t) * n_pages, "pages");
         lc_attn_seq *dseq = b->alloc(b, sizeof hs, "seqs");
-        float *zero = calloc((size_t)pool, sizeof(float));
-        b->upload(b, dk, zero, sizeof(float) * pool);
-        b->upload(b, dv, zero, sizeof(float) * pool);
+        uint16_t *hpool = calloc((size_t)pool, sizeof(uint16_t)), *want = malloc(sizeof(uint16_t) * pool);
+        b->upload(b, dk, hpool, sizeof(uint16_t) * pool);
+        b->upload(b, dv, hpool, sizeof(uint16_t) * pool);
         b->upload(b, dks, k, sizeof(float) * rows * KD);
         b->upload(b, dvs, v, sizeof(float) * rows * KD);
         b->upload(b, dpt, pt, sizeof(int32_t) * n_pages);
@@ -162,12 +164,15 @@ int main(void) {
         lc_kv_layer_view dvw = {dk, dv, P, KH, D};
         CHECK(lc_cuda_kv_write(&dvw, dseq, 2, (int32_t)(R > 5 ? R : 5), dks, dvs) == LC_OK &&
               lc_cuda_sync() == LC_OK);
-        b->download(b, zero, dk, sizeof(float) * pool);
-        CHECKF(memcmp(zero, kc, sizeof(float) * pool) == 0, "kv_write K rows %lld", (long long)R);
-        b->download(b, zero, dv, sizeof(float) * pool);
-        CHECKF(memcmp(zero, vc, sizeof(float) * pool) == 0, "kv_write V rows %lld", (long long)R);
+        b->download(b, hpool, dk, sizeof(uint16_t) * pool);
+        for (int64_t i = 0; i < pool; i++) want[i] = lc_fp32_to_bf16(kc[i]);
+        CHECKF(memcmp(hpool, want, sizeof(uint16_t) * pool) == 0, "kv_write K rows %lld", (long long)R);
+        b->download(b, hpool, dv, sizeof(uint16_t) * pool);
+        for (int64_t i = 0; i < pool; i++) want[i] = lc_fp32_to_bf16(vc[i]);
+        CHECKF(memcmp(hpool, want, sizeof(uint16_t) * pool) == 0, "kv_write V rows %lld", (long long)R);
+        free(hpool), free(want);
         b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dks), b->dealloc(b, dvs), b->dealloc(b, dpt), b->dealloc(b, dseq);
-        free(kc), free(vc), free(pt), free(k), free(v), free(zero), free(ids);
+        free(kc), free(vc), free(pt), free(k), free(v), free(ids);
     }
     b->free(b);
     TEST_END();

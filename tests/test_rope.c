@@ -74,7 +74,7 @@ int main(void) {
 
     /* pairing: NORM rotates (x0, x1), NEOX rotates (x0, x_half) */
     float         cs[2] = {0.0f, 1.0f}, sn[2] = {1.0f, 0.0f}; /* pair 0 by 90°, pair 1 by 0° */
-    lc_rope_table t     = {1, 4, LC_ROPE_NORM, cs, sn};
+    lc_rope_table t     = {1, 4, LC_ROPE_NORM, cs, sn, 1.0f};
     float         x[4]  = {1, 2, 3, 4};
     lc_cpu_rope_vec(x, 0, &t);
     CHECK(x[0] == -2 && x[1] == 1 && x[2] == 3 && x[3] == 4);
@@ -89,7 +89,7 @@ int main(void) {
             const int half = hd / 2;
             float    *cs2 = malloc(sizeof(float) * 3 * half), *sn2 = malloc(sizeof(float) * 3 * half);
             for (int i = 0; i < 3 * half; i++) cs2[i] = cosf(0.37f * i), sn2[i] = sinf(0.37f * i);
-            lc_rope_table rt = {3, hd, (lc_rope_pairing)pairing, cs2, sn2};
+            lc_rope_table rt = {3, hd, (lc_rope_pairing)pairing, cs2, sn2, 1.0f};
             float         v[128], w[128];
             for (int i = 0; i < hd; i++) v[i] = w[i] = (float)(i % 7) - 3.0f + 0.1f * i;
             lc_cpu_rope_vec(w, 2, &rt);

@@ -24,11 +24,11 @@ const char *gen_opts_help(void) {
            "  -c, --ctx N             context size in tokens (default: the model's trained context)\n"
            "  -b, --batch N           prompt tokens per step (default 512)\n"
            "  -t, --threads N         CPU threads (default: all cores)\n"
-           "  --device cpu|cuda|auto  compute device (default auto; the CUDA forward is not built yet,\n"
-           "                          so auto runs on the CPU and cuda reports that)\n"
+           "  --device cpu|cuda|auto  compute device (default auto: the GPU when there is one)\n"
            "  --page-size N           KV page size in tokens, power of two (default 64)\n"
-           "  --weights f32|f16       CPU weight storage after dequantisation (default f32, the\n"
-           "                          exact values; f16 halves the memory a decode step reads)\n"
+           "  --weights f32|f16|bf16  weight storage after dequantisation: CPU f32 (default, the\n"
+           "                          exact values) or f16 (half the memory a decode step reads);\n"
+           "                          CUDA bf16 (default, the only one)\n"
            "  --temp T                temperature, 0 = greedy (default 0.8)\n"
            "  --top-k N               top-k, 0 = off (default 40)\n"
            "  --top-p P               nucleus sampling, 1 = off (default 0.95)\n"
@@ -67,9 +67,10 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         VAL();
         if (!strcmp(v, "f32")) o->weights = LC_WEIGHTS_F32;
         else if (!strcmp(v, "f16")) o->weights = LC_WEIGHTS_F16;
+        else if (!strcmp(v, "bf16")) o->weights = LC_WEIGHTS_BF16;
         else if (!strcmp(v, "auto")) o->weights = LC_WEIGHTS_AUTO;
         else {
-            fprintf(stderr, "longctx %s: --weights: '%s' is not one of f32, f16, auto\n", cmd, v);
+            fprintf(stderr, "longctx %s: --weights: '%s' is not one of f32, f16, bf16, auto\n", cmd, v);
             return -1;
         }
     } else if (!strcmp(a, "--page-size")) {

@@ -44,13 +44,16 @@ typedef struct lc_rope_table {
     lc_rope_pairing pairing;
     float          *cos;   /* [n_pos][n_rot/2] */
     float          *sin;
+    float           mscale; /* the attention factor folded into cos/sin (YaRN; 0 means 1):
+                               kernels that compose two table rows divide one factor out */
 } lc_rope_table;
 
 /* The paged KV pool of one layer, as kernels see it (DESIGN.md "KV pages"):
- * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE. */
+ * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE, elements of the
+ * backend's kv_type (fp32 on the CPU, bf16 on CUDA). */
 typedef struct lc_kv_layer_view {
-    float  *k;
-    float  *v;
+    void   *k;
+    void   *v;
     int32_t page_size;
     int32_t n_kv_head;
     int32_t head_dim;
@@ -70,7 +73,8 @@ struct lc_backend {
     const char *name;
     lc_device   device;
     int         n_threads;   /* host threads used by the ops */
-    uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16) */
+    uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16 / BF16) */
+    uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / BF16) */
     void       *impl;
     void (*free)(lc_backend *b);
 
@@ -80,6 +84,11 @@ struct lc_backend {
     /* host <-> backend copies */
     int (*upload)(lc_backend *b, void *dst, const void *src, size_t bytes);
     int (*download)(lc_backend *b, void *dst, const void *src, size_t bytes);
+
+    /* Called once per forward before any op that takes the batch's sequences: a backend whose
+     * kernels need the sequences (and page tables) in its own memory copies them here. The
+     * seqs pointer passed to later ops of the same forward is this one. NULL: nothing to do. */
+    int (*batch_begin)(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs, int32_t page_size);
 
     /* Dequantise a GGUF tensor (rows = ne[1], cols = ne[0]) into backend storage. */
     int (*weight_load)(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w);

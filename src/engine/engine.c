@@ -146,6 +146,7 @@ int lc_context_create(lc_model *m, const lc_context_params *params, lc_context *
         c->rope.n_pos   = p.n_ctx;
         c->rope.n_rot   = hp->n_rot;
         c->rope.pairing = hp->rope_pairing;
+        c->rope.mscale  = (float)lc_rope_mscale(hp);
     }
     if ((st = lc_forward_ws_create(m, p.n_batch, p.n_seq_max, &c->ws)) != LC_OK) goto fail;
     c->seqs       = lc_calloc((size_t)p.n_seq_max, sizeof(lc_seq), "sequences");

@@ -22,8 +22,9 @@ int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head
     kv->head_dim   = head_dim;
     kv->page_size  = page_size;
     kv->n_pages    = n_pages;
-    kv->k          = lc_calloc((size_t)n_layer, sizeof(float *), "kv pools");
-    kv->v          = lc_calloc((size_t)n_layer, sizeof(float *), "kv pools");
+    kv->elem_bytes = b->kv_type == LC_TYPE_BF16 || b->kv_type == LC_TYPE_F16 ? 2 : 4;
+    kv->k          = lc_calloc((size_t)n_layer, sizeof(void *), "kv pools");
+    kv->v          = lc_calloc((size_t)n_layer, sizeof(void *), "kv pools");
     kv->free_pages = lc_malloc(sizeof(int32_t) * (size_t)n_pages, "kv free list");
     if (!kv->k || !kv->v || !kv->free_pages) {
         lc_kv_free(kv);
@@ -31,7 +32,7 @@ int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head
     }
     size_t pool_bytes;
     if (!lc_mul_size((size_t)n_pages, (size_t)page_size * (size_t)n_kv_head * (size_t)head_dim *
-                     sizeof(float), &pool_bytes)) {
+                     (size_t)kv->elem_bytes, &pool_bytes)) {
         lc_kv_free(kv);
         return lc_fail(LC_ERR_CONTEXT, "KV pool of %lld pages overflows", (long long)n_pages);
     }
@@ -65,7 +66,7 @@ void lc_kv_free(lc_kv_cache *kv) {
 
 uint64_t lc_kv_page_bytes(const lc_kv_cache *kv) {
     return 2ull * (uint64_t)kv->n_layer * (uint64_t)kv->page_size * (uint64_t)kv->n_kv_head *
-           (uint64_t)kv->head_dim * sizeof(float);
+           (uint64_t)kv->head_dim * (uint64_t)kv->elem_bytes;
 }
 
 int64_t lc_kv_pages_for(const lc_kv_cache *kv, int64_t n_tokens) {

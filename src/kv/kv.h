@@ -9,6 +9,7 @@
 #define LC_KV_H
 
 #include "backend/backend.h"
+#include "format/quant.h"
 
 #include <stdint.h>
 
@@ -19,8 +20,9 @@ typedef struct lc_kv_cache {
     int32_t     head_dim;
     int32_t     page_size;
     int64_t     n_pages;
-    float     **k; /* [n_layer] pools in backend memory */
-    float     **v;
+    int32_t     elem_bytes; /* of the backend's kv_type */
+    void      **k;          /* [n_layer] pools in backend memory */
+    void      **v;
     int32_t    *free_pages; /* stack of free page ids */
     int64_t     n_free;
 } lc_kv_cache;

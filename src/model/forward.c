@@ -76,6 +76,7 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
                   KVD = (int64_t)hp->n_head_kv * hp->head_dim;
     const float scale = 1.0f / sqrtf((float)hp->head_dim);
 
+    if (b->batch_begin) TRY(b->batch_begin(b, batch->seqs, batch->n_seqs, kv->page_size));
     TRY(b->upload(b, ws->ids, batch->ids, sizeof(int32_t) * (size_t)n));
     TRY(b->upload(b, ws->pos, batch->pos, sizeof(int32_t) * (size_t)n));
     TRY(b->embed(b, &m->tok_embd, ws->ids, n, ws->x));

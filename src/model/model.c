@@ -159,6 +159,15 @@ static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_rotations, float b
            (2.0f * logf(base));
 }
 
+double lc_rope_mscale(const lc_hparams *hp) {
+    double mscale = 1.0;
+    if (hp->rope_scaling == LC_ROPE_SCALING_YARN) {
+        mscale = hp->yarn_attn_factor;
+        if (hp->yarn_ext_factor != 0.0f) mscale *= 1.0 + 0.1 * log((double)hp->rope_factor);
+    }
+    return mscale;
+}
+
 int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t n_pos,
                        float *cos_out, float *sin_out) {
     const int half = hp->n_rot / 2;
@@ -207,10 +216,7 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
         }
         freq[i] = fr;
     }
-    if (hp->rope_scaling == LC_ROPE_SCALING_YARN) {
-        mscale = hp->yarn_attn_factor;
-        if (hp->yarn_ext_factor != 0.0f) mscale *= 1.0 + 0.1 * log((double)hp->rope_factor);
-    }
+    mscale = lc_rope_mscale(hp);
     for (int32_t p = 0; p < n_pos; p++) {
         for (int i = 0; i < half; i++) {
             double theta;
@@ -248,7 +254,8 @@ static int load_tensor(lc_model *m, const char *name, int64_t cols, int64_t rows
     int st = m->backend->weight_load(m->backend, t, w);
     if (st != LC_OK) return st;
     m->n_params += (uint64_t)cols * (uint64_t)rows;
-    m->weight_bytes += (uint64_t)cols * (uint64_t)rows * (w->type == LC_TYPE_F16 ? 2u : 4u);
+    m->weight_bytes += (uint64_t)cols * (uint64_t)rows *
+                       (w->type == LC_TYPE_F16 || w->type == LC_TYPE_BF16 ? 2u : 4u);
     return LC_OK;
 }
 
@@ -382,15 +389,24 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
             lc_clear_error();
         }
     }
-    if (p->device == LC_DEVICE_CUDA) {
+    if (p->device == LC_DEVICE_CUDA || p->device == LC_DEVICE_AUTO) {
         st = lc_backend_cuda_create(0, &m->backend);
-        if (st != LC_OK) goto fail;
-        /* The CUDA forward arrives with the CUDA backend issue. */
-        st = lc_fail(LC_ERR_UNSUPPORTED, "the CUDA forward is not implemented yet; use --device cpu");
-        goto fail;
+        if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
+        if (st != LC_OK) lc_clear_error(); /* auto: no GPU, use the CPU */
+        if (st == LC_OK && p->weights != LC_WEIGHTS_AUTO && p->weights != LC_WEIGHTS_BF16) {
+            st = lc_fail(LC_ERR_INVALID_ARG, "the CUDA backend holds weights in bf16; "
+                         "--weights f32/f16 are CPU options");
+            goto fail;
+        }
     }
-    if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
-    m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
+    if (!m->backend) {
+        if (p->weights == LC_WEIGHTS_BF16) {
+            st = lc_fail(LC_ERR_INVALID_ARG, "--weights bf16 needs the CUDA backend");
+            goto fail;
+        }
+        if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
+        m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
+    }
     if ((st = load_weights(m, p)) != LC_OK) goto fail;
     *out = m;
     return LC_OK;

@@ -58,6 +58,9 @@ struct lc_model {
 /* Read and validate hyper-parameters (exposed for tests). */
 int lc_hparams_read(const lc_gguf *g, lc_hparams *hp);
 
+/* The attention factor the table folds into cos/sin (YaRN's mscale; 1 otherwise). */
+double lc_rope_mscale(const lc_hparams *hp);
+
 /* Compute the RoPE table for positions [0, n_pos) into host arrays cos/sin [n_pos][n_rot/2]
  * (the CPU reference of the rotation angles; freq_factors may be NULL). */
 int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t n_pos,

@@ -145,6 +145,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     openblas_set_num_threads(n_threads);
     b->name        = "cpu";
     b->weight_type = LC_TYPE_F32;
+    b->kv_type     = LC_TYPE_F32;
     b->n_threads   = n_threads;
     b->device      = LC_DEVICE_CPU;
     b->free        = cpu_free;

@@ -35,8 +35,8 @@ int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t
             for (int32_t h = 0; h < H; h++) {
                 const int64_t dst = ((page * H + h) * P + slot) * (int64_t)D;
                 const int64_t src = ((int64_t)(sq->row0 + r) * H + h) * D;
-                memcpy(kv->k + dst, k + src, sizeof(float) * (size_t)D);
-                memcpy(kv->v + dst, v + src, sizeof(float) * (size_t)D);
+                memcpy((float *)kv->k + dst, k + src, sizeof(float) * (size_t)D);
+                memcpy((float *)kv->v + dst, v + src, sizeof(float) * (size_t)D);
             }
         }
     }
@@ -209,8 +209,8 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
         const int32_t t1         = (page_start + P < k_end) ? page_start + P : k_end;
         const int32_t nt         = t1 - t0;
         const int64_t page       = sq->page_table[t0 / P];
-        const float  *kp = kv->k + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
-        const float  *vp = kv->v + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
+        const float  *kp = (const float *)kv->k + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
+        const float  *vp = (const float *)kv->v + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
         /* rotate the tile's keys with their true positions */
         for (int32_t j = 0; j < nt; j++)
             lc_cpu_rope_copy(kp + (int64_t)j * D, w->kr + (int64_t)j * D, D, t0 + j, a->rope);

@@ -1,17 +1,54 @@
-// backend_cuda.cu — the CUDA backend object: device selection, device memory, host<->device
-// copies, and the op table filled with the ops written so far (elementwise.cu). The GEMMs
-// (cuBLASLt), RoPE, KV writes and attention kernels arrive with the CUDA backend issue; until
-// then the model refuses --device cuda with a clear message.
+// backend_cuda.cu — the CUDA backend object (backend/backend.h): device selection, its stream,
+// device memory, host<->device copies, bf16 weights, the per-forward batch upload (sequences
+// and page tables copied once, read by every layer's KV write and attention), and the op
+// table over the kernels of elementwise.cu, rope_embed_kv.cu, weights_gemm.cu, attention.cu.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "format/quant.h"
+}
+
+static cudaStream_t g_stream = nullptr;
+cudaStream_t        lc_cuda_stream(void) { return g_stream; }
+void                lc_cuda_set_stream(cudaStream_t s) { g_stream = s; }
+
+struct cuda_impl {
+    int           device;
+    cudaStream_t  stream;
+    lc_cuda_gemm *gemm;
+    void         *staging; // weight upload staging (device)
+    size_t        staging_bytes;
+    lc_bf16      *xb;      // bf16 copy of a GEMM input
+    size_t        xb_elems;
+    // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
+    const lc_attn_seq *host_seqs;
+    int32_t            n_seqs, n_dec, n_pre, max_rows, max_pre_rows;
+    int64_t            max_dec_keys;
+    unsigned char     *h_batch; // pinned
+    unsigned char     *d_batch;
+    size_t             batch_cap;
+    cudaEvent_t        batch_copied;
+    lc_attn_seq       *d_seqs;
+    int32_t           *d_dec, *d_pre;
+    float             *part;
+    size_t             part_floats;
+};
+
+static cuda_impl *impl_of(lc_backend *b) { return (cuda_impl *)b->impl; }
 
 static void *cuda_alloc(lc_backend *, size_t bytes, const char *what) {
     void       *p   = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
     if (err != cudaSuccess) {
-        lc_fail(LC_ERR_NOMEM, "out of GPU memory allocating %zu bytes for %s (%s)", bytes, what,
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        lc_fail(LC_ERR_NOMEM, "out of GPU memory allocating %.1f MiB for %s (%.1f of %.1f MiB "
+                "free; %s)", bytes / 1048576.0, what, free_b / 1048576.0, total_b / 1048576.0,
                 cudaGetErrorString(err));
         return nullptr;
     }
@@ -32,6 +69,66 @@ static int cuda_download(lc_backend *, void *dst, const void *src, size_t bytes)
     return LC_OK;
 }
 
+static int cuda_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w) {
+    cuda_impl    *im   = impl_of(b);
+    const int64_t cols = (int64_t)t->ne[0];
+    const int64_t rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    memset(w, 0, sizeof *w);
+    if (rows == 1) { // norms and biases: fp32, dequantised on the host
+        float *h = (float *)malloc(sizeof(float) * (size_t)cols);
+        if (!h) return lc_fail(LC_ERR_NOMEM, "out of memory for tensor %s", t->name);
+        int st = lc_dequantize(t->type, t->data, h, cols);
+        if (st == LC_OK) {
+            w->data = cuda_alloc(b, sizeof(float) * (size_t)cols, t->name);
+            if (!w->data) st = LC_ERR_NOMEM;
+            else st = cuda_upload(b, w->data, h, sizeof(float) * (size_t)cols);
+        }
+        free(h);
+        if (st != LC_OK) {
+            cuda_dealloc(b, w->data);
+            w->data = nullptr;
+            return st;
+        }
+        w->rows = 1, w->cols = cols, w->type = LC_TYPE_F32;
+        return LC_OK;
+    }
+    void *data = cuda_alloc(b, sizeof(lc_bf16) * (size_t)rows * (size_t)cols, t->name);
+    if (!data) return LC_ERR_NOMEM;
+    int st = lc_cuda_weight_upload_bf16(t, rows, cols, data, im->staging, im->staging_bytes);
+    if (st != LC_OK) {
+        cuda_dealloc(b, data);
+        return st;
+    }
+    w->rows = rows, w->cols = cols, w->type = LC_TYPE_BF16, w->data = data;
+    return LC_OK;
+}
+
+static void cuda_weight_free(lc_backend *b, lc_weight *w) {
+    cuda_dealloc(b, w->data);
+    w->data = nullptr;
+}
+
+static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
+    cuda_impl *im = impl_of(b);
+    if (w->type != LC_TYPE_BF16)
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 only)", w->type);
+    const size_t need = (size_t)n * (size_t)w->cols;
+    if (need > im->xb_elems) {
+        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+        cuda_dealloc(b, im->xb);
+        im->xb_elems = 0;
+        im->xb       = (lc_bf16 *)cuda_alloc(b, need * sizeof(lc_bf16), "GEMM input (bf16)");
+        if (!im->xb) return LC_ERR_NOMEM;
+        im->xb_elems = need;
+    }
+    int st = lc_cuda_f32_to_bf16(x, im->xb, (int64_t)need);
+    if (st != LC_OK) return st;
+    return lc_cuda_gemm_bf16(im->gemm, w->data, w->rows, w->cols, im->xb, n, y);
+}
+
+static int cuda_embed(lc_backend *, const lc_weight *t, const int32_t *ids, int64_t n, float *o) {
+    return lc_cuda_embed(t, ids, n, o);
+}
 static int cuda_rmsnorm(lc_backend *, const float *x, const float *w, float *y, int64_t n,
                         int64_t dim, float eps) {
     return lc_cuda_rmsnorm(x, w, y, n, dim, eps);
@@ -43,8 +140,128 @@ static int cuda_add(lc_backend *, float *x, const float *y, int64_t n) { return 
 static int cuda_add_bias(lc_backend *, float *y, const float *b, int64_t n, int64_t dim) {
     return lc_cuda_add_bias(y, b, n, dim);
 }
+static int cuda_rope(lc_backend *, float *x, const int32_t *pos, int64_t n, int32_t nh, int32_t hd,
+                     const lc_rope_table *rope) {
+    return lc_cuda_rope(x, pos, n, nh, hd, rope);
+}
 
-static void cuda_free(lc_backend *b) { free(b); }
+static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs,
+                            int32_t page_size) {
+    cuda_impl *im = impl_of(b);
+    size_t     n_pages = 0;
+    for (int32_t i = 0; i < n_seqs; i++)
+        n_pages += (size_t)((seqs[i].pos0 + seqs[i].n_rows + page_size - 1) / page_size);
+    const size_t seq_bytes = sizeof(lc_attn_seq) * (size_t)n_seqs;
+    const size_t off_dec = (seq_bytes + 15) & ~(size_t)15;
+    const size_t off_pre = off_dec + sizeof(int32_t) * (size_t)n_seqs;
+    const size_t off_pg  = off_pre + sizeof(int32_t) * (size_t)n_seqs;
+    const size_t total   = off_pg + sizeof(int32_t) * n_pages;
+    // the previous batch's copy must be done before the pinned image is rewritten
+    LC_CUDA_TRY(cudaEventSynchronize(im->batch_copied));
+    if (total > im->batch_cap) {
+        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+        cudaFreeHost(im->h_batch);
+        cudaFree(im->d_batch);
+        im->h_batch = nullptr, im->d_batch = nullptr, im->batch_cap = 0;
+        const size_t cap = total * 2 + 4096;
+        LC_CUDA_TRY(cudaMallocHost((void **)&im->h_batch, cap));
+        LC_CUDA_TRY(cudaMalloc((void **)&im->d_batch, cap));
+        im->batch_cap = cap;
+    }
+    lc_attn_seq *hs  = (lc_attn_seq *)im->h_batch;
+    int32_t     *dec = (int32_t *)(im->h_batch + off_dec), *pre = (int32_t *)(im->h_batch + off_pre);
+    int32_t     *pg  = (int32_t *)(im->h_batch + off_pg);
+    size_t       at  = 0;
+    im->n_dec = im->n_pre = im->max_rows = im->max_pre_rows = 0;
+    im->max_dec_keys = 0;
+    for (int32_t i = 0; i < n_seqs; i++) {
+        const int32_t np = (seqs[i].pos0 + seqs[i].n_rows + page_size - 1) / page_size;
+        memcpy(pg + at, seqs[i].page_table, sizeof(int32_t) * (size_t)np);
+        hs[i]            = seqs[i];
+        hs[i].page_table = (const int32_t *)(im->d_batch + off_pg) + at;
+        at += (size_t)np;
+        if (seqs[i].n_rows > im->max_rows) im->max_rows = seqs[i].n_rows;
+        if (seqs[i].n_rows == 1) {
+            dec[im->n_dec++] = i;
+            if (seqs[i].pos0 + 1 > im->max_dec_keys) im->max_dec_keys = seqs[i].pos0 + 1;
+        } else if (seqs[i].n_rows > 1) {
+            pre[im->n_pre++] = i;
+            if (seqs[i].n_rows > im->max_pre_rows) im->max_pre_rows = seqs[i].n_rows;
+        }
+    }
+    LC_CUDA_TRY(cudaMemcpyAsync(im->d_batch, im->h_batch, total, cudaMemcpyHostToDevice, im->stream));
+    LC_CUDA_TRY(cudaEventRecord(im->batch_copied, im->stream));
+    im->host_seqs = seqs;
+    im->n_seqs    = n_seqs;
+    im->d_seqs    = (lc_attn_seq *)im->d_batch;
+    im->d_dec     = (int32_t *)(im->d_batch + off_dec);
+    im->d_pre     = (int32_t *)(im->d_batch + off_pre);
+    return LC_OK;
+}
+
+static int check_batch(cuda_impl *im, const lc_attn_seq *seqs, int32_t n_seqs, const char *op) {
+    if (seqs != im->host_seqs || n_seqs != im->n_seqs)
+        return lc_fail(LC_ERR_INTERNAL, "cuda %s: the batch was not announced by batch_begin", op);
+    return LC_OK;
+}
+
+static int cuda_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         int32_t n_seqs, const float *k, const float *v) {
+    cuda_impl *im = impl_of(b);
+    int        st = check_batch(im, seqs, n_seqs, "kv_write");
+    if (st != LC_OK) return st;
+    return lc_cuda_kv_write(kv, im->d_seqs, n_seqs, im->max_rows, k, v);
+}
+
+static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                           int32_t n_seqs, const float *q, int32_t n_head,
+                           const lc_rope_table *rope, float scale, float *out) {
+    cuda_impl *im = impl_of(b);
+    int        st = check_batch(im, seqs, n_seqs, "attention");
+    if (st != LC_OK) return st;
+    lc_cuda_attn_batch bt;
+    memset(&bt, 0, sizeof bt);
+    bt.seqs         = im->d_seqs;
+    bt.dec          = im->d_dec;
+    bt.n_dec        = im->n_dec;
+    bt.pre          = im->d_pre;
+    bt.n_pre        = im->n_pre;
+    bt.max_pre_rows = im->max_pre_rows;
+    bt.n_splits     = lc_cuda_attn_splits(kv->n_kv_head, im->n_dec, im->max_dec_keys);
+    const size_t need = (size_t)im->n_dec * (size_t)n_head * (size_t)bt.n_splits *
+                        (size_t)(kv->head_dim + 2);
+    if (bt.n_splits > 1 && need > im->part_floats) {
+        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+        cuda_dealloc(b, im->part);
+        im->part_floats = 0;
+        im->part        = (float *)cuda_alloc(b, need * sizeof(float), "attention partials");
+        if (!im->part) return LC_ERR_NOMEM;
+        im->part_floats = need;
+    }
+    bt.part = im->part;
+    return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
+}
+
+static void cuda_free(lc_backend *b) {
+    if (!b) return;
+    cuda_impl *im = impl_of(b);
+    if (im) {
+        if (im->stream) cudaStreamSynchronize(im->stream);
+        lc_cuda_gemm_free(im->gemm);
+        cudaFree(im->staging);
+        cudaFree(im->xb);
+        cudaFree(im->part);
+        cudaFree(im->d_batch);
+        cudaFreeHost(im->h_batch);
+        if (im->batch_copied) cudaEventDestroy(im->batch_copied);
+        if (im->stream) {
+            if (g_stream == im->stream) g_stream = nullptr;
+            cudaStreamDestroy(im->stream);
+        }
+        free(im);
+    }
+    free(b);
+}
 
 extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     *out      = nullptr;
@@ -57,19 +274,54 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
         return lc_fail(LC_ERR_INVALID_ARG, "CUDA device %d does not exist (%d present)",
                        device_index, count);
     LC_CUDA_TRY(cudaSetDevice(device_index));
-    lc_backend *b = (lc_backend *)calloc(1, sizeof *b);
-    if (!b) return lc_fail(LC_ERR_NOMEM, "out of memory for the CUDA backend");
-    b->name     = "cuda";
-    b->device   = LC_DEVICE_CUDA;
-    b->free     = cuda_free;
-    b->alloc    = cuda_alloc;
-    b->dealloc  = cuda_dealloc;
-    b->upload   = cuda_upload;
-    b->download = cuda_download;
-    b->rmsnorm  = cuda_rmsnorm;
-    b->silu_mul = cuda_silu_mul;
-    b->add      = cuda_add;
-    b->add_bias = cuda_add_bias;
-    *out        = b;
+    lc_backend *b  = (lc_backend *)calloc(1, sizeof *b);
+    cuda_impl  *im = (cuda_impl *)calloc(1, sizeof *im);
+    if (!b || !im) {
+        free(b), free(im);
+        return lc_fail(LC_ERR_NOMEM, "out of memory for the CUDA backend");
+    }
+    b->impl    = im;
+    b->free    = cuda_free;
+    im->device = device_index;
+    int st     = LC_OK;
+    // a blocking stream: it orders with the synchronous copies of upload/download
+    if (cudaStreamCreate(&im->stream) != cudaSuccess ||
+        cudaEventCreateWithFlags(&im->batch_copied, cudaEventDisableTiming) != cudaSuccess)
+        st = lc_fail(LC_ERR_INTERNAL, "could not create a CUDA stream");
+    if (st == LC_OK) lc_cuda_set_stream(im->stream);
+    if (st == LC_OK) st = lc_cuda_gemm_create(&im->gemm);
+    if (st == LC_OK) {
+        im->staging_bytes = 64u << 20;
+        im->staging       = cuda_alloc(b, im->staging_bytes, "weight upload staging");
+        if (!im->staging) st = LC_ERR_NOMEM;
+    }
+    if (st == LC_OK) st = cudaEventRecord(im->batch_copied, im->stream) == cudaSuccess
+                              ? LC_OK : lc_fail(LC_ERR_INTERNAL, "CUDA event");
+    if (st != LC_OK) {
+        cuda_free(b);
+        return st;
+    }
+    b->name        = "cuda";
+    b->device      = LC_DEVICE_CUDA;
+    b->n_threads   = 1;
+    b->weight_type = LC_TYPE_BF16;
+    b->kv_type     = LC_TYPE_BF16;
+    b->alloc       = cuda_alloc;
+    b->dealloc     = cuda_dealloc;
+    b->upload      = cuda_upload;
+    b->download    = cuda_download;
+    b->batch_begin = cuda_batch_begin;
+    b->weight_load = cuda_weight_load;
+    b->weight_free = cuda_weight_free;
+    b->embed       = cuda_embed;
+    b->rmsnorm     = cuda_rmsnorm;
+    b->matmul      = cuda_matmul;
+    b->add_bias    = cuda_add_bias;
+    b->rope        = cuda_rope;
+    b->silu_mul    = cuda_silu_mul;
+    b->add         = cuda_add;
+    b->kv_write    = cuda_kv_write;
+    b->attn_dense  = cuda_attn_dense;
+    *out           = b;
     return LC_OK;
 }

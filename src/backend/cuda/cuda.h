@@ -1,9 +1,9 @@
 /*
  * cuda.h — plain C declarations of the CUDA backend's ops (twins of backend/cpu/cpu.h, same
  * contracts, device pointers). Nothing outside backend/cuda includes a CUDA header.
- * The full forward on the GPU arrives with the CUDA backend issue; this file holds the ops
- * built so far. lc_cuda_kv_write takes one launch-shape argument its CPU twin does not need
- * (max_rows: the kernel grid is sized on the host without reading the device-side seqs).
+ * Where a kernel's grid is sized on the host without reading device-side sequences, the op
+ * takes the launch shape as extra arguments (lc_cuda_kv_write's max_rows, the attention
+ * batch descriptor). The CUDA KV pools hold bf16; weight matrices are bf16.
  */
 #ifndef LC_CUDA_H
 #define LC_CUDA_H
@@ -25,6 +25,36 @@ int lc_cuda_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, 
 /* seqs (and their page tables) in device memory; max_rows >= every seqs[i].n_rows. */
 int lc_cuda_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                      int32_t max_rows, const float *k, const float *v);
+/* Dense causal attention (twin of lc_cpu_attn_dense). The batch's sequences are split into
+ * decode sequences (one new row: split-KV kernel + merge) and prefill sequences (any rows:
+ * tensor-core tiles); all arrays device-side. */
+typedef struct lc_cuda_attn_batch {
+    const lc_attn_seq *seqs;         /* [n_seqs] with device page tables */
+    const int32_t     *dec;          /* indices of the sequences with n_rows == 1 */
+    int32_t            n_dec;
+    int32_t            n_splits;     /* key splits of the decode kernel (lc_cuda_attn_splits) */
+    float             *part;         /* n_dec * n_head * n_splits * (head_dim + 2) floats */
+    const int32_t     *pre;          /* indices of the other sequences */
+    int32_t            n_pre;
+    int32_t            max_pre_rows; /* >= every prefill sequence's n_rows */
+} lc_cuda_attn_batch;
+int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
+int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
+                       int32_t n_head, const lc_rope_table *rope, float scale, float *out);
+
+/* Weights: GGUF tensor -> bf16 [rows][cols] on the device, through a device staging buffer. */
+int lc_cuda_dequant_bf16(uint32_t type, const void *src_dev, int64_t n, void *dst_dev);
+int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows, int64_t cols, void *dst,
+                               void *staging, size_t staging_bytes);
+int lc_cuda_f32_to_bf16(const float *x, void *y, int64_t n);
+
+/* cuBLASLt GEMM: y[n][m] (fp32) = x[n][k] (bf16) · W[m][k]ᵀ (bf16), plans cached per shape. */
+typedef struct lc_cuda_gemm lc_cuda_gemm;
+int  lc_cuda_gemm_create(lc_cuda_gemm **out);
+void lc_cuda_gemm_free(lc_cuda_gemm *g);
+int  lc_cuda_gemm_bf16(lc_cuda_gemm *g, const void *w, int64_t m, int64_t k, const void *x,
+                       int64_t n, float *y);
+
 /* Wait for the device and report the first error (for tests). */
 int lc_cuda_sync(void);
 

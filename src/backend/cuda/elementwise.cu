@@ -55,28 +55,28 @@ static unsigned grid_for(int64_t n) {
 extern "C" int lc_cuda_rmsnorm(const float *x, const float *w, float *y, int64_t n_rows,
                                int64_t dim, float eps) {
     if (n_rows <= 0) return LC_OK;
-    rmsnorm_kernel<<<(unsigned)n_rows, 256>>>(x, w, y, dim, eps);
+    rmsnorm_kernel<<<(unsigned)n_rows, 256, 0, lc_cuda_stream()>>>(x, w, y, dim, eps);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
 
 extern "C" int lc_cuda_silu_mul(const float *gate, const float *up, float *out, int64_t n) {
     if (n <= 0) return LC_OK;
-    silu_mul_kernel<<<grid_for(n), 256>>>(gate, up, out, n);
+    silu_mul_kernel<<<grid_for(n), 256, 0, lc_cuda_stream()>>>(gate, up, out, n);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
 
 extern "C" int lc_cuda_add(float *x, const float *y, int64_t n) {
     if (n <= 0) return LC_OK;
-    add_kernel<<<grid_for(n), 256>>>(x, y, n);
+    add_kernel<<<grid_for(n), 256, 0, lc_cuda_stream()>>>(x, y, n);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
 
 extern "C" int lc_cuda_add_bias(float *y, const float *bias, int64_t n_rows, int64_t dim) {
     if (n_rows <= 0) return LC_OK;
-    add_bias_kernel<<<grid_for(n_rows * dim), 256>>>(y, bias, n_rows * dim, dim);
+    add_bias_kernel<<<grid_for(n_rows * dim), 256, 0, lc_cuda_stream()>>>(y, bias, n_rows * dim, dim);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }

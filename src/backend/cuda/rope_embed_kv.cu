@@ -1,19 +1,32 @@
 // rope_embed_kv.cu — CUDA twins of the CPU backend's embedding gather, RoPE (both pairings;
 // the table already holds any scaling) and KV page write. Contracts: backend/backend.h, with
-// every pointer (including the lc_attn_seq array and its page tables) in device memory.
+// every pointer (including the lc_attn_seq array and its page tables) in device memory. The
+// CUDA KV pools hold bf16 (the attention kernels' tensor-core input); embedding tables are
+// bf16 (weights) or fp32 (a gather of activation rows).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+
+extern "C" {
+#include "format/quant.h"
+}
 
 #include <stdint.h>
 
 // out[r][:] = table[ids[r]][:]; ids outside [0, rows) give zeros (the CPU twin rejects them
 // before launching; the kernel must not read out of bounds either way)
-__global__ void embed_kernel(const float *__restrict__ table, int64_t rows, int64_t cols,
+template <typename T> __device__ __forceinline__ float to_f32(T x);
+template <> __device__ __forceinline__ float to_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ float to_f32<lc_bf16>(lc_bf16 x) {
+    return __bfloat162float(x);
+}
+
+template <typename T>
+__global__ void embed_kernel(const T *__restrict__ table, int64_t rows, int64_t cols,
                              const int32_t *__restrict__ ids, float *__restrict__ out) {
     const int64_t r  = blockIdx.x;
     const int32_t id = ids[r];
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-        out[r * cols + i] = (id >= 0 && id < rows) ? table[(int64_t)id * cols + i] : 0.0f;
+        out[r * cols + i] = (id >= 0 && id < rows) ? to_f32(table[(int64_t)id * cols + i]) : 0.0f;
 }
 
 // x: [n_rows][n_heads][head_dim]; one thread per rotated pair
@@ -40,7 +53,7 @@ __global__ void rope_kernel(float *__restrict__ x, const int32_t *__restrict__ p
 }
 
 // one block per (sequence row, kv head); k, v: [n_rows][n_kv_head][head_dim]
-__global__ void kv_write_kernel(float *__restrict__ kpool, float *__restrict__ vpool,
+__global__ void kv_write_kernel(lc_bf16 *__restrict__ kpool, lc_bf16 *__restrict__ vpool,
                                 int32_t page_size, int32_t n_kv_head, int32_t head_dim,
                                 const lc_attn_seq *__restrict__ seqs,
                                 const float *__restrict__ k, const float *__restrict__ v) {
@@ -52,18 +65,23 @@ __global__ void kv_write_kernel(float *__restrict__ kpool, float *__restrict__ v
     const int64_t dst  = ((page * n_kv_head + h) * page_size + pos % page_size) * head_dim;
     const int64_t src  = ((int64_t)(sq.row0 + r) * n_kv_head + h) * head_dim;
     for (int32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        kpool[dst + d] = k[src + d];
-        vpool[dst + d] = v[src + d];
+        kpool[dst + d] = __float2bfloat16_rn(k[src + d]);
+        vpool[dst + d] = __float2bfloat16_rn(v[src + d]);
     }
 }
 
 extern "C" int lc_cuda_embed(const lc_weight *table, const int32_t *ids, int64_t n_rows,
                              float *out) {
-    if (table->type != 0)
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda embed: only f32 tables so far");
     if (n_rows <= 0) return LC_OK;
-    embed_kernel<<<(unsigned)n_rows, 256>>>((const float *)table->data, table->rows, table->cols,
-                                            ids, out);
+    if (table->type == LC_TYPE_F32)
+        embed_kernel<<<(unsigned)n_rows, 256, 0, lc_cuda_stream()>>>(
+            (const float *)table->data, table->rows, table->cols, ids, out);
+    else if (table->type == LC_TYPE_BF16)
+        embed_kernel<<<(unsigned)n_rows, 256, 0, lc_cuda_stream()>>>(
+            (const lc_bf16 *)table->data, table->rows, table->cols, ids, out);
+    else
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda embed: table type %u (f32 and bf16 only)",
+                       table->type);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
@@ -74,7 +92,7 @@ extern "C" int lc_cuda_rope(float *x, const int32_t *pos, int64_t n_rows, int32_
     if (total <= 0) return LC_OK;
     int64_t blocks = (total + 255) / 256;
     if (blocks > 65535) blocks = 65535;
-    rope_kernel<<<(unsigned)blocks, 256>>>(x, pos, n_rows, n_heads, head_dim, rope->cos,
+    rope_kernel<<<(unsigned)blocks, 256, 0, lc_cuda_stream()>>>(x, pos, n_rows, n_heads, head_dim, rope->cos,
                                            rope->sin, rope->n_pos, rope->n_rot,
                                            rope->pairing == LC_ROPE_NEOX);
     LC_CUDA_LAUNCHED();
@@ -86,7 +104,7 @@ extern "C" int lc_cuda_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *s
                                 const float *v) {
     if (n_seqs <= 0 || max_rows <= 0) return LC_OK;
     dim3 grid((unsigned)(max_rows * kv->n_kv_head), (unsigned)n_seqs);
-    kv_write_kernel<<<grid, 128>>>(kv->k, kv->v, kv->page_size, kv->n_kv_head, kv->head_dim,
+    kv_write_kernel<<<grid, 128, 0, lc_cuda_stream()>>>((lc_bf16 *)kv->k, (lc_bf16 *)kv->v, kv->page_size, kv->n_kv_head, kv->head_dim,
                                    seqs, k, v);
     LC_CUDA_LAUNCHED();
     return LC_OK;

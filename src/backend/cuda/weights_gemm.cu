@@ -1,0 +1,299 @@
+// weights_gemm.cu — weight matrices on the GPU: GGUF tensors dequantised to bf16 on the device
+// at load (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by kernels; K-quants on the host), and
+// the projection y = x·Wᵀ through cuBLASLt (bf16 inputs, fp32 accumulation and output).
+// Activations stay fp32 between ops; the GEMM input is converted to bf16 on the way in.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda.h"
+
+#include <cublasLt.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "format/quant.h"
+}
+
+// ---- dequantisation ------------------------------------------------------------------------
+
+__device__ __forceinline__ float ld_half(const uint8_t *p) {
+    return __half2float(__ushort_as_half((unsigned short)(p[0] | (p[1] << 8))));
+}
+
+// src: n_blocks blocks of the type's layout (ggml-common.h); dst: 32 bf16 per block
+__global__ void dequant_block32_kernel(const uint8_t *__restrict__ src, int64_t n_blocks,
+                                       uint32_t type, lc_bf16 *__restrict__ dst) {
+    const int64_t blk = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    const int     j   = threadIdx.x & 31;
+    if (blk >= n_blocks) return;
+    float y;
+    switch (type) {
+    case LC_TYPE_Q8_0: {
+        const uint8_t *b = src + blk * 34;
+        y                = ld_half(b) * (float)(int8_t)b[2 + j];
+        break;
+    }
+    case LC_TYPE_Q4_0: {
+        const uint8_t *b = src + blk * 18;
+        const int      q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+        y                = (float)(q - 8) * ld_half(b);
+        break;
+    }
+    case LC_TYPE_Q4_1: {
+        const uint8_t *b = src + blk * 20;
+        const int      q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+        y                = (float)q * ld_half(b) + ld_half(b + 2);
+        break;
+    }
+    case LC_TYPE_Q5_0:
+    case LC_TYPE_Q5_1: {
+        const bool     one = type == LC_TYPE_Q5_1;
+        const uint8_t *b   = src + blk * (one ? 24 : 22);
+        const uint8_t *qhp = b + (one ? 4 : 2), *qs = qhp + 4;
+        const uint32_t qh  = qhp[0] | (qhp[1] << 8) | (qhp[2] << 16) | ((uint32_t)qhp[3] << 24);
+        const int      q   = (j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4)) | (int)(((qh >> j) & 1u) << 4);
+        y = one ? (float)q * ld_half(b) + ld_half(b + 2) : (float)(q - 16) * ld_half(b);
+        break;
+    }
+    default: y = 0.0f;
+    }
+    dst[blk * 32 + j] = __float2bfloat16_rn(y);
+}
+
+__global__ void dequant_plain_kernel(const uint8_t *__restrict__ src, int64_t n, uint32_t type,
+                                     lc_bf16 *__restrict__ dst) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float y;
+        if (type == LC_TYPE_F32) y = ((const float *)src)[i];
+        else if (type == LC_TYPE_F16) y = __half2float(((const __half *)src)[i]);
+        else y = __bfloat162float(((const lc_bf16 *)src)[i]);
+        dst[i] = __float2bfloat16_rn(y);
+    }
+}
+
+static bool gpu_dequantisable(uint32_t type) {
+    switch (type) {
+    case LC_TYPE_F32: case LC_TYPE_F16: case LC_TYPE_BF16: case LC_TYPE_Q8_0:
+    case LC_TYPE_Q4_0: case LC_TYPE_Q4_1: case LC_TYPE_Q5_0: case LC_TYPE_Q5_1: return true;
+    default: return false;
+    }
+}
+
+static unsigned grid_for(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b > 65535 ? 65535 : (b < 1 ? 1 : b));
+}
+
+extern "C" int lc_cuda_dequant_bf16(uint32_t type, const void *src_dev, int64_t n, void *dst_dev) {
+    if (n <= 0) return LC_OK;
+    if (type == LC_TYPE_F32 || type == LC_TYPE_F16 || type == LC_TYPE_BF16) {
+        dequant_plain_kernel<<<grid_for(n), 256, 0, lc_cuda_stream()>>>(
+            (const uint8_t *)src_dev, n, type, (lc_bf16 *)dst_dev);
+    } else if (gpu_dequantisable(type)) {
+        if (n % 32) return lc_fail(LC_ERR_INVALID_ARG, "dequant: %lld elements is not whole blocks", (long long)n);
+        const int64_t nb = n / 32;
+        dequant_block32_kernel<<<(unsigned)((nb + 7) / 8), 256, 0, lc_cuda_stream()>>>(
+            (const uint8_t *)src_dev, nb, type, (lc_bf16 *)dst_dev);
+    } else {
+        return lc_fail(LC_ERR_UNSUPPORTED, "dequant: type %u has no GPU dequantiser", type);
+    }
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
+// Load a GGUF tensor into dst (device, rows*cols bf16). staging: a device buffer of at least
+// min(tensor bytes, chunk) bytes; host_tmp: pinned or pageable host scratch for host paths.
+extern "C" int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows, int64_t cols,
+                                          void *dst, void *staging, size_t staging_bytes) {
+    uint64_t row_bytes;
+    if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes))
+        return lc_fail(LC_ERR_FORMAT, "tensor \"%s\": row of %lld elements invalid for its type",
+                       t->name, (long long)cols);
+    const lc_type_traits *tr = lc_type_traits_get(t->type);
+    if (!tr || !tr->to_float)
+        return lc_fail(LC_ERR_UNSUPPORTED, "tensor \"%s\": type %s cannot be dequantised",
+                       t->name, tr ? tr->name : "unknown");
+    const bool gpu = gpu_dequantisable(t->type);
+    // rows per chunk: raw bytes (GPU path) or bf16 bytes (host path) must fit the staging buffer
+    const size_t per_row = gpu ? (size_t)row_bytes : (size_t)cols * sizeof(lc_bf16);
+    int64_t      chunk   = (int64_t)(staging_bytes / per_row);
+    if (chunk < 1) return lc_fail(LC_ERR_INTERNAL, "weight staging buffer too small for %s", t->name);
+    if (chunk > rows) chunk = rows;
+    float    *frow = gpu ? nullptr : (float *)malloc(sizeof(float) * (size_t)cols);
+    uint16_t *hb   = gpu ? nullptr : (uint16_t *)malloc(per_row * (size_t)chunk);
+    if (!gpu && (!frow || !hb)) {
+        free(frow), free(hb);
+        return lc_fail(LC_ERR_NOMEM, "out of host memory dequantising %s", t->name);
+    }
+    int st = LC_OK;
+    for (int64_t r0 = 0; r0 < rows && st == LC_OK; r0 += chunk) {
+        const int64_t nr  = rows - r0 < chunk ? rows - r0 : chunk;
+        lc_bf16      *out = (lc_bf16 *)dst + r0 * cols;
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)r0 * row_bytes;
+        if (gpu) {
+            cudaError_t e = cudaMemcpyAsync(staging, src, (size_t)nr * row_bytes,
+                                            cudaMemcpyHostToDevice, lc_cuda_stream());
+            if (e != cudaSuccess) {
+                st = lc_fail(LC_ERR_INTERNAL, "uploading %s: %s", t->name, cudaGetErrorString(e));
+                break;
+            }
+            st = lc_cuda_dequant_bf16(t->type, staging, nr * cols, out);
+            // the next chunk reuses the staging buffer
+            if (st == LC_OK && (e = cudaStreamSynchronize(lc_cuda_stream())) != cudaSuccess)
+                st = lc_fail(LC_ERR_INTERNAL, "dequantising %s: %s", t->name, cudaGetErrorString(e));
+        } else {
+            for (int64_t r = 0; r < nr && st == LC_OK; r++) {
+                st = lc_dequantize(t->type, src + (size_t)r * row_bytes, frow, cols);
+                for (int64_t c = 0; c < cols; c++) hb[r * cols + c] = lc_fp32_to_bf16(frow[c]);
+            }
+            if (st == LC_OK) {
+                cudaError_t e = cudaMemcpy(out, hb, (size_t)nr * (size_t)cols * 2, cudaMemcpyHostToDevice);
+                if (e != cudaSuccess)
+                    st = lc_fail(LC_ERR_INTERNAL, "uploading %s: %s", t->name, cudaGetErrorString(e));
+            }
+        }
+    }
+    free(frow), free(hb);
+    return st;
+}
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+__global__ void f32_to_bf16_kernel(const float *__restrict__ x, lc_bf16 *__restrict__ y, int64_t n) {
+    // two elements per thread; n is even for every projection we run, the tail handles odd n
+    for (int64_t i = 2 * (blockIdx.x * (int64_t)blockDim.x + threadIdx.x); i < n;
+         i += 2 * (int64_t)gridDim.x * blockDim.x) {
+        if (i + 1 < n) {
+            const float2 v = *(const float2 *)(x + i);
+            *(__nv_bfloat162 *)(y + i) = __floats2bfloat162_rn(v.x, v.y);
+        } else {
+            y[i] = __float2bfloat16_rn(x[i]);
+        }
+    }
+}
+
+extern "C" int lc_cuda_f32_to_bf16(const float *x, void *y, int64_t n) {
+    if (n <= 0) return LC_OK;
+    f32_to_bf16_kernel<<<grid_for((n + 1) / 2), 256, 0, lc_cuda_stream()>>>(x, (lc_bf16 *)y, n);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
+#define LT_TRY(call)                                                                          \
+    do {                                                                                      \
+        cublasStatus_t s_ = (call);                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                      \
+            return lc_fail(LC_ERR_INTERNAL, "cuBLASLt error %d at %s:%d (%s)", (int)s_,       \
+                           __FILE__, __LINE__, #call);                                        \
+    } while (0)
+
+// One cached plan per GEMM shape (m = out features, n = rows, k = in features).
+struct lt_plan {
+    int64_t                m, n, k;
+    cublasLtMatmulDesc_t   op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t   algo;
+    bool                   used;
+};
+
+#define LT_PLANS 96
+struct lc_cuda_gemm {
+    cublasLtHandle_t lt;
+    void            *workspace;
+    size_t           workspace_bytes;
+    lt_plan          plans[LT_PLANS];
+    int              next_evict;
+};
+
+static void plan_destroy(lt_plan *p) {
+    if (!p->used) return;
+    cublasLtMatmulDescDestroy(p->op);
+    cublasLtMatrixLayoutDestroy(p->a);
+    cublasLtMatrixLayoutDestroy(p->b);
+    cublasLtMatrixLayoutDestroy(p->c);
+    p->used = false;
+}
+
+extern "C" int lc_cuda_gemm_create(lc_cuda_gemm **out) {
+    *out              = nullptr;
+    lc_cuda_gemm *g   = (lc_cuda_gemm *)calloc(1, sizeof *g);
+    if (!g) return lc_fail(LC_ERR_NOMEM, "out of memory for the GEMM context");
+    g->workspace_bytes = 32u << 20;
+    if (cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) {
+        free(g);
+        return lc_fail(LC_ERR_INTERNAL, "cuBLASLt could not be initialised");
+    }
+    if (cudaMalloc(&g->workspace, g->workspace_bytes) != cudaSuccess) {
+        cublasLtDestroy(g->lt);
+        free(g);
+        return lc_fail(LC_ERR_NOMEM, "out of GPU memory for the GEMM workspace (32 MiB)");
+    }
+    *out = g;
+    return LC_OK;
+}
+
+extern "C" void lc_cuda_gemm_free(lc_cuda_gemm *g) {
+    if (!g) return;
+    for (int i = 0; i < LT_PLANS; i++) plan_destroy(&g->plans[i]);
+    cudaFree(g->workspace);
+    cublasLtDestroy(g->lt);
+    free(g);
+}
+
+static int plan_make(lc_cuda_gemm *g, lt_plan *p, int64_t m, int64_t n, int64_t k) {
+    // Row-major y[n][m] = x[n][k] · W[m][k]ᵀ is, column-major, Y(m×n) = Wᵀ · X with W stored
+    // k×m (ld k) and transposed, X stored k×n (ld k), Y m×n (ld m).
+    memset(p, 0, sizeof *p);
+    LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)m, (uint64_t)n, m));
+    cublasLtMatmulPreference_t pref;
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                         &g->workspace_bytes, sizeof g->workspace_bytes);
+    cublasLtMatmulHeuristicResult_t res;
+    int                             found = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref,
+                                                      1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p->used = true;
+    p->m = m, p->n = n, p->k = k;
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        plan_destroy(p);
+        return lc_fail(LC_ERR_INTERNAL, "cuBLASLt has no bf16 GEMM for %lld x %lld x %lld",
+                       (long long)m, (long long)n, (long long)k);
+    }
+    p->algo = res.algo;
+    return LC_OK;
+}
+
+// y[n][m] (fp32) = x[n][k] (bf16) · W[m][k]ᵀ (bf16)
+extern "C" int lc_cuda_gemm_bf16(lc_cuda_gemm *g, const void *w, int64_t m, int64_t k,
+                                 const void *x, int64_t n, float *y) {
+    if (n <= 0) return LC_OK;
+    lt_plan *p = nullptr;
+    for (int i = 0; i < LT_PLANS; i++)
+        if (g->plans[i].used && g->plans[i].m == m && g->plans[i].n == n && g->plans[i].k == k) {
+            p = &g->plans[i];
+            break;
+        }
+    if (!p) {
+        for (int i = 0; i < LT_PLANS && !p; i++)
+            if (!g->plans[i].used) p = &g->plans[i];
+        if (!p) {
+            p = &g->plans[g->next_evict];
+            g->next_evict = (g->next_evict + 1) % LT_PLANS;
+            plan_destroy(p);
+        }
+        int st = plan_make(g, p, m, n, k);
+        if (st != LC_OK) return st;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    LT_TRY(cublasLtMatmul(g->lt, p->op, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                          &p->algo, g->workspace, g->workspace_bytes, lc_cuda_stream()));
+    return LC_OK;
+}
