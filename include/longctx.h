@@ -191,10 +191,11 @@ typedef void (*lc_progress_fn)(int64_t done, int64_t total, void *user);
 
 /* How a backend holds weight matrices after dequantising them at load. */
 typedef enum lc_weight_format {
-    LC_WEIGHTS_AUTO = 0, /* the backend's default (CPU: f32, CUDA: bf16) */
+    LC_WEIGHTS_AUTO = 0, /* the backend's default (CPU: f32; CUDA: bf16 for BF16 tensors, f16
+                            for every other type, the closer 16-bit value) */
     LC_WEIGHTS_F32  = 1, /* CPU: exact dequantised values, the reference */
-    LC_WEIGHTS_F16  = 2, /* CPU: half the memory traffic; values rounded to fp16 */
-    LC_WEIGHTS_BF16 = 3, /* CUDA: bf16 (the tensor-core GEMM input) */
+    LC_WEIGHTS_F16  = 2, /* CPU and CUDA: values rounded to fp16 (CPU: half the traffic) */
+    LC_WEIGHTS_BF16 = 3, /* CUDA: every matrix rounded to bf16 */
 } lc_weight_format;
 
 typedef struct lc_model_params {

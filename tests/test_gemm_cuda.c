@@ -1,8 +1,9 @@
 /*
  * test_gemm_cuda.c — the CUDA weight path against the CPU: GPU dequantisation of F32, F16,
- * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 blocks to bf16 vs lc_dequantize rounded to bf16 (and the
- * host path for a K-quant), and the cuBLASLt projection y = x·Wᵀ vs a double-precision
- * reference on the same bf16 inputs, over odd row counts (1, 63, 65, 4097). Fresh random
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 blocks to bf16 and to f16 vs lc_dequantize rounded the
+ * same way (and the host path for a K-quant), and the cuBLASLt projection y = x·Wᵀ in both
+ * types vs a double-precision reference on the same 16-bit inputs, over odd row counts
+ * (1, 63, 65, 4097). Fresh random
  * inputs each run; outputs poisoned first. Skips (exit 77) where no GPU is present.
  */
 #include "backend/cuda/cuda.h"
@@ -57,8 +58,12 @@ int main(void) {
     /* dequantisation through the weight loader */
     const uint32_t types[] = {LC_TYPE_F32, LC_TYPE_F16, LC_TYPE_BF16, LC_TYPE_Q8_0, LC_TYPE_Q4_0,
                               LC_TYPE_Q4_1, LC_TYPE_Q5_0, LC_TYPE_Q5_1, LC_TYPE_Q6_K};
+    const uint32_t outs[2] = {LC_TYPE_BF16, LC_TYPE_F16};
+    for (int oi = 0; oi < 2; oi++)
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        const uint32_t type = types[ti];
+        const uint32_t type = types[ti], out = outs[oi];
+        const bool     bf = out == LC_TYPE_BF16;
+        b->weight_type     = out;
         const int64_t  rows = 37, cols = 512, n = rows * cols;
         uint64_t       row_bytes;
         CHECK(lc_type_row_bytes(type, (uint64_t)cols, &row_bytes));
@@ -68,7 +73,7 @@ int main(void) {
                             row_bytes * rows, raw};
         lc_weight w;
         int       st = b->weight_load(b, &t, &w);
-        CHECKF(st == LC_OK && w.type == LC_TYPE_BF16, "load %s: %s", lc_type_name(type), lc_last_error());
+        CHECKF(st == LC_OK && w.type == out, "load %s: %s", lc_type_name(type), lc_last_error());
         if (st != LC_OK) {
             free(raw);
             continue;
@@ -79,11 +84,14 @@ int main(void) {
         CHECK(lc_dequantize(type, raw, ref, n) == LC_OK);
         int64_t bad = 0;
         for (int64_t i = 0; i < n; i++) {
-            const float g = lc_bf16_to_fp32(got[i]), r = lc_bf16_to_fp32(lc_fp32_to_bf16(ref[i]));
-            /* equal after rounding, or one bf16 step apart where the GPU fused q*d + m */
-            if (!(g == r || fabsf(g - r) <= fabsf(r) * (1.0f / 128.0f))) bad++;
+            const float g = bf ? lc_bf16_to_fp32(got[i]) : lc_fp16_to_fp32(got[i]);
+            const float r = bf ? lc_bf16_to_fp32(lc_fp32_to_bf16(ref[i]))
+                               : lc_fp16_to_fp32(lc_fp32_to_fp16(ref[i]));
+            /* equal after rounding, or one step apart where the GPU fused q*d + m */
+            if (!(g == r || fabsf(g - r) <= fabsf(r) * (bf ? 1.0f / 128.0f : 1.0f / 1024.0f))) bad++;
         }
-        CHECKF(bad == 0, "dequant %s: %lld of %lld differ", lc_type_name(type), (long long)bad, (long long)n);
+        CHECKF(bad == 0, "dequant %s -> %s: %lld of %lld differ", lc_type_name(type),
+               bf ? "bf16" : "f16", (long long)bad, (long long)n);
         b->weight_free(b, &w);
         free(raw), free(got), free(ref);
     }
@@ -93,16 +101,19 @@ int main(void) {
     CHECK(lc_cuda_gemm_create(&g) == LC_OK);
     const int64_t ns[] = {1, 63, 65, 4097};
     const int64_t mk[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {4096, 1024}};
+    for (int oi = 0; oi < 2; oi++)
     for (size_t si = 0; si < 4; si++)
         for (size_t ni = 0; ni < 4; ni++) {
+            const uint32_t ty = outs[oi];
+            const bool     bf = ty == LC_TYPE_BF16;
             const int64_t m = mk[si][0], k = mk[si][1], n = ns[ni];
             if (n == 4097 && m * k > 1000000) continue; /* keep the double reference quick */
             uint16_t *wb = malloc(2 * m * k), *xb = malloc(2 * n * k);
             float    *x = malloc(sizeof(float) * n * k), *y = malloc(sizeof(float) * n * m);
-            for (int64_t i = 0; i < m * k; i++) wb[i] = lc_fp32_to_bf16(frand());
+            for (int64_t i = 0; i < m * k; i++) wb[i] = bf ? lc_fp32_to_bf16(frand()) : lc_fp32_to_fp16(frand());
             for (int64_t i = 0; i < n * k; i++) {
                 x[i]  = 4.0f * frand();
-                xb[i] = lc_fp32_to_bf16(x[i]);
+                xb[i] = bf ? lc_fp32_to_bf16(x[i]) : lc_fp32_to_fp16(x[i]);
             }
             void  *dw = b->alloc(b, 2 * m * k, "w"), *dxb = b->alloc(b, 2 * n * k, "xb");
             float *dx = b->alloc(b, sizeof(float) * n * k, "x"), *dy = b->alloc(b, sizeof(float) * n * m, "y");
@@ -110,29 +121,31 @@ int main(void) {
             b->upload(b, dx, x, sizeof(float) * n * k);
             memset(y, 0xff, sizeof(float) * n * m);
             b->upload(b, dy, y, sizeof(float) * n * m);
-            CHECK(lc_cuda_f32_to_bf16(dx, dxb, n * k) == LC_OK);
-            CHECKF(lc_cuda_gemm_bf16(g, dw, m, k, dxb, n, dy) == LC_OK, "gemm: %s", lc_last_error());
+            CHECK(lc_cuda_f32_to_16(dx, ty, dxb, n * k) == LC_OK);
+            CHECKF(lc_cuda_gemm16(g, ty, dw, m, k, dxb, n, dy) == LC_OK, "gemm: %s", lc_last_error());
             CHECK(lc_cuda_sync() == LC_OK);
             b->download(b, y, dy, sizeof(float) * n * m);
             /* the converted input must equal the host rounding */
             uint16_t *xg = malloc(2 * n * k);
             b->download(b, xg, dxb, 2 * n * k);
-            CHECKF(memcmp(xg, xb, 2 * n * k) == 0, "f32->bf16 conversion (%lld elements)", (long long)(n * k));
+            CHECKF(memcmp(xg, xb, 2 * n * k) == 0, "f32->%s conversion (%lld elements)",
+                   bf ? "bf16" : "f16", (long long)(n * k));
             double num = 0, den = 0;
             int    nan = 0;
             for (int64_t r = 0; r < n; r++)
                 for (int64_t o = 0; o < m; o++) {
                     double acc = 0;
                     for (int64_t i = 0; i < k; i++)
-                        acc += (double)lc_bf16_to_fp32(xb[r * k + i]) * lc_bf16_to_fp32(wb[o * k + i]);
+                        acc += bf ? (double)lc_bf16_to_fp32(xb[r * k + i]) * lc_bf16_to_fp32(wb[o * k + i])
+                                  : (double)lc_fp16_to_fp32(xb[r * k + i]) * lc_fp16_to_fp32(wb[o * k + i]);
                     const float gv = y[r * m + o];
                     if (!isfinite(gv)) nan++;
                     num += (acc - gv) * (acc - gv);
                     den += acc * acc;
                 }
             const double e = num / den;
-            CHECKF(nan == 0 && e < 1e-10, "gemm m%lld k%lld n%lld: nmse %.3g, %d non-finite",
-                   (long long)m, (long long)k, (long long)n, e, nan);
+            CHECKF(nan == 0 && e < 1e-10, "gemm %s m%lld k%lld n%lld: nmse %.3g, %d non-finite",
+                   bf ? "bf16" : "f16", (long long)m, (long long)k, (long long)n, e, nan);
             b->dealloc(b, dw), b->dealloc(b, dxb), b->dealloc(b, dx), b->dealloc(b, dy);
             free(wb), free(xb), free(x), free(y), free(xg);
         }

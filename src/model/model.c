@@ -393,15 +393,18 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         st = lc_backend_cuda_create(0, &m->backend);
         if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
         if (st != LC_OK) lc_clear_error(); /* auto: no GPU, use the CPU */
-        if (st == LC_OK && p->weights != LC_WEIGHTS_AUTO && p->weights != LC_WEIGHTS_BF16) {
-            st = lc_fail(LC_ERR_INVALID_ARG, "the CUDA backend holds weights in bf16; "
-                         "--weights f32/f16 are CPU options");
+        if (st == LC_OK && p->weights == LC_WEIGHTS_F32) {
+            st = lc_fail(LC_ERR_INVALID_ARG, "the CUDA backend holds weights in 16 bits "
+                         "(--weights auto, f16 or bf16); f32 is a CPU option");
             goto fail;
         }
+        if (st == LC_OK && p->weights == LC_WEIGHTS_F16) m->backend->weight_type = LC_TYPE_F16;
+        if (st == LC_OK && p->weights == LC_WEIGHTS_BF16) m->backend->weight_type = LC_TYPE_BF16;
     }
     if (!m->backend) {
         if (p->weights == LC_WEIGHTS_BF16) {
-            st = lc_fail(LC_ERR_INVALID_ARG, "--weights bf16 needs the CUDA backend");
+            st = lc_fail(LC_ERR_INVALID_ARG, "--weights bf16 is a CUDA option (the CPU holds f32 "
+                         "or f16)");
             goto fail;
         }
         if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;

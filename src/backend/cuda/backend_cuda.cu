@@ -15,6 +15,7 @@ extern "C" {
 static cudaStream_t g_stream = nullptr;
 cudaStream_t        lc_cuda_stream(void) { return g_stream; }
 void                lc_cuda_set_stream(cudaStream_t s) { g_stream = s; }
+extern "C" void    *lc_cuda_stream_handle(void) { return (void *)g_stream; }
 
 struct cuda_impl {
     int           device;
@@ -92,14 +93,20 @@ static int cuda_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w
         w->rows = 1, w->cols = cols, w->type = LC_TYPE_F32;
         return LC_OK;
     }
-    void *data = cuda_alloc(b, sizeof(lc_bf16) * (size_t)rows * (size_t)cols, t->name);
+    // weight_type LC_TYPE_BF16 / LC_TYPE_F16 forces one type; LC_TYPE_COUNT (auto) keeps BF16
+    // tensors in bf16 (exact) and stores every other type in fp16, whose 11-bit mantissa keeps
+    // dequantised values (q * d + m) 8x closer than bf16 does
+    const uint32_t out_type = b->weight_type != LC_TYPE_COUNT ? b->weight_type
+                              : t->type == LC_TYPE_BF16      ? LC_TYPE_BF16
+                                                             : LC_TYPE_F16;
+    void *data = cuda_alloc(b, 2 * (size_t)rows * (size_t)cols, t->name);
     if (!data) return LC_ERR_NOMEM;
-    int st = lc_cuda_weight_upload_bf16(t, rows, cols, data, im->staging, im->staging_bytes);
+    int st = lc_cuda_weight_upload16(t, rows, cols, out_type, data, im->staging, im->staging_bytes);
     if (st != LC_OK) {
         cuda_dealloc(b, data);
         return st;
     }
-    w->rows = rows, w->cols = cols, w->type = LC_TYPE_BF16, w->data = data;
+    w->rows = rows, w->cols = cols, w->type = out_type, w->data = data;
     return LC_OK;
 }
 
@@ -110,20 +117,20 @@ static void cuda_weight_free(lc_backend *b, lc_weight *w) {
 
 static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
     cuda_impl *im = impl_of(b);
-    if (w->type != LC_TYPE_BF16)
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 only)", w->type);
+    if (w->type != LC_TYPE_BF16 && w->type != LC_TYPE_F16)
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 or f16)", w->type);
     const size_t need = (size_t)n * (size_t)w->cols;
     if (need > im->xb_elems) {
         LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
         cuda_dealloc(b, im->xb);
         im->xb_elems = 0;
-        im->xb       = (lc_bf16 *)cuda_alloc(b, need * sizeof(lc_bf16), "GEMM input (bf16)");
+        im->xb       = (lc_bf16 *)cuda_alloc(b, need * 2, "GEMM input (16-bit)");
         if (!im->xb) return LC_ERR_NOMEM;
         im->xb_elems = need;
     }
-    int st = lc_cuda_f32_to_bf16(x, im->xb, (int64_t)need);
+    int st = lc_cuda_f32_to_16(x, w->type, im->xb, (int64_t)need);
     if (st != LC_OK) return st;
-    return lc_cuda_gemm_bf16(im->gemm, w->data, w->rows, w->cols, im->xb, n, y);
+    return lc_cuda_gemm16(im->gemm, w->type, w->data, w->rows, w->cols, im->xb, n, y);
 }
 
 static int cuda_embed(lc_backend *, const lc_weight *t, const int32_t *ids, int64_t n, float *o) {
@@ -304,7 +311,7 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->name        = "cuda";
     b->device      = LC_DEVICE_CUDA;
     b->n_threads   = 1;
-    b->weight_type = LC_TYPE_BF16;
+    b->weight_type = LC_TYPE_COUNT; /* auto: per tensor, see cuda_weight_load */
     b->kv_type     = LC_TYPE_BF16;
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;

@@ -42,18 +42,24 @@ int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
 int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale, float *out);
 
-/* Weights: GGUF tensor -> bf16 [rows][cols] on the device, through a device staging buffer. */
-int lc_cuda_dequant_bf16(uint32_t type, const void *src_dev, int64_t n, void *dst_dev);
-int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows, int64_t cols, void *dst,
-                               void *staging, size_t staging_bytes);
-int lc_cuda_f32_to_bf16(const float *x, void *y, int64_t n);
+/* Weights: GGUF tensor -> 16-bit [rows][cols] on the device (out_type LC_TYPE_BF16 or
+ * LC_TYPE_F16), through a device staging buffer. */
+int lc_cuda_dequant16(uint32_t type, const void *src_dev, int64_t n, uint32_t out_type,
+                      void *dst_dev);
+int lc_cuda_weight_upload16(const lc_gguf_tensor *t, int64_t rows, int64_t cols,
+                            uint32_t out_type, void *dst, void *staging, size_t staging_bytes);
+int lc_cuda_f32_to_16(const float *x, uint32_t type, void *y, int64_t n);
 
-/* cuBLASLt GEMM: y[n][m] (fp32) = x[n][k] (bf16) · W[m][k]ᵀ (bf16), plans cached per shape. */
+/* cuBLASLt GEMM: y[n][m] (fp32) = x[n][k] · W[m][k]ᵀ with x and W of one 16-bit type (bf16 or
+ * f16), fp32 accumulation; plans cached per shape. */
 typedef struct lc_cuda_gemm lc_cuda_gemm;
 int  lc_cuda_gemm_create(lc_cuda_gemm **out);
 void lc_cuda_gemm_free(lc_cuda_gemm *g);
-int  lc_cuda_gemm_bf16(lc_cuda_gemm *g, const void *w, int64_t m, int64_t k, const void *x,
-                       int64_t n, float *y);
+int  lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, int64_t k,
+                    const void *x, int64_t n, float *y);
+
+/* The cudaStream_t the ops run on (for timing with events from C). */
+void *lc_cuda_stream_handle(void);
 
 /* Wait for the device and report the first error (for tests). */
 int lc_cuda_sync(void);

@@ -2,7 +2,7 @@
 // the table already holds any scaling) and KV page write. Contracts: backend/backend.h, with
 // every pointer (including the lc_attn_seq array and its page tables) in device memory. The
 // CUDA KV pools hold bf16 (the attention kernels' tensor-core input); embedding tables are
-// bf16 (weights) or fp32 (a gather of activation rows).
+// bf16 or f16 (weights) or fp32 (a gather of activation rows).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
@@ -19,6 +19,7 @@ template <> __device__ __forceinline__ float to_f32<float>(float x) { return x; 
 template <> __device__ __forceinline__ float to_f32<lc_bf16>(lc_bf16 x) {
     return __bfloat162float(x);
 }
+template <> __device__ __forceinline__ float to_f32<__half>(__half x) { return __half2float(x); }
 
 template <typename T>
 __global__ void embed_kernel(const T *__restrict__ table, int64_t rows, int64_t cols,
@@ -79,8 +80,11 @@ extern "C" int lc_cuda_embed(const lc_weight *table, const int32_t *ids, int64_t
     else if (table->type == LC_TYPE_BF16)
         embed_kernel<<<(unsigned)n_rows, 256, 0, lc_cuda_stream()>>>(
             (const lc_bf16 *)table->data, table->rows, table->cols, ids, out);
+    else if (table->type == LC_TYPE_F16)
+        embed_kernel<<<(unsigned)n_rows, 256, 0, lc_cuda_stream()>>>(
+            (const __half *)table->data, table->rows, table->cols, ids, out);
     else
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda embed: table type %u (f32 and bf16 only)",
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda embed: table type %u (f32, f16 and bf16 only)",
                        table->type);
     LC_CUDA_LAUNCHED();
     return LC_OK;

@@ -1,7 +1,8 @@
-// weights_gemm.cu — weight matrices on the GPU: GGUF tensors dequantised to bf16 on the device
-// at load (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by kernels; K-quants on the host), and
-// the projection y = x·Wᵀ through cuBLASLt (bf16 inputs, fp32 accumulation and output).
-// Activations stay fp32 between ops; the GEMM input is converted to bf16 on the way in.
+// weights_gemm.cu — weight matrices on the GPU: GGUF tensors dequantised to a 16-bit type (bf16
+// or fp16) on the device at load (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by kernels;
+// K-quants on the host), and the projection y = x·Wᵀ through cuBLASLt (16-bit inputs, fp32
+// accumulation and output). Activations stay fp32 between ops; the GEMM input is converted to
+// the weight's type on the way in.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
@@ -19,9 +20,14 @@ __device__ __forceinline__ float ld_half(const uint8_t *p) {
     return __half2float(__ushort_as_half((unsigned short)(p[0] | (p[1] << 8))));
 }
 
-// src: n_blocks blocks of the type's layout (ggml-common.h); dst: 32 bf16 per block
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ lc_bf16 from_f32<lc_bf16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+
+// src: n_blocks blocks of the type's layout (ggml-common.h); dst: 32 elements per block
+template <typename T>
 __global__ void dequant_block32_kernel(const uint8_t *__restrict__ src, int64_t n_blocks,
-                                       uint32_t type, lc_bf16 *__restrict__ dst) {
+                                       uint32_t type, T *__restrict__ dst) {
     const int64_t blk = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
     const int     j   = threadIdx.x & 31;
     if (blk >= n_blocks) return;
@@ -56,18 +62,19 @@ __global__ void dequant_block32_kernel(const uint8_t *__restrict__ src, int64_t 
     }
     default: y = 0.0f;
     }
-    dst[blk * 32 + j] = __float2bfloat16_rn(y);
+    dst[blk * 32 + j] = from_f32<T>(y);
 }
 
+template <typename T>
 __global__ void dequant_plain_kernel(const uint8_t *__restrict__ src, int64_t n, uint32_t type,
-                                     lc_bf16 *__restrict__ dst) {
+                                     T *__restrict__ dst) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float y;
         if (type == LC_TYPE_F32) y = ((const float *)src)[i];
         else if (type == LC_TYPE_F16) y = __half2float(((const __half *)src)[i]);
         else y = __bfloat162float(((const lc_bf16 *)src)[i]);
-        dst[i] = __float2bfloat16_rn(y);
+        dst[i] = from_f32<T>(y);
     }
 }
 
@@ -84,16 +91,28 @@ static unsigned grid_for(int64_t n) {
     return (unsigned)(b > 65535 ? 65535 : (b < 1 ? 1 : b));
 }
 
-extern "C" int lc_cuda_dequant_bf16(uint32_t type, const void *src_dev, int64_t n, void *dst_dev) {
-    if (n <= 0) return LC_OK;
+template <typename T> static int dequant_to(uint32_t type, const void *src_dev, int64_t n, void *dst_dev) {
     if (type == LC_TYPE_F32 || type == LC_TYPE_F16 || type == LC_TYPE_BF16) {
-        dequant_plain_kernel<<<grid_for(n), 256, 0, lc_cuda_stream()>>>(
-            (const uint8_t *)src_dev, n, type, (lc_bf16 *)dst_dev);
-    } else if (gpu_dequantisable(type)) {
+        dequant_plain_kernel<T><<<grid_for(n), 256, 0, lc_cuda_stream()>>>(
+            (const uint8_t *)src_dev, n, type, (T *)dst_dev);
+    } else {
         if (n % 32) return lc_fail(LC_ERR_INVALID_ARG, "dequant: %lld elements is not whole blocks", (long long)n);
         const int64_t nb = n / 32;
-        dequant_block32_kernel<<<(unsigned)((nb + 7) / 8), 256, 0, lc_cuda_stream()>>>(
-            (const uint8_t *)src_dev, nb, type, (lc_bf16 *)dst_dev);
+        dequant_block32_kernel<T><<<(unsigned)((nb + 7) / 8), 256, 0, lc_cuda_stream()>>>(
+            (const uint8_t *)src_dev, nb, type, (T *)dst_dev);
+    }
+    return LC_OK;
+}
+
+extern "C" int lc_cuda_dequant16(uint32_t type, const void *src_dev, int64_t n, uint32_t out_type,
+                                 void *dst_dev) {
+    if (n <= 0) return LC_OK;
+    if (out_type != LC_TYPE_BF16 && out_type != LC_TYPE_F16)
+        return lc_fail(LC_ERR_INVALID_ARG, "dequant: output type %u is not bf16 or f16", out_type);
+    if (gpu_dequantisable(type)) {
+        int st = out_type == LC_TYPE_BF16 ? dequant_to<lc_bf16>(type, src_dev, n, dst_dev)
+                                          : dequant_to<__half>(type, src_dev, n, dst_dev);
+        if (st != LC_OK) return st;
     } else {
         return lc_fail(LC_ERR_UNSUPPORTED, "dequant: type %u has no GPU dequantiser", type);
     }
@@ -101,10 +120,11 @@ extern "C" int lc_cuda_dequant_bf16(uint32_t type, const void *src_dev, int64_t 
     return LC_OK;
 }
 
-// Load a GGUF tensor into dst (device, rows*cols bf16). staging: a device buffer of at least
-// min(tensor bytes, chunk) bytes; host_tmp: pinned or pageable host scratch for host paths.
-extern "C" int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows, int64_t cols,
-                                          void *dst, void *staging, size_t staging_bytes) {
+// Load a GGUF tensor into dst (device, rows*cols elements of out_type, bf16 or f16), through
+// staging, a device buffer of staging_bytes.
+extern "C" int lc_cuda_weight_upload16(const lc_gguf_tensor *t, int64_t rows, int64_t cols,
+                                       uint32_t out_type, void *dst, void *staging,
+                                       size_t staging_bytes) {
     uint64_t row_bytes;
     if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes))
         return lc_fail(LC_ERR_FORMAT, "tensor \"%s\": row of %lld elements invalid for its type",
@@ -115,7 +135,7 @@ extern "C" int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows,
                        t->name, tr ? tr->name : "unknown");
     const bool gpu = gpu_dequantisable(t->type);
     // rows per chunk: raw bytes (GPU path) or bf16 bytes (host path) must fit the staging buffer
-    const size_t per_row = gpu ? (size_t)row_bytes : (size_t)cols * sizeof(lc_bf16);
+    const size_t per_row = gpu ? (size_t)row_bytes : (size_t)cols * 2;
     int64_t      chunk   = (int64_t)(staging_bytes / per_row);
     if (chunk < 1) return lc_fail(LC_ERR_INTERNAL, "weight staging buffer too small for %s", t->name);
     if (chunk > rows) chunk = rows;
@@ -128,7 +148,7 @@ extern "C" int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows,
     int st = LC_OK;
     for (int64_t r0 = 0; r0 < rows && st == LC_OK; r0 += chunk) {
         const int64_t nr  = rows - r0 < chunk ? rows - r0 : chunk;
-        lc_bf16      *out = (lc_bf16 *)dst + r0 * cols;
+        uint16_t     *out = (uint16_t *)dst + r0 * cols;
         const uint8_t *src = (const uint8_t *)t->data + (size_t)r0 * row_bytes;
         if (gpu) {
             cudaError_t e = cudaMemcpyAsync(staging, src, (size_t)nr * row_bytes,
@@ -137,14 +157,16 @@ extern "C" int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows,
                 st = lc_fail(LC_ERR_INTERNAL, "uploading %s: %s", t->name, cudaGetErrorString(e));
                 break;
             }
-            st = lc_cuda_dequant_bf16(t->type, staging, nr * cols, out);
+            st = lc_cuda_dequant16(t->type, staging, nr * cols, out_type, out);
             // the next chunk reuses the staging buffer
             if (st == LC_OK && (e = cudaStreamSynchronize(lc_cuda_stream())) != cudaSuccess)
                 st = lc_fail(LC_ERR_INTERNAL, "dequantising %s: %s", t->name, cudaGetErrorString(e));
         } else {
             for (int64_t r = 0; r < nr && st == LC_OK; r++) {
                 st = lc_dequantize(t->type, src + (size_t)r * row_bytes, frow, cols);
-                for (int64_t c = 0; c < cols; c++) hb[r * cols + c] = lc_fp32_to_bf16(frow[c]);
+                for (int64_t c = 0; c < cols; c++)
+                    hb[r * cols + c] = out_type == LC_TYPE_BF16 ? lc_fp32_to_bf16(frow[c])
+                                                                : lc_fp32_to_fp16(frow[c]);
             }
             if (st == LC_OK) {
                 cudaError_t e = cudaMemcpy(out, hb, (size_t)nr * (size_t)cols * 2, cudaMemcpyHostToDevice);
@@ -159,22 +181,29 @@ extern "C" int lc_cuda_weight_upload_bf16(const lc_gguf_tensor *t, int64_t rows,
 
 // ---- GEMM ------------------------------------------------------------------------------------
 
-__global__ void f32_to_bf16_kernel(const float *__restrict__ x, lc_bf16 *__restrict__ y, int64_t n) {
+template <typename T>
+__global__ void f32_to_16_kernel(const float *__restrict__ x, T *__restrict__ y, int64_t n) {
     // two elements per thread; n is even for every projection we run, the tail handles odd n
     for (int64_t i = 2 * (blockIdx.x * (int64_t)blockDim.x + threadIdx.x); i < n;
          i += 2 * (int64_t)gridDim.x * blockDim.x) {
         if (i + 1 < n) {
             const float2 v = *(const float2 *)(x + i);
-            *(__nv_bfloat162 *)(y + i) = __floats2bfloat162_rn(v.x, v.y);
+            y[i]           = from_f32<T>(v.x);
+            y[i + 1]       = from_f32<T>(v.y);
         } else {
-            y[i] = __float2bfloat16_rn(x[i]);
+            y[i] = from_f32<T>(x[i]);
         }
     }
 }
 
-extern "C" int lc_cuda_f32_to_bf16(const float *x, void *y, int64_t n) {
+extern "C" int lc_cuda_f32_to_16(const float *x, uint32_t type, void *y, int64_t n) {
     if (n <= 0) return LC_OK;
-    f32_to_bf16_kernel<<<grid_for((n + 1) / 2), 256, 0, lc_cuda_stream()>>>(x, (lc_bf16 *)y, n);
+    if (type == LC_TYPE_BF16)
+        f32_to_16_kernel<<<grid_for((n + 1) / 2), 256, 0, lc_cuda_stream()>>>(x, (lc_bf16 *)y, n);
+    else if (type == LC_TYPE_F16)
+        f32_to_16_kernel<<<grid_for((n + 1) / 2), 256, 0, lc_cuda_stream()>>>(x, (__half *)y, n);
+    else
+        return lc_fail(LC_ERR_INVALID_ARG, "convert: type %u is not bf16 or f16", type);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
@@ -190,6 +219,7 @@ extern "C" int lc_cuda_f32_to_bf16(const float *x, void *y, int64_t n) {
 // One cached plan per GEMM shape (m = out features, n = rows, k = in features).
 struct lt_plan {
     int64_t                m, n, k;
+    uint32_t               type;
     cublasLtMatmulDesc_t   op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t   algo;
@@ -240,7 +270,8 @@ extern "C" void lc_cuda_gemm_free(lc_cuda_gemm *g) {
     free(g);
 }
 
-static int plan_make(lc_cuda_gemm *g, lt_plan *p, int64_t m, int64_t n, int64_t k) {
+static int plan_make(lc_cuda_gemm *g, lt_plan *p, uint32_t type, int64_t m, int64_t n, int64_t k) {
+    const cudaDataType_t in = type == LC_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     // Row-major y[n][m] = x[n][k] · W[m][k]ᵀ is, column-major, Y(m×n) = Wᵀ · X with W stored
     // k×m (ld k) and transposed, X stored k×n (ld k), Y m×n (ld m).
     memset(p, 0, sizeof *p);
@@ -248,8 +279,8 @@ static int plan_make(lc_cuda_gemm *g, lt_plan *p, int64_t m, int64_t n, int64_t 
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->a, in, (uint64_t)k, (uint64_t)m, k));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->b, in, (uint64_t)k, (uint64_t)n, k));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)m, (uint64_t)n, m));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -261,23 +292,26 @@ static int plan_make(lc_cuda_gemm *g, lt_plan *p, int64_t m, int64_t n, int64_t 
                                                       1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     p->used = true;
-    p->m = m, p->n = n, p->k = k;
+    p->m = m, p->n = n, p->k = k, p->type = type;
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
         plan_destroy(p);
-        return lc_fail(LC_ERR_INTERNAL, "cuBLASLt has no bf16 GEMM for %lld x %lld x %lld",
-                       (long long)m, (long long)n, (long long)k);
+        return lc_fail(LC_ERR_INTERNAL, "cuBLASLt has no %s GEMM for %lld x %lld x %lld",
+                       type == LC_TYPE_BF16 ? "bf16" : "f16", (long long)m, (long long)n, (long long)k);
     }
     p->algo = res.algo;
     return LC_OK;
 }
 
-// y[n][m] (fp32) = x[n][k] (bf16) · W[m][k]ᵀ (bf16)
-extern "C" int lc_cuda_gemm_bf16(lc_cuda_gemm *g, const void *w, int64_t m, int64_t k,
-                                 const void *x, int64_t n, float *y) {
+// y[n][m] (fp32) = x[n][k] · W[m][k]ᵀ, both of type (bf16 or f16)
+extern "C" int lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, int64_t k,
+                              const void *x, int64_t n, float *y) {
     if (n <= 0) return LC_OK;
+    if (type != LC_TYPE_BF16 && type != LC_TYPE_F16)
+        return lc_fail(LC_ERR_INVALID_ARG, "gemm: type %u is not bf16 or f16", type);
     lt_plan *p = nullptr;
     for (int i = 0; i < LT_PLANS; i++)
-        if (g->plans[i].used && g->plans[i].m == m && g->plans[i].n == n && g->plans[i].k == k) {
+        if (g->plans[i].used && g->plans[i].m == m && g->plans[i].n == n && g->plans[i].k == k &&
+            g->plans[i].type == type) {
             p = &g->plans[i];
             break;
         }
@@ -289,7 +323,7 @@ extern "C" int lc_cuda_gemm_bf16(lc_cuda_gemm *g, const void *w, int64_t m, int6
             g->next_evict = (g->next_evict + 1) % LT_PLANS;
             plan_destroy(p);
         }
-        int st = plan_make(g, p, m, n, k);
+        int st = plan_make(g, p, type, m, n, k);
         if (st != LC_OK) return st;
     }
     const float alpha = 1.0f, beta = 0.0f;

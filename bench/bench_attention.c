@@ -1,0 +1,131 @@
+/*
+ * bench_attention.c — one layer of our dense CUDA attention (attention.cu: split-KV decode,
+ * tensor-core causal prefill) on random bf16 K/V in 64-token pages, timed with CUDA events
+ * (warm-up, then the median of repeated runs). Driven by bench/attention_vs_sdpa.py, which runs
+ * PyTorch SDPA (cuDNN, flash) at the same shapes in the same run and writes the table.
+ *
+ * usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]
+ * prints one line: mode kv_heads group head_dim keys median_us min_us
+ */
+#include "backend/cuda/cuda.h"
+#include "model/model.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRYC(x)                                                                               \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "bench_attention: %s: %s\n", #x, cudaGetErrorString(e_));         \
+            return 1;                                                                         \
+        }                                                                                     \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]\n");
+        return 2;
+    }
+    const int     decode = strcmp(argv[1], "decode") == 0;
+    const int32_t H = atoi(argv[2]), G = atoi(argv[3]), D = atoi(argv[4]);
+    const int64_t keys = atoll(argv[5]);
+    const int     reps = argc > 6 ? atoi(argv[6]) : (decode ? 50 : 5);
+    const int32_t P = 64, n_head = H * G;
+    if (H < 1 || G < 1 || (D != 64 && D != 128) || keys < 1 || reps < 1) {
+        fprintf(stderr, "bench_attention: bad arguments\n");
+        return 2;
+    }
+    lc_backend *b;
+    if (lc_backend_cuda_create(0, &b) != LC_OK) {
+        fprintf(stderr, "bench_attention: %s\n", lc_last_error());
+        return 1;
+    }
+    const int64_t n_pages = (keys + P - 1) / P;
+    const size_t  pool    = (size_t)n_pages * H * P * D;
+    const int32_t rows    = decode ? 1 : (int32_t)keys;
+    void         *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
+    float        *dq = b->alloc(b, sizeof(float) * rows * n_head * D, "q");
+    float        *dout = b->alloc(b, sizeof(float) * rows * n_head * D, "out");
+    const size_t  half = (size_t)D / 2;
+    float        *dcs = b->alloc(b, sizeof(float) * keys * half, "cos");
+    float        *dsn = b->alloc(b, sizeof(float) * keys * half, "sin");
+    if (!dk || !dv || !dq || !dout || !dcs || !dsn) {
+        fprintf(stderr, "bench_attention: %s\n", lc_last_error());
+        return 1;
+    }
+    /* random data, generated on the host in chunks (values do not change the speed) */
+    {
+        const size_t chunk = 1 << 24;
+        uint16_t    *h16   = malloc(2 * chunk);
+        float       *h32   = malloc(4 * chunk);
+        uint64_t     s     = 88172645463325252ull;
+        for (size_t i = 0; i < chunk; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            h32[i]        = f;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            h16[i] = (uint16_t)(u >> 16);
+        }
+        for (size_t off = 0; off < pool; off += chunk) {
+            const size_t n = pool - off < chunk ? pool - off : chunk;
+            TRYC(cudaMemcpy((uint16_t *)dk + off, h16, 2 * n, cudaMemcpyHostToDevice));
+            TRYC(cudaMemcpy((uint16_t *)dv + off, h16, 2 * n, cudaMemcpyHostToDevice));
+        }
+        const size_t qn = (size_t)rows * n_head * D;
+        for (size_t off = 0; off < qn; off += chunk)
+            TRYC(cudaMemcpy(dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
+        free(h16), free(h32);
+    }
+    lc_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_rot = D, hp.rope_base = 500000.0f;
+    {
+        float *hc = malloc(sizeof(float) * keys * half), *hs = malloc(sizeof(float) * keys * half);
+        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, (int32_t)keys, hc, hs) != LC_OK) return 1;
+        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * keys * half, cudaMemcpyHostToDevice));
+        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * keys * half, cudaMemcpyHostToDevice));
+        free(hc), free(hs);
+    }
+    lc_rope_table rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
+    int32_t      *pages = malloc(sizeof(int32_t) * n_pages);
+    for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;
+    lc_attn_seq seq = {0, rows, decode ? (int32_t)keys - 1 : 0, pages};
+    if (b->batch_begin(b, &seq, 1, P) != LC_OK) {
+        fprintf(stderr, "bench_attention: %s\n", lc_last_error());
+        return 1;
+    }
+    lc_kv_layer_view kv = {dk, dv, P, H, D};
+    const float      scale = 1.0f / sqrtf((float)D);
+    cudaEvent_t      e0, e1;
+    TRYC(cudaEventCreate(&e0));
+    TRYC(cudaEventCreate(&e1));
+    float *t = malloc(sizeof(float) * reps);
+    for (int i = -3; i < reps; i++) {
+        TRYC(cudaEventRecord(e0, (cudaStream_t)lc_cuda_stream_handle()));
+        if (b->attn_dense(b, &kv, &seq, 1, dq, n_head, &rope, scale, dout) != LC_OK) {
+            fprintf(stderr, "bench_attention: %s\n", lc_last_error());
+            return 1;
+        }
+        TRYC(cudaEventRecord(e1, (cudaStream_t)lc_cuda_stream_handle()));
+        TRYC(cudaEventSynchronize(e1));
+        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
+    }
+    qsort(t, (size_t)reps, sizeof(float), cmp_float);
+    printf("%s %d %d %d %lld %.2f %.2f\n", decode ? "decode" : "prefill", H, G, D,
+           (long long)keys, 1000.0 * t[reps / 2], 1000.0 * t[0]);
+    free(t), free(pages);
+    b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dout);
+    b->dealloc(b, dcs), b->dealloc(b, dsn);
+    b->free(b);
+    return 0;
+}
