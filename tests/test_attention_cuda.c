@@ -18,6 +18,7 @@
 #include <time.h>
 
 static uint64_t rng;
+static double   worst_dec, worst_pre; /* largest nmse seen, printed for calibration */
 static float    frand(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
@@ -125,6 +126,8 @@ static void run_case(lc_backend *b, const char *what, int32_t D, int32_t H, int3
         int           nan;
         const double  e   = nmse(ref + off, got + off, (size_t)n, &nan);
         const double  tol = seqs[s].n_rows == 1 ? tol_dec : tol_pre;
+        double       *worst = seqs[s].n_rows == 1 ? &worst_dec : &worst_pre;
+        if (e > *worst) *worst = e;
         CHECKF(nan == 0 && e < tol, "%s D%d H%d G%d %s rot%d%s seq %d (history %d, rows %d): "
                "nmse %.3g (limit %.1g), %d non-finite", what, D, H, G,
                pairing == LC_ROPE_NEOX ? "neox" : "norm", n_rot, yarn ? " yarn" : "", s,
@@ -144,9 +147,9 @@ int main(void) {
     }
     rng = (uint64_t)time(NULL) | 1;
     printf("seed %llu\n", (unsigned long long)rng);
-    /* decode keeps fp32 math over the bf16 K/V: near-exact; prefill rounds Q, rotated K and
-     * the probabilities to bf16 for the tensor cores */
-    const double tol_dec = 1e-8, tol_pre = 3e-4;
+    /* decode keeps fp32 math over the bf16 K/V: near-exact; prefill rounds Q and the rotated
+     * K to fp16 and the probabilities to bf16 for the tensor cores */
+    const double tol_dec = 1e-8, tol_pre = 1e-4;
     const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {8, 4}, {2, 8}};
     const int32_t lens[] = {1, 63, 65, 4097};
     for (int di = 0; di < 2; di++)
@@ -180,6 +183,7 @@ int main(void) {
         run_case(b, "long", 128, 8, 4, LC_ROPE_NORM, 128, false, lng, 2, tol_dec, tol_pre);
         run_case(b, "long", 64, 3, 3, LC_ROPE_NORM, 64, false, lng, 2, tol_dec, tol_pre);
     }
+    printf("largest nmse: decode %.3g, prefill %.3g\n", worst_dec, worst_pre);
     b->free(b);
     TEST_END();
 }

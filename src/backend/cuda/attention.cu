@@ -13,10 +13,12 @@
 //    l) are merged by a second kernel. Instead of rotating each key by its absolute angle the
 //    warp rotates the G queries by R(-ps) once per page and each key by R(j).
 //  * prefill (any number of new rows per sequence): FlashAttention-2-style tiles on tensor
-//    cores (mma.sync m16n8k16 bf16, fp32 accumulation). A CTA owns 64 packed query rows of one
+//    cores (mma.sync m16n8k16, fp32 accumulation). A CTA owns 64 packed query rows of one
 //    KV head — rows are (token, query head of the group) pairs, so the G heads of a group share
 //    each K/V tile — and walks 64-key tiles, one page each, double-buffered with cp.async;
-//    each K tile is rotated in shared memory before use.
+//    each K tile is rotated in shared memory before use. Q·Kᵀ runs in fp16 (the rotated keys
+//    and the queries keep 11 mantissa bits: bf16's 8 cost ~4e-2 in SmolLM2's log-probs), P·V
+//    in bf16 (the stored V, probabilities in [0, 1]).
 //
 // The page size is 64 tokens on this backend: one page is exactly one key tile of the prefill
 // kernel and one unit of a decode warp's walk, so a tile never straddles pages and the page
@@ -293,6 +295,16 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
@@ -306,9 +318,9 @@ __global__ void __launch_bounds__(128, 2)
     attn_prefill_kernel(attn_common a, const int32_t *__restrict__ pre_list) {
     constexpr int BM = 64, BN = PAGE, LD = D + 8, NT = BN / 8, DT = D / 8, KS = D / 16;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    lc_bf16 *Qs = (lc_bf16 *)smem_raw;    // [BM][LD]
-    lc_bf16 *Ks = Qs + BM * LD;            // [2][BN][LD]
-    lc_bf16 *Vs = Ks + 2 * BN * LD;        // [2][BN][LD]
+    __half  *Qs = (__half *)smem_raw;              // [BM][LD] fp16
+    lc_bf16 *Ks = (lc_bf16 *)(Qs + BM * LD);       // [2][BN][LD] bf16 as loaded, fp16 rotated
+    lc_bf16 *Vs = Ks + 2 * BN * LD;                // [2][BN][LD] bf16
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
@@ -318,7 +330,7 @@ __global__ void __launch_bounds__(128, 2)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int L   = sq.pos0 + sq.n_rows; // keys of this sequence after this step
 
-    // Q tile: fp32 rotated queries -> bf16 in shared memory
+    // Q tile: fp32 rotated queries -> fp16 in shared memory
     for (int i = tid; i < BM * (D / 4); i += 128) {
         const int r = i / (D / 4), c = (i % (D / 4)) * 4, pr = r0 + r;
         float4    v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -326,7 +338,7 @@ __global__ void __launch_bounds__(128, 2)
             const int t = pr / G, g = pr % G;
             v = *(const float4 *)(a.q + ((int64_t)(sq.row0 + t) * a.n_head + h * G + g) * D + c);
         }
-        *(uint2 *)(Qs + r * LD + c) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+        *(uint2 *)(Qs + r * LD + c) = make_uint2(pack_f16(v.x, v.y), pack_f16(v.z, v.w));
     }
     const int t_lo    = r0 / G, t_hi = (min(n_packed, r0 + BM) - 1) / G;
     const int n_tiles = (sq.pos0 + t_hi) / BN + 1;
@@ -367,28 +379,31 @@ __global__ void __launch_bounds__(128, 2)
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
-    // rotation pass: thread -> pair p, keys j0, j0 + step, ...
+    // rotation pass (bf16 -> rotated fp16 in place): thread -> pair p, keys j0, j0 + step, ...
     constexpr int HALF = D / 2, STEP = 128 / HALF;
     const int     rp = tid % HALF, rj0 = tid / HALF;
-    const bool    rot = rp < a.half_rot;
+    const bool    rot = rp < a.half_rot; // pairs past the rotated dims are only converted
     const float   inv_ms = 1.0f / a.mscale;
 
     for (int kt = 0; kt < n_tiles; kt++) {
         const int buf = kt & 1;
         cp_async_wait_all();
         __syncthreads();
-        if (rot) {
+        {
             lc_bf16    *kd = Ks + buf * BN * LD;
-            const float C = a.cs[(int64_t)kt * BN * a.half_rot + rp] * inv_ms;
-            const float S = a.sn[(int64_t)kt * BN * a.half_rot + rp] * inv_ms;
+            const float C = rot ? a.cs[(int64_t)kt * BN * a.half_rot + rp] * inv_ms : 1.0f;
+            const float S = rot ? a.sn[(int64_t)kt * BN * a.half_rot + rp] * inv_ms : 0.0f;
             for (int j = rj0; j < BN; j += STEP) {
-                const float cj = a.cs[j * a.half_rot + rp], sj = a.sn[j * a.half_rot + rp];
-                const float c = C * cj - S * sj, s = S * cj + C * sj;
+                float c = 1.0f, s = 0.0f;
+                if (rot) {
+                    const float cj = a.cs[j * a.half_rot + rp], sj = a.sn[j * a.half_rot + rp];
+                    c = C * cj - S * sj, s = S * cj + C * sj;
+                }
                 lc_bf16    *pa = kd + j * LD + (NEOX ? rp : 2 * rp);
                 lc_bf16    *pb = kd + j * LD + (NEOX ? rp + HALF : 2 * rp + 1);
                 const float x = __bfloat162float(*pa), y = __bfloat162float(*pb);
-                *pa = __float2bfloat16_rn(x * c - y * s);
-                *pb = __float2bfloat16_rn(x * s + y * c);
+                *(__half *)pa = __float2half_rn(x * c - y * s);
+                *(__half *)pb = __float2half_rn(x * s + y * c);
             }
         }
         __syncthreads();
@@ -405,8 +420,8 @@ __global__ void __launch_bounds__(128, 2)
                 uint32_t  b[4];
                 const int mi = lane >> 3;
                 ldmatrix_x4(b, kb + (np * 16 + (mi >> 1) * 8 + (lane & 7)) * LD + kk * 16 + (mi & 1) * 8);
-                mma_bf16(s[2 * np], qf[kk], b[0], b[1]);
-                mma_bf16(s[2 * np + 1], qf[kk], b[2], b[3]);
+                mma_f16(s[2 * np], qf[kk], b[0], b[1]);
+                mma_f16(s[2 * np + 1], qf[kk], b[2], b[3]);
             }
         // scale, mask, online softmax (rows lane>>2 and +8; 4 lanes share a row)
         const bool need_mask = kt >= full;
