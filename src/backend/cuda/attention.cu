@@ -16,9 +16,9 @@
 //    cores (mma.sync m16n8k16, fp32 accumulation). A CTA owns 64 packed query rows of one
 //    KV head — rows are (token, query head of the group) pairs, so the G heads of a group share
 //    each K/V tile — and walks 64-key tiles, one page each, double-buffered with cp.async;
-//    each K tile is rotated in shared memory before use. Q·Kᵀ runs in fp16 (the rotated keys
-//    and the queries keep 11 mantissa bits: bf16's 8 cost ~4e-2 in SmolLM2's log-probs), P·V
-//    in bf16 (the stored V, probabilities in [0, 1]).
+//    each K tile is rotated in shared memory before use (and V converted in the same pass).
+//    Both products run in fp16: the rotated keys, queries and probabilities keep 11 mantissa
+//    bits where bf16's 8 cost ~4e-2 in SmolLM2's log-probs; the bf16 K/V convert exactly.
 //
 // The page size is 64 tokens on this backend: one page is exactly one key tile of the prefill
 // kernel and one unit of a decode warp's walk, so a tile never straddles pages and the page
@@ -39,6 +39,7 @@ struct attn_common {
     float             *out;           // [rows][n_head][D]
     const float       *cs, *sn;       // [n_pos][half_rot]
     int32_t            half_rot;
+    int32_t            n_pos;         // table rows
     float              mscale;        // table factor (1 unless YaRN)
     float              scale_log2;    // softmax scale * log2(e), table factors divided out
 };
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
                 for (int t = 0; t < 4; t++) ka[t] = __low2float(w2[t]), kb[t] = __high2float(w2[t]);
             }
-            if (rotated) {
+            if (rotated && j < a.n_pos) { // rows past the table belong to masked keys
                 const float4 c4 = *(const float4 *)(a.cs + (int64_t)j * a.half_rot + 4 * sub);
                 const float4 s4 = *(const float4 *)(a.sn + (int64_t)j * a.half_rot + 4 * sub);
                 const float  c[4] = {c4.x, c4.y, c4.z, c4.w}, s[4] = {s4.x, s4.y, s4.z, s4.w};
@@ -289,12 +290,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *p) 
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p)));
 }
-__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -303,10 +298,6 @@ __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_
 }
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
 }
 
@@ -320,7 +311,7 @@ __global__ void __launch_bounds__(128, 2)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half  *Qs = (__half *)smem_raw;              // [BM][LD] fp16
     lc_bf16 *Ks = (lc_bf16 *)(Qs + BM * LD);       // [2][BN][LD] bf16 as loaded, fp16 rotated
-    lc_bf16 *Vs = Ks + 2 * BN * LD;                // [2][BN][LD] bf16
+    lc_bf16 *Vs = Ks + 2 * BN * LD;                // [2][BN][LD] bf16 as loaded, then fp16
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
@@ -395,15 +386,18 @@ __global__ void __launch_bounds__(128, 2)
             const float S = rot ? a.sn[(int64_t)kt * BN * a.half_rot + rp] * inv_ms : 0.0f;
             for (int j = rj0; j < BN; j += STEP) {
                 float c = 1.0f, s = 0.0f;
-                if (rot) {
+                if (rot && j < a.n_pos) { // rows past the table belong to masked keys
                     const float cj = a.cs[j * a.half_rot + rp], sj = a.sn[j * a.half_rot + rp];
                     c = C * cj - S * sj, s = S * cj + C * sj;
                 }
-                lc_bf16    *pa = kd + j * LD + (NEOX ? rp : 2 * rp);
-                lc_bf16    *pb = kd + j * LD + (NEOX ? rp + HALF : 2 * rp + 1);
+                const int   oa = j * LD + (NEOX ? rp : 2 * rp), ob = j * LD + (NEOX ? rp + HALF : 2 * rp + 1);
+                lc_bf16    *pa = kd + oa, *pb = kd + ob;
                 const float x = __bfloat162float(*pa), y = __bfloat162float(*pb);
                 *(__half *)pa = __float2half_rn(x * c - y * s);
                 *(__half *)pb = __float2half_rn(x * s + y * c);
+                lc_bf16 *va = Vs + buf * BN * LD + oa, *vb2 = Vs + buf * BN * LD + ob;
+                *(__half *)va  = __float2half_rn(__bfloat162float(*va));
+                *(__half *)vb2 = __float2half_rn(__bfloat162float(*vb2));
             }
         }
         __syncthreads();
@@ -463,16 +457,16 @@ __global__ void __launch_bounds__(128, 2)
         // O += P V
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4] = {pack_f16(s[2 * kk][0], s[2 * kk][1]), pack_f16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
             for (int dp = 0; dp < DT / 2; dp++) {
                 uint32_t  b[4];
                 const int mi = lane >> 3;
                 ldmatrix_x4_trans(b, vb + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
-                mma_bf16(o[2 * dp], pa, b[0], b[1]);
-                mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
+                mma_f16(o[2 * dp], pa, b[0], b[1]);
+                mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
             }
         }
     }
@@ -572,7 +566,7 @@ extern "C" int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn
     a.kpool = (const lc_bf16 *)kv->k, a.vpool = (const lc_bf16 *)kv->v;
     a.H = H, a.G = n_head / H, a.n_head = n_head;
     a.seqs = bt->seqs, a.q = q, a.out = out, a.cs = rope->cos, a.sn = rope->sin;
-    a.half_rot = rope->n_rot / 2, a.mscale = mscale;
+    a.half_rot = rope->n_rot / 2, a.mscale = mscale, a.n_pos = rope->n_pos;
     // decode composes three table factors (query, R(-ps), R(j)) and prefill two (query, key):
     // divide out the extra one in both
     a.scale_log2 = scale * 1.4426950408889634f / mscale;
