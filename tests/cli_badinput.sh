@@ -47,6 +47,9 @@ expect 2 "out of range" -- "$BIN" run -m "$MODEL" -p hi --temp -1
 expect 2 "out of range" -- "$BIN" run -m "$MODEL" -p hi --top-p 2
 expect 2 "needs a value" -- "$BIN" run -m "$MODEL" -p
 expect 2 "not a power of two" -- "$BIN" run -m "$MODEL" -p hi --page-size 48
+expect 2 "kv-gb" -- "$BIN" run -m "$MODEL" -p hi --kv-gb 0
+expect 2 "kv-tokens" -- "$BIN" run -m "$MODEL" -p hi --kv-tokens -5
+expect 1 "KV|pages" -- "$BIN" run -m "$MODEL" -p "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty" --kv-tokens 16 --page-size 16
 expect 2 "not one of cpu, cuda" -- "$BIN" run -m "$MODEL" -p hi --device tpu
 expect 2 "unknown template 'jinja9'" -- "$BIN" run -m "$MODEL" -p hi --chat-template jinja9
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5

@@ -25,7 +25,11 @@ const char *gen_opts_help(void) {
            "  -b, --batch N           prompt tokens per step (default 512)\n"
            "  -t, --threads N         CPU threads (default: all cores)\n"
            "  --device cpu|cuda|auto  compute device (default auto: the GPU when there is one)\n"
-           "  --page-size N           KV page size in tokens, power of two (default 64)\n"
+           "  --page-size N           KV page size in tokens, power of two (default 64; the CUDA\n"
+           "                          kernels need 64)\n"
+           "  --kv-tokens N           KV cache capacity in tokens, all sequences (default: the context)\n"
+           "  --kv-gb X               KV cache capacity in GiB (the token count follows from the\n"
+           "                          model: layers x KV heads x head dim x 2 x element size)\n"
            "  --weights f32|f16|bf16|auto  weight storage after dequantisation. CPU: f32 (auto, the\n"
            "                          exact values) or f16 (half the memory a decode step reads).\n"
            "                          CUDA: f16 or bf16; auto keeps BF16 tensors in bf16 and\n"
@@ -81,6 +85,12 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
             fprintf(stderr, "longctx %s: --page-size: %lld is not a power of two\n", cmd, o->page_size);
             return -1;
         }
+    } else if (!strcmp(a, "--kv-tokens")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 1, 1LL << 31, &o->kv_tokens)) return -1;
+    } else if (!strcmp(a, "--kv-gb")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 0.001, 1e6, &o->kv_gb)) return -1;
     } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
         VAL();
         if (!cli_float(cmd, a, v, 0, 100, &x)) return -1;
@@ -158,6 +168,19 @@ int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ct
     cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));
     cp.n_batch   = (int32_t)o->n_batch;
     cp.page_size = (int32_t)o->page_size;
+    if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
+    if (o->kv_gb > 0) {
+        /* bf16 KV on the GPU, fp32 on the CPU */
+        const double per_token = 2.0 * info.n_layer * info.n_head_kv * info.head_dim *
+                                 (info.device == LC_DEVICE_CUDA ? 2 : 4);
+        const double tokens = o->kv_gb * 1073741824.0 / per_token;
+        if (tokens < 1) {
+            fprintf(stderr, "longctx %s: --kv-gb %g holds no token of this model (%.0f bytes "
+                    "each)\n", cmd, o->kv_gb, per_token);
+            return CLI_ERR;
+        }
+        cp.kv_tokens = tokens > 2147483647.0 ? 2147483647 : (int64_t)tokens;
+    }
     int st       = lc_context_create(m, &cp, ctx);
     if (st != LC_OK) {
         cli_fail(cmd, "creating the context", st);

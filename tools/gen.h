@@ -16,6 +16,8 @@ typedef struct gen_opts {
     long long        n_ctx;
     long long        n_batch;
     long long        page_size;
+    long long        kv_tokens; /* KV capacity; 0: from kv_gb or n_ctx */
+    double           kv_gb;     /* KV capacity in GiB; 0: unset */
     lc_sampling      sampling;
     lc_chat_template chat_template; /* NONE: the model's */
 } gen_opts;

@@ -75,6 +75,7 @@ struct lc_backend {
     int         n_threads;   /* host threads used by the ops */
     uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16 / BF16) */
     uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / BF16) */
+    int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
     void       *impl;
     void (*free)(lc_backend *b);
 

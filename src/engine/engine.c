@@ -108,6 +108,9 @@ int lc_context_create(lc_model *m, const lc_context_params *params, lc_context *
     if (p.page_size < 16 || p.page_size > 1024 || (p.page_size & (p.page_size - 1)))
         return lc_fail(LC_ERR_INVALID_ARG, "page size %d must be a power of two in 16 .. 1024",
                        p.page_size);
+    if (m->backend->page_size && p.page_size != m->backend->page_size)
+        return lc_fail(LC_ERR_INVALID_ARG, "page size %d: the %s backend's kernels need %d-token "
+                       "pages", p.page_size, m->backend->name, m->backend->page_size);
     if (p.kv_tokens == 0) p.kv_tokens = (int64_t)p.n_ctx * p.n_seq_max;
     if (p.kv_tokens < 1)
         return lc_fail(LC_ERR_INVALID_ARG, "KV capacity %lld tokens out of range",
