@@ -48,10 +48,7 @@ static void random_blocks(uint32_t type, uint8_t *buf, int64_t n_elems) {
 
 int main(void) {
     lc_backend *b;
-    if (lc_backend_cuda_create(0, &b) != LC_OK) {
-        fprintf(stderr, "no CUDA device: %s\n", lc_last_error());
-        return 77;
-    }
+    REQUIRE_CUDA_BACKEND(b);
     rng = (uint64_t)time(NULL) | 1;
     printf("seed %llu\n", (unsigned long long)rng);
 

@@ -30,10 +30,7 @@ static double nmse(const float *ref, const float *got, size_t n) {
 
 int main(void) {
     lc_backend *b;
-    if (lc_backend_cuda_create(0, &b) != LC_OK) {
-        fprintf(stderr, "no CUDA device: %s\n", lc_last_error());
-        return 77;
-    }
+    REQUIRE_CUDA_BACKEND(b);
     rng = (uint64_t)time(NULL) | 1;
     const int64_t rows_list[] = {1, 63, 65, 4097};
     const int64_t dims[]      = {64, 576, 4096};

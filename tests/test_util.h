@@ -50,4 +50,14 @@ static int lc_test_checks   = 0;
         fclose(f_);                                                                           \
     } while (0)
 
+/* In a CUDA test (includes backend/backend.h): create the CUDA backend into b, or exit 77
+ * (ctest: skipped) where there is no GPU. */
+#define REQUIRE_CUDA_BACKEND(b)                                                               \
+    do {                                                                                      \
+        if (lc_backend_cuda_create(0, &(b)) != LC_OK) {                                       \
+            fprintf(stderr, "no CUDA device: %s\n", lc_last_error());                         \
+            return 77;                                                                        \
+        }                                                                                     \
+    } while (0)
+
 #endif

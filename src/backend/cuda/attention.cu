@@ -46,6 +46,27 @@ struct attn_common {
 
 // ---- decode --------------------------------------------------------------------------------
 
+// A lane's 8 dims of one bf16 row as its 4 rotation pairs: a[t] = x[ea[t]], b[t] = x[eb[t]]
+// (adjacent pairs: dims 8 sub .. 8 sub + 7; split halves: 4 sub .. + 3 and D/2 + 4 sub .. + 3).
+template <int D, bool NEOX>
+__device__ __forceinline__ void load_pairs(const lc_bf16 *row, int sub, float a[4], float b[4]) {
+    if (NEOX) {
+        const uint2           lo = *(const uint2 *)(row + 4 * sub);
+        const uint2           hi = *(const uint2 *)(row + D / 2 + 4 * sub);
+        const __nv_bfloat162 *l2 = (const __nv_bfloat162 *)&lo, *h2 = (const __nv_bfloat162 *)&hi;
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            a[2 * t] = __low2float(l2[t]), a[2 * t + 1] = __high2float(l2[t]);
+            b[2 * t] = __low2float(h2[t]), b[2 * t + 1] = __high2float(h2[t]);
+        }
+    } else {
+        const uint4           w  = *(const uint4 *)(row + 8 * sub);
+        const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&w;
+#pragma unroll
+        for (int t = 0; t < 4; t++) a[t] = __low2float(w2[t]), b[t] = __high2float(w2[t]);
+    }
+}
+
 template <int D, int G, bool NEOX>
 __global__ void __launch_bounds__(128)
     attn_decode_kernel(attn_common a, const int32_t *__restrict__ dec_list, int32_t n_splits,
@@ -80,7 +101,7 @@ __global__ void __launch_bounds__(128)
     }
     const bool rotated = 4 * sub < a.half_rot; // half_rot is a multiple of 4
 
-    float m_run[G], l_run[G], acc[G][8];
+    float m_run[G], l_run[G], acc[G][8]; // acc[g][t] at dim ea[t], acc[g][4 + t] at eb[t]
 #pragma unroll
     for (int g = 0; g < G; g++) {
         m_run[g] = -INFINITY, l_run[g] = 0.0f;
@@ -122,20 +143,7 @@ __global__ void __launch_bounds__(128)
         for (int it = 0; it < IT; it++) {
             const int j = it * KPI + slot;
             float     ka[4], kb[4];
-            if (NEOX) {
-                const uint2 lo = *(const uint2 *)(kp + j * D + 4 * sub);
-                const uint2 hi = *(const uint2 *)(kp + j * D + D / 2 + 4 * sub);
-                const __nv_bfloat162 *l2 = (const __nv_bfloat162 *)&lo, *h2 = (const __nv_bfloat162 *)&hi;
-                ka[0] = __low2float(l2[0]), ka[1] = __high2float(l2[0]);
-                ka[2] = __low2float(l2[1]), ka[3] = __high2float(l2[1]);
-                kb[0] = __low2float(h2[0]), kb[1] = __high2float(h2[0]);
-                kb[2] = __low2float(h2[1]), kb[3] = __high2float(h2[1]);
-            } else {
-                const uint4 w = *(const uint4 *)(kp + j * D + 8 * sub);
-                const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&w;
-#pragma unroll
-                for (int t = 0; t < 4; t++) ka[t] = __low2float(w2[t]), kb[t] = __high2float(w2[t]);
-            }
+            load_pairs<D, NEOX>(kp + j * D, sub, ka, kb);
             if (rotated && j < a.n_pos) { // rows past the table belong to masked keys
                 const float4 c4 = *(const float4 *)(a.cs + (int64_t)j * a.half_rot + 4 * sub);
                 const float4 s4 = *(const float4 *)(a.sn + (int64_t)j * a.half_rot + 4 * sub);
@@ -181,28 +189,15 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
         for (int it = 0; it < IT; it++) {
             const int j = it * KPI + slot;
-            float     v[8];
-            if (NEOX) {
-                const uint2 lo = *(const uint2 *)(vp + j * D + 4 * sub);
-                const uint2 hi = *(const uint2 *)(vp + j * D + D / 2 + 4 * sub);
-                const __nv_bfloat162 *l2 = (const __nv_bfloat162 *)&lo, *h2 = (const __nv_bfloat162 *)&hi;
-                v[0] = __low2float(l2[0]), v[1] = __high2float(l2[0]);
-                v[2] = __low2float(l2[1]), v[3] = __high2float(l2[1]);
-                v[4] = __low2float(h2[0]), v[5] = __high2float(h2[0]);
-                v[6] = __low2float(h2[1]), v[7] = __high2float(h2[1]);
-            } else {
-                const uint4 w = *(const uint4 *)(vp + j * D + 8 * sub);
-                const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&w;
-#pragma unroll
-                for (int t = 0; t < 4; t++) v[2 * t] = __low2float(w2[t]), v[2 * t + 1] = __high2float(w2[t]);
-            }
+            float     va[4], vb[4];
+            load_pairs<D, NEOX>(vp + j * D, sub, va, vb);
             const bool live = j < n_in; // slots past the sequence end may hold anything
 #pragma unroll
             for (int g = 0; g < G; g++) {
                 const float p = __shfl_sync(0xffffffffu, sc[g][it / LPK], slot * LPK + it % LPK);
                 if (live)
 #pragma unroll
-                    for (int e = 0; e < 8; e++) acc[g][e] += p * v[e];
+                    for (int t = 0; t < 4; t++) acc[g][t] += p * va[t], acc[g][4 + t] += p * vb[t];
             }
         }
     }
@@ -217,10 +212,7 @@ __global__ void __launch_bounds__(128)
         for (int o = 16; o > 0; o >>= 1) l_run[g] += __shfl_xor_sync(0xffffffffu, l_run[g], o);
         if (slot == 0)
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const int dim = NEOX ? (e < 4 ? 4 * sub + e : D / 2 + 4 * sub + e - 4) : 8 * sub + e;
-                red[warp][g][dim] = acc[g][e];
-            }
+            for (int t = 0; t < 4; t++) red[warp][g][ea[t]] = acc[g][t], red[warp][g][eb[t]] = acc[g][4 + t];
         if (lane == 0) red[warp][g][D] = m_run[g], red[warp][g][D + 1] = l_run[g];
     }
     __syncthreads();
