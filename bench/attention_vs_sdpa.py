@@ -5,7 +5,7 @@ query over N keys) and causal prefill (N queries over N keys), bf16, Llama-3.1-8
 (32 query / 8 KV heads, dim 128) and SmolLM2 shape (9 / 3, dim 64). Also measures the copy
 bandwidth and the bf16 GEMM rate so each number can be read against the physical limit.
 
-usage: attention_vs_sdpa.py BUILD_DIR [--out FILE] [--quick]
+usage: attention_vs_sdpa.py BUILD_DIR [--out FILE] [--quick] [--modes decode,prefill]
 Writes a markdown table (GPU, date, commit from $LC_COMMIT) to --out and prints it.
 """
 import argparse
@@ -86,6 +86,7 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--modes", default="decode,prefill", help="comma-separated: decode, prefill")
     a = ap.parse_args()
     gpu = torch.cuda.get_device_name(0)
     bw = copy_bandwidth()
@@ -97,6 +98,8 @@ def main():
     rows = []
     for name, h, g, d in shapes:
         for mode, ns in (("decode", dec_n), ("prefill", pre_n)):
+            if mode not in a.modes.split(","):
+                continue
             for n in ns:
                 reps = 50 if mode == "decode" else (3 if n >= 128 * K else 10)
                 ours = ours_us(a.build, mode, h, g, d, n, reps)

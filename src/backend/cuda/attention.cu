@@ -44,198 +44,330 @@ struct attn_common {
     float              scale_log2;    // softmax scale * log2(e), table factors divided out
 };
 
-// ---- decode --------------------------------------------------------------------------------
+// ---- shared helpers ------------------------------------------------------------------------
 
-// A lane's 8 dims of one bf16 row as its 4 rotation pairs: a[t] = x[ea[t]], b[t] = x[eb[t]]
-// (adjacent pairs: dims 8 sub .. 8 sub + 7; split halves: 4 sub .. + 3 and D/2 + 4 sub .. + 3).
-template <int D, bool NEOX>
-__device__ __forceinline__ void load_pairs(const lc_bf16 *row, int sub, float a[4], float b[4]) {
-    if (NEOX) {
-        const uint2           lo = *(const uint2 *)(row + 4 * sub);
-        const uint2           hi = *(const uint2 *)(row + D / 2 + 4 * sub);
-        const __nv_bfloat162 *l2 = (const __nv_bfloat162 *)&lo, *h2 = (const __nv_bfloat162 *)&hi;
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            a[2 * t] = __low2float(l2[t]), a[2 * t + 1] = __high2float(l2[t]);
-            b[2 * t] = __low2float(h2[t]), b[2 * t + 1] = __high2float(h2[t]);
-        }
-    } else {
-        const uint4           w  = *(const uint4 *)(row + 8 * sub);
-        const __nv_bfloat162 *w2 = (const __nv_bfloat162 *)&w;
-#pragma unroll
-        for (int t = 0; t < 4; t++) a[t] = __low2float(w2[t]), b[t] = __high2float(w2[t]);
-    }
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+}
+// copies src_bytes (0 or 16) and zero-fills the rest of the 16 bytes
+__device__ __forceinline__ void cp_async16_zfill(void *dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-template <int D, int G, bool NEOX>
-__global__ void __launch_bounds__(128)
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+// two bf16 (one 32-bit register) as floats: low element, high element
+__device__ __forceinline__ float bf16_lo(uint32_t r) { return __uint_as_float(r << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t r) { return __uint_as_float(r & 0xffff0000u); }
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t r) {
+    return pack_f16(bf16_lo(r), bf16_hi(r));
+}
+
+// ---- decode --------------------------------------------------------------------------------
+
+// Decode on tensor cores. A CTA owns one (sequence, KV head, split): it streams the split's
+// pages through an NS-stage cp.async ring (K and V of one page per stage, ~35 KB at D = 128:
+// two CTAs per SM keep ~128 KB of loads in flight, what HBM3 needs to run at its rate), and
+// each of its 4 warps takes 16 keys of every page. The G query heads of the KV head are the
+// rows of an m16n8k16 tile (rows past G are zero), so S = Q Kᵀ and O += P V are two short mma
+// chains per warp and page; every K/V byte is read from HBM once.
+//
+// RoPE: keys are rotated in registers right after ldmatrix — an adjacent pair (2i, 2i+1) sits
+// in one register, a split-half pair (i, i + D/2) in the same register of k-steps kk and
+// kk + D/32 — by R(j), j = the key's slot in its page (0..63), whose cos/sin a thread keeps in
+// registers for the whole kernel since its slots never change. The queries carry R(-ps) for
+// the page's first position ps (R(ps + j) = R(ps) R(j)), rebuilt once per page from one table
+// row. Products in fp16 with fp32 accumulation, as the prefill kernel.
+template <int D> struct decode_cfg {
+    static constexpr int NS   = D == 128 ? 3 : 5; // pipeline stages
+    static constexpr int LD   = D + 8;            // smem row pitch (bf16): conflict-free ldmatrix
+    static constexpr int KV   = 2 * NS * PAGE * LD * 2;
+    static constexpr int SMEM = KV + 16 * D * 4 + NS * D * 4; // + fp32 queries [16][D] + the
+                                                            // pages' cos/sin rows [NS][2][D/2]
+};
+
+template <int D, bool NEOX>
+__global__ void __launch_bounds__(128, 2)
     attn_decode_kernel(attn_common a, const int32_t *__restrict__ dec_list, int32_t n_splits,
                        float *__restrict__ part) {
-    constexpr int LPK = D / 8;      // lanes per key (8 dims each)
-    constexpr int KPI = 32 / LPK;   // keys per warp iteration
-    constexpr int IT  = PAGE / KPI; // iterations per page
-    constexpr int SPL = IT / LPK;   // scores a lane keeps per query head
-    __shared__ float qs[G * D];
-    __shared__ float red[4][G][D + 2];
+    constexpr int NS = decode_cfg<D>::NS, LD = decode_cfg<D>::LD, KS = D / 16, DT = D / 8;
+    constexpr int NT = 4 * KS; // table entries per thread (registers, see above)
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    lc_bf16 *Ks = (lc_bf16 *)smem_raw;           // [NS][PAGE][LD]
+    lc_bf16 *Vs = Ks + NS * PAGE * LD;           // [NS][PAGE][LD]
+    float   *qs = (float *)(Vs + NS * PAGE * LD); // [16][D], rows >= G zero
+    float   *rs = qs + 16 * D;                    // [NS][cos HR | sin HR] of each page's row ps
 
     const int         h = blockIdx.x, split = blockIdx.y;
-    const lc_attn_seq sq = a.seqs[dec_list[blockIdx.z]];
+    const lc_attn_seq sq      = a.seqs[dec_list[blockIdx.z]];
     const int         L       = sq.pos0 + 1;
     const int         n_pages = (L + PAGE - 1) / PAGE;
     const int         pps     = (n_pages + n_splits - 1) / n_splits;
-    const int         pg0 = split * pps, pg1 = min(n_pages, pg0 + pps);
-    const int         warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int         sub = lane % LPK, slot = lane / LPK;
+    const int         pg0 = min(n_pages, split * pps), pg1 = min(n_pages, pg0 + pps);
+    const int         n_it = pg1 - pg0;
+    const int         tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int         G = a.G, HR = a.half_rot;
 
-    for (int i = threadIdx.x; i < G * D; i += 128)
-        qs[i] = a.q[((int64_t)sq.row0 * a.n_head + h * G) * D + i];
-    __syncthreads();
+    for (int i = tid; i < 16 * D; i += 128)
+        qs[i] = i < G * D ? a.q[((int64_t)sq.row0 * a.n_head + h * G) * D + i] : 0.0f;
 
-    // this lane's dims: pairs p = 4 sub + t, elements (ea, eb)
-    int ea[4], eb[4];
+    // the stage's K and V page, and the table row of its first position (the page table entry
+    // is read one iteration ahead, so that no load latency sits between two pages)
+    auto load_page = [&](int pg, int phys, int stage) {
+        const int      n_in = min(PAGE, L - pg * PAGE);
+        const int64_t  base = ((int64_t)phys * a.H + h) * PAGE * D;
+        if (tid < HR / 2) { // HR / 4 chunks of cos, then of sin
+            const int    c   = tid % (HR / 4) * 4;
+            const float *src = (tid < HR / 4 ? a.cs : a.sn) + (int64_t)pg * PAGE * HR + c;
+            cp_async16(rs + stage * D + (tid < HR / 4 ? 0 : HR) + c, src);
+        }
+        const lc_bf16 *kg = a.kpool + base, *vg = a.vpool + base;
+        lc_bf16       *kd = Ks + stage * PAGE * LD, *vd = Vs + stage * PAGE * LD;
 #pragma unroll
-    for (int t = 0; t < 4; t++) {
-        const int p = 4 * sub + t;
-        ea[t]       = NEOX ? p : 2 * p;
-        eb[t]       = NEOX ? p + D / 2 : 2 * p + 1;
+        for (int i = tid; i < PAGE * (D / 8); i += 128) {
+            const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+            const int nb = r < n_in ? 16 : 0; // slots past the end: zeros (no NaN into P V)
+            cp_async16_zfill(kd + r * LD + c, kg + r * D + c, nb);
+            cp_async16_zfill(vd + r * LD + c, vg + r * D + c, nb);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) {
+        if (s < n_it) load_page(pg0 + s, sq.page_table[pg0 + s], s);
+        cp_async_commit();
     }
-    const bool rotated = 4 * sub < a.half_rot; // half_rot is a multiple of 4
+    int next_phys = NS - 1 < n_it ? sq.page_table[pg0 + NS - 1] : 0;
 
-    float m_run[G], l_run[G], acc[G][8]; // acc[g][t] at dim ea[t], acc[g][4 + t] at eb[t]
+    // this thread's keys (slots in a page) and rotation pairs; entry e of the table:
+    //   adjacent pairs: e = 4 kk + r (register r of k-step kk)
+    //   split halves:   e = 2 (4 kk + r) + lo/hi element, kk < KS / 2
+    const int key0 = 16 * warp + (lane >> 2); // slot of registers r = 0, 1; r = 2, 3: + 8
+    float     tc[NT], ts[NT];
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        m_run[g] = -INFINITY, l_run[g] = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[g][e] = 0.0f;
+    for (int e = 0; e < NT; e++) {
+        int pair, j;
+        if (NEOX) {
+            const int kk = (e >> 1) / 4, r = (e >> 1) % 4;
+            pair = 16 * kk + 8 * (r & 1) + 2 * (lane & 3) + (e & 1);
+            j    = key0 + 8 * (r >> 1);
+        } else {
+            const int kk = e / 4, r = e % 4;
+            pair = 8 * kk + 4 * (r & 1) + (lane & 3);
+            j    = key0 + 8 * (r >> 1);
+        }
+        const bool rot = pair < HR && j < a.n_pos; // rows past the table: masked keys
+        tc[e]          = rot ? a.cs[j * HR + pair] : 1.0f;
+        ts[e]          = rot ? a.sn[j * HR + pair] : 0.0f;
     }
 
-    for (int pg = pg0 + warp; pg < pg1; pg += 4) {
-        const int      ps   = pg * PAGE;
-        const int      n_in = min(PAGE, L - ps);
-        const int64_t  base = ((int64_t)sq.page_table[pg] * a.H + h) * PAGE * D;
-        const lc_bf16 *kp = a.kpool + base, *vp = a.vpool + base;
-        // queries rotated back by R(-ps): q' = R(-ps) q (unrotated dims scaled by mscale so that
-        // every dim carries the same table factor)
-        float qa[G][4], qb[G][4];
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float o[DT][4];
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+    for (int it = 0; it < n_it; it++) {
+        cp_async_wait<NS - 2>();
+        __syncthreads();
+        if (it + NS - 1 < n_it) {
+            load_page(pg0 + it + NS - 1, next_phys, (it + NS - 1) % NS);
+            if (it + NS < n_it) next_phys = sq.page_table[pg0 + it + NS];
+        }
+        cp_async_commit();
+
+        const int      stage = it % NS, ps = (pg0 + it) * PAGE, n_in = min(PAGE, L - ps);
+        const lc_bf16 *kst = Ks + stage * PAGE * LD, *vst = Vs + stage * PAGE * LD;
+
+        // queries rotated back by R(-ps) (pairs past the rotated dims: scaled by the table
+        // factor, so that every dim carries it), fp16 A fragments; rows lane/4 and + 8
+        uint32_t qa[KS][4];
         {
-            float c[4], s[4];
-            if (rotated) {
-                const float4 c4 = *(const float4 *)(a.cs + (int64_t)ps * a.half_rot + 4 * sub);
-                const float4 s4 = *(const float4 *)(a.sn + (int64_t)ps * a.half_rot + 4 * sub);
-                c[0] = c4.x, c[1] = c4.y, c[2] = c4.z, c[3] = c4.w;
-                s[0] = s4.x, s[1] = s4.y, s[2] = s4.z, s[3] = s4.w;
-            } else {
+            const float *crow = rs + stage * D, *srow = crow + HR;
 #pragma unroll
-                for (int t = 0; t < 4; t++) c[t] = a.mscale, s[t] = 0.0f;
+            for (int half = 0; half < 2; half++) { // row lane/4 (+ 8)
+                const float *qr = qs + ((lane >> 2) + 8 * half) * D;
+                if (half == 1 && G <= 8) { // rows 8..15 are zero
+#pragma unroll
+                    for (int kk = 0; kk < KS; kk++) qa[kk][1] = qa[kk][3] = 0u;
+                    continue;
+                }
+                if (NEOX) {
+#pragma unroll
+                    for (int kk = 0; kk < KS / 2; kk++)
+#pragma unroll
+                        for (int hi8 = 0; hi8 < 2; hi8++) {
+                            const int d0 = 16 * kk + 8 * hi8 + 2 * (lane & 3);
+                            float     lo[2], up[2];
+#pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                const int   p = d0 + e;
+                                const float c = crow[p], s = srow[p];
+                                const float x = qr[p], y = qr[p + D / 2];
+                                lo[e] = x * c + y * s;
+                                up[e] = y * c - x * s;
+                            }
+                            qa[kk][2 * hi8 + half]          = pack_f16(lo[0], lo[1]);
+                            qa[kk + KS / 2][2 * hi8 + half] = pack_f16(up[0], up[1]);
+                        }
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+                        for (int hi8 = 0; hi8 < 2; hi8++) {
+                            const int   p  = 8 * kk + 4 * hi8 + (lane & 3);
+                            const bool  rt = p < HR;
+                            const float c = rt ? crow[p] : a.mscale, s = rt ? srow[p] : 0.0f;
+                            const float x = qr[2 * p], y = qr[2 * p + 1];
+                            qa[kk][2 * hi8 + half] = pack_f16(x * c + y * s, y * c - x * s);
+                        }
+                }
             }
+        }
+        // this warp's 16 keys: K fragments, rotated by R(j) in registers
+        uint32_t kb[KS][4];
 #pragma unroll
-            for (int g = 0; g < G; g++)
+        for (int kk = 0; kk < KS; kk++) {
+            const int mi = lane >> 3;
+            ldmatrix_x4(kb[kk], kst + (16 * warp + (mi >> 1) * 8 + (lane & 7)) * LD + kk * 16 + (mi & 1) * 8);
+        }
+        if (NEOX) {
 #pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    const float x = qs[g * D + ea[t]], y = qs[g * D + eb[t]];
-                    qa[g][t] = x * c[t] + y * s[t];
-                    qb[g][t] = y * c[t] - x * s[t];
+            for (int kk = 0; kk < KS / 2; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const uint32_t lo = kb[kk][r], up = kb[kk + KS / 2][r];
+                    const int      e  = 2 * (4 * kk + r);
+                    const float    x0 = bf16_lo(lo), x1 = bf16_hi(lo), y0 = bf16_lo(up), y1 = bf16_hi(up);
+                    kb[kk][r]          = pack_f16(x0 * tc[e] - y0 * ts[e], x1 * tc[e + 1] - y1 * ts[e + 1]);
+                    kb[kk + KS / 2][r] = pack_f16(x0 * ts[e] + y0 * tc[e], x1 * ts[e + 1] + y1 * tc[e + 1]);
+                }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const int   e = 4 * kk + r;
+                    const float x = bf16_lo(kb[kk][r]), y = bf16_hi(kb[kk][r]);
+                    kb[kk][r]     = pack_f16(x * tc[e] - y * ts[e], x * ts[e] + y * tc[e]);
                 }
         }
-        // phase 1: scores of the page's keys
-        float sc[G][SPL];
+        float s[2][4];
 #pragma unroll
-        for (int it = 0; it < IT; it++) {
-            const int j = it * KPI + slot;
-            float     ka[4], kb[4];
-            load_pairs<D, NEOX>(kp + j * D, sub, ka, kb);
-            if (rotated && j < a.n_pos) { // rows past the table belong to masked keys
-                const float4 c4 = *(const float4 *)(a.cs + (int64_t)j * a.half_rot + 4 * sub);
-                const float4 s4 = *(const float4 *)(a.sn + (int64_t)j * a.half_rot + 4 * sub);
-                const float  c[4] = {c4.x, c4.y, c4.z, c4.w}, s[4] = {s4.x, s4.y, s4.z, s4.w};
+        for (int nt = 0; nt < 2; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
-                for (int t = 0; t < 4; t++) {
-                    const float x = ka[t], y = kb[t];
-                    ka[t]         = x * c[t] - y * s[t];
-                    kb[t]         = x * s[t] + y * c[t];
-                }
-            }
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int t = 0; t < 4; t++) d += qa[g][t] * ka[t] + qb[g][t] * kb[t];
-#pragma unroll
-                for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                if (it % LPK == sub) sc[g][it / LPK] = j < n_in ? d * a.scale_log2 : -INFINITY;
-            }
+        for (int kk = 0; kk < KS; kk++) {
+            mma_f16(s[0], qa[kk], kb[kk][0], kb[kk][1]);
+            mma_f16(s[1], qa[kk], kb[kk][2], kb[kk][3]);
         }
-        // online softmax over the page
+        // scale, mask the slots past the end, online softmax (rows lane/4 and + 8)
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int g = 0; g < G; g++) {
-            float pm = sc[g][0];
+        for (int nt = 0; nt < 2; nt++)
 #pragma unroll
-            for (int i = 1; i < SPL; i++) pm = fmaxf(pm, sc[g][i]);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, o));
-            const float m_new = fmaxf(m_run[g], pm); // finite: every page has a key
-            const float corr  = exp2f(m_run[g] - m_new);
-            m_run[g]          = m_new;
-            l_run[g] *= corr;
-#pragma unroll
-            for (int e = 0; e < 8; e++) acc[g][e] *= corr;
-#pragma unroll
-            for (int i = 0; i < SPL; i++) {
-                sc[g][i] = exp2f(sc[g][i] - m_new);
-                l_run[g] += sc[g][i];
+            for (int e = 0; e < 4; e++) {
+                const int slot = 16 * warp + 8 * nt + 2 * (lane & 3) + (e & 1);
+                const float v  = slot < n_in ? s[nt][e] * a.scale_log2 : -INFINITY;
+                s[nt][e]       = v;
+                mx[e >> 1]     = fmaxf(mx[e >> 1], v);
             }
+        float corr[2], base[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            const float m_new = fmaxf(m_run[i], mx[i]);
+            base[i]           = m_new == -INFINITY ? 0.f : m_new;
+            corr[i]           = exp2f(m_run[i] - base[i]);
+            m_run[i]          = m_new;
+            l_run[i] *= corr[i];
         }
-        // phase 2: accumulate V
 #pragma unroll
-        for (int it = 0; it < IT; it++) {
-            const int j = it * KPI + slot;
-            float     va[4], vb[4];
-            load_pairs<D, NEOX>(vp + j * D, sub, va, vb);
-            const bool live = j < n_in; // slots past the sequence end may hold anything
+        for (int dt = 0; dt < DT; dt++) {
+            o[dt][0] *= corr[0], o[dt][1] *= corr[0];
+            o[dt][2] *= corr[1], o[dt][3] *= corr[1];
+        }
 #pragma unroll
-            for (int g = 0; g < G; g++) {
-                const float p = __shfl_sync(0xffffffffu, sc[g][it / LPK], slot * LPK + it % LPK);
-                if (live)
+        for (int nt = 0; nt < 2; nt++)
 #pragma unroll
-                    for (int t = 0; t < 4; t++) acc[g][t] += p * va[t], acc[g][4 + t] += p * vb[t];
+            for (int e = 0; e < 4; e++) {
+                const float p = exp2f(s[nt][e] - base[e >> 1]);
+                s[nt][e]      = p;
+                l_run[e >> 1] += p;
             }
+        // O += P V over the warp's 16 keys
+        const uint32_t pa[4] = {pack_f16(s[0][0], s[0][1]), pack_f16(s[0][2], s[0][3]),
+                                pack_f16(s[1][0], s[1][1]), pack_f16(s[1][2], s[1][3])};
+#pragma unroll
+        for (int dp = 0; dp < DT / 2; dp++) {
+            uint32_t  b[4];
+            const int mi = lane >> 3;
+            ldmatrix_x4_trans(b, vst + (16 * warp + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
+            mma_f16(o[2 * dp], pa, bf16x2_to_f16x2(b[0]), bf16x2_to_f16x2(b[1]));
+            mma_f16(o[2 * dp + 1], pa, bf16x2_to_f16x2(b[2]), bf16x2_to_f16x2(b[3]));
         }
     }
-    // merge the warp's key slots, then the block's warps
+    cp_async_wait_all();
+    __syncthreads(); // the stage buffers become the merge area
+    float *red = (float *)smem_raw; // [4 warps][16 rows][D + 2]: o, then m, l
 #pragma unroll
-    for (int g = 0; g < G; g++) {
+    for (int i = 0; i < 2; i++) {
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+        const int row = (lane >> 2) + 8 * i;
+        if (row >= G) continue;
+        float *rw = red + (warp * 16 + row) * (D + 2);
 #pragma unroll
-        for (int o = LPK; o < 32; o <<= 1)
-#pragma unroll
-            for (int e = 0; e < 8; e++) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], o);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) l_run[g] += __shfl_xor_sync(0xffffffffu, l_run[g], o);
-        if (slot == 0)
-#pragma unroll
-            for (int t = 0; t < 4; t++) red[warp][g][ea[t]] = acc[g][t], red[warp][g][eb[t]] = acc[g][4 + t];
-        if (lane == 0) red[warp][g][D] = m_run[g], red[warp][g][D + 1] = l_run[g];
+        for (int dt = 0; dt < DT; dt++)
+            *(float2 *)(rw + dt * 8 + 2 * (lane & 3)) = make_float2(o[dt][2 * i], o[dt][2 * i + 1]);
+        if ((lane & 3) == 0) rw[D] = m_run[i], rw[D + 1] = l_run[i];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < G * D; i += 128) {
+    for (int i = tid; i < G * D; i += 128) {
         const int g = i / D, d = i % D;
         float     M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < 4; w++) M = fmaxf(M, red[w][g][D]);
-        float o = 0.0f, l = 0.0f;
+        for (int w = 0; w < 4; w++) M = fmaxf(M, red[(w * 16 + g) * (D + 2) + D]);
+        float o_ = 0.0f, l = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-            const float mw = red[w][g][D];
-            if (mw == -INFINITY) continue;
-            const float f = exp2f(mw - M);
-            o += f * red[w][g][d];
-            l += f * red[w][g][D + 1];
+            const float *rw = red + (w * 16 + g) * (D + 2);
+            if (rw[D] == -INFINITY) continue;
+            const float f = exp2f(rw[D] - M);
+            o_ += f * rw[d];
+            l += f * rw[D + 1];
         }
         const int qh = h * G + g;
         if (n_splits == 1) {
-            a.out[((int64_t)sq.row0 * a.n_head + qh) * D + d] = l > 0.0f ? o / l : 0.0f;
+            a.out[((int64_t)sq.row0 * a.n_head + qh) * D + d] = l > 0.0f ? o_ / l : 0.0f;
         } else {
             float *pp = part + (((int64_t)blockIdx.z * a.n_head + qh) * n_splits + split) * (D + 2);
-            pp[d] = o;
+            pp[d] = o_;
             if (d == 0) pp[D] = M, pp[D + 1] = l;
         }
     }
@@ -263,43 +395,17 @@ __global__ void attn_decode_merge_kernel(attn_common a, const int32_t *__restric
 
 // ---- prefill -------------------------------------------------------------------------------
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+template <int D> struct prefill_cfg {
+    static constexpr int BM = 128, WARPS = BM / 16, THREADS = 32 * WARPS, LD = D + 8;
+    static constexpr int SMEM = (BM + 4 * PAGE) * LD * 2; // Q, then K and V double-buffered
+};
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
-
-template <int D> constexpr int prefill_smem_bytes() { return (64 + 4 * 64) * (D + 8) * 2; }
-
-// grid (row blocks, H, n_pre); block 128 = 4 warps x 16 packed rows
+// grid (row blocks, H, n_pre); block 256 = 8 warps x 16 packed rows
 template <int D, bool NEOX>
-__global__ void __launch_bounds__(128, 2)
+__global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
     attn_prefill_kernel(attn_common a, const int32_t *__restrict__ pre_list) {
-    constexpr int BM = 64, BN = PAGE, LD = D + 8, NT = BN / 8, DT = D / 8, KS = D / 16;
+    constexpr int BM = prefill_cfg<D>::BM, NTH = prefill_cfg<D>::THREADS, LD = prefill_cfg<D>::LD;
+    constexpr int BN = PAGE, NT = BN / 8, DT = D / 8, KS = D / 16;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half  *Qs = (__half *)smem_raw;              // [BM][LD] fp16
     lc_bf16 *Ks = (lc_bf16 *)(Qs + BM * LD);       // [2][BN][LD] bf16 as loaded, fp16 rotated
@@ -307,14 +413,14 @@ __global__ void __launch_bounds__(128, 2)
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
-    const int         G = a.G, n_packed = sq.n_rows * G;
+    const int         G = a.G, n_packed = sq.n_rows * G, HR = a.half_rot;
     const int         r0 = (gridDim.x - 1 - blockIdx.x) * BM; // longest rows first
     if (r0 >= n_packed) return;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int L   = sq.pos0 + sq.n_rows; // keys of this sequence after this step
 
     // Q tile: fp32 rotated queries -> fp16 in shared memory
-    for (int i = tid; i < BM * (D / 4); i += 128) {
+    for (int i = tid; i < BM * (D / 4); i += NTH) {
         const int r = i / (D / 4), c = (i % (D / 4)) * 4, pr = r0 + r;
         float4    v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (pr < n_packed) {
@@ -331,24 +437,17 @@ __global__ void __launch_bounds__(128, 2)
         const int64_t  base = ((int64_t)sq.page_table[kt] * a.H + h) * BN * D;
         const lc_bf16 *kg = a.kpool + base, *vg = a.vpool + base;
         lc_bf16       *kd = Ks + buf * BN * LD, *vd = Vs + buf * BN * LD;
-        for (int i = tid; i < BN * (D / 8); i += 128) {
+        const int      n_in = min(BN, L - kt * BN);
+#pragma unroll
+        for (int i = tid; i < BN * (D / 8); i += NTH) {
             const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-            if (kt * BN + r < L) {
-                cp_async16(kd + r * LD + c, kg + r * D + c);
-                cp_async16(vd + r * LD + c, vg + r * D + c);
-            } else { // past the end: zeros, so that 0-probability keys cannot inject NaN
-                *(uint4 *)(kd + r * LD + c) = make_uint4(0, 0, 0, 0);
-                *(uint4 *)(vd + r * LD + c) = make_uint4(0, 0, 0, 0);
-            }
+            const int nb = r < n_in ? 16 : 0; // past the end: zeros, so no NaN from 0-probability keys
+            cp_async16_zfill(kd + r * LD + c, kg + r * D + c, nb);
+            cp_async16_zfill(vd + r * LD + c, vg + r * D + c, nb);
         }
         cp_async_commit();
     };
     load_tile(0, 0);
-    __syncthreads();
-    uint32_t qf[KS][4];
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++)
-        ldmatrix_x4(qf[kk], Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
 
     // causal limits of this thread's two rows (-1: padding row)
     int lim[2];
@@ -362,10 +461,13 @@ __global__ void __launch_bounds__(128, 2)
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
-    // rotation pass (bf16 -> rotated fp16 in place): thread -> pair p, keys j0, j0 + step, ...
-    constexpr int HALF = D / 2, STEP = 128 / HALF;
-    const int     rp = tid % HALF, rj0 = tid / HALF;
-    const bool    rot = rp < a.half_rot; // pairs past the rotated dims are only converted
+    // rotation pass: a thread takes 8-dim chunks of one column range (the stride is a multiple
+    // of the chunks per row), so its cos/sin of the page row are loaded once per tile
+    constexpr int CPR = NEOX ? D / 16 : D / 8; // K chunks (NEOX: chunk pairs) per key row
+    const int     c0  = (tid % CPR) * 8;       // first dim of the thread's chunk
+    const int     p0  = NEOX ? c0 : c0 / 2;    // first pair
+    constexpr int NP  = NEOX ? 8 : 4;          // pairs per chunk
+    const bool    rot = p0 < HR;               // HR is a multiple of 4: all or none of the chunk
     const float   inv_ms = 1.0f / a.mscale;
 
     for (int kt = 0; kt < n_tiles; kt++) {
@@ -373,23 +475,68 @@ __global__ void __launch_bounds__(128, 2)
         cp_async_wait_all();
         __syncthreads();
         {
-            lc_bf16    *kd = Ks + buf * BN * LD;
-            const float C = rot ? a.cs[(int64_t)kt * BN * a.half_rot + rp] * inv_ms : 1.0f;
-            const float S = rot ? a.sn[(int64_t)kt * BN * a.half_rot + rp] * inv_ms : 0.0f;
-            for (int j = rj0; j < BN; j += STEP) {
-                float c = 1.0f, s = 0.0f;
+            lc_bf16 *kd = Ks + buf * BN * LD, *vd = Vs + buf * BN * LD;
+            float    C[NP], S[NP];
+#pragma unroll
+            for (int t = 0; t < NP; t++) {
+                C[t] = rot ? a.cs[(int64_t)kt * BN * HR + p0 + t] * inv_ms : 1.0f;
+                S[t] = rot ? a.sn[(int64_t)kt * BN * HR + p0 + t] * inv_ms : 0.0f;
+            }
+#pragma unroll
+            for (int i = tid; i < BN * CPR; i += NTH) {
+                const int j = i / CPR;
+                float     c[NP], s[NP];
                 if (rot && j < a.n_pos) { // rows past the table belong to masked keys
-                    const float cj = a.cs[j * a.half_rot + rp], sj = a.sn[j * a.half_rot + rp];
-                    c = C * cj - S * sj, s = S * cj + C * sj;
+#pragma unroll
+                    for (int t4 = 0; t4 < NP; t4 += 4) {
+                        const float4 cj = *(const float4 *)(a.cs + j * HR + p0 + t4);
+                        const float4 sj = *(const float4 *)(a.sn + j * HR + p0 + t4);
+                        const float  cv[4] = {cj.x, cj.y, cj.z, cj.w}, sv[4] = {sj.x, sj.y, sj.z, sj.w};
+#pragma unroll
+                        for (int u = 0; u < 4; u++) {
+                            const int t = t4 + u;
+                            c[t] = C[t] * cv[u] - S[t] * sv[u], s[t] = S[t] * cv[u] + C[t] * sv[u];
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int t = 0; t < NP; t++) c[t] = C[t], s[t] = S[t];
                 }
-                const int   oa = j * LD + (NEOX ? rp : 2 * rp), ob = j * LD + (NEOX ? rp + HALF : 2 * rp + 1);
-                lc_bf16    *pa = kd + oa, *pb = kd + ob;
-                const float x = __bfloat162float(*pa), y = __bfloat162float(*pb);
-                *(__half *)pa = __float2half_rn(x * c - y * s);
-                *(__half *)pb = __float2half_rn(x * s + y * c);
-                lc_bf16 *va = Vs + buf * BN * LD + oa, *vb2 = Vs + buf * BN * LD + ob;
-                *(__half *)va  = __float2half_rn(__bfloat162float(*va));
-                *(__half *)vb2 = __float2half_rn(__bfloat162float(*vb2));
+                if (NEOX) {
+                    uint4          *pa = (uint4 *)(kd + j * LD + c0), *pb = (uint4 *)(kd + j * LD + c0 + D / 2);
+                    const uint4     xa = *pa, xb = *pb;
+                    const uint32_t *ua = (const uint32_t *)&xa, *ub = (const uint32_t *)&xb;
+                    uint32_t        ra[4], rb[4];
+#pragma unroll
+                    for (int w = 0; w < 4; w++) {
+                        const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]);
+                        const float y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
+                        const int   t0 = 2 * w, t1 = 2 * w + 1;
+                        ra[w] = pack_f16(x0 * c[t0] - y0 * s[t0], x1 * c[t1] - y1 * s[t1]);
+                        rb[w] = pack_f16(x0 * s[t0] + y0 * c[t0], x1 * s[t1] + y1 * c[t1]);
+                    }
+                    *pa = make_uint4(ra[0], ra[1], ra[2], ra[3]);
+                    *pb = make_uint4(rb[0], rb[1], rb[2], rb[3]);
+                } else {
+                    uint4          *pk = (uint4 *)(kd + j * LD + c0);
+                    const uint4     xk = *pk;
+                    const uint32_t *uk = (const uint32_t *)&xk;
+                    uint32_t        rk[4];
+#pragma unroll
+                    for (int w = 0; w < 4; w++) {
+                        const float x = bf16_lo(uk[w]), y = bf16_hi(uk[w]);
+                        rk[w] = pack_f16(x * c[w] - y * s[w], x * s[w] + y * c[w]);
+                    }
+                    *pk = make_uint4(rk[0], rk[1], rk[2], rk[3]);
+                }
+            }
+#pragma unroll
+            for (int i = tid; i < BN * (D / 8); i += NTH) { // V: bf16 -> fp16 (exact)
+                uint4          *pv = (uint4 *)(vd + (i / (D / 8)) * LD + (i % (D / 8)) * 8);
+                const uint4     xv = *pv;
+                const uint32_t *uv = (const uint32_t *)&xv;
+                *pv = make_uint4(bf16x2_to_f16x2(uv[0]), bf16x2_to_f16x2(uv[1]),
+                                 bf16x2_to_f16x2(uv[2]), bf16x2_to_f16x2(uv[3]));
             }
         }
         __syncthreads();
@@ -400,15 +547,18 @@ __global__ void __launch_bounds__(128, 2)
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++)
+        for (int kk = 0; kk < KS; kk++) {
+            uint32_t qf[4];
+            ldmatrix_x4(qf, Qs + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
                 uint32_t  b[4];
                 const int mi = lane >> 3;
                 ldmatrix_x4(b, kb + (np * 16 + (mi >> 1) * 8 + (lane & 7)) * LD + kk * 16 + (mi & 1) * 8);
-                mma_f16(s[2 * np], qf[kk], b[0], b[1]);
-                mma_f16(s[2 * np + 1], qf[kk], b[2], b[3]);
+                mma_f16(s[2 * np], qf, b[0], b[1]);
+                mma_f16(s[2 * np + 1], qf, b[2], b[3]);
             }
+        }
         // scale, mask, online softmax (rows lane>>2 and +8; 4 lanes share a row)
         const bool need_mask = kt >= full;
         float      mx[2]     = {-INFINITY, -INFINITY};
@@ -484,41 +634,30 @@ __global__ void __launch_bounds__(128, 2)
 
 // ---- launchers -----------------------------------------------------------------------------
 
-template <int D, int G, bool NEOX>
-static void launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
-    dim3 grid((unsigned)a.H, (unsigned)bt->n_splits, (unsigned)bt->n_dec);
-    attn_decode_kernel<D, G, NEOX><<<grid, 128, 0, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits,
-                                                                     bt->part);
-}
-
-template <int D, bool NEOX>
-static int decode_for_g(const attn_common &a, const lc_cuda_attn_batch *bt) {
-    switch (a.G) {
-    case 1: launch_decode<D, 1, NEOX>(a, bt); break;
-    case 2: launch_decode<D, 2, NEOX>(a, bt); break;
-    case 3: launch_decode<D, 3, NEOX>(a, bt); break;
-    case 4: launch_decode<D, 4, NEOX>(a, bt); break;
-    case 5: launch_decode<D, 5, NEOX>(a, bt); break;
-    case 6: launch_decode<D, 6, NEOX>(a, bt); break;
-    case 7: launch_decode<D, 7, NEOX>(a, bt); break;
-    case 8: launch_decode<D, 8, NEOX>(a, bt); break;
-    default: return lc_fail(LC_ERR_UNSUPPORTED, "cuda attention: %d query heads per KV head "
-                            "(1..8 supported)", a.G);
+template <int D, bool NEOX> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
+    static bool configured = false; // the attribute is per kernel; setting it twice is harmless
+    const int   smem       = decode_cfg<D>::SMEM;
+    if (!configured) {
+        LC_CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, NEOX>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        configured = true;
     }
+    dim3 grid((unsigned)a.H, (unsigned)bt->n_splits, (unsigned)bt->n_dec);
+    attn_decode_kernel<D, NEOX><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
     return LC_OK;
 }
 
 template <int D, bool NEOX> static int launch_prefill(const attn_common &a, const lc_cuda_attn_batch *bt) {
     static bool configured = false; // the attribute is per kernel; setting it twice is harmless
-    const int   smem       = prefill_smem_bytes<D>();
+    const int   smem       = prefill_cfg<D>::SMEM;
     if (!configured) {
         LC_CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, NEOX>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = true;
     }
-    const int blocks = (bt->max_pre_rows * a.G + 63) / 64;
+    const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
     dim3      grid((unsigned)blocks, (unsigned)a.H, (unsigned)bt->n_pre);
-    attn_prefill_kernel<D, NEOX><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->pre);
+    attn_prefill_kernel<D, NEOX><<<grid, prefill_cfg<D>::THREADS, smem, lc_cuda_stream()>>>(a, bt->pre);
     return LC_OK;
 }
 
@@ -532,7 +671,9 @@ extern "C" int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max
     }
     if (n_dec <= 0) return 1;
     const int64_t pages  = (max_keys + PAGE - 1) / PAGE;
-    int64_t       splits = (4 * (int64_t)n_sm + (int64_t)n_kv_head * n_dec - 1) / ((int64_t)n_kv_head * n_dec);
+    // one wave of the decode kernel (two CTAs per SM), each CTA streaming >= 4 pages
+    int64_t       splits = (2 * (int64_t)n_sm + (int64_t)n_kv_head * n_dec - 1) / ((int64_t)n_kv_head * n_dec);
+    if (splits > pages / 4) splits = pages / 4;
     if (splits > pages) splits = pages;
     if (splits < 1) splits = 1;
     return (int)splits;
@@ -565,8 +706,11 @@ extern "C" int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn
     if (bt->n_dec > 0) {
         if (bt->n_splits > 1 && !bt->part)
             return lc_fail(LC_ERR_INVALID_ARG, "cuda attention: no partial buffer for %d splits", bt->n_splits);
-        int st = D == 64 ? (neox ? decode_for_g<64, true>(a, bt) : decode_for_g<64, false>(a, bt))
-                         : (neox ? decode_for_g<128, true>(a, bt) : decode_for_g<128, false>(a, bt));
+        if (a.G > 16)
+            return lc_fail(LC_ERR_UNSUPPORTED, "cuda attention: %d query heads per KV head "
+                           "(1..16 supported)", a.G);
+        int st = D == 64 ? (neox ? launch_decode<64, true>(a, bt) : launch_decode<64, false>(a, bt))
+                         : (neox ? launch_decode<128, true>(a, bt) : launch_decode<128, false>(a, bt));
         if (st != LC_OK) return st;
         LC_CUDA_LAUNCHED();
         if (bt->n_splits > 1) {
