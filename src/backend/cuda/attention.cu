@@ -395,6 +395,90 @@ __global__ void attn_decode_merge_kernel(attn_common a, const int32_t *__restric
 
 // ---- prefill -------------------------------------------------------------------------------
 
+// Prefill first rotates every key of its sequences once into a scratch of fp16 tiles (and
+// converts V to fp16 beside it), laid out as the pages are but contiguously per sequence:
+// tile t of the z-th prefill sequence is scratch page (base_z + t). The tiled kernel then
+// reads plain fp16 tiles: no rotation or conversion pass in its loop. The pass costs reading
+// K + V and writing them once per layer (~0.1 ms at 32K keys on the 8B shape, next to tens of
+// ms of attention) and a scratch as large as the prefill sequences' K + V of one layer.
+__device__ __forceinline__ int64_t prefill_base_tile(const attn_common &a, const int32_t *pre_list, int z) {
+    int64_t base = 0;
+    for (int i = 0; i < z; i++) {
+        const lc_attn_seq s = a.seqs[pre_list[i]];
+        base += (s.pos0 + s.n_rows + PAGE - 1) / PAGE;
+    }
+    return base;
+}
+
+// grid (tile strides, H, n_pre); block 128
+template <int D, bool NEOX>
+__global__ void __launch_bounds__(128)
+    attn_prefill_rotate_kernel(attn_common a, const int32_t *__restrict__ pre_list,
+                               __half *__restrict__ ks, __half *__restrict__ vs) {
+    const int         h  = blockIdx.y;
+    const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
+    const int         L = sq.pos0 + sq.n_rows, n_tiles = (L + PAGE - 1) / PAGE, HR = a.half_rot;
+    const int64_t     base = prefill_base_tile(a, pre_list, blockIdx.z);
+    constexpr int     CPR = NEOX ? D / 16 : D / 8; // K work items per key: 8-dim chunks (pairs)
+    for (int kt = blockIdx.x; kt < n_tiles; kt += gridDim.x) {
+        const int64_t  src = ((int64_t)sq.page_table[kt] * a.H + h) * PAGE * D;
+        const int64_t  dst = ((base + kt) * a.H + h) * PAGE * D;
+        const lc_bf16 *kg = a.kpool + src, *vg = a.vpool + src;
+        const int      n_in = min(PAGE, L - kt * PAGE);
+        for (int i = threadIdx.x; i < PAGE * CPR; i += 128) {
+            const int j = i / CPR, c0 = (i % CPR) * 8;
+            if (j >= n_in) { // past the end: zeros
+                *(uint4 *)(ks + dst + j * D + c0) = make_uint4(0, 0, 0, 0);
+                if (NEOX) *(uint4 *)(ks + dst + j * D + c0 + D / 2) = make_uint4(0, 0, 0, 0);
+                continue;
+            }
+            const int64_t pos = (int64_t)kt * PAGE + j;
+            if (NEOX) {
+                const uint4     xa = *(const uint4 *)(kg + j * D + c0), xb = *(const uint4 *)(kg + j * D + c0 + D / 2);
+                const uint32_t *ua = (const uint32_t *)&xa, *ub = (const uint32_t *)&xb;
+                uint32_t        ra[4], rb[4];
+#pragma unroll
+                for (int w = 0; w < 4; w++) {
+                    const int   p0 = c0 + 2 * w;
+                    const float c0_ = a.cs[pos * HR + p0], s0 = a.sn[pos * HR + p0];
+                    const float c1 = a.cs[pos * HR + p0 + 1], s1 = a.sn[pos * HR + p0 + 1];
+                    const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]);
+                    const float y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
+                    ra[w] = pack_f16(x0 * c0_ - y0 * s0, x1 * c1 - y1 * s1);
+                    rb[w] = pack_f16(x0 * s0 + y0 * c0_, x1 * s1 + y1 * c1);
+                }
+                *(uint4 *)(ks + dst + j * D + c0)         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
+                *(uint4 *)(ks + dst + j * D + c0 + D / 2) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
+            } else {
+                const uint4     xk = *(const uint4 *)(kg + j * D + c0);
+                const uint32_t *uk = (const uint32_t *)&xk;
+                uint32_t        rk[4];
+                const int       p0 = c0 / 2;
+                const bool      rot = p0 < HR; // HR is a multiple of 4: all or none of the chunk
+#pragma unroll
+                for (int w = 0; w < 4; w++) {
+                    const float x = bf16_lo(uk[w]), y = bf16_hi(uk[w]);
+                    const float c = rot ? a.cs[pos * HR + p0 + w] : 1.0f;
+                    const float s = rot ? a.sn[pos * HR + p0 + w] : 0.0f;
+                    rk[w] = pack_f16(x * c - y * s, x * s + y * c);
+                }
+                *(uint4 *)(ks + dst + j * D + c0) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
+            }
+        }
+        for (int i = threadIdx.x; i < PAGE * (D / 8); i += 128) { // V: bf16 -> fp16 (exact)
+            const int j = i / (D / 8), c0 = (i % (D / 8)) * 8;
+            uint4     r = make_uint4(0, 0, 0, 0);
+            if (j < n_in) {
+                const uint4     xv = *(const uint4 *)(vg + j * D + c0);
+                const uint32_t *uv = (const uint32_t *)&xv;
+                r = make_uint4(bf16x2_to_f16x2(uv[0]), bf16x2_to_f16x2(uv[1]), bf16x2_to_f16x2(uv[2]),
+                               bf16x2_to_f16x2(uv[3]));
+            }
+            *(uint4 *)(vs + dst + j * D + c0) = r;
+        }
+    }
+}
+
 template <int D> struct prefill_cfg {
     static constexpr int BM = 128, WARPS = BM / 16, THREADS = 32 * WARPS, LD = D + 8;
     static constexpr int SMEM = (BM + 4 * PAGE) * LD * 2; // Q, then K and V double-buffered
@@ -403,13 +487,14 @@ template <int D> struct prefill_cfg {
 // grid (row blocks, H, n_pre); block 256 = 8 warps x 16 packed rows
 template <int D, bool NEOX>
 __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
-    attn_prefill_kernel(attn_common a, const int32_t *__restrict__ pre_list) {
+    attn_prefill_kernel(attn_common a, const int32_t *__restrict__ pre_list,
+                        const __half *__restrict__ ks, const __half *__restrict__ vs) {
     constexpr int BM = prefill_cfg<D>::BM, NTH = prefill_cfg<D>::THREADS, LD = prefill_cfg<D>::LD;
     constexpr int BN = PAGE, NT = BN / 8, DT = D / 8, KS = D / 16;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half  *Qs = (__half *)smem_raw;              // [BM][LD] fp16
-    lc_bf16 *Ks = (lc_bf16 *)(Qs + BM * LD);       // [2][BN][LD] bf16 as loaded, fp16 rotated
-    lc_bf16 *Vs = Ks + 2 * BN * LD;                // [2][BN][LD] bf16 as loaded, then fp16
+    __half  *Ks = Qs + BM * LD;                    // [2][BN][LD] rotated keys, fp16
+    __half  *Vs = Ks + 2 * BN * LD;                // [2][BN][LD] values, fp16
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
@@ -433,17 +518,16 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
     const int n_tiles = (sq.pos0 + t_hi) / BN + 1;
     const int full    = (sq.pos0 + t_lo + 1) / BN; // tiles every row sees whole
 
+    const int64_t tile0 = prefill_base_tile(a, pre_list, blockIdx.z);
     auto load_tile = [&](int kt, int buf) {
-        const int64_t  base = ((int64_t)sq.page_table[kt] * a.H + h) * BN * D;
-        const lc_bf16 *kg = a.kpool + base, *vg = a.vpool + base;
-        lc_bf16       *kd = Ks + buf * BN * LD, *vd = Vs + buf * BN * LD;
-        const int      n_in = min(BN, L - kt * BN);
+        const int64_t base = ((tile0 + kt) * a.H + h) * BN * D;
+        const __half *kg = ks + base, *vg = vs + base;
+        __half       *kd = Ks + buf * BN * LD, *vd = Vs + buf * BN * LD;
 #pragma unroll
         for (int i = tid; i < BN * (D / 8); i += NTH) {
             const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-            const int nb = r < n_in ? 16 : 0; // past the end: zeros, so no NaN from 0-probability keys
-            cp_async16_zfill(kd + r * LD + c, kg + r * D + c, nb);
-            cp_async16_zfill(vd + r * LD + c, vg + r * D + c, nb);
+            cp_async16(kd + r * LD + c, kg + r * D + c);
+            cp_async16(vd + r * LD + c, vg + r * D + c);
         }
         cp_async_commit();
     };
@@ -461,89 +545,14 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
-    // rotation pass: a thread takes 8-dim chunks of one column range (the stride is a multiple
-    // of the chunks per row), so its cos/sin of the page row are loaded once per tile
-    constexpr int CPR = NEOX ? D / 16 : D / 8; // K chunks (NEOX: chunk pairs) per key row
-    const int     c0  = (tid % CPR) * 8;       // first dim of the thread's chunk
-    const int     p0  = NEOX ? c0 : c0 / 2;    // first pair
-    constexpr int NP  = NEOX ? 8 : 4;          // pairs per chunk
-    const bool    rot = p0 < HR;               // HR is a multiple of 4: all or none of the chunk
-    const float   inv_ms = 1.0f / a.mscale;
-
     for (int kt = 0; kt < n_tiles; kt++) {
         const int buf = kt & 1;
         cp_async_wait_all();
         __syncthreads();
-        {
-            lc_bf16 *kd = Ks + buf * BN * LD, *vd = Vs + buf * BN * LD;
-            float    C[NP], S[NP];
-#pragma unroll
-            for (int t = 0; t < NP; t++) {
-                C[t] = rot ? a.cs[(int64_t)kt * BN * HR + p0 + t] * inv_ms : 1.0f;
-                S[t] = rot ? a.sn[(int64_t)kt * BN * HR + p0 + t] * inv_ms : 0.0f;
-            }
-#pragma unroll
-            for (int i = tid; i < BN * CPR; i += NTH) {
-                const int j = i / CPR;
-                float     c[NP], s[NP];
-                if (rot && j < a.n_pos) { // rows past the table belong to masked keys
-#pragma unroll
-                    for (int t4 = 0; t4 < NP; t4 += 4) {
-                        const float4 cj = *(const float4 *)(a.cs + j * HR + p0 + t4);
-                        const float4 sj = *(const float4 *)(a.sn + j * HR + p0 + t4);
-                        const float  cv[4] = {cj.x, cj.y, cj.z, cj.w}, sv[4] = {sj.x, sj.y, sj.z, sj.w};
-#pragma unroll
-                        for (int u = 0; u < 4; u++) {
-                            const int t = t4 + u;
-                            c[t] = C[t] * cv[u] - S[t] * sv[u], s[t] = S[t] * cv[u] + C[t] * sv[u];
-                        }
-                    }
-                } else {
-#pragma unroll
-                    for (int t = 0; t < NP; t++) c[t] = C[t], s[t] = S[t];
-                }
-                if (NEOX) {
-                    uint4          *pa = (uint4 *)(kd + j * LD + c0), *pb = (uint4 *)(kd + j * LD + c0 + D / 2);
-                    const uint4     xa = *pa, xb = *pb;
-                    const uint32_t *ua = (const uint32_t *)&xa, *ub = (const uint32_t *)&xb;
-                    uint32_t        ra[4], rb[4];
-#pragma unroll
-                    for (int w = 0; w < 4; w++) {
-                        const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]);
-                        const float y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
-                        const int   t0 = 2 * w, t1 = 2 * w + 1;
-                        ra[w] = pack_f16(x0 * c[t0] - y0 * s[t0], x1 * c[t1] - y1 * s[t1]);
-                        rb[w] = pack_f16(x0 * s[t0] + y0 * c[t0], x1 * s[t1] + y1 * c[t1]);
-                    }
-                    *pa = make_uint4(ra[0], ra[1], ra[2], ra[3]);
-                    *pb = make_uint4(rb[0], rb[1], rb[2], rb[3]);
-                } else {
-                    uint4          *pk = (uint4 *)(kd + j * LD + c0);
-                    const uint4     xk = *pk;
-                    const uint32_t *uk = (const uint32_t *)&xk;
-                    uint32_t        rk[4];
-#pragma unroll
-                    for (int w = 0; w < 4; w++) {
-                        const float x = bf16_lo(uk[w]), y = bf16_hi(uk[w]);
-                        rk[w] = pack_f16(x * c[w] - y * s[w], x * s[w] + y * c[w]);
-                    }
-                    *pk = make_uint4(rk[0], rk[1], rk[2], rk[3]);
-                }
-            }
-#pragma unroll
-            for (int i = tid; i < BN * (D / 8); i += NTH) { // V: bf16 -> fp16 (exact)
-                uint4          *pv = (uint4 *)(vd + (i / (D / 8)) * LD + (i % (D / 8)) * 8);
-                const uint4     xv = *pv;
-                const uint32_t *uv = (const uint32_t *)&xv;
-                *pv = make_uint4(bf16x2_to_f16x2(uv[0]), bf16x2_to_f16x2(uv[1]),
-                                 bf16x2_to_f16x2(uv[2]), bf16x2_to_f16x2(uv[3]));
-            }
-        }
-        __syncthreads();
         if (kt + 1 < n_tiles) load_tile(kt + 1, buf ^ 1);
 
-        const lc_bf16 *kb = Ks + buf * BN * LD, *vb = Vs + buf * BN * LD;
-        float          s[NT][4];
+        const __half *kb = Ks + buf * BN * LD, *vb = Vs + buf * BN * LD;
+        float         s[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
@@ -647,6 +656,26 @@ template <int D, bool NEOX> static int launch_decode(const attn_common &a, const
     return LC_OK;
 }
 
+static int sm_count(void) {
+    static int n_sm = 0;
+    if (n_sm == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            n_sm = 132;
+    }
+    return n_sm;
+}
+
+// the prefill scratch: grown on demand, freed with the backend
+static void  *g_scratch       = nullptr;
+static size_t g_scratch_bytes = 0;
+
+extern "C" void lc_cuda_attn_free_scratch(void) {
+    if (g_scratch) cudaFree(g_scratch);
+    g_scratch = nullptr, g_scratch_bytes = 0;
+}
+
 template <int D, bool NEOX> static int launch_prefill(const attn_common &a, const lc_cuda_attn_batch *bt) {
     static bool configured = false; // the attribute is per kernel; setting it twice is harmless
     const int   smem       = prefill_cfg<D>::SMEM;
@@ -655,20 +684,32 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = true;
     }
+    const size_t half_bytes = (size_t)bt->pre_tiles * a.H * PAGE * D * sizeof(__half);
+    if (2 * half_bytes > g_scratch_bytes) {
+        LC_CUDA_TRY(cudaStreamSynchronize(lc_cuda_stream()));
+        lc_cuda_attn_free_scratch();
+        if (cudaMalloc(&g_scratch, 2 * half_bytes) != cudaSuccess) {
+            cudaGetLastError();
+            g_scratch = nullptr;
+            return lc_fail(LC_ERR_NOMEM, "out of GPU memory for the prefill attention scratch "
+                           "(%.1f MiB: rotated keys and values of %lld pages)",
+                           2 * half_bytes / 1048576.0, (long long)bt->pre_tiles);
+        }
+        g_scratch_bytes = 2 * half_bytes;
+    }
+    __half *ks = (__half *)g_scratch, *vs = ks + half_bytes / sizeof(__half);
+    const int strides = (4 * sm_count() + a.H * bt->n_pre - 1) / (a.H * bt->n_pre);
+    attn_prefill_rotate_kernel<D, NEOX><<<dim3((unsigned)strides, (unsigned)a.H, (unsigned)bt->n_pre), 128, 0,
+                                          lc_cuda_stream()>>>(a, bt->pre, ks, vs);
+    LC_CUDA_LAUNCHED();
     const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
     dim3      grid((unsigned)blocks, (unsigned)a.H, (unsigned)bt->n_pre);
-    attn_prefill_kernel<D, NEOX><<<grid, prefill_cfg<D>::THREADS, smem, lc_cuda_stream()>>>(a, bt->pre);
+    attn_prefill_kernel<D, NEOX><<<grid, prefill_cfg<D>::THREADS, smem, lc_cuda_stream()>>>(a, bt->pre, ks, vs);
     return LC_OK;
 }
 
 extern "C" int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys) {
-    static int n_sm = 0;
-    if (n_sm == 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            n_sm = 132;
-    }
+    const int n_sm = sm_count();
     if (n_dec <= 0) return 1;
     const int64_t pages  = (max_keys + PAGE - 1) / PAGE;
     // one wave of the decode kernel (two CTAs per SM), each CTA streaming >= 4 pages

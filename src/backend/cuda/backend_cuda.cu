@@ -28,6 +28,7 @@ struct cuda_impl {
     // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
     const lc_attn_seq *host_seqs;
     int32_t            n_seqs, n_dec, n_pre, max_rows, max_pre_rows;
+    int64_t            pre_tiles;
     int64_t            max_dec_keys;
     unsigned char     *h_batch; // pinned
     unsigned char     *d_batch;
@@ -181,6 +182,7 @@ static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_se
     size_t       at  = 0;
     im->n_dec = im->n_pre = im->max_rows = im->max_pre_rows = 0;
     im->max_dec_keys = 0;
+    im->pre_tiles    = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         const int32_t np = (seqs[i].pos0 + seqs[i].n_rows + page_size - 1) / page_size;
         memcpy(pg + at, seqs[i].page_table, sizeof(int32_t) * (size_t)np);
@@ -193,6 +195,7 @@ static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_se
             if (seqs[i].pos0 + 1 > im->max_dec_keys) im->max_dec_keys = seqs[i].pos0 + 1;
         } else if (seqs[i].n_rows > 1) {
             pre[im->n_pre++] = i;
+            im->pre_tiles += np;
             if (seqs[i].n_rows > im->max_pre_rows) im->max_pre_rows = seqs[i].n_rows;
         }
     }
@@ -234,6 +237,7 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     bt.pre          = im->d_pre;
     bt.n_pre        = im->n_pre;
     bt.max_pre_rows = im->max_pre_rows;
+    bt.pre_tiles    = im->pre_tiles;
     bt.n_splits     = lc_cuda_attn_splits(kv->n_kv_head, im->n_dec, im->max_dec_keys);
     const size_t need = (size_t)im->n_dec * (size_t)n_head * (size_t)bt.n_splits *
                         (size_t)(kv->head_dim + 2);
@@ -258,6 +262,7 @@ static void cuda_free(lc_backend *b) {
         cudaFree(im->staging);
         cudaFree(im->xb);
         cudaFree(im->part);
+        lc_cuda_attn_free_scratch();
         cudaFree(im->d_batch);
         cudaFreeHost(im->h_batch);
         if (im->batch_copied) cudaEventDestroy(im->batch_copied);

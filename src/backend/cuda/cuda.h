@@ -37,8 +37,10 @@ typedef struct lc_cuda_attn_batch {
     const int32_t     *pre;          /* indices of the other sequences */
     int32_t            n_pre;
     int32_t            max_pre_rows; /* >= every prefill sequence's n_rows */
+    int64_t            pre_tiles;    /* key pages (64 keys) of the prefill sequences, summed */
 } lc_cuda_attn_batch;
 int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
+void lc_cuda_attn_free_scratch(void);
 int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale, float *out);
 
