@@ -2,27 +2,29 @@
 // backend's lc_cpu_attn_dense (backend/cpu/cpu_attention.c); the dense baseline the sparse
 // methods (HiP, InfiniteHiP, TokenSelect) are measured against and built from.
 //
-// Keys are stored before RoPE (DESIGN.md "Pre-RoPE keys"); both kernels rotate them with their
-// true positions while they read them. A position ps + j (ps = the page's first token, j < 64)
-// rotates by R(ps + j) = R(ps)·R(j), so only table rows 0..63 (hot in L1) and one row per page
-// are read — never a table row per key.
+// Keys are stored before RoPE (DESIGN.md "Pre-RoPE keys"), so both paths rotate them with
+// their true positions on the way in.
 //
-//  * decode (one new query per sequence): FlashDecoding-style split over pages. A CTA owns one
-//    (sequence, KV head, split) and all G query heads of that KV head, so every K/V byte is read
-//    once; each warp walks whole pages (64 keys) with online softmax; per-split partials (o, m,
-//    l) are merged by a second kernel. Instead of rotating each key by its absolute angle the
-//    warp rotates the G queries by R(-ps) once per page and each key by R(j).
-//  * prefill (any number of new rows per sequence): FlashAttention-2-style tiles on tensor
-//    cores (mma.sync m16n8k16, fp32 accumulation). A CTA owns 64 packed query rows of one
-//    KV head — rows are (token, query head of the group) pairs, so the G heads of a group share
-//    each K/V tile — and walks 64-key tiles, one page each, double-buffered with cp.async;
-//    each K tile is rotated in shared memory before use (and V converted in the same pass).
-//    Both products run in fp16: the rotated keys, queries and probabilities keep 11 mantissa
-//    bits where bf16's 8 cost ~4e-2 in SmolLM2's log-probs; the bf16 K/V convert exactly.
+//  * decode (one new query per sequence): FlashDecoding-style split over pages, on tensor
+//    cores. A CTA owns one (sequence, KV head, split) and all G query heads of that KV head (the
+//    rows of an m16n8k16 tile), so every K/V byte is read once; it streams its pages through a
+//    3-5 stage cp.async ring and its 4 warps take 16 keys of each page. A key at ps + j
+//    (ps = its page's first position) rotates by R(ps) R(j): each thread keeps R(j) of its fixed
+//    slots j in registers and rotates its K fragments right after ldmatrix; the queries carry
+//    R(-ps), rebuilt once per page from one table row. Per-split partials (o, m, l) are merged
+//    by a second kernel.
+//  * prefill (any number of new rows per sequence): one pass rotates every key of the prefill
+//    sequences into fp16 (and converts V) in a scratch laid out like the pages; then a
+//    FlashAttention-2-style causal kernel (mma.sync m16n8k16, fp32 accumulation) runs over it.
+//    A CTA owns 128 packed query rows of one KV head — rows are (token, query head of the
+//    group) pairs, so the G heads of a group share each K/V tile — and walks 64-key tiles,
+//    double-buffered with cp.async.
+//  Both paths multiply in fp16: the rotated keys, queries and probabilities keep 11 mantissa
+//  bits where bf16's 8 cost ~4e-2 in SmolLM2's log-probs; the bf16 K/V convert exactly.
 //
 // The page size is 64 tokens on this backend: one page is exactly one key tile of the prefill
-// kernel and one unit of a decode warp's walk, so a tile never straddles pages and the page
-// table is read once per tile.
+// kernel and one pipeline stage of the decode kernel, so a tile never straddles pages and the
+// page table is read once per tile.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
