@@ -204,6 +204,7 @@ typedef struct lc_model_params {
     lc_weight_format weights;
     lc_progress_fn progress;  /* loading progress (tensors), may be NULL */
     void          *progress_user;
+    int            profile;   /* lc_profile_mode (below); 0: off */
 } lc_model_params;
 
 lc_model_params lc_model_default_params(void);
@@ -230,6 +231,73 @@ typedef struct lc_model_info {
 } lc_model_info;
 
 int                 lc_model_get_info(const lc_model *m, lc_model_info *info);
+
+/* ---- profiling and memory accounting (for benchmarks) ---------------------------------- */
+
+typedef enum lc_profile_mode {
+    LC_PROFILE_OFF    = 0,
+    LC_PROFILE_MEMORY = 1, /* count the backend's memory (weights, KV pools, the rest); no cost
+                              per op */
+    LC_PROFILE_OPS    = 2, /* also time every op: CPU wall time; CUDA events around each op
+                              (device time; LONGCTX_PROFILE_SYNC=1: the device synchronised
+                              before and after each op, wall time). On CUDA this turns CUDA
+                              graphs off for the process (sets LONGCTX_CUDA_GRAPHS=0): ops
+                              replayed from a graph cannot be timed one by one */
+} lc_profile_mode;
+
+typedef enum lc_profile_cat {
+    LC_PROFILE_ATTENTION = 0, /* attn_dense */
+    LC_PROFILE_GEMM      = 1, /* matmul (the projections, the FFN and the output head) */
+    LC_PROFILE_REST      = 2, /* every other op: norms, RoPE, KV write, copies, ... */
+    LC_PROFILE_N_CAT     = 3,
+} lc_profile_cat;
+
+typedef enum lc_profile_phase {
+    LC_PROFILE_DECODE  = 0, /* forwards in which every sequence has one new row */
+    LC_PROFILE_PREFILL = 1, /* other forwards */
+    LC_PROFILE_OUTSIDE = 2, /* ops outside a forward (setup), and before the first one */
+    LC_PROFILE_N_PHASE = 3,
+} lc_profile_phase;
+
+#define LC_PROFILE_MAX_OPS 16
+
+typedef struct lc_profile_op {
+    const char    *name; /* the op table's field name: "matmul", "attn_dense", ... */
+    lc_profile_cat cat;
+    double         seconds[LC_PROFILE_N_PHASE];
+    int64_t        calls[LC_PROFILE_N_PHASE];
+} lc_profile_op;
+
+typedef struct lc_profile_report {
+    const char   *timing; /* how ops were timed (static text) */
+    int64_t       n_forwards[LC_PROFILE_N_PHASE];
+    double        seconds[LC_PROFILE_N_PHASE][LC_PROFILE_N_CAT];
+    int64_t       calls[LC_PROFILE_N_PHASE][LC_PROFILE_N_CAT];
+    double        total_s[LC_PROFILE_N_PHASE]; /* = the sum over categories */
+    int32_t       n_ops;
+    lc_profile_op ops[LC_PROFILE_MAX_OPS];
+} lc_profile_report;
+
+/* Op times since the load or the last reset. LC_ERR_INVALID_ARG when the model was loaded
+ * without a profile mode; with LC_PROFILE_MEMORY the times and counts stay zero. */
+int lc_model_profile(const lc_model *m, lc_profile_report *out);
+int lc_model_profile_reset(lc_model *m);
+
+typedef struct lc_memory_report {
+    uint64_t weight_bytes; /* weights as the backend holds them */
+    uint64_t kv_bytes;     /* KV page pools live now (all layers, K and V) */
+    uint64_t other_bytes;  /* other backend allocations live now: activations, tables */
+    uint64_t peak_bytes;   /* the most of the three together at any time */
+    /* GPU (0 on the CPU): the device as cudaMemGetInfo sees it, all processes and the CUDA
+     * context included; peak_used is the most seen, sampled at each allocation, at the start
+     * of every forward with LC_PROFILE_OPS, and at each lc_model_memory call */
+    uint64_t device_total_bytes, device_used_bytes, device_peak_used_bytes;
+} lc_memory_report;
+
+/* LC_ERR_INVALID_ARG unless the model was loaded with a profile mode. */
+int lc_model_memory(lc_model *m, lc_memory_report *out);
+/* The compute device's name: the GPU's (cudaGetDeviceProperties) or "cpu". */
+int lc_model_device_name(const lc_model *m, char *buf, size_t cap);
 /* ---- random-weight models of real configurations (for speed work without downloads) ---- */
 
 

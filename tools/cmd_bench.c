@@ -1,12 +1,18 @@
 /*
  * cmd_bench.c — `longctx bench`: prompt (prefill) and generation (decode) tokens/s at several
- * context lengths, on this machine, as a table on stdout and a Markdown file under
- * bench/results/ with the device, date and commit. With --compare-llamacpp it also runs
- * scripts/bench_llamacpp.py (llama.cpp through llama-cpp-python) in the same run and reports
- * our/llama.cpp ratios.
+ * context lengths, on this machine (the GPU's name in the header), as tables on stdout and a
+ * Markdown file under bench/results/ with the device, date and commit. Also per context: the
+ * memory the backend holds (weights, KV pool = pages x page bytes, the rest; the GPU's used
+ * memory). With --profile, a second pass with the profiling backend splits a decode step (and
+ * the prefill) into attention, GEMMs and the rest. With --compare-llamacpp it runs
+ * scripts/bench_llamacpp.py (llama.cpp through llama-cpp-python), with --compare-transformers
+ * bench/e2e_vs_transformers.py (Hugging Face transformers, SDPA, bf16, on the same GPU), in the
+ * same run, and reports our/their ratios (issue 3, "CUDA backend", speed).
  */
 #include "gen.h"
 
+#include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +20,32 @@
 
 static void help(void) {
     printf("usage: longctx bench -m FILE [--contexts 512,2048,8192] [--gen N] [--reps R]\n"
-           "                     [--compare-llamacpp] [--out DIR] [options]\n"
+           "                     [--profile] [--compare-llamacpp] [--compare-transformers]\n"
+           "                     [--out DIR] [options]\n"
            "\n"
            "For each context length L: evaluate an L-token prompt (prompt tokens/s), then\n"
            "generate N tokens after it (generation tokens/s at that context). The best of R\n"
-           "repetitions is kept. Writes DIR/bench-<device>-<date>.md (default DIR bench/results).\n"
+           "repetitions is kept. One context, sized for the longest prompt + N (or --kv-tokens),\n"
+           "serves every length: its KV pool is allocated once. Writes\n"
+           "DIR/bench-<device>-<weights>-<model>-<date>.md (default DIR bench/results).\n"
            "\n"
            "  --contexts LIST      comma-separated context lengths (default 512,2048,8192)\n"
            "  --gen N              tokens to generate per context (default 32)\n"
            "  --reps R             repetitions (default 1)\n"
+           "  --profile            a second pass (the model loaded again) with every op timed\n"
+           "                       (CUDA: events around each op; LONGCTX_PROFILE_SYNC=1: the\n"
+           "                       device synchronised around each): the share of a decode\n"
+           "                       step (and of the prefill) in attention, GEMMs and the rest.\n"
+           "                       Turns CUDA graphs off for that pass (LONGCTX_CUDA_GRAPHS=0)\n"
+           "  --profile-gen N      tokens generated per context in the profiled pass (default: --gen)\n"
            "  --compare-llamacpp   also measure llama.cpp (python3 scripts/bench_llamacpp.py)\n"
+           "  --compare-transformers  also measure Hugging Face transformers on the same GPU\n"
+           "                       (python3 bench/e2e_vs_transformers.py; random bf16 weights of\n"
+           "                       this model's shape), after our model is freed\n"
+           "  --transformers-config NAME  config for transformers (default: the gen-model config\n"
+           "                       with this model's dimensions)\n"
+           "  --transformers-args S  extra arguments for e2e_vs_transformers.py (e.g. \"--chunk 8192\")\n"
+           "  --python CMD         the Python interpreter for the comparisons (default python3)\n"
            "  --out DIR            results directory (default bench/results)\n"
            "\n%s",
            gen_opts_help());
@@ -57,11 +79,327 @@ static void run_cmd_line(const char *cmd, char *buf, size_t cap) {
     pclose(p);
 }
 
+/* Lowercase, runs of other characters as one '-' (for file names). */
+static void slug(const char *s, char *out, size_t cap) {
+    size_t n    = 0;
+    bool   dash = false;
+    for (; *s && n + 1 < cap; s++) {
+        if (isalnum((unsigned char)*s) || *s == '.' || *s == '_') {
+            if (dash && n) out[n++] = '-';
+            if (n + 1 < cap) out[n++] = (char)tolower((unsigned char)*s);
+            dash = false;
+        } else {
+            dash = true;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* A growing text buffer (tables). */
+typedef struct sbuf {
+    char  *s;
+    size_t n, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        const size_t room = b->cap - b->n;
+        const int    k    = vsnprintf(b->s ? b->s + b->n : NULL, room, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if ((size_t)k < room) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap - b->n <= (size_t)k) cap *= 2;
+        char *t = realloc(b->s, cap);
+        if (!t) return; /* out of memory: the table is cut short */
+        b->s   = t;
+        b->cap = cap;
+    }
+}
+
+static const char *sb_str(const sbuf *b) { return b->s ? b->s : ""; }
+
 typedef struct bench_row {
     long long ctx;
     double    prompt_tps, decode_tps;
-    double    ref_prompt_tps, ref_decode_tps; /* llama.cpp, 0 if not measured */
+    double    lcpp_prompt_tps, lcpp_decode_tps; /* llama.cpp, 0 if not measured */
+    double    hf_prompt_tps, hf_decode_tps, hf_peak_gib, hf_reserved_gib; /* transformers */
+    char      hf_status[16];                    /* "" not run, "ok", "oom" */
+    int       hf_chunk;
+    bool      have_mem;
+    lc_memory_report mem; /* after this context's runs */
+    /* --profile: one decode step (ms) and the prefill (s), split */
+    bool   have_prof;
+    double prof_step_ms, dec_ms[LC_PROFILE_N_CAT];
+    int64_t prof_steps;
+    double prof_prefill_s, pre_s[LC_PROFILE_N_CAT];
+    const char *prof_timing; /* how the ops were timed (static text from the library) */
 } bench_row;
+
+static const double GIB = 1073741824.0;
+
+/* A prompt of n ordinary (non-control) token ids, the same on every run. */
+static void make_prompt(const lc_tokenizer *tok, int32_t n_vocab, int32_t *prompt, long long n) {
+    uint64_t s = 12345;
+    for (long long i = 0; i < n; i++) {
+        int32_t id;
+        do {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            id = (int32_t)(s % (uint64_t)n_vocab);
+        } while (lc_tokenizer_is_eog(tok, id) || id == lc_tokenizer_bos(tok));
+        prompt[i] = id;
+    }
+}
+
+/* The profiled pass: load the model again with every op timed, run each context once. */
+static int profile_pass(gen_opts o, long long max_ctx, long long n_gen, const int32_t *prompt,
+                        bench_row *rows, int n_rows) {
+    /* a captured CUDA graph cannot be synchronised op by op (the library sets this too) */
+    setenv("LONGCTX_CUDA_GRAPHS", "0", 1);
+    o.profile       = LC_PROFILE_OPS;
+    lc_model   *m   = NULL;
+    lc_context *ctx = NULL;
+    int         rc  = gen_load("bench", &o, &m);
+    if (rc != CLI_OK) return rc;
+    rc = CLI_ERR;
+    if (gen_context("bench", &o, m, max_ctx + n_gen, &ctx) != CLI_OK) goto done;
+    for (int ci = 0; ci < n_rows; ci++) {
+        bench_row *r = &rows[ci];
+        fprintf(stderr, "bench: context %lld, profiled pass\n", r->ctx);
+        lc_request req = {.prompt = prompt, .n_prompt = (size_t)r->ctx,
+                          .max_tokens = (int32_t)n_gen, .sampling = o.sampling,
+                          .ignore_eos = true};
+        gen_result res;
+        lc_model_profile_reset(m);
+        if (gen_run("bench", ctx, &req, false, 2048, &res) != CLI_OK) {
+            free(res.text);
+            goto done;
+        }
+        free(res.text);
+        lc_profile_report pr;
+        if (lc_model_profile(m, &pr) != LC_OK) {
+            cli_fail("bench", "profile", LC_ERR_INTERNAL);
+            goto done;
+        }
+        const int64_t nd = pr.n_forwards[LC_PROFILE_DECODE];
+        if (nd > 0 && res.n_generated > 1) {
+            r->have_prof     = true;
+            r->prof_timing   = pr.timing;
+            r->prof_steps    = nd;
+            r->prof_step_ms  = 1e3 * res.gen_s / (double)(res.n_generated - 1);
+            for (int c = 0; c < LC_PROFILE_N_CAT; c++)
+                r->dec_ms[c] = 1e3 * pr.seconds[LC_PROFILE_DECODE][c] / (double)nd;
+            r->prof_prefill_s = res.prompt_s;
+            for (int c = 0; c < LC_PROFILE_N_CAT; c++)
+                r->pre_s[c] = pr.seconds[LC_PROFILE_PREFILL][c];
+        }
+        /* per-op detail on stderr, for the notes */
+        fprintf(stderr, "bench: context %lld, profiled decode: %lld steps; per step:", r->ctx,
+                (long long)nd);
+        for (int i = 0; i < pr.n_ops; i++)
+            if (pr.ops[i].calls[LC_PROFILE_DECODE] && nd)
+                fprintf(stderr, " %s %.3f ms (%lld calls)", pr.ops[i].name,
+                        1e3 * pr.ops[i].seconds[LC_PROFILE_DECODE] / (double)nd,
+                        (long long)(pr.ops[i].calls[LC_PROFILE_DECODE] / nd));
+        fprintf(stderr, "\n");
+    }
+    rc = CLI_OK;
+done:
+    lc_context_free(ctx);
+    lc_model_free(m);
+    return rc;
+}
+
+static void compare_llamacpp(const char *python, const gen_opts *o, const char *list,
+                             long long n_gen, bench_row *rows, int n_rows) {
+    char cmd[2048], thr[32] = "";
+    if (o->threads) snprintf(thr, sizeof thr, " --threads %d", o->threads);
+    snprintf(cmd, sizeof cmd, "%s scripts/bench_llamacpp.py --model '%s' --contexts %s --gen %lld%s",
+             python, o->model, list, n_gen, thr);
+    fprintf(stderr, "bench: running llama.cpp: %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    char  line[512];
+    while (p && fgets(line, sizeof line, p)) {
+        long long c;
+        double    pt, dt;
+        if (sscanf(line, "llamacpp ctx=%lld prompt_tps=%lf decode_tps=%lf", &c, &pt, &dt) == 3)
+            for (int i = 0; i < n_rows; i++)
+                if (rows[i].ctx == c) rows[i].lcpp_prompt_tps = pt, rows[i].lcpp_decode_tps = dt;
+    }
+    if (!p || pclose(p) != 0)
+        fprintf(stderr, "bench: llama.cpp comparison failed (is llama-cpp-python installed?)\n");
+}
+
+static void compare_transformers(const char *python, const lc_model_info *info,
+                                 const char *config, const char *extra, const char *list,
+                                 long long n_gen, bench_row *rows, int n_rows) {
+    char cmd[2048], model_arg[256];
+    if (config)
+        snprintf(model_arg, sizeof model_arg, "--config '%s'", config);
+    else /* mistral is llama-shaped */
+        snprintf(model_arg, sizeof model_arg, "--shape %s,%d,%d,%d,%d,%d,%d,%d",
+                 strcmp(info->arch, "qwen2") == 0 ? "qwen2" : "llama", info->n_layer,
+                 info->n_embd, info->n_ff, info->n_head, info->n_head_kv, info->head_dim,
+                 info->n_vocab);
+    snprintf(cmd, sizeof cmd, "%s bench/e2e_vs_transformers.py %s --contexts %s --gen %lld %s",
+             python, model_arg, list, n_gen, extra ? extra : "");
+    fprintf(stderr, "bench: running transformers: %s\n", cmd);
+    FILE *p = popen(cmd, "r");
+    char  line[512];
+    while (p && fgets(line, sizeof line, p)) {
+        long long c;
+        double    pt, dt, pk, rs;
+        char      st[16];
+        int       ch;
+        if (sscanf(line, "transformers ctx=%lld prompt_tps=%lf decode_tps=%lf peak_gib=%lf "
+                   "reserved_gib=%lf status=%15s chunk=%d", &c, &pt, &dt, &pk, &rs, st, &ch) == 7)
+            for (int i = 0; i < n_rows; i++)
+                if (rows[i].ctx == c) {
+                    bench_row *r       = &rows[i];
+                    r->hf_prompt_tps   = pt;
+                    r->hf_decode_tps   = dt;
+                    r->hf_peak_gib     = pk;
+                    r->hf_reserved_gib = rs;
+                    r->hf_chunk        = ch;
+                    snprintf(r->hf_status, sizeof r->hf_status, "%s", st);
+                }
+    }
+    if (!p || pclose(p) != 0)
+        fprintf(stderr, "bench: transformers comparison failed (torch and transformers "
+                "installed? a GPU visible to PyTorch?)\n");
+}
+
+static void ratio(sbuf *b, double ours, double theirs) {
+    if (theirs > 0) sb_printf(b, " %.2fx |", ours / theirs);
+    else sb_printf(b, " - |");
+}
+
+static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool hf, bool gpu,
+                   const lc_model_info *info, long long page_size) {
+    sb_printf(t, "| context | prompt tok/s | gen tok/s |");
+    if (lcpp)
+        sb_printf(t, " llama.cpp prompt tok/s | llama.cpp gen tok/s | prompt ratio | gen ratio |");
+    if (hf)
+        sb_printf(t, " transformers prompt tok/s | transformers gen tok/s | prompt ratio | "
+                  "gen ratio |");
+    sb_printf(t, "\n|---:|---:|---:|");
+    if (lcpp) sb_printf(t, "---:|---:|---:|---:|");
+    if (hf) sb_printf(t, "---:|---:|---:|---:|");
+    sb_printf(t, "\n");
+    for (int i = 0; i < n_rows; i++) {
+        const bench_row *r = &rows[i];
+        sb_printf(t, "| %lld | %.1f | %.2f |", r->ctx, r->prompt_tps, r->decode_tps);
+        if (lcpp) {
+            if (r->lcpp_decode_tps > 0)
+                sb_printf(t, " %.1f | %.2f |", r->lcpp_prompt_tps, r->lcpp_decode_tps);
+            else
+                sb_printf(t, " - | - |");
+            ratio(t, r->prompt_tps, r->lcpp_prompt_tps);
+            ratio(t, r->decode_tps, r->lcpp_decode_tps);
+        }
+        if (hf) {
+            if (!strcmp(r->hf_status, "ok")) {
+                sb_printf(t, " %.1f%s | %.2f |", r->hf_prompt_tps,
+                          r->hf_chunk ? " (chunked)" : "", r->hf_decode_tps);
+                ratio(t, r->prompt_tps, r->hf_prompt_tps);
+                ratio(t, r->decode_tps, r->hf_decode_tps);
+            } else {
+                const char *why = r->hf_status[0] ? r->hf_status : "not run";
+                sb_printf(t, " %s | %s | - | - |", why, why);
+            }
+        }
+        sb_printf(t, "\n");
+    }
+
+    /* memory */
+    bool any_mem = false;
+    for (int i = 0; i < n_rows; i++) any_mem |= rows[i].have_mem;
+    if (any_mem) {
+        const uint64_t page_bytes = 2ull * (uint64_t)info->n_layer * (uint64_t)info->n_head_kv *
+                                    (uint64_t)page_size * (uint64_t)info->head_dim *
+                                    (gpu ? 2u : 4u);
+        sb_printf(t, "\nMemory after each context's runs (backend allocations; KV pool = pages x "
+                  "page bytes, %.3f MiB per %lld-token page over all layers, K and V):\n\n",
+                  (double)page_bytes / 1048576.0, page_size);
+        sb_printf(t, "| context | weights GiB | KV pool GiB | KV pages | other GiB | backend peak GiB |");
+        if (gpu) sb_printf(t, " GPU used GiB (peak seen) |");
+        if (hf) sb_printf(t, " transformers peak allocated GiB | transformers reserved GiB |");
+        sb_printf(t, "\n|---:|---:|---:|---:|---:|---:|");
+        if (gpu) sb_printf(t, "---:|");
+        if (hf) sb_printf(t, "---:|---:|");
+        sb_printf(t, "\n");
+        for (int i = 0; i < n_rows; i++) {
+            const bench_row *r = &rows[i];
+            if (!r->have_mem) continue;
+            const lc_memory_report *m = &r->mem;
+            char pages[64];
+            if (page_bytes && m->kv_bytes % page_bytes == 0)
+                snprintf(pages, sizeof pages, "%llu", (unsigned long long)(m->kv_bytes / page_bytes));
+            else
+                snprintf(pages, sizeof pages, "%.2f (not whole!)", (double)m->kv_bytes / (double)page_bytes);
+            sb_printf(t, "| %lld | %.3f | %.3f | %s | %.3f | %.3f |", r->ctx,
+                      m->weight_bytes / GIB, m->kv_bytes / GIB, pages, m->other_bytes / GIB,
+                      m->peak_bytes / GIB);
+            if (gpu)
+                sb_printf(t, " %.3f (%.3f) |", m->device_used_bytes / GIB,
+                          m->device_peak_used_bytes / GIB);
+            if (hf) {
+                if (r->hf_status[0])
+                    sb_printf(t, " %.2f%s | %.2f |", r->hf_peak_gib,
+                              !strcmp(r->hf_status, "ok") ? "" : " (OOM)", r->hf_reserved_gib);
+                else
+                    sb_printf(t, " - | - |");
+            }
+            sb_printf(t, "\n");
+        }
+    }
+
+    /* profile */
+    const char *timing = NULL;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].have_prof) timing = rows[i].prof_timing;
+    if (timing) {
+        sb_printf(t, "\nOne decode step, split (a second, profiled pass with CUDA graphs off; ops "
+                  "timed by %s; \"untimed\" = the profiled step minus its timed ops: host work "
+                  "the device waited for, such as sampling and kernel launches, plus any "
+                  "per-op timing overhead):\n\n"
+                  "| context | step ms (unprofiled) | step ms (profiled) | attention ms | GEMM ms "
+                  "| other ops ms | untimed ms | attention % | GEMM % | rest % |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", timing);
+        for (int i = 0; i < n_rows; i++) {
+            const bench_row *r = &rows[i];
+            if (!r->have_prof) continue;
+            const double a = r->dec_ms[LC_PROFILE_ATTENTION], g = r->dec_ms[LC_PROFILE_GEMM],
+                         o = r->dec_ms[LC_PROFILE_REST], s = r->prof_step_ms;
+            double u = s - a - g - o;
+            if (u < 0) u = 0;
+            const double tot = a + g + o + u;
+            sb_printf(t, "| %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n",
+                      r->ctx, r->decode_tps > 0 ? 1e3 / r->decode_tps : 0.0, s, a, g, o, u,
+                      100 * a / tot, 100 * g / tot, 100 * (o + u) / tot);
+        }
+        sb_printf(t, "\nThe prefill, split (same profiled pass):\n\n"
+                  "| context | prefill s (profiled) | attention s | GEMM s | other ops s | "
+                  "attention % | GEMM % | rest % |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < n_rows; i++) {
+            const bench_row *r = &rows[i];
+            if (!r->have_prof) continue;
+            const double a = r->pre_s[LC_PROFILE_ATTENTION], g = r->pre_s[LC_PROFILE_GEMM],
+                         o = r->pre_s[LC_PROFILE_REST];
+            double tot = r->prof_prefill_s;
+            if (tot < a + g + o) tot = a + g + o;
+            if (tot <= 0) tot = 1;
+            sb_printf(t, "| %lld | %.3f | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f |\n", r->ctx,
+                      r->prof_prefill_s, a, g, o, 100 * a / tot, 100 * g / tot,
+                      100 * (tot - a - g) / tot);
+        }
+    }
+}
 
 int cmd_bench(int argc, char **argv) {
     gen_opts o;
@@ -69,9 +407,9 @@ int cmd_bench(int argc, char **argv) {
     o.sampling.temperature = 0.0f;
     long long   ctxs[16]   = {512, 2048, 8192};
     int         n_ctxs     = 3;
-    long long   n_gen = 32, reps = 1;
-    bool        compare = false;
-    const char *out_dir = "bench/results";
+    long long   n_gen = 32, reps = 1, prof_gen = 0;
+    bool        compare = false, compare_hf = false, profile = false;
+    const char *out_dir = "bench/results", *hf_config = NULL, *hf_args = NULL, *python = "python3";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int         r = gen_opts_parse(&o, "bench", argc, argv, &i);
@@ -83,7 +421,8 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--contexts")) {
             if (!(v = cli_value("bench", argc, argv, &i))) return CLI_USAGE;
             char *copy = strdup(v), *save = NULL;
-            n_ctxs     = 0;
+            if (!copy) return CLI_ERR;
+            n_ctxs = 0;
             for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 if (n_ctxs == 16 || !cli_int("bench", a, t, 16, 1 << 30, &ctxs[n_ctxs])) {
                     free(copy);
@@ -102,8 +441,25 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--reps")) {
             if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", a, v, 1, 100, &reps))
                 return CLI_USAGE;
+        } else if (!strcmp(a, "--profile")) {
+            profile = true;
+        } else if (!strcmp(a, "--profile-gen")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) ||
+                !cli_int("bench", a, v, 2, 100000, &prof_gen))
+                return CLI_USAGE;
+            profile = true;
         } else if (!strcmp(a, "--compare-llamacpp")) {
             compare = true;
+        } else if (!strcmp(a, "--compare-transformers")) {
+            compare_hf = true;
+        } else if (!strcmp(a, "--transformers-config")) {
+            if (!(hf_config = cli_value("bench", argc, argv, &i))) return CLI_USAGE;
+            compare_hf = true;
+        } else if (!strcmp(a, "--transformers-args")) {
+            if (!(hf_args = cli_value("bench", argc, argv, &i))) return CLI_USAGE;
+            compare_hf = true;
+        } else if (!strcmp(a, "--python")) {
+            if (!(python = cli_value("bench", argc, argv, &i))) return CLI_USAGE;
         } else if (!strcmp(a, "--out")) {
             if (!(out_dir = cli_value("bench", argc, argv, &i))) return CLI_USAGE;
         } else {
@@ -111,32 +467,28 @@ int cmd_bench(int argc, char **argv) {
             return CLI_USAGE;
         }
     }
+    if (!prof_gen) prof_gen = n_gen;
+    o.profile    = LC_PROFILE_MEMORY; /* counts allocations only: no cost per op */
     lc_model *m  = NULL;
     int       rc = gen_load("bench", &o, &m);
     if (rc != CLI_OK) return rc;
     rc = CLI_ERR;
     lc_model_info info;
     lc_model_get_info(m, &info);
+    const bool gpu = info.device == LC_DEVICE_CUDA;
+    char       dev_name[256];
+    lc_model_device_name(m, dev_name, sizeof dev_name);
     long long max_ctx = 0;
     for (int i = 0; i < n_ctxs; i++) max_ctx = ctxs[i] > max_ctx ? ctxs[i] : max_ctx;
-    lc_context *ctx     = NULL;
-    int32_t    *prompt  = NULL;
+    lc_context *ctx    = NULL;
+    int32_t    *prompt = NULL;
     bench_row   rows[16];
+    sbuf        table = {0};
     memset(rows, 0, sizeof rows);
     if (gen_context("bench", &o, m, max_ctx + n_gen, &ctx) != CLI_OK) goto done;
     prompt = malloc(sizeof(int32_t) * (size_t)max_ctx);
     if (!prompt) goto done;
-    /* a deterministic prompt of ordinary (non-control) tokens */
-    const lc_tokenizer *tok = lc_model_tokenizer(m);
-    uint64_t            s   = 12345;
-    for (long long i = 0; i < max_ctx; i++) {
-        int32_t id;
-        do {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            id = (int32_t)(s % (uint64_t)info.n_vocab);
-        } while (lc_tokenizer_is_eog(tok, id) || id == lc_tokenizer_bos(tok));
-        prompt[i] = id;
-    }
+    make_prompt(lc_model_tokenizer(m), info.n_vocab, prompt, max_ctx);
     for (int ci = 0; ci < n_ctxs; ci++) {
         rows[ci].ctx = ctxs[ci];
         for (long long r = 0; r < reps; r++) {
@@ -155,70 +507,69 @@ int cmd_bench(int argc, char **argv) {
             if (ptps > rows[ci].prompt_tps) rows[ci].prompt_tps = ptps;
             if (dtps > rows[ci].decode_tps) rows[ci].decode_tps = dtps;
         }
+        rows[ci].have_mem = lc_model_memory(m, &rows[ci].mem) == LC_OK;
     }
-    if (compare) {
-        char cmd[1024], list[256] = "";
-        size_t n = 0;
-        for (int i = 0; i < n_ctxs; i++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%lld", i ? "," : "", ctxs[i]);
-        char thr[32] = "";
-        if (o.threads) snprintf(thr, sizeof thr, " --threads %d", o.threads);
-        snprintf(cmd, sizeof cmd, "python3 scripts/bench_llamacpp.py --model '%s' --contexts %s "
-                 "--gen %lld%s", o.model, list, n_gen, thr);
-        fprintf(stderr, "bench: running llama.cpp: %s\n", cmd);
-        FILE *p = popen(cmd, "r");
-        char  line[512];
-        while (p && fgets(line, sizeof line, p)) {
-            long long c;
-            double    pt, dt;
-            if (sscanf(line, "llamacpp ctx=%lld prompt_tps=%lf decode_tps=%lf", &c, &pt, &dt) == 3)
-                for (int i = 0; i < n_ctxs; i++)
-                    if (rows[i].ctx == c) rows[i].ref_prompt_tps = pt, rows[i].ref_decode_tps = dt;
-        }
-        if (!p || pclose(p) != 0)
-            fprintf(stderr, "bench: llama.cpp comparison failed (is llama-cpp-python installed?)\n");
-    }
+    /* free the GPU for the next pass and for the peers */
+    lc_context_free(ctx);
+    ctx = NULL;
+    lc_model_free(m);
+    m = NULL;
 
-    char   cpu[256], commit[64], date[32], host_dev[300];
+    if (profile && profile_pass(o, max_ctx, prof_gen, prompt, rows, n_ctxs) != CLI_OK) goto done;
+
+    char list[256] = "";
+    for (int i = 0, n = 0; i < n_ctxs; i++)
+        n += snprintf(list + n, sizeof list - (size_t)n, "%s%lld", i ? "," : "", ctxs[i]);
+    if (compare) compare_llamacpp(python, &o, list, n_gen, rows, n_ctxs);
+    if (compare_hf) compare_transformers(python, &info, hf_config, hf_args, list, n_gen, rows, n_ctxs);
+
+    char   cpu[256], commit[64], date[32], host_dev[600];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     cpu_name(cpu, sizeof cpu);
     run_cmd_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
     if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
-    snprintf(host_dev, sizeof host_dev, "%s, %d threads, %s weights", cpu, info.n_threads,
-             o.weights == LC_WEIGHTS_F16 ? "f16" : "f32");
-    char table[8192];
-    size_t tn = 0;
-    tn += (size_t)snprintf(table + tn, sizeof table - tn,
-                           "| context | prompt tok/s | gen tok/s | llama.cpp prompt tok/s | "
-                           "llama.cpp gen tok/s | prompt ratio | gen ratio |\n"
-                           "|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (int i = 0; i < n_ctxs; i++) {
-        const bench_row *r = &rows[i];
-        if (r->ref_decode_tps > 0)
-            tn += (size_t)snprintf(table + tn, sizeof table - tn,
-                                   "| %lld | %.1f | %.2f | %.1f | %.2f | %.2fx | %.2fx |\n", r->ctx,
-                                   r->prompt_tps, r->decode_tps, r->ref_prompt_tps,
-                                   r->ref_decode_tps, r->prompt_tps / r->ref_prompt_tps,
-                                   r->decode_tps / r->ref_decode_tps);
-        else
-            tn += (size_t)snprintf(table + tn, sizeof table - tn,
-                                   "| %lld | %.1f | %.2f | - | - | - | - |\n", r->ctx,
-                                   r->prompt_tps, r->decode_tps);
-    }
-    printf("longctx bench: %s (%s), device %s, %s, commit %s, %s\n\n%s", info.name, o.model,
-           info.device == LC_DEVICE_CPU ? "cpu" : "cuda", cpu, commit, date, table);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/bench-%s-%s-%s.md", out_dir,
-             info.device == LC_DEVICE_CPU ? "cpu" : "cuda",
-             o.weights == LC_WEIGHTS_F16 ? "f16" : "f32", date);
+    const char *wname = o.weights == LC_WEIGHTS_F16    ? "f16"
+                        : o.weights == LC_WEIGHTS_BF16 ? "bf16"
+                        : o.weights == LC_WEIGHTS_F32 || !gpu ? "f32"
+                                                              : "auto";
+    if (gpu)
+        snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s (auto: bf16 tensors in "
+                 "bf16, others in f16), bf16 KV", dev_name, cpu, wname);
+    else
+        snprintf(host_dev, sizeof host_dev, "cpu: %s, %d threads, %s weights", cpu,
+                 info.n_threads, wname);
+    tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size);
+    printf("longctx bench: %s (%s), device %s, commit %s, %s\n\n%s", info.name, o.model,
+           host_dev, commit, date, sb_str(&table));
+
+    char dslug[128], mslug[128], path[1024];
+    slug(gpu ? dev_name : "cpu", dslug, sizeof dslug);
+    const char *base = strrchr(o.model, '/');
+    base             = base ? base + 1 : o.model;
+    char mbase[256];
+    snprintf(mbase, sizeof mbase, "%s", base);
+    char *dot = strstr(mbase, ".gguf");
+    if (dot) *dot = '\0';
+    slug(mbase, mslug, sizeof mslug);
+    snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s.md", out_dir, dslug, wname, mslug, date);
     FILE *f = fopen(path, "w");
     if (f) {
-        fprintf(f, "# longctx bench — %s\n\n- model: %s (%s)\n- device: %s (%s)\n- date: %s\n"
-                "- commit: %s\n- generated tokens per context: %lld, best of %lld\n- prompt: "
-                "random ordinary tokens; generation greedy, EOS ignored\n\n%s",
-                info.name, o.model, info.arch, info.device == LC_DEVICE_CPU ? "cpu" : "cuda",
-                host_dev, date, commit, n_gen, reps, table);
+        fprintf(f, "# longctx bench — %s\n\n- model: %s (%s, %d layers, %d/%d heads, head dim %d)\n"
+                "- device: %s\n- date: %s\n- commit: %s\n- generated tokens per context: %lld, "
+                "best of %lld\n- prompt: random ordinary tokens; generation greedy, EOS ignored; "
+                "prompt evaluated in chunks of %lld tokens; one context (KV pool) sized for the "
+                "longest prompt + %lld\n",
+                info.name, o.model, info.arch, info.n_layer, info.n_head, info.n_head_kv,
+                info.head_dim, host_dev, date, commit, n_gen, reps, o.n_batch, n_gen);
+        if (compare_hf)
+            fprintf(f, "- transformers: bench/e2e_vs_transformers.py in the same run on the same "
+                    "GPU after our model was freed: SDPA attention, bf16, batch 1, random weights "
+                    "of the same shape (speed does not depend on the values), whole-prompt "
+                    "prefill (chunked only after an OOM), greedy decode with a DynamicCache; SDPA "
+                    "backends flash / memory-efficient / math, cuDNN attention off (its per-call "
+                    "planning dominates a decode step; see the script's header)\n");
+        fprintf(f, "\n%s", sb_str(&table));
         fclose(f);
         fprintf(stderr, "bench: wrote %s\n", path);
     } else {
@@ -226,6 +577,7 @@ int cmd_bench(int argc, char **argv) {
     }
     rc = CLI_OK;
 done:
+    free(table.s);
     free(prompt);
     lc_context_free(ctx);
     lc_model_free(m);

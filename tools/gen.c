@@ -147,6 +147,7 @@ int gen_load(const char *cmd, const gen_opts *o, lc_model **model) {
     mp.device          = o->device;
     mp.n_threads       = o->threads;
     mp.weights         = o->weights;
+    mp.profile         = o->profile;
     mp.progress        = load_progress;
     mp.progress_user   = &pr;
     cli_progress_begin(&pr, "loading");

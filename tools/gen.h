@@ -20,6 +20,7 @@ typedef struct gen_opts {
     double           kv_gb;     /* KV capacity in GiB; 0: unset */
     lc_sampling      sampling;
     lc_chat_template chat_template; /* NONE: the model's */
+    int              profile;       /* lc_profile_mode for the load (bench) */
 } gen_opts;
 
 void gen_opts_default(gen_opts *o);

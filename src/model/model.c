@@ -4,6 +4,7 @@
  * (dequantised once), the tokenizer and chat template, and the public lc_model_* API.
  */
 #include "model/model.h"
+#include "backend/profile.h"
 #include "format/chat.h"
 #include "format/gguf.h"
 #include "format/quant.h"
@@ -324,7 +325,7 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
 /* ---- public API ------------------------------------------------------------------------ */
 
 lc_model_params lc_model_default_params(void) {
-    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL};
+    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF};
     return p;
 }
 
@@ -389,6 +390,12 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
             lc_clear_error();
         }
     }
+    if (p->profile < LC_PROFILE_OFF || p->profile > LC_PROFILE_OPS) {
+        st = lc_fail(LC_ERR_INVALID_ARG, "lc_model_load: profile mode %d unknown", p->profile);
+        goto fail;
+    }
+    /* ops replayed from a captured CUDA graph cannot be timed one by one */
+    if (p->profile == LC_PROFILE_OPS) setenv("LONGCTX_CUDA_GRAPHS", "0", 1);
     if (p->device == LC_DEVICE_CUDA || p->device == LC_DEVICE_AUTO) {
         st = lc_backend_cuda_create(0, &m->backend);
         if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
@@ -409,6 +416,13 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         }
         if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
         m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
+    }
+    if (p->profile != LC_PROFILE_OFF) {
+        lc_backend *wrapped;
+        if ((st = lc_backend_profile_wrap(m->backend, p->profile == LC_PROFILE_OPS, &wrapped)) !=
+            LC_OK)
+            goto fail;
+        m->backend = wrapped;
     }
     if ((st = load_weights(m, p)) != LC_OK) goto fail;
     *out = m;
@@ -446,6 +460,27 @@ int lc_model_get_info(const lc_model *m, lc_model_info *info) {
     info->weight_bytes   = m->weight_bytes;
     info->device         = m->backend->device;
     info->n_threads      = m->backend->n_threads;
+    return LC_OK;
+}
+
+int lc_model_profile(const lc_model *m, lc_profile_report *out) {
+    if (!m) return lc_fail(LC_ERR_INVALID_ARG, "lc_model_profile: NULL model");
+    return lc_backend_profile_get(m->backend, out);
+}
+
+int lc_model_profile_reset(lc_model *m) {
+    if (!m) return lc_fail(LC_ERR_INVALID_ARG, "lc_model_profile_reset: NULL model");
+    return lc_backend_profile_reset(m->backend);
+}
+
+int lc_model_memory(lc_model *m, lc_memory_report *out) {
+    if (!m) return lc_fail(LC_ERR_INVALID_ARG, "lc_model_memory: NULL model");
+    return lc_backend_profile_memory(m->backend, out);
+}
+
+int lc_model_device_name(const lc_model *m, char *buf, size_t cap) {
+    if (!m || !buf || !cap) return lc_fail(LC_ERR_INVALID_ARG, "lc_model_device_name: bad argument");
+    lc_backend_device_name(m->backend, buf, cap);
     return LC_OK;
 }
 

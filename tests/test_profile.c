@@ -1,0 +1,198 @@
+/*
+ * test_profile.c — the profiling backend (backend/profile.c) on the CPU: a generated tiny model
+ * run through the wrapped backend gives the same logits as the plain one at every step
+ * (prefill and decode); matmul and attn_dense are counted in both phases; times are >= 0 and
+ * the categories add up to the total; memory counts the weights exactly as the model does and
+ * the KV pools as exactly pages x page bytes, back to zero when the context is freed; the
+ * wrapper copies the inner backend's fields and passes through ops it does not time. Not a
+ * timed test: no time is compared with a bound.
+ */
+#include "backend/profile.h"
+#include "longctx.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static lc_model *load(const char *path, int profile) {
+    lc_model_params mp = lc_model_default_params();
+    mp.device          = LC_DEVICE_CPU;
+    mp.n_threads       = 2;
+    mp.profile         = profile;
+    lc_model *m        = NULL;
+    int       st       = lc_model_load(path, &mp, &m);
+    CHECKF(st == LC_OK, "%s", lc_last_error());
+    return m;
+}
+
+static lc_context *context(lc_model *m) {
+    lc_context_params cp = lc_context_default_params();
+    cp.n_ctx             = 256; /* 4 pages of 64 */
+    cp.page_size         = 64;
+    lc_context *c        = NULL;
+    CHECK(lc_context_create(m, &cp, &c) == LC_OK);
+    return c;
+}
+
+/* Run the same greedy request through both models in lock step; compare logits each step. */
+static void same_logits(lc_model *plain, lc_model *prof, int32_t n_vocab) {
+    lc_context *ca = context(plain), *cb = context(prof);
+    if (!ca || !cb) {
+        lc_context_free(ca), lc_context_free(cb);
+        return;
+    }
+    int32_t prompt[40];
+    for (int i = 0; i < 40; i++) prompt[i] = 30 + (i * 37) % 200; /* ordinary byte tokens */
+    lc_request req = {.prompt = prompt, .n_prompt = 40, .max_tokens = 5,
+                      .sampling = lc_sampling_default(), .ignore_eos = true};
+    req.sampling.temperature = 0.0f;
+    int32_t sa, sb;
+    CHECK(lc_context_add(ca, &req, &sa) == LC_OK);
+    CHECK(lc_context_add(cb, &req, &sb) == LC_OK);
+    int  steps = 0, n_gen = 0;
+    bool done = false, equal = true;
+    while (!done && steps++ < 64) {
+        lc_event ea[4], eb[4];
+        size_t   na = 0, nb = 0;
+        CHECK(lc_context_step(ca, ea, 4, &na) == LC_OK);
+        CHECK(lc_context_step(cb, eb, 4, &nb) == LC_OK);
+        CHECK(na == nb);
+        if (na == 0 || nb == 0) break;
+        const float *la = lc_context_logits(ca, sa), *lb = lc_context_logits(cb, sb);
+        if (la && lb && memcmp(la, lb, sizeof(float) * (size_t)n_vocab) != 0) equal = false;
+        CHECK(ea[0].token == eb[0].token);
+        if (ea[0].token >= 0) n_gen++;
+        if (ea[0].finish != LC_FINISH_NONE) done = true;
+    }
+    CHECK(done && n_gen == 5);
+    CHECKF(equal, "the profiled forward changed the logits");
+
+    lc_profile_report r;
+    CHECK(lc_model_profile(prof, &r) == LC_OK);
+    /* a 40-token prompt in one forward, then decode steps (the first token comes from the
+     * prefill's logits) */
+    CHECKF(r.n_forwards[LC_PROFILE_PREFILL] >= 1, "%lld", (long long)r.n_forwards[LC_PROFILE_PREFILL]);
+    CHECKF(r.n_forwards[LC_PROFILE_DECODE] >= 4, "%lld", (long long)r.n_forwards[LC_PROFILE_DECODE]);
+    for (int ph = LC_PROFILE_DECODE; ph <= LC_PROFILE_PREFILL; ph++) {
+        /* tiny has 2 layers: 7 matmuls each + the output head; one attention per layer */
+        CHECK(r.calls[ph][LC_PROFILE_GEMM] == r.n_forwards[ph] * (2 * 7 + 1));
+        CHECK(r.calls[ph][LC_PROFILE_ATTENTION] == r.n_forwards[ph] * 2);
+        CHECK(r.calls[ph][LC_PROFILE_REST] > 0);
+        double sum = 0, sum_ops = 0;
+        for (int c = 0; c < LC_PROFILE_N_CAT; c++) {
+            CHECK(r.seconds[ph][c] >= 0);
+            sum += r.seconds[ph][c];
+        }
+        for (int i = 0; i < r.n_ops; i++) {
+            CHECK(r.ops[i].seconds[ph] >= 0);
+            sum_ops += r.ops[i].seconds[ph];
+        }
+        CHECK(r.total_s[ph] > 0);
+        CHECKF(fabs(sum - r.total_s[ph]) <= 1e-12 + 1e-9 * r.total_s[ph], "%g vs %g", sum, r.total_s[ph]);
+        CHECKF(fabs(sum_ops - r.total_s[ph]) <= 1e-12 + 1e-9 * r.total_s[ph], "%g vs %g", sum_ops, r.total_s[ph]);
+    }
+    bool named = false;
+    for (int i = 0; i < r.n_ops; i++)
+        if (!strcmp(r.ops[i].name, "attn_dense"))
+            named = r.ops[i].cat == LC_PROFILE_ATTENTION && r.ops[i].calls[LC_PROFILE_DECODE] > 0;
+    CHECK(named);
+    CHECK(lc_model_profile_reset(prof) == LC_OK);
+    CHECK(lc_model_profile(prof, &r) == LC_OK);
+    CHECK(r.total_s[LC_PROFILE_DECODE] == 0 && r.n_forwards[LC_PROFILE_DECODE] == 0 &&
+          r.calls[LC_PROFILE_PREFILL][LC_PROFILE_GEMM] == 0);
+
+    /* memory: KV = pages x page bytes exactly (tiny: 2 layers, 2 KV heads, head dim 16, fp32
+     * on the CPU, K and V, 64-token pages, 256 tokens = 4 pages) */
+    lc_model_info info;
+    lc_model_get_info(prof, &info);
+    lc_memory_report mr;
+    CHECK(lc_model_memory(prof, &mr) == LC_OK);
+    const uint64_t page_bytes = 2ull * 2 * 2 * 64 * 16 * 4;
+    CHECKF(mr.kv_bytes == 4 * page_bytes, "%llu", (unsigned long long)mr.kv_bytes);
+    CHECKF(mr.weight_bytes == info.weight_bytes, "%llu vs %llu",
+           (unsigned long long)mr.weight_bytes, (unsigned long long)info.weight_bytes);
+    CHECK(mr.other_bytes > 0); /* the forward's workspace */
+    CHECK(mr.peak_bytes >= mr.weight_bytes + mr.kv_bytes + mr.other_bytes);
+    CHECK(mr.device_total_bytes == 0); /* CPU */
+    lc_context_remove(ca, sa);
+    lc_context_remove(cb, sb);
+    lc_context_free(ca);
+    lc_context_free(cb);
+    CHECK(lc_model_memory(prof, &mr) == LC_OK);
+    CHECKF(mr.kv_bytes == 0 && mr.other_bytes == 0, "%llu %llu", (unsigned long long)mr.kv_bytes,
+           (unsigned long long)mr.other_bytes);
+    CHECK(mr.peak_bytes >= mr.weight_bytes + 4 * page_bytes);
+}
+
+/* The wrapper on its own: fields copied, untimed ops passed through, ownership of inner. */
+static void wrapper_fields(void) {
+    lc_backend *inner = NULL, *w = NULL;
+    CHECK(lc_backend_cpu_create(2, &inner) == LC_OK);
+    if (!inner) return;
+    CHECK(lc_backend_profile_wrap(inner, false, &w) == LC_OK);
+    if (!w) {
+        inner->free(inner);
+        return;
+    }
+    CHECK(lc_backend_is_profile(w) && !lc_backend_is_profile(inner));
+    CHECK(!strcmp(w->name, inner->name) && w->device == inner->device &&
+          w->weight_type == inner->weight_type && w->kv_type == inner->kv_type &&
+          w->page_size == inner->page_size && w->n_threads == inner->n_threads &&
+          w->impl == inner->impl);
+    /* memory-only: the compute ops are the inner's own functions */
+    CHECK(w->matmul == inner->matmul && w->attn_dense == inner->attn_dense &&
+          w->batch_begin == inner->batch_begin);
+    float *x = w->alloc(w, 64 * sizeof(float), "activations");
+    CHECK(x != NULL);
+    lc_memory_report mr;
+    CHECK(lc_backend_profile_memory(w, &mr) == LC_OK && mr.other_bytes == 64 * sizeof(float));
+    w->dealloc(w, x);
+    CHECK(lc_backend_profile_memory(w, &mr) == LC_OK && mr.other_bytes == 0 &&
+          mr.peak_bytes == 64 * sizeof(float));
+    lc_profile_report r;
+    CHECK(lc_backend_profile_get(w, &r) == LC_OK && r.total_s[LC_PROFILE_DECODE] == 0);
+    CHECK(lc_backend_profile_get(inner, &r) == LC_ERR_INVALID_ARG);
+    char name[64];
+    lc_backend_device_name(w, name, sizeof name);
+    CHECK(!strcmp(name, "cpu"));
+    w->free(w); /* frees inner too (ASan checks) */
+}
+
+int main(void) {
+    const char *dir = getenv("TMPDIR");
+    char        path[512];
+    snprintf(path, sizeof path, "%s/lc_test_profile_%d.gguf", dir && *dir ? dir : "/tmp",
+             (int)getpid());
+    lc_gen_params gp = {.config = "tiny", .path = path, .type = LC_GEN_BF16, .seed = 7};
+    CHECKF(lc_model_generate(&gp) == LC_OK, "%s", lc_last_error());
+
+    lc_model *plain = load(path, LC_PROFILE_OFF);
+    lc_model *prof  = load(path, LC_PROFILE_OPS);
+    lc_model *mem   = load(path, LC_PROFILE_MEMORY);
+    if (plain && prof && mem) {
+        lc_model_info info;
+        lc_model_get_info(plain, &info);
+        same_logits(plain, prof, info.n_vocab);
+        lc_profile_report r;
+        lc_memory_report  mr;
+        CHECK(lc_model_profile(plain, &r) == LC_ERR_INVALID_ARG);
+        CHECK(lc_model_memory(plain, &mr) == LC_ERR_INVALID_ARG);
+        CHECK(lc_model_profile(mem, &r) == LC_OK && r.n_forwards[LC_PROFILE_PREFILL] == 0);
+        CHECK(lc_model_memory(mem, &mr) == LC_OK && mr.weight_bytes == info.weight_bytes);
+        char name[64];
+        CHECK(lc_model_device_name(prof, name, sizeof name) == LC_OK && !strcmp(name, "cpu"));
+        lc_model_params bad = lc_model_default_params();
+        bad.profile         = 7;
+        lc_model *m         = NULL;
+        CHECK(lc_model_load(path, &bad, &m) == LC_ERR_INVALID_ARG && m == NULL);
+    }
+    lc_model_free(plain);
+    lc_model_free(prof);
+    lc_model_free(mem);
+    wrapper_fields();
+    remove(path);
+    TEST_END();
+}
