@@ -6,6 +6,27 @@
  * the CPU backend, device memory for CUDA).
  *
  * Shapes are row-major with the last index contiguous; "rows" are tokens of the batch.
+ *
+ * Sampling (op `sample`, lc_cpu_sample / lc_cuda_sample) draws one token per logit row with
+ * that row's own parameters; the uniform random number comes from the host (the engine's
+ * seeded RNG), so both twins map the same uniform to the same token. Semantics, in order:
+ *   1. repetition penalty on the row's listed tokens (distinct ids): x > 0 ? x / rp : x * rp;
+ *   2. temperature <= 0: greedy, the argmax (the lowest index among equal maxima);
+ *   3. no truncation (top_k off or >= n_vocab, top_p >= 1, min_p <= 0): the draw covers the
+ *      whole vocabulary in index order: the first i with sum_{j<=i} w_j >= u * sum_j w_j,
+ *      w_j = exp((x_j - max) / temperature);
+ *   4. otherwise the candidates are the K largest values, K = top_k if set, else
+ *      LC_SAMPLE_MAX_K, and never more than LC_SAMPLE_MAX_K (a larger top_k is clamped to it),
+ *      sorted by value descending, equal values by index ascending (lowest index first);
+ *      p_j = exp(x_j - max) / Z, where Z sums the candidates when top_k is set and the whole
+ *      vocabulary (exp in float, summed in double) when it is not; top-p keeps the shortest
+ *      prefix whose p sum reaches top_p (all K when they do not: the nucleus is cut at K);
+ *      min-p then keeps the prefix with x_j - max >= log(min_p) (at least one); the draw is
+ *      the inverse CDF over the kept prefix in that order with w_j = exp((x_j - max) / T).
+ * Sums are in double, exp of a candidate in double, whole-vocabulary sums of float expf; the
+ * twins add in different orders and their expf may differ by an ulp, so a uniform (or a
+ * cumulative p against top_p) within ~1e-7 relative of a CDF boundary can pick a neighbour on
+ * the other twin (~1e-15 when top_k is set). NaN logits rank below every number.
  */
 #ifndef LC_BACKEND_H
 #define LC_BACKEND_H
@@ -69,6 +90,28 @@ typedef struct lc_attn_seq {
     const int32_t *page_table;
 } lc_attn_seq;
 
+/* The most candidates sampling considers after top-k (see the sampling notes above). */
+#define LC_SAMPLE_MAX_K 1024
+
+/* Sampling parameters of one logit row (lc_sampling of the request, plus the draw). */
+typedef struct lc_sample_row {
+    double  uniform;        /* in [0, 1), from the host's RNG; unused when greedy */
+    float   temperature;    /* <= 0: greedy */
+    int32_t top_k;          /* 0: off */
+    float   top_p;          /* >= 1: off */
+    float   min_p;          /* <= 0: off */
+    float   repeat_penalty; /* 1: off */
+    int32_t pen_off;        /* the row's penalised tokens: pen_tokens[pen_off, pen_off + pen_n) */
+    int32_t pen_n;          /* (distinct ids in [0, n_vocab); others are ignored) */
+} lc_sample_row;
+
+/* What graph_begin decided (CUDA graphs of a decode step; see graph_begin). */
+typedef enum lc_graph_mode {
+    LC_GRAPH_OFF       = 0, /* issue the ops as usual */
+    LC_GRAPH_CAPTURING = 1, /* issue the ops: they are recorded, not run; then call graph_end */
+    LC_GRAPH_REPLAYED  = 2, /* a recorded graph of these ops was launched: do not issue them */
+} lc_graph_mode;
+
 struct lc_backend {
     const char *name;
     lc_device   device;
@@ -85,6 +128,10 @@ struct lc_backend {
     /* host <-> backend copies */
     int (*upload)(lc_backend *b, void *dst, const void *src, size_t bytes);
     int (*download)(lc_backend *b, void *dst, const void *src, size_t bytes);
+
+    /* Like upload, but may return before the copy is done (the source may be reused at once;
+     * later ops see the data). NULL: use upload. */
+    int (*upload_async)(lc_backend *b, void *dst, const void *src, size_t bytes);
 
     /* Called once per forward before any op that takes the batch's sequences: a backend whose
      * kernels need the sequences (and page tables) in its own memory copies them here. The
@@ -120,6 +167,25 @@ struct lc_backend {
     int (*attn_dense)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                       int32_t n_seqs, const float *q, int32_t n_head, const lc_rope_table *rope,
                       float scale, float *out);
+    /* ids[r] = the token drawn from row r of logits (row r at logits + r * ld, n_vocab floats)
+     * under rows[r] (semantics at the top of this file); rows, pen_tokens and ids in backend
+     * memory; logits are not modified. */
+    int (*sample)(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
+                  int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen_tokens,
+                  int32_t *ids);
+
+    /* Graphs (NULL where unsupported, e.g. the CPU). A forward whose launch shape is a
+     * function of key (the caller's part: buffers, row counts) and of what batch_begin saw
+     * (the backend's part) brackets its ops with graph_begin / graph_end after uploading
+     * its inputs and after batch_begin. graph_begin sets *mode (lc_graph_mode): the first
+     * forward of a shape runs as usual (OFF), the second is captured and launched, later
+     * ones replay it. graph_end(status of the issued ops) ends a capture and launches the
+     * graph; *launched false (with LC_OK) means the capture was abandoned and the caller
+     * issues the ops again as usual. graph_reset drops every graph (buffers they use are
+     * about to be freed). */
+    int (*graph_begin)(lc_backend *b, uint64_t key, int *mode);
+    int (*graph_end)(lc_backend *b, int status, bool *launched);
+    void (*graph_reset)(lc_backend *b);
 };
 
 /* Constructors. The CUDA one returns LC_ERR_UNSUPPORTED when built without CUDA or when no

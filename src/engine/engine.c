@@ -4,6 +4,12 @@
  * chunks up to n_batch tokens, runs one model forward over the batch, samples for every
  * sequence whose prompt is complete, and reports per-sequence events: newly printable text
  * (whole UTF-8 characters, stop strings withheld), prompt progress and finish reasons.
+ *
+ * Sampling runs on the backend (op `sample`) inside the forward, with each sequence's
+ * uniform drawn here from its own seeded RNG, so a GPU step downloads the sampled ids only.
+ * Logits stay in the backend's workspace; lc_context_logits copies a sequence's row on first
+ * use, and a step about to overwrite the workspace first copies the rows of sequences that
+ * will not get new ones (finished or stalled), so every sequence's last logits stay readable.
  */
 #include "engine/sampler.h"
 #include "format/quant.h"
@@ -32,6 +38,8 @@ typedef struct lc_seq {
     bool        reported_finish;
     int32_t     last_sampled; /* token sampled in the current step, -1 if none */
     bool        has_logits;
+    int32_t     logits_row; /* >= 0: its logits are row logits_row of the workspace, not yet
+                               copied to logits */
     float      *logits; /* [n_vocab] */
     lc_kv_seq   kv;
     void      **attn_states; /* [n_layer] */
@@ -51,7 +59,10 @@ struct lc_context {
     lc_attn_seq *aseqs;
     void      ***astates;
     int32_t     *aseq_idx;
-    float       *logits;
+    lc_sample_row *srows;   /* [n_seq_max] */
+    int32_t       *sampled; /* [n_seq_max] */
+    int32_t       *pen;     /* penalised tokens of a step */
+    int64_t        pen_cap;
 };
 
 lc_context_params lc_context_default_params(void) {
@@ -87,7 +98,7 @@ void lc_context_free(lc_context *c) {
     if (c->rope.cos) b->dealloc(b, c->rope.cos);
     if (c->rope.sin) b->dealloc(b, c->rope.sin);
     free(c->ids), free(c->pos), free(c->logit_rows), free(c->logit_seq), free(c->aseqs);
-    free(c->astates), free(c->aseq_idx), free(c->logits);
+    free(c->astates), free(c->aseq_idx), free(c->srows), free(c->sampled), free(c->pen);
     free(c);
 }
 
@@ -160,9 +171,10 @@ int lc_context_create(lc_model *m, const lc_context_params *params, lc_context *
     c->aseqs      = lc_malloc(sizeof(lc_attn_seq) * (size_t)p.n_seq_max, "batch");
     c->astates    = lc_malloc(sizeof(void **) * (size_t)p.n_seq_max, "batch");
     c->aseq_idx   = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
-    c->logits     = lc_malloc(sizeof(float) * (size_t)p.n_seq_max * (size_t)hp->n_vocab, "logits");
+    c->srows      = lc_malloc(sizeof(lc_sample_row) * (size_t)p.n_seq_max, "batch");
+    c->sampled    = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
     if (!c->seqs || !c->ids || !c->pos || !c->logit_rows || !c->logit_seq || !c->aseqs ||
-        !c->astates || !c->aseq_idx || !c->logits) {
+        !c->astates || !c->aseq_idx || !c->srows || !c->sampled) {
         st = LC_ERR_NOMEM;
         goto fail;
     }
@@ -248,6 +260,7 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     }
     s->live         = true;
     s->last_sampled = -1;
+    s->logits_row   = -1;
     s->id           = c->next_id++;
     if (c->next_id <= 0) c->next_id = 1;
     *seq_id = s->id;
@@ -261,9 +274,21 @@ int lc_context_remove(lc_context *c, int32_t seq_id) {
     return LC_OK;
 }
 
+/* Copy a sequence's logit row out of the workspace (once). */
+static int seq_fetch_logits(const lc_context *c, lc_seq *s) {
+    if (s->logits_row < 0) return LC_OK;
+    int st = lc_forward_logits(c->model, c->ws, s->logits_row, s->logits);
+    if (st != LC_OK) return st;
+    s->logits_row = -1;
+    s->has_logits = true;
+    return LC_OK;
+}
+
 const float *lc_context_logits(const lc_context *c, int32_t seq_id) {
-    const lc_seq *s = c ? seq_find(c, seq_id) : NULL;
-    return (s && s->has_logits) ? s->logits : NULL;
+    lc_seq *s = c ? seq_find(c, seq_id) : NULL;
+    if (!s) return NULL;
+    if (s->logits_row >= 0 && seq_fetch_logits(c, s) != LC_OK) return NULL;
+    return s->has_logits ? s->logits : NULL;
 }
 
 int32_t lc_context_n_vocab(const lc_context *c) { return c ? c->model->hp.n_vocab : 0; }
@@ -374,9 +399,53 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         }
     }
     if (rows > 0) {
+        /* the workspace's logits are about to be overwritten: keep the rows of sequences that
+         * get no new ones this step */
+        for (int32_t i = 0; i < c->p.n_seq_max; i++) {
+            lc_seq *s = &c->seqs[i];
+            if (!s->live || s->logits_row < 0) continue;
+            bool renewed = false;
+            for (int32_t li = 0; li < n_logit && !renewed; li++) renewed = c->logit_seq[li] == i;
+            if (renewed) {
+                s->logits_row = -1; /* its old logits expire with this step */
+                s->has_logits = false;
+            } else {
+                int st = seq_fetch_logits(c, s);
+                if (st != LC_OK) return st;
+            }
+        }
+        /* sampling rows: a uniform from each sequence's RNG, its penalty window */
+        bool    any_sample = false;
+        int64_t n_pen      = 0, pen_need = 0;
+        for (int32_t li = 0; li < n_logit; li++) {
+            const lc_seq *s = &c->seqs[c->logit_seq[li]];
+            if (s->n_generated < s->max_tokens) pen_need += lc_sampler_pen_max(&s->sampler, s->n_tokens);
+        }
+        if (pen_need > c->pen_cap) {
+            int32_t *np = realloc(c->pen, sizeof(int32_t) * (size_t)pen_need);
+            if (!np) return lc_fail(LC_ERR_NOMEM, "out of memory for the sampling penalty lists");
+            c->pen     = np;
+            c->pen_cap = pen_need;
+        }
+        for (int32_t li = 0; li < n_logit; li++) {
+            lc_seq        *s = &c->seqs[c->logit_seq[li]];
+            lc_sample_row *r = &c->srows[li];
+            if (s->n_generated >= s->max_tokens) { /* nothing to draw: a greedy placeholder */
+                memset(r, 0, sizeof *r);
+                r->top_p = 1.0f, r->repeat_penalty = 1.0f;
+                continue;
+            }
+            any_sample = true;
+            const int32_t cap = lc_sampler_pen_max(&s->sampler, s->n_tokens);
+            const int32_t np  = lc_sampler_prepare(&s->sampler, s->tokens, s->n_tokens, r,
+                                                   c->pen + n_pen, cap);
+            r->pen_off = (int32_t)n_pen;
+            n_pen += np;
+        }
         lc_batch batch = {rows, c->ids, c->pos, n_aseq, c->aseqs, (void **const *)c->astates,
-                          n_logit, c->logit_rows};
-        int st = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &batch, c->logits);
+                          n_logit, c->logit_rows, any_sample ? c->srows : NULL, c->pen,
+                          (int32_t)n_pen};
+        int st = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &batch, c->sampled);
         if (st != LC_OK) return st;
         for (int32_t a = 0; a < n_aseq; a++) {
             lc_seq *s = &c->seqs[c->aseq_idx[a]];
@@ -384,16 +453,18 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         }
     }
 
-    /* sample, detokenise, emit events */
+    /* take the samples, detokenise, emit events */
     for (int32_t li = 0; li < n_logit; li++) {
-        lc_seq *s = &c->seqs[c->logit_seq[li]];
-        memcpy(s->logits, c->logits + (int64_t)li * V, sizeof(float) * (size_t)V);
-        s->has_logits = true;
+        lc_seq *s     = &c->seqs[c->logit_seq[li]];
+        s->logits_row = li;
+        s->has_logits = false;
         if (s->n_generated >= s->max_tokens) {
             s->finish = LC_FINISH_LENGTH;
             continue;
         }
-        const int32_t tok = lc_sampler_sample(&s->sampler, s->logits, s->tokens, s->n_tokens);
+        const int32_t tok = c->sampled[li];
+        if (tok < 0 || tok >= V)
+            return lc_fail(LC_ERR_INTERNAL, "sampling returned token %d (vocabulary of %d)", tok, V);
         int st = seq_grow_tokens(s);
         if (st != LC_OK) return st;
         s->tokens[s->n_tokens++] = tok;

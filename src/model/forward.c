@@ -3,14 +3,19 @@
  * sequences (DESIGN.md "One step function"): embedding, per layer RMSNorm → Q/K/V (+ qwen2
  * biases) → RoPE on queries (keys are stored pre-RoPE in the paged KV) → attention method →
  * output projection + residual → RMSNorm → SwiGLU FFN + residual; final norm and logits for
- * the requested rows only. All compute goes through the backend's op table.
+ * the requested rows only, then (when asked) sampling on the backend. All compute goes through
+ * the backend's op table. Inputs are uploaded first (asynchronously where the backend can);
+ * a decode step runs as one backend graph where the backend has them (lc_model_forward).
  */
 #include "model/model.h"
 #include "util/util.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+static atomic_uint_fast64_t g_ws_serial = 1;
 
 int lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_max,
                          lc_forward_ws **out) {
@@ -37,8 +42,13 @@ int lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_ma
     ws->logits   = b->alloc(b, (size_t)n_logits_max * (size_t)hp->n_vocab * f, "logits");
     ws->ids      = b->alloc(b, n * sizeof(int32_t), "batch ids");
     ws->pos      = b->alloc(b, n * sizeof(int32_t), "batch positions");
+    ws->lrows    = b->alloc(b, (size_t)n_logits_max * sizeof(int32_t), "logit rows");
+    ws->srows    = b->alloc(b, (size_t)n_logits_max * sizeof(lc_sample_row), "sampling rows");
+    ws->sampled  = b->alloc(b, (size_t)n_logits_max * sizeof(int32_t), "sampled ids");
+    ws->serial   = atomic_fetch_add(&g_ws_serial, 1);
     if (!ws->x || !ws->h || !ws->q || !ws->k || !ws->v || !ws->att || !ws->o || !ws->gate ||
-        !ws->up || !ws->logits_h || !ws->logits || !ws->ids || !ws->pos) {
+        !ws->up || !ws->logits_h || !ws->logits || !ws->ids || !ws->pos || !ws->lrows ||
+        !ws->srows || !ws->sampled) {
         lc_forward_ws_free(m, ws);
         return LC_ERR_NOMEM;
     }
@@ -49,8 +59,10 @@ int lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_ma
 void lc_forward_ws_free(const lc_model *m, lc_forward_ws *ws) {
     if (!ws) return;
     lc_backend *b      = m->backend;
+    if (b->graph_reset) b->graph_reset(b); /* graphs may point into these buffers */
     void       *bufs[] = {ws->x, ws->h, ws->q, ws->k, ws->v, ws->att, ws->o, ws->gate, ws->up,
-                          ws->logits_h, ws->logits, ws->ids, ws->pos};
+                          ws->logits_h, ws->logits, ws->ids, ws->pos, ws->lrows, ws->srows,
+                          ws->sampled, ws->pen};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) b->dealloc(b, bufs[i]);
     free(ws);
@@ -62,23 +74,16 @@ void lc_forward_ws_free(const lc_model *m, lc_forward_ws *ws) {
         if (st_ != LC_OK) return st_;                                                         \
     } while (0)
 
-int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
-                     const lc_attn_method *attn, const lc_batch *batch, float *logits_out) {
+/* The ops of one forward, from the embedding to the sampled ids (inputs already uploaded). */
+static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
+                       const lc_attn_method *attn, const lc_batch *batch) {
     const lc_hparams *hp = &m->hp;
     lc_backend       *b  = m->backend;
     const int64_t     n  = batch->n_rows;
-    if (n <= 0 || n > ws->n_batch || batch->n_logit_rows > ws->n_logits_max ||
-        batch->n_logit_rows > n)
-        return lc_fail(LC_ERR_INVALID_ARG, "forward: batch of %lld rows / %d logit rows exceeds "
-                       "the workspace (%d / %d)", (long long)n, batch->n_logit_rows, ws->n_batch,
-                       ws->n_logits_max);
     const int64_t E = hp->n_embd, QD = (int64_t)hp->n_head * hp->head_dim,
                   KVD = (int64_t)hp->n_head_kv * hp->head_dim;
     const float scale = 1.0f / sqrtf((float)hp->head_dim);
 
-    if (b->batch_begin) TRY(b->batch_begin(b, batch->seqs, batch->n_seqs, kv->page_size));
-    TRY(b->upload(b, ws->ids, batch->ids, sizeof(int32_t) * (size_t)n));
-    TRY(b->upload(b, ws->pos, batch->pos, sizeof(int32_t) * (size_t)n));
     TRY(b->embed(b, &m->tok_embd, ws->ids, n, ws->x));
 
     void *states_stack[64];
@@ -119,16 +124,101 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
 
     const int32_t nl = batch->n_logit_rows;
     if (nl == 0) return LC_OK;
+    /* gather the wanted rows of the residual stream (an embedding lookup into x) */
+    const lc_weight rows_of_x = {n, E, 0 /* f32 */, ws->x};
+    TRY(b->embed(b, &rows_of_x, ws->lrows, nl, ws->logits_h));
+    TRY(b->rmsnorm(b, ws->logits_h, m->output_norm.data, ws->logits_h, nl, E, hp->norm_eps));
+    TRY(b->matmul(b, &m->output, ws->logits_h, ws->logits, nl));
+    if (batch->sample_rows)
+        TRY(b->sample(b, ws->logits, hp->n_vocab, nl, hp->n_vocab, ws->srows, ws->pen, ws->sampled));
+    return LC_OK;
+}
+
+static uint64_t key_mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xBF58476D1CE4E5B9ull;
+}
+
+int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
+                     const lc_attn_method *attn, const lc_batch *batch, int32_t *sampled_out) {
+    lc_backend   *b  = m->backend;
+    const int64_t n  = batch->n_rows;
+    const int32_t nl = batch->n_logit_rows;
+    if (n <= 0 || n > ws->n_batch || nl > ws->n_logits_max || nl > n || nl < 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "forward: batch of %lld rows / %d logit rows exceeds "
+                       "the workspace (%d / %d)", (long long)n, nl, ws->n_batch,
+                       ws->n_logits_max);
     for (int32_t i = 0; i < nl; i++)
         if (batch->logit_rows[i] < 0 || batch->logit_rows[i] >= n)
             return lc_fail(LC_ERR_INVALID_ARG, "forward: logit row %d out of range",
                            batch->logit_rows[i]);
-    /* gather the wanted rows of the residual stream (an embedding lookup into x) */
-    const lc_weight rows_of_x = {n, E, 0 /* f32 */, ws->x};
-    TRY(b->upload(b, ws->ids, batch->logit_rows, sizeof(int32_t) * (size_t)nl));
-    TRY(b->embed(b, &rows_of_x, ws->ids, nl, ws->logits_h));
-    TRY(b->rmsnorm(b, ws->logits_h, m->output_norm.data, ws->logits_h, nl, E, hp->norm_eps));
-    TRY(b->matmul(b, &m->output, ws->logits_h, ws->logits, nl));
-    TRY(b->download(b, logits_out, ws->logits, sizeof(float) * (size_t)nl * (size_t)hp->n_vocab));
+    const bool sampling = batch->sample_rows && nl > 0;
+    if (sampling && (!b->sample || !sampled_out))
+        return lc_fail(LC_ERR_INVALID_ARG, "forward: sampling asked without %s",
+                       b->sample ? "an output" : "a backend sample op");
+    if (sampling)
+        for (int32_t i = 0; i < nl; i++) {
+            const lc_sample_row *r = &batch->sample_rows[i];
+            if (r->pen_n < 0 || r->pen_off < 0 || (int64_t)r->pen_off + r->pen_n > batch->n_pen)
+                return lc_fail(LC_ERR_INVALID_ARG, "forward: sampling row %d names penalty "
+                               "tokens past the %d given", i, batch->n_pen);
+        }
+
+    /* inputs: the batch's sequences, ids, positions, logit rows, sampling rows */
+    int (*up)(lc_backend *, void *, const void *, size_t) =
+        b->upload_async ? b->upload_async : b->upload;
+    if (b->batch_begin) TRY(b->batch_begin(b, batch->seqs, batch->n_seqs, kv->page_size));
+    TRY(up(b, ws->ids, batch->ids, sizeof(int32_t) * (size_t)n));
+    TRY(up(b, ws->pos, batch->pos, sizeof(int32_t) * (size_t)n));
+    if (nl > 0) TRY(up(b, ws->lrows, batch->logit_rows, sizeof(int32_t) * (size_t)nl));
+    if (sampling) {
+        if (batch->n_pen > ws->pen_cap || !ws->pen) {
+            int64_t cap = ws->pen_cap ? ws->pen_cap : 256;
+            while (cap < batch->n_pen) cap *= 2;
+            if (ws->pen) b->dealloc(b, ws->pen);
+            ws->pen_cap = 0;
+            ws->pen     = b->alloc(b, sizeof(int32_t) * (size_t)cap, "penalised tokens");
+            if (!ws->pen) return LC_ERR_NOMEM;
+            ws->pen_cap = cap;
+        }
+        TRY(up(b, ws->srows, batch->sample_rows, sizeof(lc_sample_row) * (size_t)nl));
+        if (batch->n_pen > 0)
+            TRY(up(b, ws->pen, batch->pen_tokens, sizeof(int32_t) * (size_t)batch->n_pen));
+    }
+
+    /* a decode step (one row per sequence, each sampled) runs as a graph where there are */
+    bool decode = sampling && b->graph_begin && nl == n && batch->n_seqs == n;
+    for (int32_t i = 0; i < batch->n_seqs && decode; i++) decode = batch->seqs[i].n_rows == 1;
+    int mode = LC_GRAPH_OFF;
+    if (decode) {
+        uint64_t key = key_mix(0, ws->serial);
+        key          = key_mix(key, (uint64_t)(uintptr_t)m);
+        key          = key_mix(key, (uint64_t)(uintptr_t)kv);
+        key          = key_mix(key, (uint64_t)(uintptr_t)rope);
+        key          = key_mix(key, (uint64_t)(uintptr_t)attn);
+        key          = key_mix(key, (uint64_t)(uintptr_t)ws->pen);
+        key          = key_mix(key, (uint64_t)n);
+        key          = key_mix(key, (uint64_t)batch->n_seqs);
+        TRY(b->graph_begin(b, key, &mode));
+    }
+    int st = LC_OK;
+    if (mode != LC_GRAPH_REPLAYED) {
+        st = forward_ops(m, ws, kv, rope, attn, batch);
+        if (mode == LC_GRAPH_CAPTURING) {
+            bool launched = false;
+            st            = b->graph_end(b, st, &launched);
+            if (st == LC_OK && !launched) st = forward_ops(m, ws, kv, rope, attn, batch);
+        }
+    }
+    if (st != LC_OK) return st;
+    if (sampling) TRY(b->download(b, sampled_out, ws->sampled, sizeof(int32_t) * (size_t)nl));
     return LC_OK;
+}
+
+int lc_forward_logits(const lc_model *m, const lc_forward_ws *ws, int32_t i, float *dst) {
+    if (i < 0 || i >= ws->n_logits_max)
+        return lc_fail(LC_ERR_INVALID_ARG, "logit row %d out of range", i);
+    lc_backend   *b = m->backend;
+    const int64_t V = m->hp.n_vocab;
+    return b->download(b, dst, ws->logits + (int64_t)i * V, sizeof(float) * (size_t)V);
 }

@@ -69,8 +69,15 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
 /* Scratch for one forward of up to n_batch rows, in backend memory. */
 typedef struct lc_forward_ws {
     int32_t n_batch, n_logits_max;
-    float  *x, *h, *q, *k, *v, *att, *o, *gate, *up, *logits_h, *logits;
+    float  *x, *h, *q, *k, *v, *att, *o, *gate, *up, *logits_h;
+    float  *logits; /* [n_logits_max][n_vocab]: the last forward's logit rows */
     int32_t *ids, *pos; /* backend copies of the batch's ids / positions */
+    int32_t *lrows;     /* backend copy of the logit rows */
+    lc_sample_row *srows; /* backend copy of the sampling rows */
+    int32_t       *sampled; /* [n_logits_max] sampled ids */
+    int32_t       *pen;     /* penalised tokens, pen_cap of them (grown on demand) */
+    int64_t        pen_cap;
+    uint64_t       serial;  /* unique per workspace (part of the graph key) */
 } lc_forward_ws;
 
 int  lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_max,
@@ -88,11 +95,21 @@ typedef struct lc_batch {
     void **const      *attn_states; /* [n_seqs][n_layer] method state, may be NULL */
     int32_t            n_logit_rows;
     const int32_t     *logit_rows;
+    /* sampling (may be NULL): one row of parameters per logit row, their penalised tokens */
+    const lc_sample_row *sample_rows;
+    const int32_t       *pen_tokens;
+    int32_t              n_pen;
 } lc_batch;
 
-/* Run the forward; writes the KV of every row and the logits of the requested rows into
- * logits_out (host, [n_logit_rows][n_vocab]). */
+/* Run the forward: writes the KV of every row, leaves the logits of the requested rows in
+ * ws->logits (backend memory, read them with lc_forward_logits) and, with sample_rows, draws
+ * one token per logit row on the backend into sampled_out (host, [n_logit_rows]). A decode
+ * step (one row per sequence, every row sampled) on a backend with graphs runs as one graph
+ * (the backend's graph_begin / graph_end; LONGCTX_CUDA_GRAPHS=0 turns them off); then the
+ * only host synchronisation is reading the sampled ids. */
 int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
-                     const lc_attn_method *attn, const lc_batch *batch, float *logits_out);
+                     const lc_attn_method *attn, const lc_batch *batch, int32_t *sampled_out);
+/* Copy logit row i (< the last forward's n_logit_rows) to dst (host, n_vocab floats). */
+int lc_forward_logits(const lc_model *m, const lc_forward_ws *ws, int32_t i, float *dst);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * backend_cpu.c — the CPU backend: host memory, weights dequantised to fp32 once at load,
- * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c). Threads:
- * OpenMP for our loops, OpenBLAS's own threads for GEMMs.
+ * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c, cpu_sample.c).
+ * Threads: OpenMP for our loops, OpenBLAS's own threads for GEMMs.
  */
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
@@ -124,6 +124,12 @@ static int cpu_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
     return lc_cpu_attn_dense(kv, s, n, q, nh, r, scale, out);
 }
 
+static int cpu_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
+                      int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen,
+                      int32_t *ids) {
+    return lc_cpu_sample(logits, ld, n_rows, n_vocab, rows, pen, ids);
+}
+
 static void cpu_free(lc_backend *b) { free(b); }
 
 int lc_backend_cpu_create(int n_threads, lc_backend **out) {
@@ -164,6 +170,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->add         = cpu_add;
     b->kv_write    = cpu_kv_write;
     b->attn_dense  = cpu_attn_dense;
+    b->sample      = cpu_sample; /* no upload_async (upload is a memcpy) and no graphs */
     *out           = b;
     return LC_OK;
 }

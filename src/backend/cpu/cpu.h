@@ -21,6 +21,8 @@ int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t
 int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
                       float *out);
+int lc_cpu_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n_vocab,
+                  const lc_sample_row *rows, const int32_t *pen_tokens, int32_t *ids);
 
 /* fp32 -> fp16 (round to nearest even) over n elements. */
 void lc_cpu_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);

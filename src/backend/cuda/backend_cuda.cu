@@ -1,7 +1,26 @@
 // backend_cuda.cu — the CUDA backend object (backend/backend.h): device selection, its stream,
 // device memory, host<->device copies, bf16 weights, the per-forward batch upload (sequences
-// and page tables copied once, read by every layer's KV write and attention), and the op
-// table over the kernels of elementwise.cu, rope_embed_kv.cu, weights_gemm.cu, attention.cu.
+// and page tables copied once, read by every layer's KV write and attention), the op table
+// over the kernels of elementwise.cu, rope_embed_kv.cu, weights_gemm.cu, attention.cu,
+// sampling.cu, and CUDA graphs of decode steps.
+//
+// Copies. Uploads go through a pinned staging ring (cudaMemcpyAsync on the backend's stream,
+// the caller's buffer free again at return; large ones synchronously); small downloads come
+// back through a pinned buffer. So a decode step's only host synchronisation is the download
+// of its sampled ids.
+//
+// Graphs (graph_begin / graph_end). A decode step's launch shape is a function of the
+// caller's key (its buffers and row counts) and of what batch_begin saw: the number of
+// sequences and the decode attention's split count. The split count is chosen from the
+// longest sequence rounded up to a power of two of keys (at least one page), eager or not,
+// so a captured graph stays valid while the sequences grow within a bucket — the kernels read
+// the lengths from the uploaded batch image — and graphs on or off compute the same numbers.
+// The first step of a shape runs eagerly (it sizes the backend's buffers and plans), the
+// second is captured (cudaStreamBeginCapture on the backend stream), instantiated and
+// launched, later ones replay it. Buffers the graphs point into (the GEMM input, attention
+// partials, the sampling scratch, the batch image) bump an epoch when reallocated; a graph of an older epoch is
+// re-captured and patched into its executable with cudaGraphExecUpdate (re-instantiated if
+// that fails). LONGCTX_CUDA_GRAPHS=0 in the environment (read at each step) turns graphs off.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
@@ -28,7 +47,7 @@ struct cuda_impl {
     // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
     const lc_attn_seq *host_seqs;
     int32_t            n_seqs, n_dec, n_pre, max_rows, max_pre_rows;
-    int64_t            pre_tiles;
+    int64_t            pre_tiles; // key pages of the prefill sequences (attention scratch)
     int64_t            max_dec_keys;
     unsigned char     *h_batch; // pinned
     unsigned char     *d_batch;
@@ -38,6 +57,24 @@ struct cuda_impl {
     int32_t           *d_dec, *d_pre;
     float             *part;
     size_t             part_floats;
+    void              *samp; // sampling scratch
+    size_t             samp_bytes;
+    // pinned upload ring and download bounce buffer
+    unsigned char *h_up;
+    size_t         up_cap, up_used;
+    cudaEvent_t    up_done; // the last copy out of h_up
+    unsigned char *h_down;
+    size_t         down_cap;
+    // graphs
+    uint64_t    epoch; // bumped when a buffer graphs point into is reallocated
+    bool        capturing, spoiled;
+    int         cap_slot;
+    uint64_t    use_clock;
+    struct graph_slot {
+        bool            used, broken; // broken: failed to capture, always run eagerly
+        uint64_t        key, epoch, last_use;
+        cudaGraphExec_t exec; // nullptr: seen once (ran eagerly), not captured yet
+    } graphs[16];
 };
 
 static cuda_impl *impl_of(lc_backend *b) { return (cuda_impl *)b->impl; }
@@ -61,13 +98,47 @@ static void cuda_dealloc(lc_backend *, void *p) {
     if (p) cudaFree(p);
 }
 
-static int cuda_upload(lc_backend *, void *dst, const void *src, size_t bytes) {
-    LC_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+static int no_copy_in_capture(cuda_impl *im, const char *what) {
+    // a copy inside a capture would be recorded, not run (and replayed from a stale source)
+    im->spoiled = true;
+    return lc_fail(LC_ERR_INTERNAL, "cuda: %s inside a graph capture", what);
+}
+
+// Upload: small copies are staged in the pinned ring and copied asynchronously on the
+// backend's stream (ordered before every later op; src is free again at return); large ones
+// are copied and waited for.
+static int cuda_upload(lc_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *im = impl_of(b);
+    if (bytes == 0) return LC_OK;
+    if (im->capturing) return no_copy_in_capture(im, "upload");
+    if (bytes > im->up_cap / 4) {
+        LC_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
+        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+        return LC_OK;
+    }
+    if (im->up_used + bytes > im->up_cap) { // wrap: every earlier copy precedes the last one
+        LC_CUDA_TRY(cudaEventSynchronize(im->up_done));
+        im->up_used = 0;
+    }
+    unsigned char *stage = im->h_up + im->up_used;
+    memcpy(stage, src, bytes);
+    LC_CUDA_TRY(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, im->stream));
+    LC_CUDA_TRY(cudaEventRecord(im->up_done, im->stream));
+    im->up_used += (bytes + 255) & ~(size_t)255;
     return LC_OK;
 }
 
-static int cuda_download(lc_backend *, void *dst, const void *src, size_t bytes) {
-    LC_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+// Download: waits for the stream (so for every op before it), through the pinned buffer when
+// the copy fits there.
+static int cuda_download(lc_backend *b, void *dst, const void *src, size_t bytes) {
+    cuda_impl *im = impl_of(b);
+    if (bytes == 0) return LC_OK;
+    if (im->capturing) return no_copy_in_capture(im, "download");
+    const bool bounce = bytes <= im->down_cap;
+    LC_CUDA_TRY(cudaMemcpyAsync(bounce ? im->h_down : dst, src, bytes, cudaMemcpyDeviceToHost,
+                                im->stream));
+    LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+    if (bounce) memcpy(dst, im->h_down, bytes);
     return LC_OK;
 }
 
@@ -122,6 +193,11 @@ static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float 
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 or f16)", w->type);
     const size_t need = (size_t)n * (size_t)w->cols;
     if (need > im->xb_elems) {
+        if (im->capturing) { // cannot allocate inside a capture: give it up, run eagerly
+            im->spoiled = true;
+            return lc_fail(LC_ERR_INTERNAL, "cuda matmul: input buffer too small in a capture");
+        }
+        im->epoch++;
         LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
         cuda_dealloc(b, im->xb);
         im->xb_elems = 0;
@@ -167,6 +243,7 @@ static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_se
     // the previous batch's copy must be done before the pinned image is rewritten
     LC_CUDA_TRY(cudaEventSynchronize(im->batch_copied));
     if (total > im->batch_cap) {
+        im->epoch++;
         LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
         cudaFreeHost(im->h_batch);
         cudaFree(im->d_batch);
@@ -209,6 +286,15 @@ static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_se
     return LC_OK;
 }
 
+// The key count the decode split is chosen for: the longest sequence's, rounded up to a power
+// of two (at least a page), so that the split count — part of a graph's launch shape —
+// changes only when the longest sequence doubles.
+static int64_t key_bucket(int64_t keys) {
+    int64_t k = 64;
+    while (k < keys) k <<= 1;
+    return k;
+}
+
 static int check_batch(cuda_impl *im, const lc_attn_seq *seqs, int32_t n_seqs, const char *op) {
     if (seqs != im->host_seqs || n_seqs != im->n_seqs)
         return lc_fail(LC_ERR_INTERNAL, "cuda %s: the batch was not announced by batch_begin", op);
@@ -238,10 +324,15 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     bt.n_pre        = im->n_pre;
     bt.max_pre_rows = im->max_pre_rows;
     bt.pre_tiles    = im->pre_tiles;
-    bt.n_splits     = lc_cuda_attn_splits(kv->n_kv_head, im->n_dec, im->max_dec_keys);
+    bt.n_splits     = lc_cuda_attn_splits(kv->n_kv_head, im->n_dec, key_bucket(im->max_dec_keys));
     const size_t need = (size_t)im->n_dec * (size_t)n_head * (size_t)bt.n_splits *
                         (size_t)(kv->head_dim + 2);
     if (bt.n_splits > 1 && need > im->part_floats) {
+        if (im->capturing) {
+            im->spoiled = true;
+            return lc_fail(LC_ERR_INTERNAL, "cuda attention: partials too small in a capture");
+        }
+        im->epoch++;
         LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
         cuda_dealloc(b, im->part);
         im->part_floats = 0;
@@ -253,19 +344,168 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
 }
 
+static int cuda_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
+                       int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen,
+                       int32_t *ids) {
+    cuda_impl   *im   = impl_of(b);
+    const size_t need = lc_cuda_sample_scratch_bytes(n_rows, n_vocab);
+    if (need > im->samp_bytes) {
+        if (im->capturing) {
+            im->spoiled = true;
+            return lc_fail(LC_ERR_INTERNAL, "cuda sample: scratch too small in a capture");
+        }
+        im->epoch++;
+        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+        cuda_dealloc(b, im->samp);
+        im->samp_bytes = 0;
+        im->samp       = cuda_alloc(b, need, "sampling scratch");
+        if (!im->samp) return LC_ERR_NOMEM;
+        im->samp_bytes = need;
+    }
+    return lc_cuda_sample(logits, ld, n_rows, n_vocab, rows, pen, ids, im->samp, im->samp_bytes);
+}
+
+// ---- graphs --------------------------------------------------------------------------------
+
+static bool graphs_enabled(void) {
+    const char *e = getenv("LONGCTX_CUDA_GRAPHS");
+    return !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "false") == 0));
+}
+
+static uint64_t mix64(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0x94D049BB133111EBull;
+}
+
+static void graph_slot_clear(cuda_impl::graph_slot *g) {
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    memset(g, 0, sizeof *g);
+}
+
+static int cuda_graph_begin(lc_backend *b, uint64_t key, int *mode) {
+    cuda_impl *im = impl_of(b);
+    *mode         = LC_GRAPH_OFF;
+    if (!graphs_enabled() || im->capturing) return LC_OK;
+    // the backend's part of the launch shape: what batch_begin saw
+    uint64_t k = mix64(key, (uint64_t)im->n_seqs);
+    k          = mix64(k, (uint64_t)im->n_dec);
+    k          = mix64(k, (uint64_t)im->n_pre);
+    k          = mix64(k, (uint64_t)im->max_rows);
+    k          = mix64(k, (uint64_t)im->max_pre_rows);
+    k          = mix64(k, (uint64_t)(im->n_dec > 0 ? key_bucket(im->max_dec_keys) : 0));
+    const int  n_slots = (int)(sizeof im->graphs / sizeof im->graphs[0]);
+    im->use_clock++;
+    int slot = -1;
+    for (int i = 0; i < n_slots && slot < 0; i++)
+        if (im->graphs[i].used && im->graphs[i].key == k) slot = i;
+    if (slot >= 0) {
+        cuda_impl::graph_slot *g = &im->graphs[slot];
+        g->last_use              = im->use_clock;
+        if (g->broken) return LC_OK;
+        if (g->exec && g->epoch == im->epoch) {
+            LC_CUDA_TRY(cudaGraphLaunch(g->exec, im->stream));
+            *mode = LC_GRAPH_REPLAYED;
+            return LC_OK;
+        }
+        LC_CUDA_TRY(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal));
+        im->capturing = true;
+        im->spoiled   = false;
+        im->cap_slot  = slot;
+        *mode         = LC_GRAPH_CAPTURING;
+        return LC_OK;
+    }
+    // first sight of this shape: remember it and run eagerly (sizing buffers and plans)
+    for (int i = 0; i < n_slots && slot < 0; i++)
+        if (!im->graphs[i].used) slot = i;
+    if (slot < 0) {
+        slot = 0;
+        for (int i = 1; i < n_slots; i++)
+            if (im->graphs[i].last_use < im->graphs[slot].last_use) slot = i;
+        graph_slot_clear(&im->graphs[slot]);
+    }
+    cuda_impl::graph_slot *g = &im->graphs[slot];
+    g->used                  = true;
+    g->key                   = k;
+    g->last_use              = im->use_clock;
+    return LC_OK;
+}
+
+static int cuda_graph_end(lc_backend *b, int status, bool *launched) {
+    cuda_impl *im = impl_of(b);
+    *launched     = false;
+    if (!im->capturing) return status;
+    cudaGraph_t       graph = nullptr;
+    const cudaError_t e     = cudaStreamEndCapture(im->stream, &graph);
+    im->capturing           = false;
+    cuda_impl::graph_slot *g = &im->graphs[im->cap_slot];
+    if (status != LC_OK || e != cudaSuccess || !graph) {
+        // give the capture up; the caller issues the ops eagerly (an error they hit again
+        // is reported then). A shape that fails to capture for another reason than a buffer
+        // to grow is not tried again.
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        if (!im->spoiled) {
+            lc_log(LC_LOG_WARN, "cuda: a decode step could not be captured as a graph (%s); "
+                   "running it without", e != cudaSuccess ? cudaGetErrorString(e) : lc_last_error());
+            if (g->exec) cudaGraphExecDestroy(g->exec);
+            g->exec   = nullptr;
+            g->broken = true;
+        }
+        im->spoiled = false;
+        lc_clear_error();
+        return LC_OK;
+    }
+    if (g->exec) { // same topology, new pointers or grids: patch the executable in place
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(g->exec, graph, &info) != cudaSuccess) {
+            cudaGetLastError();
+            cudaGraphExecDestroy(g->exec);
+            g->exec = nullptr;
+        }
+    }
+    if (!g->exec) {
+        const cudaError_t ie = cudaGraphInstantiate(&g->exec, graph, 0);
+        if (ie != cudaSuccess) {
+            cudaGraphDestroy(graph);
+            g->exec = nullptr;
+            return lc_fail(LC_ERR_INTERNAL, "CUDA graph instantiation failed: %s",
+                           cudaGetErrorString(ie));
+        }
+    }
+    cudaGraphDestroy(graph);
+    g->epoch = im->epoch;
+    LC_CUDA_TRY(cudaGraphLaunch(g->exec, im->stream));
+    *launched = true;
+    return LC_OK;
+}
+
+static void cuda_graph_reset(lc_backend *b) {
+    cuda_impl *im = impl_of(b);
+    if (im->capturing) return;
+    cudaStreamSynchronize(im->stream);
+    for (size_t i = 0; i < sizeof im->graphs / sizeof im->graphs[0]; i++)
+        graph_slot_clear(&im->graphs[i]);
+}
+
 static void cuda_free(lc_backend *b) {
     if (!b) return;
     cuda_impl *im = impl_of(b);
     if (im) {
         if (im->stream) cudaStreamSynchronize(im->stream);
+        for (size_t i = 0; i < sizeof im->graphs / sizeof im->graphs[0]; i++)
+            graph_slot_clear(&im->graphs[i]);
         lc_cuda_gemm_free(im->gemm);
         cudaFree(im->staging);
         cudaFree(im->xb);
         cudaFree(im->part);
+        cudaFree(im->samp);
         lc_cuda_attn_free_scratch();
         cudaFree(im->d_batch);
         cudaFreeHost(im->h_batch);
+        cudaFreeHost(im->h_up);
+        cudaFreeHost(im->h_down);
         if (im->batch_copied) cudaEventDestroy(im->batch_copied);
+        if (im->up_done) cudaEventDestroy(im->up_done);
         if (im->stream) {
             if (g_stream == im->stream) g_stream = nullptr;
             cudaStreamDestroy(im->stream);
@@ -298,8 +538,17 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     int st     = LC_OK;
     // a blocking stream: it orders with the synchronous copies of upload/download
     if (cudaStreamCreate(&im->stream) != cudaSuccess ||
-        cudaEventCreateWithFlags(&im->batch_copied, cudaEventDisableTiming) != cudaSuccess)
+        cudaEventCreateWithFlags(&im->batch_copied, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&im->up_done, cudaEventDisableTiming) != cudaSuccess)
         st = lc_fail(LC_ERR_INTERNAL, "could not create a CUDA stream");
+    if (st == LC_OK) {
+        im->up_cap = im->down_cap = 4u << 20;
+        if (cudaMallocHost((void **)&im->h_up, im->up_cap) != cudaSuccess ||
+            cudaMallocHost((void **)&im->h_down, im->down_cap) != cudaSuccess) {
+            cudaGetLastError();
+            st = lc_fail(LC_ERR_NOMEM, "out of pinned host memory for the CUDA copy buffers");
+        }
+    }
     if (st == LC_OK) lc_cuda_set_stream(im->stream);
     if (st == LC_OK) st = lc_cuda_gemm_create(&im->gemm);
     if (st == LC_OK) {
@@ -307,7 +556,8 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
         im->staging       = cuda_alloc(b, im->staging_bytes, "weight upload staging");
         if (!im->staging) st = LC_ERR_NOMEM;
     }
-    if (st == LC_OK) st = cudaEventRecord(im->batch_copied, im->stream) == cudaSuccess
+    if (st == LC_OK) st = cudaEventRecord(im->batch_copied, im->stream) == cudaSuccess &&
+                                  cudaEventRecord(im->up_done, im->stream) == cudaSuccess
                               ? LC_OK : lc_fail(LC_ERR_INTERNAL, "CUDA event");
     if (st != LC_OK) {
         cuda_free(b);
@@ -321,8 +571,9 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->page_size   = 64; /* one page = one key tile of the attention kernels (attention.cu) */
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;
-    b->upload      = cuda_upload;
-    b->download    = cuda_download;
+    b->upload       = cuda_upload;
+    b->upload_async = cuda_upload; /* the same: small copies never wait */
+    b->download     = cuda_download;
     b->batch_begin = cuda_batch_begin;
     b->weight_load = cuda_weight_load;
     b->weight_free = cuda_weight_free;
@@ -335,6 +586,10 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->add         = cuda_add;
     b->kv_write    = cuda_kv_write;
     b->attn_dense  = cuda_attn_dense;
+    b->sample      = cuda_sample;
+    b->graph_begin = cuda_graph_begin;
+    b->graph_end   = cuda_graph_end;
+    b->graph_reset = cuda_graph_reset;
     *out           = b;
     return LC_OK;
 }

@@ -40,6 +40,8 @@ typedef struct lc_cuda_attn_batch {
     int64_t            pre_tiles;    /* key pages (64 keys) of the prefill sequences, summed */
 } lc_cuda_attn_batch;
 int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
+/* The prefill kernel's scratch (rotated fp16 keys and fp16 values of the prefill sequences),
+ * grown on demand by lc_cuda_attn_dense; the backend frees it when it is destroyed. */
 void lc_cuda_attn_free_scratch(void);
 int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale, float *out);
@@ -59,6 +61,14 @@ int  lc_cuda_gemm_create(lc_cuda_gemm **out);
 void lc_cuda_gemm_free(lc_cuda_gemm *g);
 int  lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, int64_t k,
                     const void *x, int64_t n, float *y);
+
+/* Sampling (twin of lc_cpu_sample; backend/backend.h): rows, pen_tokens and ids in device
+ * memory; scratch: device memory of lc_cuda_sample_scratch_bytes(n_rows, n_vocab) bytes (or
+ * more). The launch shape depends on n_rows and n_vocab only (graph-capturable). */
+size_t lc_cuda_sample_scratch_bytes(int32_t n_rows, int32_t n_vocab);
+int    lc_cuda_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n_vocab,
+                      const lc_sample_row *rows, const int32_t *pen_tokens, int32_t *ids,
+                      void *scratch, size_t scratch_bytes);
 
 /* The cudaStream_t the ops run on (for timing with events from C). */
 void *lc_cuda_stream_handle(void);
