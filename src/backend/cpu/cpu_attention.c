@@ -161,7 +161,9 @@ static void gemm_nt(int M, int N, int K, const float *A, int lda, const float *B
             float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
             for (int k = 0; k < K; k++) acc += A[i * lda + k] * B[j * ldb + k];
-            C[i * ldc + j] = beta * C[i * ldc + j] + acc;
+            /* beta = 0: C is not read (as in BLAS) — the scratch may hold -inf or NaN from an
+             * earlier tile, and 0 · -inf is NaN */
+            C[i * ldc + j] = beta == 0.0f ? acc : beta * C[i * ldc + j] + acc;
         }
 }
 
