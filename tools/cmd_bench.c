@@ -527,7 +527,10 @@ int cmd_bench(int argc, char **argv) {
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     cpu_name(cpu, sizeof cpu);
-    run_cmd_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    /* LC_COMMIT names the commit where the tree is a copy without its own git metadata */
+    const char *env_commit = getenv("LC_COMMIT");
+    if (env_commit && env_commit[0]) snprintf(commit, sizeof commit, "%s", env_commit);
+    else run_cmd_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
     if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
     const char *wname = o.weights == LC_WEIGHTS_F16    ? "f16"
                         : o.weights == LC_WEIGHTS_BF16 ? "bf16"
