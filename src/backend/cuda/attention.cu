@@ -30,6 +30,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define PAGE 64
 
@@ -500,11 +503,10 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
-    const int         G = a.G, n_packed = sq.n_rows * G, HR = a.half_rot;
+    const int         G = a.G, n_packed = sq.n_rows * G;
     const int         r0 = (gridDim.x - 1 - blockIdx.x) * BM; // longest rows first
     if (r0 >= n_packed) return;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int L   = sq.pos0 + sq.n_rows; // keys of this sequence after this step
 
     // Q tile: fp32 rotated queries -> fp16 in shared memory
     for (int i = tid; i < BM * (D / 4); i += NTH) {
@@ -643,6 +645,212 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
     }
 }
 
+// ---- prefill on Hopper: wgmma (sm_90a) ------------------------------------------------------
+//
+// The same causal tiling as attn_prefill_kernel, with the two products on warpgroup MMAs: a CTA
+// of two warpgroups owns 128 packed rows (64 each); S = Q Kᵀ is m64n64k16 over the head dim
+// with Q from registers and K from shared memory, O += P V is m64nDk16 over the tile's 64 keys
+// with P from registers (the S accumulator layout is the A-operand layout). K and V tiles sit
+// in shared memory as 8x8 "core matrices" of 16 bytes x 8 rows (no swizzle): element (key r,
+// dim c) at ((r / 8) * (D / 8) + c / 8) * 64 + (r % 8) * 8 halves — one layout serves K as a
+// K-major operand and V as an MN-major (transposed) one.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LC_HAVE_WGMMA 1
+#endif
+
+__device__ __forceinline__ uint64_t wgmma_desc(const void *p, uint32_t lbo, uint32_t sbo) {
+    const uint64_t addr = smem_u32(p);
+    return ((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void pin_regs(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#ifdef LC_HAVE_WGMMA
+template <int TRANS>
+__device__ __forceinline__ void wgmma_n64(float d[32], const uint32_t a[4], uint64_t desc, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS));
+}
+template <int TRANS>
+__device__ __forceinline__ void wgmma_n128(float d[64], const uint32_t a[4], uint64_t desc, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS));
+}
+#endif
+
+struct wgmma_strides {
+    uint32_t k_lbo, k_sbo, v_lbo, v_sbo; // descriptor byte strides (see the comment above)
+};
+
+// grid (row blocks, H, n_pre); block 256 = 2 warpgroups x 64 packed rows
+template <int D>
+__global__ void __launch_bounds__(256, 1)
+    attn_prefill_wgmma_kernel(attn_common a, const int32_t *__restrict__ pre_list,
+                              const __half *__restrict__ ks, const __half *__restrict__ vs,
+                              wgmma_strides st) {
+#ifdef LC_HAVE_WGMMA
+    constexpr int BM = 128, BN = PAGE, KS = D / 16, TILE = BN * D;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half *Ks = (__half *)smem_raw; // [2][TILE] core-matrix layout
+    __half *Vs = Ks + 2 * TILE;      // [2][TILE]
+
+    const int         h  = blockIdx.y;
+    const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
+    const int         G = a.G, n_packed = sq.n_rows * G;
+    const int         r0 = (gridDim.x - 1 - blockIdx.x) * BM; // longest rows first
+    if (r0 >= n_packed) return;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int wrow = 16 * warp + (lane >> 2); // this thread's first row in the CTA (+ 8: second)
+
+    const int64_t tile0 = prefill_base_tile(a, pre_list, blockIdx.z);
+    auto load_tile = [&](int kt, int buf) {
+        const int64_t base = ((tile0 + kt) * a.H + h) * (int64_t)TILE;
+        const __half *kg = ks + base, *vg = vs + base;
+        __half       *kd = Ks + buf * TILE, *vd = Vs + buf * TILE;
+#pragma unroll
+        for (int i = tid; i < BN * (D / 8); i += 256) {
+            const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+            const int o = ((r / 8) * (D / 8) + c / 8) * 64 + (r % 8) * 8;
+            cp_async16(kd + o, kg + r * D + c);
+            cp_async16(vd + o, vg + r * D + c);
+        }
+        cp_async_commit();
+    };
+    load_tile(0, 0);
+
+    // Q fragments straight from the fp32 queries (rows past the end: zeros)
+    uint32_t qf[KS][4];
+    int      lim[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int pr = r0 + wrow + 8 * i;
+        lim[i]       = pr < n_packed ? sq.pos0 + pr / G : -1;
+        const float *qrow =
+            pr < n_packed ? a.q + ((int64_t)(sq.row0 + pr / G) * a.n_head + h * G + pr % G) * D : nullptr;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+            for (int hi8 = 0; hi8 < 2; hi8++) {
+                float2 v = make_float2(0.f, 0.f);
+                if (qrow) v = *(const float2 *)(qrow + 16 * kk + 8 * hi8 + 2 * (lane & 3));
+                qf[kk][2 * hi8 + i] = pack_f16(v.x, v.y);
+            }
+    }
+    const int t_lo    = r0 / G, t_hi = (min(n_packed, r0 + BM) - 1) / G;
+    const int n_tiles = (sq.pos0 + t_hi) / BN + 1;
+    const int full    = (sq.pos0 + t_lo + 1) / BN;
+
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int buf = kt & 1;
+        cp_async_wait_all();
+        fence_proxy_async();
+        __syncthreads();
+        if (kt + 1 < n_tiles) load_tile(kt + 1, buf ^ 1);
+        const __half *kb = Ks + buf * TILE, *vb = Vs + buf * TILE;
+
+        float s[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++) s[i] = 0.f;
+        wgmma_fence();
+        pin_regs<32>(s);
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) // k step: dims 16 kk .. + 15 = core matrices 2 kk, 2 kk + 1
+            wgmma_n64<0>(s, qf[kk], wgmma_desc(kb + kk * 2 * 64, st.k_lbo, st.k_sbo), 1);
+        wgmma_commit();
+        wgmma_wait0();
+        pin_regs<32>(s);
+
+        // scale, mask, online softmax: s[4 j + e] = row wrow (+ 8 for e >= 2), key 8 j + 2 (lane % 4) + e % 2
+        const bool need_mask = kt >= full;
+        float      mx[2]     = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kt * BN + 8 * j + 2 * (lane & 3) + (e & 1);
+                float     v   = s[4 * j + e] * a.scale_log2;
+                if (need_mask && key > lim[e >> 1]) v = -INFINITY;
+                s[4 * j + e] = v;
+                mx[e >> 1]   = fmaxf(mx[e >> 1], v);
+            }
+        float corr[2], base[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            const float m_new = fmaxf(m_run[i], mx[i]);
+            base[i]           = m_new == -INFINITY ? 0.f : m_new;
+            corr[i]           = exp2f(m_run[i] - base[i]);
+            m_run[i]          = m_new;
+            l_run[i] *= corr[i];
+        }
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
+            o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
+        }
+        uint32_t pa[4][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                p[e] = exp2f(s[4 * j + e] - base[e >> 1]);
+                l_run[e >> 1] += p[e];
+            }
+            pa[j >> 1][2 * (j & 1)]     = pack_f16(p[0], p[1]);
+            pa[j >> 1][2 * (j & 1) + 1] = pack_f16(p[2], p[3]);
+        }
+        // O += P V: k step t = keys 16 t .. + 15 = key groups 2 t, 2 t + 1
+        wgmma_fence();
+        pin_regs<D / 2>(o);
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const uint64_t dv = wgmma_desc(vb + t * 2 * (D / 8) * 64, st.v_lbo, st.v_sbo);
+            if constexpr (D == 128) wgmma_n128<1>(o, pa[t], dv, 1);
+            else wgmma_n64<1>(o, pa[t], dv, 1);
+        }
+        wgmma_commit();
+        wgmma_wait0();
+        pin_regs<D / 2>(o);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int pr = r0 + wrow + 8 * i;
+        if (pr >= n_packed) continue;
+        const int   t = pr / G, g = pr % G;
+        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
+        float      *op  = a.out + ((int64_t)(sq.row0 + t) * a.n_head + h * G + g) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++)
+            *(float2 *)(op + 8 * j + 2 * (lane & 3)) = make_float2(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+    }
+#endif
+}
+
 // ---- launchers -----------------------------------------------------------------------------
 
 template <int D, bool NEOX> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
@@ -667,6 +875,22 @@ static int sm_count(void) {
             n_sm = 132;
     }
     return n_sm;
+}
+
+// The wgmma prefill kernel runs only when asked for (LONGCTX_PREFILL=wgmma) on compute
+// capability 9.x: it is correct at head dim 128 but, issuing and waiting each product in turn
+// with unswizzled tiles, still ~7% slower than the mma.sync kernel (bench/NOTES.md), and wrong
+// at head dim 64 (not yet found), where the mma.sync kernel is always used.
+static bool use_wgmma(void) {
+    static int v = -1;
+    if (v < 0) {
+        int         dev = 0, major = 0;
+        const char *e   = getenv("LONGCTX_PREFILL");
+        v = e && !strcmp(e, "wgmma") && cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            major == 9;
+    }
+    return v == 1;
 }
 
 // the prefill scratch: grown on demand, freed with the backend
@@ -706,6 +930,20 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
     LC_CUDA_LAUNCHED();
     const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
     dim3      grid((unsigned)blocks, (unsigned)a.H, (unsigned)bt->n_pre);
+    if (D == 128 && use_wgmma()) { // rows per CTA are the same (128); head dim 64: see NOTES
+        static bool wg_configured = false;
+        const int   wsmem         = 4 * PAGE * D * (int)sizeof(__half);
+        if (!wg_configured) {
+            LC_CUDA_TRY(cudaFuncSetAttribute(attn_prefill_wgmma_kernel<D>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, wsmem));
+            wg_configured = true;
+        }
+        // K: 16-byte core-matrix columns along the head dim (LBO 128 B), 8-key groups 16 D B
+        // apart (SBO); V, read transposed: key groups along K (LBO 16 D B), dims along N (SBO)
+        const wgmma_strides st = {128u, 16u * D, 16u * D, 128u};
+        attn_prefill_wgmma_kernel<D><<<grid, 256, wsmem, lc_cuda_stream()>>>(a, bt->pre, ks, vs, st);
+        return LC_OK;
+    }
     attn_prefill_kernel<D, NEOX><<<grid, prefill_cfg<D>::THREADS, smem, lc_cuda_stream()>>>(a, bt->pre, ks, vs);
     return LC_OK;
 }
