@@ -95,6 +95,25 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t r) {
     return pack_f16(bf16_lo(r), bf16_hi(r));
 }
 
+// One online-softmax step for the two rows (lane/4 and + 8) a thread holds in an m16n8 (or
+// m64nN) accumulator: mx = this tile's row maxima over the thread's columns (log2 units),
+// reduced here over the 4 lanes of the row; the running max and sum move on, corr rescales the
+// old sum and output, base is what the tile's scores are exponentiated against (0 while the
+// row has seen only masked keys, so that exp2(-inf - base) = 0 and never NaN).
+__device__ __forceinline__ void online_softmax_step(float mx[2], float m_run[2], float l_run[2],
+                                                    float corr[2], float base[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        const float m_new = fmaxf(m_run[i], mx[i]);
+        base[i]           = m_new == -INFINITY ? 0.f : m_new;
+        corr[i]           = exp2f(m_run[i] - base[i]);
+        m_run[i]          = m_new;
+        l_run[i] *= corr[i];
+    }
+}
+
 // ---- decode --------------------------------------------------------------------------------
 
 // Decode on tensor cores. A CTA owns one (sequence, KV head, split): it streams the split's
@@ -302,16 +321,7 @@ __global__ void __launch_bounds__(128, 2)
                 mx[e >> 1]     = fmaxf(mx[e >> 1], v);
             }
         float corr[2], base[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m_run[i], mx[i]);
-            base[i]           = m_new == -INFINITY ? 0.f : m_new;
-            corr[i]           = exp2f(m_run[i] - base[i]);
-            m_run[i]          = m_new;
-            l_run[i] *= corr[i];
-        }
+        online_softmax_step(mx, m_run, l_run, corr, base);
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
             o[dt][0] *= corr[0], o[dt][1] *= corr[0];
@@ -586,16 +596,7 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
         float corr[2], base[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m_run[i], mx[i]);
-            base[i]           = m_new == -INFINITY ? 0.f : m_new;
-            corr[i]           = exp2f(m_run[i] - base[i]);
-            m_run[i]          = m_new;
-            l_run[i] *= corr[i];
-        }
+        online_softmax_step(mx, m_run, l_run, corr, base);
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
             o[dt][0] *= corr[0], o[dt][1] *= corr[0];
@@ -792,16 +793,7 @@ __global__ void __launch_bounds__(256, 1)
                 mx[e >> 1]   = fmaxf(mx[e >> 1], v);
             }
         float corr[2], base[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m_run[i], mx[i]);
-            base[i]           = m_new == -INFINITY ? 0.f : m_new;
-            corr[i]           = exp2f(m_run[i] - base[i]);
-            m_run[i]          = m_new;
-            l_run[i] *= corr[i];
-        }
+        online_softmax_step(mx, m_run, l_run, corr, base);
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {
             o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
@@ -893,13 +885,8 @@ static bool use_wgmma(void) {
     return v == 1;
 }
 
-// the prefill scratch: grown on demand, freed with the backend
-static void  *g_scratch       = nullptr;
-static size_t g_scratch_bytes = 0;
-
-extern "C" void lc_cuda_attn_free_scratch(void) {
-    if (g_scratch) cudaFree(g_scratch);
-    g_scratch = nullptr, g_scratch_bytes = 0;
+extern "C" size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pre_tiles) {
+    return 2 * (size_t)pre_tiles * (size_t)kv->n_kv_head * PAGE * (size_t)kv->head_dim * sizeof(__half);
 }
 
 template <int D, bool NEOX> static int launch_prefill(const attn_common &a, const lc_cuda_attn_batch *bt) {
@@ -910,20 +897,10 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = true;
     }
-    const size_t half_bytes = (size_t)bt->pre_tiles * a.H * PAGE * D * sizeof(__half);
-    if (2 * half_bytes > g_scratch_bytes) {
-        LC_CUDA_TRY(cudaStreamSynchronize(lc_cuda_stream()));
-        lc_cuda_attn_free_scratch();
-        if (cudaMalloc(&g_scratch, 2 * half_bytes) != cudaSuccess) {
-            cudaGetLastError();
-            g_scratch = nullptr;
-            return lc_fail(LC_ERR_NOMEM, "out of GPU memory for the prefill attention scratch "
-                           "(%.1f MiB: rotated keys and values of %lld pages)",
-                           2 * half_bytes / 1048576.0, (long long)bt->pre_tiles);
-        }
-        g_scratch_bytes = 2 * half_bytes;
-    }
-    __half *ks = (__half *)g_scratch, *vs = ks + half_bytes / sizeof(__half);
+    if (!bt->scratch)
+        return lc_fail(LC_ERR_INVALID_ARG, "cuda attention: no prefill scratch for %lld pages",
+                       (long long)bt->pre_tiles);
+    __half *ks = (__half *)bt->scratch, *vs = ks + (size_t)bt->pre_tiles * a.H * PAGE * D;
     const int strides = (4 * sm_count() + a.H * bt->n_pre - 1) / (a.H * bt->n_pre);
     attn_prefill_rotate_kernel<D, NEOX><<<dim3((unsigned)strides, (unsigned)a.H, (unsigned)bt->n_pre), 128, 0,
                                           lc_cuda_stream()>>>(a, bt->pre, ks, vs);
@@ -955,7 +932,6 @@ extern "C" int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max
     // one wave of the decode kernel (two CTAs per SM), each CTA streaming >= 4 pages
     int64_t       splits = (2 * (int64_t)n_sm + (int64_t)n_kv_head * n_dec - 1) / ((int64_t)n_kv_head * n_dec);
     if (splits > pages / 4) splits = pages / 4;
-    if (splits > pages) splits = pages;
     if (splits < 1) splits = 1;
     return (int)splits;
 }

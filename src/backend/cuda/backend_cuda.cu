@@ -43,7 +43,7 @@ struct cuda_impl {
     void         *staging; // weight upload staging (device)
     size_t        staging_bytes;
     lc_bf16      *xb;      // bf16 copy of a GEMM input
-    size_t        xb_elems;
+    size_t        xb_bytes;
     // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
     const lc_attn_seq *host_seqs;
     int32_t            n_seqs, n_dec, n_pre, max_rows, max_pre_rows;
@@ -56,7 +56,9 @@ struct cuda_impl {
     lc_attn_seq       *d_seqs;
     int32_t           *d_dec, *d_pre;
     float             *part;
-    size_t             part_floats;
+    size_t             part_bytes;
+    void              *pre_scratch; // prefill attention: rotated K and V in fp16
+    size_t             pre_scratch_bytes;
     void              *samp; // sampling scratch
     size_t             samp_bytes;
     // pinned upload ring and download bounce buffer
@@ -187,25 +189,34 @@ static void cuda_weight_free(lc_backend *b, lc_weight *w) {
     w->data = nullptr;
 }
 
+// Grow a device scratch (*buf, capacity *cap bytes) to at least need bytes. Graphs hold its old
+// address, so growing invalidates them (epoch); inside a capture it cannot allocate: the
+// capture is given up and the step runs eagerly.
+static int grow_scratch(lc_backend *b, void **buf, size_t *cap, size_t need, const char *what) {
+    cuda_impl *im = impl_of(b);
+    if (need <= *cap) return LC_OK;
+    if (im->capturing) {
+        im->spoiled = true;
+        return lc_fail(LC_ERR_INTERNAL, "cuda: %s too small in a capture", what);
+    }
+    im->epoch++;
+    LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
+    cuda_dealloc(b, *buf);
+    *cap = 0;
+    *buf = cuda_alloc(b, need, what);
+    if (!*buf) return LC_ERR_NOMEM;
+    *cap = need;
+    return LC_OK;
+}
+
 static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
     cuda_impl *im = impl_of(b);
     if (w->type != LC_TYPE_BF16 && w->type != LC_TYPE_F16)
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 or f16)", w->type);
     const size_t need = (size_t)n * (size_t)w->cols;
-    if (need > im->xb_elems) {
-        if (im->capturing) { // cannot allocate inside a capture: give it up, run eagerly
-            im->spoiled = true;
-            return lc_fail(LC_ERR_INTERNAL, "cuda matmul: input buffer too small in a capture");
-        }
-        im->epoch++;
-        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
-        cuda_dealloc(b, im->xb);
-        im->xb_elems = 0;
-        im->xb       = (lc_bf16 *)cuda_alloc(b, need * 2, "GEMM input (16-bit)");
-        if (!im->xb) return LC_ERR_NOMEM;
-        im->xb_elems = need;
-    }
-    int st = lc_cuda_f32_to_16(x, w->type, im->xb, (int64_t)need);
+    int st = grow_scratch(b, (void **)&im->xb, &im->xb_bytes, need * 2, "GEMM input (16-bit)");
+    if (st != LC_OK) return st;
+    st = lc_cuda_f32_to_16(x, w->type, im->xb, (int64_t)need);
     if (st != LC_OK) return st;
     return lc_cuda_gemm16(im->gemm, w->type, w->data, w->rows, w->cols, im->xb, n, y);
 }
@@ -326,21 +337,16 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     bt.pre_tiles    = im->pre_tiles;
     bt.n_splits     = lc_cuda_attn_splits(kv->n_kv_head, im->n_dec, key_bucket(im->max_dec_keys));
     const size_t need = (size_t)im->n_dec * (size_t)n_head * (size_t)bt.n_splits *
-                        (size_t)(kv->head_dim + 2);
-    if (bt.n_splits > 1 && need > im->part_floats) {
-        if (im->capturing) {
-            im->spoiled = true;
-            return lc_fail(LC_ERR_INTERNAL, "cuda attention: partials too small in a capture");
-        }
-        im->epoch++;
-        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
-        cuda_dealloc(b, im->part);
-        im->part_floats = 0;
-        im->part        = (float *)cuda_alloc(b, need * sizeof(float), "attention partials");
-        if (!im->part) return LC_ERR_NOMEM;
-        im->part_floats = need;
-    }
-    bt.part = im->part;
+                        (size_t)(kv->head_dim + 2) * sizeof(float);
+    if (bt.n_splits > 1)
+        st = grow_scratch(b, (void **)&im->part, &im->part_bytes, need, "attention partials");
+    if (st == LC_OK && im->n_pre > 0)
+        st = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes,
+                          lc_cuda_attn_prefill_scratch_bytes(kv, im->pre_tiles),
+                          "prefill attention scratch (rotated keys and values, fp16)");
+    if (st != LC_OK) return st;
+    bt.part    = im->part;
+    bt.scratch = im->pre_scratch;
     return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
 }
 
@@ -348,20 +354,9 @@ static int cuda_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n
                        int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen,
                        int32_t *ids) {
     cuda_impl   *im   = impl_of(b);
-    const size_t need = lc_cuda_sample_scratch_bytes(n_rows, n_vocab);
-    if (need > im->samp_bytes) {
-        if (im->capturing) {
-            im->spoiled = true;
-            return lc_fail(LC_ERR_INTERNAL, "cuda sample: scratch too small in a capture");
-        }
-        im->epoch++;
-        LC_CUDA_TRY(cudaStreamSynchronize(im->stream));
-        cuda_dealloc(b, im->samp);
-        im->samp_bytes = 0;
-        im->samp       = cuda_alloc(b, need, "sampling scratch");
-        if (!im->samp) return LC_ERR_NOMEM;
-        im->samp_bytes = need;
-    }
+    const int    st   = grow_scratch(b, &im->samp, &im->samp_bytes,
+                                     lc_cuda_sample_scratch_bytes(n_rows, n_vocab), "sampling scratch");
+    if (st != LC_OK) return st;
     return lc_cuda_sample(logits, ld, n_rows, n_vocab, rows, pen, ids, im->samp, im->samp_bytes);
 }
 
@@ -499,7 +494,7 @@ static void cuda_free(lc_backend *b) {
         cudaFree(im->xb);
         cudaFree(im->part);
         cudaFree(im->samp);
-        lc_cuda_attn_free_scratch();
+        cudaFree(im->pre_scratch);
         cudaFree(im->d_batch);
         cudaFreeHost(im->h_batch);
         cudaFreeHost(im->h_up);

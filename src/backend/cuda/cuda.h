@@ -38,11 +38,12 @@ typedef struct lc_cuda_attn_batch {
     int32_t            n_pre;
     int32_t            max_pre_rows; /* >= every prefill sequence's n_rows */
     int64_t            pre_tiles;    /* key pages (64 keys) of the prefill sequences, summed */
+    void              *scratch;      /* lc_cuda_attn_prefill_scratch_bytes, when n_pre > 0 */
 } lc_cuda_attn_batch;
 int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
-/* The prefill kernel's scratch (rotated fp16 keys and fp16 values of the prefill sequences),
- * grown on demand by lc_cuda_attn_dense; the backend frees it when it is destroyed. */
-void lc_cuda_attn_free_scratch(void);
+/* Bytes of the prefill scratch (the prefill sequences' keys rotated to fp16, and their values
+ * in fp16) for pre_tiles key pages. */
+size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pre_tiles);
 int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale, float *out);
 
