@@ -425,6 +425,16 @@ __device__ __forceinline__ int64_t prefill_base_tile(const attn_common &a, const
     return base;
 }
 
+// Element offset of (key r, dim c) inside one scratch tile (64 keys x D fp16): the tile is
+// stored as D / 64 column blocks of [64 keys][64 dims], each 128-byte row's 16-byte chunks
+// permuted by XOR with the row's index mod 8 — the 128-byte-swizzled layout that Hopper's
+// tensor cores read from shared memory (K as a K-major operand, V as an MN-major one), so the
+// wgmma kernel copies a tile with one bulk copy, and the mma.sync kernel's ldmatrix reads of
+// the copy are free of bank conflicts. 8 consecutive dims (c % 8 == 0) stay contiguous.
+__device__ __forceinline__ int scratch_off(int r, int c) {
+    return ((c >> 6) * PAGE + r) * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
+
 // grid (tile strides, H, n_pre); block 128
 template <int D, bool NEOX>
 __global__ void __launch_bounds__(128)
@@ -443,8 +453,8 @@ __global__ void __launch_bounds__(128)
         for (int i = threadIdx.x; i < PAGE * CPR; i += 128) {
             const int j = i / CPR, c0 = (i % CPR) * 8;
             if (j >= n_in) { // past the end: zeros
-                *(uint4 *)(ks + dst + j * D + c0) = make_uint4(0, 0, 0, 0);
-                if (NEOX) *(uint4 *)(ks + dst + j * D + c0 + D / 2) = make_uint4(0, 0, 0, 0);
+                *(uint4 *)(ks + dst + scratch_off(j, c0)) = make_uint4(0, 0, 0, 0);
+                if (NEOX) *(uint4 *)(ks + dst + scratch_off(j, c0 + D / 2)) = make_uint4(0, 0, 0, 0);
                 continue;
             }
             const int64_t pos = (int64_t)kt * PAGE + j;
@@ -462,8 +472,8 @@ __global__ void __launch_bounds__(128)
                     ra[w] = pack_f16(x0 * c0_ - y0 * s0, x1 * c1 - y1 * s1);
                     rb[w] = pack_f16(x0 * s0 + y0 * c0_, x1 * s1 + y1 * c1);
                 }
-                *(uint4 *)(ks + dst + j * D + c0)         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
-                *(uint4 *)(ks + dst + j * D + c0 + D / 2) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
+                *(uint4 *)(ks + dst + scratch_off(j, c0))         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
+                *(uint4 *)(ks + dst + scratch_off(j, c0 + D / 2)) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
             } else {
                 const uint4     xk = *(const uint4 *)(kg + j * D + c0);
                 const uint32_t *uk = (const uint32_t *)&xk;
@@ -477,7 +487,7 @@ __global__ void __launch_bounds__(128)
                     const float s = rot ? a.sn[pos * HR + p0 + w] : 0.0f;
                     rk[w] = pack_f16(x * c - y * s, x * s + y * c);
                 }
-                *(uint4 *)(ks + dst + j * D + c0) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
+                *(uint4 *)(ks + dst + scratch_off(j, c0)) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
             }
         }
         for (int i = threadIdx.x; i < PAGE * (D / 8); i += 128) { // V: bf16 -> fp16 (exact)
@@ -489,7 +499,7 @@ __global__ void __launch_bounds__(128)
                 r = make_uint4(bf16x2_to_f16x2(uv[0]), bf16x2_to_f16x2(uv[1]), bf16x2_to_f16x2(uv[2]),
                                bf16x2_to_f16x2(uv[3]));
             }
-            *(uint4 *)(vs + dst + j * D + c0) = r;
+            *(uint4 *)(vs + dst + scratch_off(j, c0)) = r;
         }
     }
 }
@@ -540,8 +550,8 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
 #pragma unroll
         for (int i = tid; i < BN * (D / 8); i += NTH) {
             const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-            cp_async16(kd + r * LD + c, kg + r * D + c);
-            cp_async16(vd + r * LD + c, vg + r * D + c);
+            cp_async16(kd + r * LD + c, kg + scratch_off(r, c));
+            cp_async16(vd + r * LD + c, vg + scratch_off(r, c));
         }
         cp_async_commit();
     };
@@ -646,184 +656,288 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
     }
 }
 
-// ---- prefill on Hopper: wgmma (sm_90a) ------------------------------------------------------
+// ---- prefill on Hopper: warp-specialised wgmma (sm_90a) ------------------------------------
 //
-// The same causal tiling as attn_prefill_kernel, with the two products on warpgroup MMAs: a CTA
-// of two warpgroups owns 128 packed rows (64 each); S = Q Kᵀ is m64n64k16 over the head dim
-// with Q from registers and K from shared memory, O += P V is m64nDk16 over the tile's 64 keys
-// with P from registers (the S accumulator layout is the A-operand layout). K and V tiles sit
-// in shared memory as 8x8 "core matrices" of 16 bytes x 8 rows (no swizzle): element (key r,
-// dim c) at ((r / 8) * (D / 8) + c / 8) * 64 + (r % 8) * 8 halves — one layout serves K as a
-// K-major operand and V as an MN-major (transposed) one.
+// The same causal tiling as attn_prefill_kernel (128 packed rows of one KV head per CTA, 64-key
+// tiles), FlashAttention-3 style:
+//  * a producer warp streams the K and V tiles through an NS-stage shared-memory ring with bulk
+//    asynchronous copies (cp.async.bulk, one instruction per 8-16 KB tile: the scratch tiles
+//    are already in the 128-byte-swizzled layout the tensor cores read, see scratch_off), full
+//    and empty mbarriers per stage;
+//  * two consumer warpgroups of 64 rows each run S = Q Kᵀ (m64n64k16, Q and K from shared
+//    memory) and O += P V (m64nDk16, P from registers, V read transposed from shared memory)
+//    as asynchronous warpgroup MMAs, and overlap them with the softmax: tile j's Q Kᵀ and tile
+//    j-1's P V are issued together, the softmax of tile j runs while P V still computes, and
+//    the two warpgroups interleave on the SM's schedulers.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LC_HAVE_WGMMA 1
 #endif
 
-__device__ __forceinline__ uint64_t wgmma_desc(const void *p, uint32_t lbo, uint32_t sbo) {
+// wgmma shared-memory descriptor, 128-byte swizzle: lbo / sbo in bytes
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *p, uint32_t lbo, uint32_t sbo) {
     const uint64_t addr = smem_u32(p);
     return ((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32);
+           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void pin_regs(float *d) {
 #pragma unroll
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ void named_barrier(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 #ifdef LC_HAVE_WGMMA
-template <int TRANS>
-__device__ __forceinline__ void wgmma_n64(float d[32], const uint32_t a[4], uint64_t desc, int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS));
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count) : "memory");
 }
-template <int TRANS>
-__device__ __forceinline__ void wgmma_n128(float d[64], const uint32_t a[4], uint64_t desc, int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS));
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+    asm volatile("{\n.reg .pred done;\nLC_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra LC_WAIT;\n}\n" ::"r"(smem_u32(b)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+#define LC_ACC32(d)                                                                                      \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
+        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
+        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
+        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define LC_REGS32                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define LC_REGS64                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
+    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
+    "%59, %60, %61, %62, %63}"
+
+// S (64 x 64, fp32) (+)= A B with A (64 x 16) and B (16 x 64, K-major) both from shared memory
+__device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " LC_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : LC_ACC32(d)
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+// O (64 x 64) += A B, A from registers, B (16 x 64) transposed (MN-major) in shared memory
+__device__ __forceinline__ void wgmma_rs_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " LC_REGS32
+                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+                 : LC_ACC32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// O (64 x 128) += A B, as above
+__device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " LC_REGS64
+                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                 : LC_ACC32(d), LC_ACC32((d + 32))
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 #endif
 
-struct wgmma_strides {
-    uint32_t k_lbo, k_sbo, v_lbo, v_sbo; // descriptor byte strides (see the comment above)
+template <int D> struct hopper_cfg {
+    static constexpr int NS     = D == 128 ? 4 : 6;     // ring stages (K + V tile each)
+    static constexpr int TILE_B = PAGE * D * 2;          // one fp16 tile, bytes
+    static constexpr int Q_B    = 64 * D * 2;            // one warpgroup's queries, bytes
+    static constexpr int SMEM   = 1024 /* alignment */ + 2 * Q_B + 2 * NS * TILE_B + 2 * NS * 8;
 };
 
-// grid (row blocks, H, n_pre); block 256 = 2 warpgroups x 64 packed rows
+// grid (row blocks, H, n_pre); block 384 = producer warpgroup + 2 consumer warpgroups
 template <int D>
-__global__ void __launch_bounds__(256, 1)
-    attn_prefill_wgmma_kernel(attn_common a, const int32_t *__restrict__ pre_list,
-                              const __half *__restrict__ ks, const __half *__restrict__ vs,
-                              wgmma_strides st) {
+__global__ void __launch_bounds__(384, 1)
+    attn_prefill_hopper_kernel(attn_common a, const int32_t *__restrict__ pre_list,
+                               const __half *__restrict__ ks, const __half *__restrict__ vs) {
 #ifdef LC_HAVE_WGMMA
-    constexpr int BM = 128, BN = PAGE, KS = D / 16, TILE = BN * D;
+    constexpr int NS = hopper_cfg<D>::NS, TILE_B = hopper_cfg<D>::TILE_B, KS = D / 16;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    __half *Ks = (__half *)smem_raw; // [2][TILE] core-matrix layout
-    __half *Vs = Ks + 2 * TILE;      // [2][TILE]
+    unsigned char *sm  = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023); // swizzle atoms: 1 KB
+    __half        *Qs  = (__half *)sm;                                         // [2][64 rows][D] swizzled
+    unsigned char *Kr  = sm + 2 * hopper_cfg<D>::Q_B;                          // [NS] K tiles
+    unsigned char *Vr  = Kr + NS * TILE_B;                                     // [NS] V tiles
+    uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
     const int         G = a.G, n_packed = sq.n_rows * G;
-    const int         r0 = (gridDim.x - 1 - blockIdx.x) * BM; // longest rows first
+    const int         r0 = (gridDim.x - 1 - blockIdx.x) * 128; // longest rows first
     if (r0 >= n_packed) return;
+    const int t_lo    = r0 / G, t_hi = (min(n_packed, r0 + 128) - 1) / G;
+    const int n_tiles = (sq.pos0 + t_hi) / PAGE + 1;
+    const int full_tiles = (sq.pos0 + t_lo + 1) / PAGE; // tiles every row sees whole
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int wrow = 16 * warp + (lane >> 2); // this thread's first row in the CTA (+ 8: second)
 
-    const int64_t tile0 = prefill_base_tile(a, pre_list, blockIdx.z);
-    auto load_tile = [&](int kt, int buf) {
-        const int64_t base = ((tile0 + kt) * a.H + h) * (int64_t)TILE;
-        const __half *kg = ks + base, *vg = vs + base;
-        __half       *kd = Ks + buf * TILE, *vd = Vs + buf * TILE;
-#pragma unroll
-        for (int i = tid; i < BN * (D / 8); i += 256) {
-            const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-            const int o = ((r / 8) * (D / 8) + c / 8) * 64 + (r % 8) * 8;
-            cp_async16(kd + o, kg + r * D + c);
-            cp_async16(vd + o, vg + r * D + c);
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(full + s, 1), mbar_init(empty + s, 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp < 4) { // producer warpgroup: one thread issues the copies
+        if (tid == 0) {
+            const int64_t tile0 = prefill_base_tile(a, pre_list, blockIdx.z);
+            for (int kt = 0; kt < n_tiles; kt++) {
+                const int s = kt % NS, round = kt / NS;
+                if (round > 0) mbar_wait(empty + s, (round - 1) & 1);
+                const int64_t off = ((tile0 + kt) * a.H + h) * (int64_t)(PAGE * D);
+                mbar_expect_tx(full + s, 2 * TILE_B);
+                bulk_load(Kr + s * TILE_B, ks + off, TILE_B, full + s);
+                bulk_load(Vr + s * TILE_B, vs + off, TILE_B, full + s);
+            }
         }
-        cp_async_commit();
-    };
-    load_tile(0, 0);
+        return;
+    }
 
-    // Q fragments straight from the fp32 queries (rows past the end: zeros)
-    uint32_t qf[KS][4];
-    int      lim[2];
+    // consumers: warpgroup wg owns packed rows r0 + 64 wg .. + 63
+    const int wg = (warp >> 2) - 1, ctid = tid - 128 - 128 * wg, wrow = 16 * (warp & 3) + (lane >> 2);
+    __half   *Qw = Qs + wg * 64 * D;
+    for (int i = ctid; i < 64 * (D / 8); i += 128) { // fp32 rotated queries -> fp16, swizzled
+        const int r = i / (D / 8), c = (i % (D / 8)) * 8, pr = r0 + 64 * wg + r;
+        uint4     v = make_uint4(0, 0, 0, 0);
+        if (pr < n_packed) {
+            const float *qp = a.q + ((int64_t)(sq.row0 + pr / G) * a.n_head + h * G + pr % G) * D + c;
+            const float4 x = *(const float4 *)qp, y = *(const float4 *)(qp + 4);
+            v = make_uint4(pack_f16(x.x, x.y), pack_f16(x.z, x.w), pack_f16(y.x, y.y), pack_f16(y.z, y.w));
+        }
+        *(uint4 *)(Qw + scratch_off(r, c)) = v;
+    }
+    fence_proxy_async();
+    named_barrier(1 + wg, 128);
+
+    int lim[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int pr = r0 + wrow + 8 * i;
+        const int pr = r0 + 64 * wg + wrow + 8 * i;
         lim[i]       = pr < n_packed ? sq.pos0 + pr / G : -1;
-        const float *qrow =
-            pr < n_packed ? a.q + ((int64_t)(sq.row0 + pr / G) * a.n_head + h * G + pr % G) * D : nullptr;
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-            for (int hi8 = 0; hi8 < 2; hi8++) {
-                float2 v = make_float2(0.f, 0.f);
-                if (qrow) v = *(const float2 *)(qrow + 16 * kk + 8 * hi8 + 2 * (lane & 3));
-                qf[kk][2 * hi8 + i] = pack_f16(v.x, v.y);
-            }
     }
-    const int t_lo    = r0 / G, t_hi = (min(n_packed, r0 + BM) - 1) / G;
-    const int n_tiles = (sq.pos0 + t_hi) / BN + 1;
-    const int full    = (sq.pos0 + t_lo + 1) / BN;
-
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    float o[D / 2];
+    const float c_log2 = a.scale_log2;
+    float       m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float       o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+    float    s[32];
+    uint32_t pa[4][4];
 
-    for (int kt = 0; kt < n_tiles; kt++) {
-        const int buf = kt & 1;
-        cp_async_wait_all();
-        fence_proxy_async();
-        __syncthreads();
-        if (kt + 1 < n_tiles) load_tile(kt + 1, buf ^ 1);
-        const __half *kb = Ks + buf * TILE, *vb = Vs + buf * TILE;
-
-        float s[32];
+    // S = Q K(kt)ᵀ, issued (not waited for)
+    auto issue_qk = [&](int kt) {
+        const unsigned char *kb = Kr + (kt % NS) * TILE_B;
 #pragma unroll
-        for (int i = 0; i < 32; i++) s[i] = 0.f;
-        wgmma_fence();
-        pin_regs<32>(s);
+        for (int kk = 0; kk < KS; kk++) { // 16 dims: 32 bytes along a 128-byte row of a column block
+            const int off = (kk & 3) * 32 + (kk >> 2) * 64 * 128;
+            wgmma_ss_n64(s, wgmma_desc_sw128((const unsigned char *)Qw + off, 16, 1024),
+                         wgmma_desc_sw128(kb + off, 16, 1024), kk > 0);
+        }
+    };
+    // O += P V(kt), issued
+    auto issue_pv = [&](int kt) {
+        const unsigned char *vb = Vr + (kt % NS) * TILE_B;
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++) // k step: dims 16 kk .. + 15 = core matrices 2 kk, 2 kk + 1
-            wgmma_n64<0>(s, qf[kk], wgmma_desc(kb + kk * 2 * 64, st.k_lbo, st.k_sbo), 1);
-        wgmma_commit();
-        wgmma_wait0();
-        pin_regs<32>(s);
-
-        // scale, mask, online softmax: s[4 j + e] = row wrow (+ 8 for e >= 2), key 8 j + 2 (lane % 4) + e % 2
-        const bool need_mask = kt >= full;
-        float      mx[2]     = {-INFINITY, -INFINITY};
+        for (int t = 0; t < 4; t++) { // 16 keys: two 8-row groups of 1 KB
+            const uint64_t dv = wgmma_desc_sw128(vb + t * 2048, 64 * 128, 1024);
+            if constexpr (D == 128) wgmma_rs_n128_t(o, pa[t], dv);
+            else wgmma_rs_n64_t(o, pa[t], dv);
+        }
+    };
+    // masks, online softmax of S (in place: exponentials), returns the rescale of O
+    auto softmax = [&](int kt, float corr[2]) {
+        float mx[2] = {-INFINITY, -INFINITY};
+        if (kt >= full_tiles) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = kt * PAGE + 8 * j + 2 * (lane & 3) + (e & 1);
+                    if (key > lim[e >> 1]) s[4 * j + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+        mx[0] *= c_log2, mx[1] *= c_log2;
+        float base[2];
+        online_softmax_step(mx, m_run, l_run, corr, base);
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int key = kt * BN + 8 * j + 2 * (lane & 3) + (e & 1);
-                float     v   = s[4 * j + e] * a.scale_log2;
-                if (need_mask && key > lim[e >> 1]) v = -INFINITY;
-                s[4 * j + e] = v;
-                mx[e >> 1]   = fmaxf(mx[e >> 1], v);
+                const float p = fast_exp2(fmaf(s[4 * j + e], c_log2, -base[e >> 1]));
+                s[4 * j + e]  = p;
+                l_run[e >> 1] += p;
             }
-        float corr[2], base[2];
-        online_softmax_step(mx, m_run, l_run, corr, base);
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            pa[j >> 1][2 * (j & 1)]     = pack_f16(s[4 * j], s[4 * j + 1]);
+            pa[j >> 1][2 * (j & 1) + 1] = pack_f16(s[4 * j + 2], s[4 * j + 3]);
+        }
+    };
+    auto release = [&](int kt) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + kt % NS);
+    };
+
+    float corr[2];
+    mbar_wait(full, 0);
+    wgmma_fence();
+    issue_qk(0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_regs<32>(s);
+    softmax(0, corr);
+    pack_p();
+    for (int kt = 1; kt < n_tiles; kt++) {
+        mbar_wait(full + kt % NS, (kt / NS) & 1);
+        wgmma_fence();
+        issue_qk(kt);
+        wgmma_commit();
+        issue_pv(kt - 1);
+        wgmma_commit();
+        wgmma_wait<1>(); // S of tile kt is ready; P V of tile kt-1 may still run
+        pin_regs<32>(s);
+        softmax(kt, corr);
+        wgmma_wait<0>();
+        pin_regs<D / 2>(o);
+        release(kt - 1);
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {
             o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
             o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
         }
-        uint32_t pa[4][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            float p[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                p[e] = exp2f(s[4 * j + e] - base[e >> 1]);
-                l_run[e >> 1] += p[e];
-            }
-            pa[j >> 1][2 * (j & 1)]     = pack_f16(p[0], p[1]);
-            pa[j >> 1][2 * (j & 1) + 1] = pack_f16(p[2], p[3]);
-        }
-        // O += P V: k step t = keys 16 t .. + 15 = key groups 2 t, 2 t + 1
-        wgmma_fence();
-        pin_regs<D / 2>(o);
-#pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const uint64_t dv = wgmma_desc(vb + t * 2 * (D / 8) * 64, st.v_lbo, st.v_sbo);
-            if constexpr (D == 128) wgmma_n128<1>(o, pa[t], dv, 1);
-            else wgmma_n64<1>(o, pa[t], dv, 1);
-        }
-        wgmma_commit();
-        wgmma_wait0();
-        pin_regs<D / 2>(o);
+        pack_p();
     }
+    wgmma_fence();
+    issue_pv(n_tiles - 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_regs<D / 2>(o);
+
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
@@ -831,7 +945,7 @@ __global__ void __launch_bounds__(256, 1)
     }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int pr = r0 + wrow + 8 * i;
+        const int pr = r0 + 64 * wg + wrow + 8 * i;
         if (pr >= n_packed) continue;
         const int   t = pr / G, g = pr % G;
         const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
@@ -869,18 +983,35 @@ static int sm_count(void) {
     return n_sm;
 }
 
-// The wgmma prefill kernel runs only when asked for (LONGCTX_PREFILL=wgmma) on compute
-// capability 9.x: it is correct at head dim 128 but, issuing and waiting each product in turn
-// with unswizzled tiles, still ~7% slower than the mma.sync kernel (bench/NOTES.md), and wrong
-// at head dim 64 (not yet found), where the mma.sync kernel is always used.
+// Prefill kernel choice: the warp-specialised wgmma kernel on compute capability 9.x (it needs
+// sm_90a's wgmma and bulk copies), the mma.sync kernel elsewhere; LONGCTX_PREFILL=mma forces
+// the mma.sync kernel, =wgmma the wgmma one (where the GPU has it).
+// A build without an sm_90a target (e.g. CMAKE_CUDA_ARCHITECTURES=90) has an empty wgmma
+// kernel: a one-thread probe asks the device code which variant it got.
+__global__ void wgmma_probe_kernel(int *out) {
+#ifdef LC_HAVE_WGMMA
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
 static bool use_wgmma(void) {
     static int v = -1;
     if (v < 0) {
-        int         dev = 0, major = 0;
+        int         dev = 0, major = 0, have = 0, *d_have = NULL;
         const char *e   = getenv("LONGCTX_PREFILL");
-        v = e && !strcmp(e, "wgmma") && cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-            major == 9;
+        const bool  hopper = cudaGetDevice(&dev) == cudaSuccess &&
+                            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                            major == 9;
+        if (hopper && !(e && !strcmp(e, "mma")) && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
+            wgmma_probe_kernel<<<1, 1, 0, lc_cuda_stream()>>>(d_have);
+            if (cudaMemcpyAsync(&have, d_have, sizeof(int), cudaMemcpyDeviceToHost, lc_cuda_stream()) != cudaSuccess ||
+                cudaStreamSynchronize(lc_cuda_stream()) != cudaSuccess)
+                have = 0;
+            cudaFree(d_have);
+        }
+        (void)cudaGetLastError(); // a failed probe only means: no wgmma kernel
+        v = have;
     }
     return v == 1;
 }
@@ -907,18 +1038,15 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
     LC_CUDA_LAUNCHED();
     const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
     dim3      grid((unsigned)blocks, (unsigned)a.H, (unsigned)bt->n_pre);
-    if (D == 128 && use_wgmma()) { // rows per CTA are the same (128); head dim 64: see NOTES
+    if (use_wgmma()) {
         static bool wg_configured = false;
-        const int   wsmem         = 4 * PAGE * D * (int)sizeof(__half);
+        const int   wsmem         = hopper_cfg<D>::SMEM;
         if (!wg_configured) {
-            LC_CUDA_TRY(cudaFuncSetAttribute(attn_prefill_wgmma_kernel<D>,
+            LC_CUDA_TRY(cudaFuncSetAttribute(attn_prefill_hopper_kernel<D>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, wsmem));
             wg_configured = true;
         }
-        // K: 16-byte core-matrix columns along the head dim (LBO 128 B), 8-key groups 16 D B
-        // apart (SBO); V, read transposed: key groups along K (LBO 16 D B), dims along N (SBO)
-        const wgmma_strides st = {128u, 16u * D, 16u * D, 128u};
-        attn_prefill_wgmma_kernel<D><<<grid, 256, wsmem, lc_cuda_stream()>>>(a, bt->pre, ks, vs, st);
+        attn_prefill_hopper_kernel<D><<<grid, 384, wsmem, lc_cuda_stream()>>>(a, bt->pre, ks, vs);
         return LC_OK;
     }
     attn_prefill_kernel<D, NEOX><<<grid, prefill_cfg<D>::THREADS, smem, lc_cuda_stream()>>>(a, bt->pre, ks, vs);
