@@ -174,7 +174,13 @@ int main(void) {
     const double tol_dec = 1e-4, tol_pre = 1e-4; /* both kernels multiply in fp16 */
     const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {8, 4}, {2, 8}};
     const int32_t lens[] = {1, 63, 65, 4097};
+    /* LC_TEST_DIM=64|128 and LC_TEST_MODE=decode|prefill narrow the grid, so that a
+     * compute-sanitizer run (racecheck is ~1000x slower) can be split into parts */
+    const char *only_dim = getenv("LC_TEST_DIM"), *only_mode = getenv("LC_TEST_MODE");
+    const bool  do_dec = !only_mode || !strcmp(only_mode, "decode");
+    const bool  do_pre = !only_mode || !strcmp(only_mode, "prefill");
     for (int di = 0; di < 2; di++)
+        if (!only_dim || atoi(only_dim) == dims[di])
         for (int gi = 0; gi < 4; gi++)
             for (int pi = 0; pi < 2; pi++) {
                 const int32_t D = dims[di], H = gqa[gi][0], G = gqa[gi][1];
@@ -182,17 +188,19 @@ int main(void) {
                 for (int li = 0; li < 4; li++) {
                     /* decode: one row after lens[li] - 1 keys; batched with other lengths */
                     scase dec[3] = {{lens[li] - 1, 1}, {lens[(li + 1) % 4] - 1, 1}, {200, 1}};
-                    run_case(b, "decode", D, H, G, pr, D, false, dec, 3, tol_dec, tol_pre);
+                    if (do_dec) run_case(b, "decode", D, H, G, pr, D, false, dec, 3, tol_dec, tol_pre);
                     /* prefill from empty, and a chunk after a history, in one batch with a
                      * decode row */
                     scase pre[3] = {{0, lens[li]}, {lens[li], 70}, {lens[(li + 2) % 4], 1}};
-                    run_case(b, "prefill", D, H, G, pr, D, false, pre, lens[li] > 1 ? 3 : 2,
-                             tol_dec, tol_pre);
+                    if (do_pre)
+                        run_case(b, "prefill", D, H, G, pr, D, false, pre, lens[li] > 1 ? 3 : 2,
+                                 tol_dec, tol_pre);
                 }
             }
     /* partial rotary (adjacent pairs) and a YaRN table factor */
     for (int di = 0; di < 2; di++) {
         const int32_t D = dims[di];
+        if (only_dim && atoi(only_dim) != D) continue;
         scase mix[3] = {{1000, 1}, {0, 300}, {129, 64}};
         run_case(b, "partial-rotary", D, 2, 4, LC_ROPE_NORM, D / 2, false, mix, 3, tol_dec, tol_pre);
         run_case(b, "yarn", D, 2, 4, LC_ROPE_NORM, D, true, mix, 3, tol_dec, tol_pre);
