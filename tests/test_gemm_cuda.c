@@ -146,6 +146,48 @@ int main(void) {
             b->dealloc(b, dw), b->dealloc(b, dxb), b->dealloc(b, dx), b->dealloc(b, dy);
             free(wb), free(xb), free(x), free(y), free(xg);
         }
+    /* decode GEMV (1-4 rows, fp32 input): odd output counts, short and long inputs */
+    const int64_t gmk[][2] = {{577, 576}, {1536, 72}, {576, 1536}, {4096, 4104}, {1024, 14336}};
+    for (int oi = 0; oi < 2; oi++)
+        for (size_t si = 0; si < sizeof gmk / sizeof gmk[0]; si++)
+            for (int64_t n = 1; n <= LC_CUDA_GEMV_MAX_ROWS; n++) {
+                const uint32_t ty = outs[oi];
+                const bool     bf = ty == LC_TYPE_BF16;
+                const int64_t  m = gmk[si][0], k = gmk[si][1];
+                uint16_t *wb = malloc(2 * m * k);
+                float    *x = malloc(sizeof(float) * n * k), *y = malloc(sizeof(float) * n * m);
+                for (int64_t i = 0; i < m * k; i++) wb[i] = bf ? lc_fp32_to_bf16(frand()) : lc_fp32_to_fp16(frand());
+                for (int64_t i = 0; i < n * k; i++) x[i] = 4.0f * frand();
+                void  *dw = b->alloc(b, 2 * m * k, "w");
+                float *dx = b->alloc(b, sizeof(float) * n * k, "x"), *dy = b->alloc(b, sizeof(float) * n * m, "y");
+                b->upload(b, dw, wb, 2 * m * k);
+                b->upload(b, dx, x, sizeof(float) * n * k);
+                memset(y, 0xff, sizeof(float) * n * m);
+                b->upload(b, dy, y, sizeof(float) * n * m);
+                CHECK(lc_cuda_gemv_fits(k, n, dw, dx));
+                CHECKF(lc_cuda_gemv16(ty, dw, m, k, dx, n, dy) == LC_OK, "gemv: %s", lc_last_error());
+                CHECK(lc_cuda_sync() == LC_OK);
+                b->download(b, y, dy, sizeof(float) * n * m);
+                double num = 0, den = 0;
+                int    nan = 0;
+                for (int64_t r = 0; r < n; r++)
+                    for (int64_t o = 0; o < m; o++) {
+                        double acc = 0;
+                        for (int64_t i = 0; i < k; i++)
+                            acc += (double)x[r * k + i] *
+                                   (bf ? lc_bf16_to_fp32(wb[o * k + i]) : lc_fp16_to_fp32(wb[o * k + i]));
+                        const float gv = y[r * m + o];
+                        if (!isfinite(gv)) nan++;
+                        num += (acc - gv) * (acc - gv);
+                        den += acc * acc;
+                    }
+                const double e = num / den;
+                CHECKF(nan == 0 && e < 1e-12, "gemv %s m%lld k%lld n%lld: nmse %.3g, %d non-finite",
+                       bf ? "bf16" : "f16", (long long)m, (long long)k, (long long)n, e, nan);
+                b->dealloc(b, dw), b->dealloc(b, dx), b->dealloc(b, dy);
+                free(wb), free(x), free(y);
+            }
+    CHECK(!lc_cuda_gemv_fits(1001, 1, NULL, NULL) && !lc_cuda_gemv_fits(1024, 5, NULL, NULL));
     lc_cuda_gemm_free(g);
     b->free(b);
     TEST_END();

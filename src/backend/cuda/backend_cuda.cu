@@ -213,6 +213,8 @@ static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float 
     cuda_impl *im = impl_of(b);
     if (w->type != LC_TYPE_BF16 && w->type != LC_TYPE_F16)
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 or f16)", w->type);
+    if (lc_cuda_gemv_fits(w->cols, n, w->data, x)) // decode-sized: our GEMV on the fp32 input
+        return lc_cuda_gemv16(w->type, w->data, w->rows, w->cols, x, n, y);
     const size_t need = (size_t)n * (size_t)w->cols;
     int st = grow_scratch(b, (void **)&im->xb, &im->xb_bytes, need * 2, "GEMM input (16-bit)");
     if (st != LC_OK) return st;

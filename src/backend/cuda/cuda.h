@@ -63,6 +63,14 @@ void lc_cuda_gemm_free(lc_cuda_gemm *g);
 int  lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, int64_t k,
                     const void *x, int64_t n, float *y);
 
+/* Decode GEMV: y[n][m] (fp32) = x[n][k] (fp32) · W[m][k]ᵀ (W bf16 or f16), fp32 sums, for
+ * 1..LC_CUDA_GEMV_MAX_ROWS rows; lc_cuda_gemv_fits says whether the shapes and alignment allow
+ * it (k a multiple of 8, 16-byte aligned W and x). */
+#define LC_CUDA_GEMV_MAX_ROWS 4
+bool lc_cuda_gemv_fits(int64_t k, int64_t n, const void *w, const float *x);
+int  lc_cuda_gemv16(uint32_t type, const void *w, int64_t m, int64_t k, const float *x, int64_t n,
+                    float *y);
+
 /* Sampling (twin of lc_cpu_sample; backend/backend.h): rows, pen_tokens and ids in device
  * memory; scratch: device memory of lc_cuda_sample_scratch_bytes(n_rows, n_vocab) bytes (or
  * more). The launch shape depends on n_rows and n_vocab only (graph-capturable). */

@@ -2,7 +2,9 @@
 // or fp16) on the device at load (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 by kernels;
 // K-quants on the host), and the projection y = x·Wᵀ through cuBLASLt (16-bit inputs, fp32
 // accumulation and output). Activations stay fp32 between ops; the GEMM input is converted to
-// the weight's type on the way in.
+// the weight's type on the way in. Decode-sized products (1-4 rows) run through our own GEMV
+// instead: it reads the fp32 activations directly and streams the weights at close to the
+// copy bandwidth, which cuBLASLt's small-n kernels do not reach.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
@@ -329,5 +331,110 @@ extern "C" int lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int
     const float alpha = 1.0f, beta = 0.0f;
     LT_TRY(cublasLtMatmul(g->lt, p->op, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
                           &p->algo, g->workspace, g->workspace_bytes, lc_cuda_stream()));
+    return LC_OK;
+}
+
+// ---- decode GEMV ---------------------------------------------------------------------------
+
+__device__ __forceinline__ uint4 ld_stream16(const void *p) { // read once: keep it out of L1
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float2 two16(uint32_t r, const lc_bf16 *) {
+    return make_float2(__uint_as_float(r << 16), __uint_as_float(r & 0xffff0000u));
+}
+__device__ __forceinline__ float2 two16(uint32_t r, const __half *) {
+    return __half22float2(*(const __half2 *)&r);
+}
+
+// y[xi][m] = x[xi][k] · W[m][k]ᵀ for NX rows of x: a block owns GEMV_ROWS output rows and its
+// threads split k in 8-element (16-byte) chunks, so a warp reads 512 contiguous bytes of each
+// row per step and every thread keeps GEMV_ROWS 16-byte loads in flight; partial sums are
+// reduced by shuffles, then across warps in shared memory. fp32 activations, fp32 sums.
+#define GEMV_ROWS 8
+template <typename T, int NX>
+__global__ void __launch_bounds__(256) gemv16_kernel(const T *__restrict__ w, int64_t m, int k,
+                                                     const float *__restrict__ x, float *__restrict__ y) {
+    const int64_t row0 = (int64_t)blockIdx.x * GEMV_ROWS;
+    const int     n_chunks = k / 8, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float         acc[NX][GEMV_ROWS];
+#pragma unroll
+    for (int i = 0; i < NX; i++)
+#pragma unroll
+        for (int r = 0; r < GEMV_ROWS; r++) acc[i][r] = 0.f;
+#pragma unroll 2
+    for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) {
+        uint4 wv[GEMV_ROWS];
+#pragma unroll
+        for (int r = 0; r < GEMV_ROWS; r++)
+            wv[r] = row0 + r < m ? ld_stream16(w + (row0 + r) * k + 8 * c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < NX; i++) {
+            const float4 xa = __ldg((const float4 *)(x + (int64_t)i * k + 8 * c));
+            const float4 xb = __ldg((const float4 *)(x + (int64_t)i * k + 8 * c + 4));
+#pragma unroll
+            for (int r = 0; r < GEMV_ROWS; r++) {
+                const float2 w0 = two16(wv[r].x, w), w1 = two16(wv[r].y, w);
+                const float2 w2 = two16(wv[r].z, w), w3 = two16(wv[r].w, w);
+                float        v  = acc[i][r];
+                v = fmaf(w0.x, xa.x, v), v = fmaf(w0.y, xa.y, v), v = fmaf(w1.x, xa.z, v), v = fmaf(w1.y, xa.w, v);
+                v = fmaf(w2.x, xb.x, v), v = fmaf(w2.y, xb.y, v), v = fmaf(w3.x, xb.z, v), v = fmaf(w3.y, xb.w, v);
+                acc[i][r] = v;
+            }
+        }
+    }
+    __shared__ float part[NX * GEMV_ROWS][8];
+#pragma unroll
+    for (int i = 0; i < NX; i++)
+#pragma unroll
+        for (int r = 0; r < GEMV_ROWS; r++) {
+            float v = acc[i][r];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) part[i * GEMV_ROWS + r][warp] = v;
+        }
+    __syncthreads();
+    const int n_warps = blockDim.x >> 5;
+    if (threadIdx.x < NX * GEMV_ROWS) {
+        const int i = threadIdx.x / GEMV_ROWS, r = threadIdx.x % GEMV_ROWS;
+        float     v = 0.f;
+        for (int j = 0; j < n_warps; j++) v += part[threadIdx.x][j];
+        if (row0 + r < m) y[(int64_t)i * m + row0 + r] = v;
+    }
+}
+
+template <typename T> static void gemv_launch(const T *w, int64_t m, int k, const float *x, int n, float *y) {
+    // one thread per 16-byte chunk of a row, at most 256, whole warps
+    const int  threads = min(256, max(32, ((k / 8 + 31) / 32) * 32));
+    const dim3 grid((unsigned)((m + GEMV_ROWS - 1) / GEMV_ROWS));
+    switch (n) {
+    case 1: gemv16_kernel<T, 1><<<grid, threads, 0, lc_cuda_stream()>>>(w, m, k, x, y); break;
+    case 2: gemv16_kernel<T, 2><<<grid, threads, 0, lc_cuda_stream()>>>(w, m, k, x, y); break;
+    case 3: gemv16_kernel<T, 3><<<grid, threads, 0, lc_cuda_stream()>>>(w, m, k, x, y); break;
+    default: gemv16_kernel<T, 4><<<grid, threads, 0, lc_cuda_stream()>>>(w, m, k, x, y); break;
+    }
+}
+
+extern "C" bool lc_cuda_gemv_fits(int64_t k, int64_t n, const void *w, const float *x) {
+    return n >= 1 && n <= LC_CUDA_GEMV_MAX_ROWS && k % 8 == 0 && k <= INT32_MAX &&
+           ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0;
+}
+
+extern "C" int lc_cuda_gemv16(uint32_t type, const void *w, int64_t m, int64_t k, const float *x, int64_t n,
+                              float *y) {
+    if (n <= 0) return LC_OK;
+    if (!lc_cuda_gemv_fits(k, n, w, x))
+        return lc_fail(LC_ERR_INVALID_ARG, "gemv: %lld rows of %lld inputs (1..%d rows, inputs a multiple "
+                       "of 8, 16-byte aligned operands)", (long long)n, (long long)k, LC_CUDA_GEMV_MAX_ROWS);
+    if (type == LC_TYPE_BF16)
+        gemv_launch((const lc_bf16 *)w, m, (int)k, x, (int)n, y);
+    else if (type == LC_TYPE_F16)
+        gemv_launch((const __half *)w, m, (int)k, x, (int)n, y);
+    else
+        return lc_fail(LC_ERR_INVALID_ARG, "gemv: type %u is not bf16 or f16", type);
+    LC_CUDA_LAUNCHED();
     return LC_OK;
 }
