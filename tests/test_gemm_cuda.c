@@ -23,6 +23,26 @@ static uint32_t u32(void) {
 static float frand(void) { return (float)((double)u32() / 4294967296.0 * 2.0 - 1.0); }
 
 /* random block bytes with sane scales (finite fp16 d / m fields) */
+/* nmse of y[n][m] against x[n][k] · W[m][k]ᵀ in double (W bf16 or f16 bits); *nan counts the
+ * non-finite outputs */
+static double product_nmse(const float *x, const uint16_t *wb, bool bf, int64_t m, int64_t k,
+                           int64_t n, const float *y, int *nan) {
+    double num = 0, den = 0;
+    *nan       = 0;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t o = 0; o < m; o++) {
+            double acc = 0;
+            for (int64_t i = 0; i < k; i++)
+                acc += (double)x[r * k + i] *
+                       (bf ? lc_bf16_to_fp32(wb[o * k + i]) : lc_fp16_to_fp32(wb[o * k + i]));
+            const float gv = y[r * m + o];
+            if (!isfinite(gv)) (*nan)++;
+            num += (acc - gv) * (acc - gv);
+            den += acc * acc;
+        }
+    return num / den;
+}
+
 static void random_blocks(uint32_t type, uint8_t *buf, int64_t n_elems) {
     const lc_type_traits *tr = lc_type_traits_get(type);
     const int64_t         nb = n_elems / tr->blck_size;
@@ -127,20 +147,10 @@ int main(void) {
             b->download(b, xg, dxb, 2 * n * k);
             CHECKF(memcmp(xg, xb, 2 * n * k) == 0, "f32->%s conversion (%lld elements)",
                    bf ? "bf16" : "f16", (long long)(n * k));
-            double num = 0, den = 0;
-            int    nan = 0;
-            for (int64_t r = 0; r < n; r++)
-                for (int64_t o = 0; o < m; o++) {
-                    double acc = 0;
-                    for (int64_t i = 0; i < k; i++)
-                        acc += bf ? (double)lc_bf16_to_fp32(xb[r * k + i]) * lc_bf16_to_fp32(wb[o * k + i])
-                                  : (double)lc_fp16_to_fp32(xb[r * k + i]) * lc_fp16_to_fp32(wb[o * k + i]);
-                    const float gv = y[r * m + o];
-                    if (!isfinite(gv)) nan++;
-                    num += (acc - gv) * (acc - gv);
-                    den += acc * acc;
-                }
-            const double e = num / den;
+            /* the reference multiplies what the GEMM multiplies: the rounded inputs */
+            for (int64_t i = 0; i < n * k; i++) x[i] = bf ? lc_bf16_to_fp32(xb[i]) : lc_fp16_to_fp32(xb[i]);
+            int          nan;
+            const double e = product_nmse(x, wb, bf, m, k, n, y, &nan);
             CHECKF(nan == 0 && e < 1e-10, "gemm %s m%lld k%lld n%lld: nmse %.3g, %d non-finite",
                    bf ? "bf16" : "f16", (long long)m, (long long)k, (long long)n, e, nan);
             b->dealloc(b, dw), b->dealloc(b, dxb), b->dealloc(b, dx), b->dealloc(b, dy);
@@ -168,20 +178,8 @@ int main(void) {
                 CHECKF(lc_cuda_gemv16(ty, dw, m, k, dx, n, dy) == LC_OK, "gemv: %s", lc_last_error());
                 CHECK(lc_cuda_sync() == LC_OK);
                 b->download(b, y, dy, sizeof(float) * n * m);
-                double num = 0, den = 0;
-                int    nan = 0;
-                for (int64_t r = 0; r < n; r++)
-                    for (int64_t o = 0; o < m; o++) {
-                        double acc = 0;
-                        for (int64_t i = 0; i < k; i++)
-                            acc += (double)x[r * k + i] *
-                                   (bf ? lc_bf16_to_fp32(wb[o * k + i]) : lc_fp16_to_fp32(wb[o * k + i]));
-                        const float gv = y[r * m + o];
-                        if (!isfinite(gv)) nan++;
-                        num += (acc - gv) * (acc - gv);
-                        den += acc * acc;
-                    }
-                const double e = num / den;
+                int          nan;
+                const double e = product_nmse(x, wb, bf, m, k, n, y, &nan);
                 CHECKF(nan == 0 && e < 1e-12, "gemv %s m%lld k%lld n%lld: nmse %.3g, %d non-finite",
                        bf ? "bf16" : "f16", (long long)m, (long long)k, (long long)n, e, nan);
                 b->dealloc(b, dw), b->dealloc(b, dx), b->dealloc(b, dy);

@@ -504,6 +504,32 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+// The end of a prefill row block: each row's sum reduced over the 4 lanes that share it, then
+// the thread's two rows (packed rows row and row + 8; those past n_packed are skipped) of o
+// normalised and written. o holds D / 8 groups of 4 accumulators in the m16n8 (and m64nD)
+// layout: group j, elements 2 i and 2 i + 1 = row (+ 8 i), dims 8 j + 2 (lane % 4) and + 1.
+template <int D>
+__device__ __forceinline__ void prefill_write_rows(const attn_common &a, const lc_attn_seq &sq, int h,
+                                                   int n_packed, int row, int lane, float l_run[2],
+                                                   const float *o) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int pr = row + 8 * i;
+        if (pr >= n_packed) continue;
+        const int   t = pr / a.G, g = pr % a.G;
+        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
+        float      *op  = a.out + ((int64_t)(sq.row0 + t) * a.n_head + h * a.G + g) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++)
+            *(float2 *)(op + 8 * j + 2 * (lane & 3)) = make_float2(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
+    }
+}
+
 template <int D> struct prefill_cfg {
     static constexpr int BM = 128, WARPS = BM / 16, THREADS = 32 * WARPS, LD = D + 8;
     static constexpr int SMEM = (BM + 4 * PAGE) * LD * 2; // Q, then K and V double-buffered
@@ -636,24 +662,7 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
             }
         }
     }
-    // normalise and write
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int pr = r0 + warp * 16 + (lane >> 2) + 8 * i;
-        if (pr >= n_packed) continue;
-        const int   t = pr / G, g = pr % G;
-        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
-        float      *op  = a.out + ((int64_t)(sq.row0 + t) * a.n_head + h * G + g) * D;
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++)
-            *(float2 *)(op + dt * 8 + 2 * (lane & 3)) =
-                make_float2(o[dt][2 * i] * inv, o[dt][2 * i + 1] * inv);
-    }
+    prefill_write_rows<D>(a, sq, h, n_packed, r0 + warp * 16 + (lane >> 2), lane, l_run, &o[0][0]);
 }
 
 // ---- prefill on Hopper: warp-specialised wgmma (sm_90a) ------------------------------------
@@ -937,23 +946,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
     wgmma_wait<0>();
     pin_regs<D / 2>(o);
-
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int pr = r0 + 64 * wg + wrow + 8 * i;
-        if (pr >= n_packed) continue;
-        const int   t = pr / G, g = pr % G;
-        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
-        float      *op  = a.out + ((int64_t)(sq.row0 + t) * a.n_head + h * G + g) * D;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++)
-            *(float2 *)(op + 8 * j + 2 * (lane & 3)) = make_float2(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
-    }
+    prefill_write_rows<D>(a, sq, h, n_packed, r0 + 64 * wg + wrow, lane, l_run, o);
 #endif
 }
 
