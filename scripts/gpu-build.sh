@@ -19,5 +19,5 @@ if ! pkg-config --exists libpcre2-8 2>/dev/null; then
     export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real "$@" >/dev/null
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E "error|warning|Error" || true
+cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E -A3 " error|Error |warning" || true
 test -x build-gpu/longctx

@@ -90,6 +90,111 @@ typedef struct lc_attn_seq {
     const int32_t *page_table;
 } lc_attn_seq;
 
+/* ---- InfiniteHiP selection and block-sparse attention (attn/infinitehip.c; digest
+ * spec/infinitehip-and-hip.md §3–4; paper 000_ced830aa0d9eb0ea.txt Alg. 1–3) ----
+ *
+ * Query blocks. The rows of a sequence in a forward are cut into blocks of up to b_q rows
+ * (lc_hip_qblock). For a block whose first row sits at position pos0 the keys split into
+ *   sink      [0, min(n_sink, win0))
+ *   candidates [n_sink, win0)            (what the pruning stages choose from)
+ *   window    [win0, p]                  for the row at position p (causal)
+ * with win0 = max(min(n_sink, pos0 + 1), pos0 + 1 - n_stream): every row of the block sees
+ * the whole window start, so the rows later in the block see up to b_q - 1 more window keys.
+ *
+ * Segments. A stage's output, and the attention's selected keys, are lists of segments
+ * (lc_hip_seg: tokens [start, start + len)), sorted by start, disjoint, inside the block's
+ * candidate range. A stage cuts its input list into chunks of l_c tokens: each input segment,
+ * in order, into [start + i*l_c, min(start + len, start + (i+1)*l_c)); a chunk never crosses a
+ * segment. With no input list (the first stage) the input is the one segment [n_sink, win0).
+ * The chunk's rank c is its index in that list (0-based, position order); n_chunks is the
+ * list's length.
+ *
+ * Scoring one chunk [f, f + len) for one query head h (SelectRep, the hierarchical top-1):
+ *   (lo, hi) = (f, f + len); while hi - lo > 1: mid = lo + (hi - lo) / 2;
+ *       sL = S(lo, LEFT), sR = S(mid, RIGHT); (lo, hi) = sR > sL ? (mid, hi) : (lo, mid);
+ *   score_h = S(lo, RIGHT)  (the representative lo scored in the right-branch slot)
+ * where S(key, slot) = max over the block's pooled queries u of  rot(q_u, a_q) · rot(k, a_k):
+ * q_u is the mean of the un-rotated query rows [u*q_stride, (u+1)*q_stride) ∩ the block of
+ * head h (each rotated first, see below), k the stored (pre-RoPE) key of h's KV head; the
+ * positions (a_q, a_k) come from the stage's scan_rope:
+ *   PLAIN:    each query row at its true position (rotated before pooling), key at its true
+ *             position (slot ignored);
+ *   RELATIVE: every query row at n_stream + 1; key at 0 in the LEFT slot, 1 in the RIGHT slot;
+ *   CHUNK:    query row at min(p, n_chunks + n_stream); every key of chunk c at c (slot
+ *             ignored).
+ * No 1/sqrt(d) scale (it does not change the order). A chunk's score is the max of score_h
+ * over the heads of its group: all query heads (n_groups == 1, the paper's and the reference's
+ * default) or the query heads of one KV head (n_groups == n_kv_head, group g = heads
+ * [g*G, (g+1)*G), G = n_head / n_kv_head). The stage keeps the n_keep chunks of highest score
+ * (equal scores: the later chunk first; all of them when there are no more than n_keep) and
+ * writes them as segments sorted by start.
+ *
+ * Sparse attention (attn_sparse): the row at position p of block b, query head h in group g
+ * (as above), attends to sink ∪ sel[b][g] ∪ window (causal), softmax(scale · q·k) · v, with
+ * keys rotated at
+ *   PLAIN:     their true positions (with a selection that covers every candidate this is
+ *              exactly dense attention);
+ *   STREAMING: StreamingLLM re-indexing: the n_sel selected tokens are given consecutive
+ *              positions just before the window and the sink keys just before them: sink key
+ *              j at win0 - n_sel - n_s + j (n_s = min(n_sink, win0)), the selected token of
+ *              rank r (0-based, position order) at win0 - n_sel + r, window keys at their
+ *              true positions. The query stays rotated at its true position, so every query
+ *              of a block sees the same key rotations, and a full selection is again dense.
+ */
+typedef struct lc_hip_qblock {
+    int32_t seq;    /* index into the batch's seqs */
+    int32_t row0;   /* first row of the block in q / out */
+    int32_t n_rows; /* 1 .. b_q */
+    int32_t pos0;   /* position of row0 (rows are consecutive positions) */
+    int32_t win0;   /* first window key (formula above) */
+} lc_hip_qblock;
+
+typedef struct lc_hip_seg {
+    int32_t start;
+    int32_t len;
+} lc_hip_seg;
+
+typedef enum lc_hip_scan_rope {
+    LC_HIP_SCAN_PLAIN    = 0,
+    LC_HIP_SCAN_RELATIVE = 1,
+    LC_HIP_SCAN_CHUNK    = 2,
+} lc_hip_scan_rope;
+
+typedef enum lc_hip_attn_rope {
+    LC_HIP_ATTN_PLAIN     = 0,
+    LC_HIP_ATTN_STREAMING = 1,
+} lc_hip_attn_rope;
+
+/* One pruning stage over n_qb query blocks. Arrays in backend memory. */
+typedef struct lc_hip_stage_args {
+    int32_t           chunk;      /* l_c >= 1 */
+    int32_t           n_keep;     /* chunks kept per (block, group), >= 1 */
+    int32_t           q_stride;   /* query rows mean-pooled per scoring query, >= 1 */
+    int32_t           n_sink;
+    int32_t           n_stream;
+    int32_t           scan_rope;  /* lc_hip_scan_rope */
+    int32_t           n_groups;   /* 1 or n_kv_head */
+    int32_t           max_rows;   /* >= every block's n_rows (launch size) */
+    int32_t           max_chunks; /* >= the chunks of any (block, group) (launch size) */
+    int32_t           in_cap;     /* capacity of each (block, group) input list */
+    const lc_hip_seg *in;         /* [n_qb][n_groups][in_cap]; NULL: the first stage */
+    const int32_t    *in_n;       /* [n_qb][n_groups] segments in each input list */
+    lc_hip_seg       *out;        /* [n_qb][n_groups][n_keep] */
+    int32_t          *out_n;      /* [n_qb][n_groups] segments written */
+} lc_hip_stage_args;
+
+typedef struct lc_hip_sparse_args {
+    int32_t           n_sink;
+    int32_t           attn_rope; /* lc_hip_attn_rope */
+    int32_t           n_groups;  /* 1 or n_kv_head */
+    int32_t           sel_cap;   /* capacity of each (block, group) list */
+    int32_t           max_rows;  /* >= every block's n_rows (launch size) */
+    int32_t           max_sel;   /* >= the selected tokens of any (block, group) (launch size) */
+    int32_t           max_window; /* >= p - win0 + 1 of any row (launch size) */
+    const lc_hip_seg *sel;       /* [n_qb][n_groups][sel_cap] */
+    const int32_t    *sel_n;     /* [n_qb][n_groups] */
+} lc_hip_sparse_args;
+
 /* The most candidates sampling considers after top-k (see the sampling notes above). */
 #define LC_SAMPLE_MAX_K 1024
 
@@ -167,6 +272,19 @@ struct lc_backend {
     int (*attn_dense)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                       int32_t n_seqs, const float *q, int32_t n_head, const lc_rope_table *rope,
                       float scale, float *out);
+    /* dst = src, bytes in backend memory (stream-ordered on CUDA) */
+    int (*copy)(lc_backend *b, void *dst, const void *src, size_t bytes);
+    /* One InfiniteHiP pruning stage (semantics above): q_raw = the un-rotated queries
+     * [n_rows][n_head][head_dim]; qb [n_qb] in backend memory. */
+    int (*hip_stage)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                     int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                     int32_t n_head, const lc_rope_table *rope, const lc_hip_stage_args *a);
+    /* Block-sparse attention over sink + selected segments + window (semantics above); q
+     * rotated at the true positions; out rows of the blocks only. */
+    int (*attn_sparse)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+                       int32_t n_head, const lc_rope_table *rope, float scale,
+                       const lc_hip_sparse_args *a, float *out);
     /* ids[r] = the token drawn from row r of logits (row r at logits + r * ld, n_vocab floats)
      * under rows[r] (semantics at the top of this file); rows, pen_tokens and ids in backend
      * memory; logits are not modified. */

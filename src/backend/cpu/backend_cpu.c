@@ -123,6 +123,17 @@ static int cpu_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
                           float scale, float *out) {
     return lc_cpu_attn_dense(kv, s, n, q, nh, r, scale, out);
 }
+static int cpu_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                         int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                         int32_t nh, const lc_rope_table *r, const lc_hip_stage_args *a) {
+    return lc_cpu_hip_stage(kv, s, n, qb, n_qb, q_raw, nh, r, a);
+}
+static int cpu_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                           int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+                           int32_t nh, const lc_rope_table *r, float scale,
+                           const lc_hip_sparse_args *a, float *out) {
+    return lc_cpu_attn_sparse(kv, s, n, qb, n_qb, q, nh, r, scale, a, out);
+}
 
 static int cpu_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
                       int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen,
@@ -170,6 +181,9 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->add         = cpu_add;
     b->kv_write    = cpu_kv_write;
     b->attn_dense  = cpu_attn_dense;
+    b->copy        = cpu_copy;
+    b->hip_stage   = cpu_hip_stage;
+    b->attn_sparse = cpu_attn_sparse;
     b->sample      = cpu_sample; /* no upload_async (upload is a memcpy) and no graphs */
     *out           = b;
     return LC_OK;

@@ -21,6 +21,14 @@ int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t
 int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
                       float *out);
+/* InfiniteHiP (backend/backend.h): cpu_hip_stage.c and cpu_hip_sparse.c */
+int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_hip_stage_args *a);
+int lc_cpu_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                       const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
+                       const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
+                       float *out);
 int lc_cpu_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n_vocab,
                   const lc_sample_row *rows, const int32_t *pen_tokens, int32_t *ids);
 

@@ -59,6 +59,10 @@ struct cuda_impl {
     size_t             part_bytes;
     void              *pre_scratch; // prefill attention: rotated K and V in fp16
     size_t             pre_scratch_bytes;
+    void              *hip_scratch; // InfiniteHiP stage kernels
+    size_t             hip_scratch_bytes;
+    void              *sparse_scratch; // sparse attention (split partials)
+    size_t             sparse_scratch_bytes;
     void              *samp; // sampling scratch
     size_t             samp_bytes;
     // pinned upload ring and download bounce buffer
@@ -352,6 +356,42 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
 }
 
+static int cuda_copy(lc_backend *, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return LC_OK;
+    LC_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, lc_cuda_stream()));
+    return LC_OK;
+}
+
+static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
+                          const lc_hip_stage_args *a) {
+    cuda_impl *im = impl_of(b);
+    int        st = check_batch(im, seqs, n_seqs, "hip_stage");
+    if (st != LC_OK) return st;
+    const size_t need = lc_cuda_hip_stage_scratch_bytes(n_qb, n_head, a);
+    if (need > 0) st = grow_scratch(b, &im->hip_scratch, &im->hip_scratch_bytes, need,
+                                    "InfiniteHiP stage scratch");
+    if (st != LC_OK) return st;
+    return lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->hip_scratch,
+                             im->hip_scratch_bytes);
+}
+
+static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                            int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+                            int32_t n_head, const lc_rope_table *rope, float scale,
+                            const lc_hip_sparse_args *a, float *out) {
+    cuda_impl *im = impl_of(b);
+    int        st = check_batch(im, seqs, n_seqs, "attn_sparse");
+    if (st != LC_OK) return st;
+    const size_t need = lc_cuda_attn_sparse_scratch_bytes(n_qb, n_head, a);
+    if (need > 0) st = grow_scratch(b, &im->sparse_scratch, &im->sparse_scratch_bytes, need,
+                                    "sparse attention scratch");
+    if (st != LC_OK) return st;
+    return lc_cuda_attn_sparse(kv, im->d_seqs, qb, n_qb, q, n_head, rope, scale, a,
+                               im->sparse_scratch, im->sparse_scratch_bytes, out);
+}
+
 static int cuda_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
                        int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen,
                        int32_t *ids) {
@@ -497,6 +537,8 @@ static void cuda_free(lc_backend *b) {
         cudaFree(im->part);
         cudaFree(im->samp);
         cudaFree(im->pre_scratch);
+        cudaFree(im->hip_scratch);
+        cudaFree(im->sparse_scratch);
         cudaFree(im->d_batch);
         cudaFreeHost(im->h_batch);
         cudaFreeHost(im->h_up);
@@ -583,6 +625,9 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->add         = cuda_add;
     b->kv_write    = cuda_kv_write;
     b->attn_dense  = cuda_attn_dense;
+    b->copy        = cuda_copy;
+    b->hip_stage   = cuda_hip_stage;
+    b->attn_sparse = cuda_attn_sparse;
     b->sample      = cuda_sample;
     b->graph_begin = cuda_graph_begin;
     b->graph_end   = cuda_graph_end;

@@ -47,6 +47,21 @@ size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pr
 int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale, float *out);
 
+/* InfiniteHiP (twins of lc_cpu_hip_stage / lc_cpu_attn_sparse; backend/backend.h): seqs,
+ * qb and every array in the args in device memory; the args struct itself on the host.
+ * scratch: device memory of at least the matching *_scratch_bytes (may be 0 bytes / NULL). */
+size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a);
+int    lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                         const lc_rope_table *rope, const lc_hip_stage_args *a, void *scratch,
+                         size_t scratch_bytes);
+size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
+                                         const lc_hip_sparse_args *a);
+int    lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                           const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
+                           const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
+                           void *scratch, size_t scratch_bytes, float *out);
+
 /* Weights: GGUF tensor -> 16-bit [rows][cols] on the device (out_type LC_TYPE_BF16 or
  * LC_TYPE_F16), through a device staging buffer. */
 int lc_cuda_dequant16(uint32_t type, const void *src_dev, int64_t n, uint32_t out_type,

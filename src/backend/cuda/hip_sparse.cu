@@ -1,0 +1,14 @@
+// hip_sparse.cu — block-sparse attention on the GPU (placeholder until written).
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda.h"
+#include "util/util.h"
+
+extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t, int32_t, const lc_hip_sparse_args *) {
+    return 0;
+}
+extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *, const lc_attn_seq *,
+                                   const lc_hip_qblock *, int32_t, const float *, int32_t,
+                                   const lc_rope_table *, float, const lc_hip_sparse_args *,
+                                   void *, size_t, float *) {
+    return lc_fail(LC_ERR_UNSUPPORTED, "attn_sparse: not implemented on CUDA yet");
+}
