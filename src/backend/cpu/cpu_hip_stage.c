@@ -1,13 +1,318 @@
 /*
- * cpu_hip_stage.c — InfiniteHiP pruning stage, CPU reference (placeholder until written).
+ * cpu_hip_stage.c — one InfiniteHiP pruning stage, the CPU reference (contract: backend.h,
+ * "InfiniteHiP selection and block-sparse attention"). For every query block and head group:
+ * cut the candidate list into chunks of l_c tokens, score each chunk per query head with
+ * SelectRep (a binary descent with two probes per step, keys rotated at the branch slot's
+ * position of the stage's scan_rope), take the max over the group's heads, keep the n_keep
+ * best chunks and write them as segments sorted by start.
+ * Paper: InfiniteHiP (seeds/000_ced830aa0d9eb0ea.txt) §3.1–3.2, Alg. 2–3; digest
+ * spec/infinitehip-and-hip.md §3.2 and §4.1.
+ *
+ * Layouts: q_raw [n_rows][n_head][head_dim] (un-rotated); pages [page][kv_head][P][head_dim]
+ * fp32, keys before RoPE. Work: the chunks of all (block, group) pairs form one flat list that
+ * OpenMP threads score in parallel; selection is a sort of (score key, rank) per pair.
  */
 #include "backend/cpu/cpu.h"
 #include "util/util.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HIP_MAX_D 1024 /* stack buffer of one rotated key */
+
+/* Order-preserving map of a score to an unsigned key (NaN counts as -inf); the CUDA twin
+ * ranks with the same map, so both break ties between equal floats the same way. */
+static uint32_t score_key(float s) {
+    if (isnan(s)) s = -INFINITY;
+    uint32_t u;
+    memcpy(&u, &s, sizeof u);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+typedef struct stage_job {
+    const lc_kv_layer_view  *kv;
+    const lc_rope_table     *rope;
+    const lc_hip_stage_args *a;
+    const lc_attn_seq       *seqs;
+    const lc_hip_qblock     *qb;
+    int32_t                  n_head, G; /* query heads, query heads per KV head */
+    /* flat chunk list: chunk i = [cstart[i], cstart[i] + clen[i]), rank crank[i] in the list
+     * of pair cbg[i] = b * n_groups + g */
+    int32_t *cstart, *clen, *crank, *cbg;
+    float   *cscore;
+    int64_t *coff;  /* [n_pairs + 1] first chunk of each pair */
+    /* pooled rotated queries: block b, head h at qp + qoff[b] + (h * nq[b]) * D */
+    float   *qp;
+    int64_t *qoff;
+    int32_t *nq;
+} stage_job;
+
+static const float *key_at(const stage_job *j, const int32_t *pt, int32_t kvh, int32_t pos) {
+    const lc_kv_layer_view *kv = j->kv;
+    const int64_t           P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim;
+    const int64_t           page = pt[pos / P];
+    return (const float *)kv->k + ((page * H + kvh) * P + pos % P) * D;
+}
+
+/* S(key, slot) of the contract: max over the pooled queries of q · rot(k, pos). */
+static float probe(const stage_job *j, const float *k, int32_t pos, const float *q, int32_t nq,
+                   float *kr) {
+    const int32_t D = j->kv->head_dim;
+    lc_cpu_rope_copy(k, kr, D, pos, j->rope);
+    float best = -INFINITY;
+    for (int32_t u = 0; u < nq; u++) {
+        const float *qu = q + (int64_t)u * D;
+        float        s  = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int32_t d = 0; d < D; d++) s += qu[d] * kr[d];
+        if (s > best) best = s;
+    }
+    return best;
+}
+
+/* The score of chunk i (max over the heads of its group of SelectRep's final probe). */
+static float score_chunk(const stage_job *j, int64_t i) {
+    const lc_hip_stage_args *a  = j->a;
+    const int32_t            bg = j->cbg[i], b = bg / a->n_groups, g = bg % a->n_groups;
+    const lc_hip_qblock     *qb = &j->qb[b];
+    const int32_t           *pt = j->seqs[qb->seq].page_table;
+    const int32_t            h0 = a->n_groups == 1 ? 0 : g * j->G;
+    const int32_t            h1 = a->n_groups == 1 ? j->n_head : (g + 1) * j->G;
+    const int32_t            f = j->cstart[i], len = j->clen[i], c = j->crank[i];
+    const int32_t            mode = a->scan_rope, D = j->kv->head_dim, nq = j->nq[b];
+    float                    kr[HIP_MAX_D];
+    float                    best = -INFINITY;
+    for (int32_t h = h0; h < h1; h++) {
+        const int32_t kvh = h / j->G;
+        const float  *q   = j->qp + j->qoff[b] + (int64_t)h * nq * D;
+        int32_t       lo = f, hi = f + len;
+        float         fin   = -INFINITY;
+        int           known = 0; /* fin holds S(lo, RIGHT) */
+        while (hi - lo > 1) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            int32_t       pl, pr; /* key positions of the left / right slot */
+            if (mode == LC_HIP_SCAN_PLAIN) pl = lo, pr = mid;
+            else if (mode == LC_HIP_SCAN_RELATIVE) pl = 0, pr = 1;
+            else pl = pr = c;
+            const float sL = probe(j, key_at(j, pt, kvh, lo), pl, q, nq, kr);
+            const float sR = probe(j, key_at(j, pt, kvh, mid), pr, q, nq, kr);
+            if (sR > sL) {
+                lo = mid, fin = sR, known = 1;
+            } else {
+                hi = mid;
+                /* the slot is ignored outside RELATIVE: S(lo, RIGHT) = S(lo, LEFT) */
+                if (mode != LC_HIP_SCAN_RELATIVE) fin = sL, known = 1;
+            }
+        }
+        if (!known) {
+            const int32_t pr = mode == LC_HIP_SCAN_PLAIN ? lo : mode == LC_HIP_SCAN_RELATIVE ? 1 : c;
+            fin = probe(j, key_at(j, pt, kvh, lo), pr, q, nq, kr);
+        }
+        if (fin > best) best = fin;
+    }
+    return best;
+}
+
+typedef struct ranked {
+    uint32_t key;
+    int32_t  rank;
+} ranked;
+
+static int cmp_ranked_desc(const void *x, const void *y) {
+    const ranked *p = x, *q = y;
+    if (p->key != q->key) return p->key > q->key ? -1 : 1;
+    return p->rank > q->rank ? -1 : (p->rank < q->rank); /* equal scores: the later chunk first */
+}
+
+/* Count the chunks of a (block, group) pair's input list, validating it. */
+static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int32_t b, int32_t g,
+                        int64_t *n_out) {
+    int64_t n = 0;
+    if (!a->in) {
+        const int32_t lo = a->n_sink, hi = qb->win0;
+        n = hi > lo ? ((int64_t)hi - lo + a->chunk - 1) / a->chunk : 0;
+    } else {
+        const int64_t bg = (int64_t)b * a->n_groups + g;
+        const int32_t nin = a->in_n[bg];
+        if (nin < 0 || nin > a->in_cap)
+            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d: %d input segments "
+                           "(capacity %d)", b, g, nin, a->in_cap);
+        for (int32_t s = 0; s < nin; s++) {
+            const lc_hip_seg *sg = &a->in[bg * a->in_cap + s];
+            if (sg->len < 0 || sg->start < a->n_sink || (int64_t)sg->start + sg->len > qb->win0)
+                return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d: segment "
+                               "[%d, +%d) outside the candidates [%d, %d)", b, g, sg->start,
+                               sg->len, a->n_sink, qb->win0);
+            n += ((int64_t)sg->len + a->chunk - 1) / a->chunk;
+        }
+    }
+    if (n > a->max_chunks)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d has %lld chunks, "
+                       "max_chunks is %d", b, g, (long long)n, a->max_chunks);
+    *n_out = n;
+    return LC_OK;
+}
+
+static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                      const lc_hip_qblock *qb, int32_t n_qb, int32_t n_head,
+                      const lc_rope_table *rope, const lc_hip_stage_args *a) {
+    if (!kv || !rope || !a || n_qb < 0 || (n_qb > 0 && (!qb || !seqs)) || !a->out || !a->out_n)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: missing argument");
+    const int32_t H = kv->n_kv_head, D = kv->head_dim;
+    if (H < 1 || D < 1 || D > HIP_MAX_D || kv->page_size < 1 || n_head < H || n_head % H)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad shape (%d heads, %d KV heads, dim %d)",
+                       n_head, H, D);
+    if (a->chunk < 1 || a->n_keep < 1 || a->q_stride < 1 || a->n_sink < 0 || a->n_stream < 0 ||
+        a->scan_rope < LC_HIP_SCAN_PLAIN || a->scan_rope > LC_HIP_SCAN_CHUNK ||
+        (a->n_groups != 1 && a->n_groups != H) || a->max_rows < 1 || a->max_chunks < 0 ||
+        (a->in && (!a->in_n || a->in_cap < 0)))
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad stage arguments (chunk %d, keep %d, "
+                       "q_stride %d, groups %d, scan_rope %d)", a->chunk, a->n_keep,
+                       a->q_stride, a->n_groups, a->scan_rope);
+    if (rope->n_rot > D || rope->n_rot < 0 || rope->n_rot % 2)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: n_rot %d with head dim %d", rope->n_rot, D);
+    if (a->scan_rope == LC_HIP_SCAN_RELATIVE && (int64_t)a->n_stream + 1 >= rope->n_pos)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: relative RoPE needs position %d, the "
+                       "table has %d", a->n_stream + 1, rope->n_pos);
+    for (int32_t b = 0; b < n_qb; b++) {
+        const lc_hip_qblock *q = &qb[b];
+        if (q->seq < 0 || q->seq >= n_seqs)
+            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d: sequence %d of %d", b,
+                           q->seq, n_seqs);
+        const lc_attn_seq *s = &seqs[q->seq];
+        if (q->n_rows < 1 || q->n_rows > a->max_rows || q->row0 < s->row0 ||
+            q->row0 + q->n_rows > s->row0 + s->n_rows || q->pos0 != s->pos0 + (q->row0 - s->row0) ||
+            q->win0 < 0 || q->win0 > q->pos0 + q->n_rows)
+            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d (rows %d+%d, pos0 %d, win0 "
+                           "%d) does not fit its sequence or max_rows %d", b, q->row0, q->n_rows,
+                           q->pos0, q->win0, a->max_rows);
+        if (a->scan_rope != LC_HIP_SCAN_RELATIVE && q->pos0 + q->n_rows > rope->n_pos)
+            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d: position %d outside the "
+                           "RoPE table (%d)", b, q->pos0 + q->n_rows - 1, rope->n_pos);
+    }
+    return LC_OK;
+}
+
 int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                      const lc_rope_table *rope, const lc_hip_stage_args *a) {
-    (void)kv, (void)seqs, (void)n_seqs, (void)qb, (void)n_qb, (void)q_raw, (void)n_head,
-        (void)rope, (void)a;
-    return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: not implemented yet");
+    int st = check_args(kv, seqs, n_seqs, qb, n_qb, n_head, rope, a);
+    if (st != LC_OK || n_qb == 0) return st;
+    const int32_t D = kv->head_dim, n_pairs = n_qb * a->n_groups;
+    stage_job     j;
+    memset(&j, 0, sizeof j);
+    j.kv = kv, j.rope = rope, j.a = a, j.seqs = seqs, j.qb = qb, j.n_head = n_head;
+    j.G    = n_head / kv->n_kv_head;
+    j.coff = lc_malloc(sizeof(int64_t) * ((size_t)n_pairs + 1), "hip_stage chunk offsets");
+    j.qoff = lc_malloc(sizeof(int64_t) * ((size_t)n_qb + 1), "hip_stage query offsets");
+    j.nq   = lc_malloc(sizeof(int32_t) * (size_t)n_qb, "hip_stage query counts");
+    ranked  *rk   = NULL;
+    uint8_t *kept = NULL;
+    if (!j.coff || !j.qoff || !j.nq) {
+        st = LC_ERR_NOMEM;
+        goto done;
+    }
+    /* the chunk lists */
+    j.coff[0] = 0;
+    int64_t max_n = 0;
+    for (int32_t bg = 0; bg < n_pairs; bg++) {
+        int64_t n = 0;
+        st = count_chunks(a, &qb[bg / a->n_groups], bg / a->n_groups, bg % a->n_groups, &n);
+        if (st != LC_OK) goto done;
+        j.coff[bg + 1] = j.coff[bg] + n;
+        if (n > max_n) max_n = n;
+    }
+    const int64_t total = j.coff[n_pairs];
+    j.cstart = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
+    j.clen   = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
+    j.crank  = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
+    j.cbg    = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
+    j.cscore = lc_malloc(sizeof(float) * (size_t)(total + 1), "hip_stage chunk scores");
+    rk       = lc_malloc(sizeof(ranked) * (size_t)(max_n + 1), "hip_stage ranking");
+    kept     = lc_malloc((size_t)(max_n + 1), "hip_stage ranking");
+    if (!j.cstart || !j.clen || !j.crank || !j.cbg || !j.cscore || !rk || !kept) {
+        st = LC_ERR_NOMEM;
+        goto done;
+    }
+    for (int32_t bg = 0; bg < n_pairs; bg++) {
+        const lc_hip_qblock *q = &qb[bg / a->n_groups];
+        int64_t              i = j.coff[bg];
+        const int32_t        nin = a->in ? a->in_n[bg] : 1;
+        for (int32_t s = 0; s < nin; s++) {
+            lc_hip_seg sg = {a->n_sink, q->win0 - a->n_sink};
+            if (a->in) sg = a->in[(int64_t)bg * a->in_cap + s];
+            for (int32_t off = 0; off < sg.len; off += a->chunk, i++) {
+                j.cstart[i] = sg.start + off;
+                j.clen[i]   = sg.len - off < a->chunk ? sg.len - off : a->chunk;
+                j.crank[i]  = (int32_t)(i - j.coff[bg]);
+                j.cbg[i]    = bg;
+            }
+        }
+    }
+    /* pooled queries: mean of the rows of each stride, each row rotated first */
+    j.qoff[0] = 0;
+    for (int32_t b = 0; b < n_qb; b++) {
+        j.nq[b]       = (qb[b].n_rows + a->q_stride - 1) / a->q_stride;
+        j.qoff[b + 1] = j.qoff[b] + (int64_t)n_head * j.nq[b] * D;
+    }
+    j.qp = lc_malloc(sizeof(float) * (size_t)(j.qoff[n_qb] + 1), "hip_stage pooled queries");
+    if (!j.qp) {
+        st = LC_ERR_NOMEM;
+        goto done;
+    }
+#pragma omp parallel for schedule(dynamic)
+    for (int32_t b = 0; b < n_qb; b++) {
+        const lc_hip_qblock *q = &qb[b];
+        float                rot[HIP_MAX_D];
+        for (int32_t h = 0; h < n_head; h++)
+            for (int32_t u = 0; u < j.nq[b]; u++) {
+                float        *dst = j.qp + j.qoff[b] + ((int64_t)h * j.nq[b] + u) * D;
+                const int32_t r0  = u * a->q_stride;
+                const int32_t r1  = r0 + a->q_stride < q->n_rows ? r0 + a->q_stride : q->n_rows;
+                /* CHUNK: the chunk count of the head's group */
+                const int32_t g   = a->n_groups == 1 ? 0 : h / j.G;
+                const int64_t nch = j.coff[(int64_t)b * a->n_groups + g + 1] -
+                                    j.coff[(int64_t)b * a->n_groups + g];
+                memset(dst, 0, sizeof(float) * (size_t)D);
+                for (int32_t r = r0; r < r1; r++) {
+                    const int32_t p = q->pos0 + r;
+                    int32_t       pos;
+                    if (a->scan_rope == LC_HIP_SCAN_PLAIN) pos = p;
+                    else if (a->scan_rope == LC_HIP_SCAN_RELATIVE) pos = a->n_stream + 1;
+                    else pos = (int64_t)p < nch + a->n_stream ? p : (int32_t)(nch + a->n_stream);
+                    lc_cpu_rope_copy(q_raw + ((int64_t)(q->row0 + r) * n_head + h) * D, rot, D,
+                                     pos, rope);
+                    for (int32_t d = 0; d < D; d++) dst[d] += rot[d];
+                }
+                const float inv = 1.0f / (float)(r1 - r0);
+                for (int32_t d = 0; d < D; d++) dst[d] *= inv;
+            }
+    }
+    /* score every chunk */
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t i = 0; i < total; i++) j.cscore[i] = score_chunk(&j, i);
+    /* keep the n_keep best of each pair, written in position order */
+    for (int32_t bg = 0; bg < n_pairs; bg++) {
+        const int64_t c0 = j.coff[bg], n = j.coff[bg + 1] - c0;
+        lc_hip_seg   *out = a->out + (int64_t)bg * a->n_keep;
+        if (n <= a->n_keep) {
+            for (int64_t c = 0; c < n; c++) out[c] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
+            a->out_n[bg] = (int32_t)n;
+            continue;
+        }
+        for (int64_t c = 0; c < n; c++) rk[c] = (ranked){score_key(j.cscore[c0 + c]), (int32_t)c};
+        qsort(rk, (size_t)n, sizeof(ranked), cmp_ranked_desc);
+        /* mark the kept ranks, then write them in rank order */
+        for (int64_t c = 0; c < n; c++) kept[c] = 0;
+        for (int32_t k = 0; k < a->n_keep; k++) kept[rk[k].rank] = 1;
+        int32_t w = 0;
+        for (int64_t c = 0; c < n; c++)
+            if (kept[c]) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
+        a->out_n[bg] = w;
+    }
+done:
+    free(j.coff), free(j.qoff), free(j.nq), free(j.cstart), free(j.clen), free(j.crank);
+    free(j.cbg), free(j.cscore), free(j.qp), free(rk), free(kept);
+    return st;
 }

@@ -1,0 +1,562 @@
+/*
+ * test_hip_stage.c — the InfiniteHiP pruning stage (lc_cpu_hip_stage; contract in backend.h,
+ * paper 000_ced830aa0d9eb0ea.txt Alg. 2–3) against a brute-force reference written here: for
+ * every chunk and head the SelectRep descent exactly as the contract states, in double, over
+ * scattered page tables. Where a descent step compares two probes closer than the tolerance,
+ * the reference follows both branches, so each chunk has a point score and an interval of
+ * scores a correct float kernel may produce; a selection passes when it holds exactly the
+ * chunks of the list, sorted, min(n_chunks, n_keep) of them, and no kept chunk is beaten by a
+ * dropped one beyond the tolerance (chunks whose scores tie within it may swap).
+ * Cases: first stage and later stages (random input lists, odd lengths and alignments), all
+ * three scan_rope modes, n_groups 1 and n_kv_head, q_stride 1 and 4 with ragged blocks, head
+ * dims 64 and 128, GQA 1/3/4/8, both RoPE pairings, n_keep >= n_chunks, empty candidate
+ * ranges, tail chunks shorter than l_c, exact ties (the later chunk first).
+ *
+ * The harness (hs_*) is shared with test_hip_stage_cuda.c, which includes this file with
+ * HIP_STAGE_TEST_NO_MAIN defined.
+ */
+#include "backend/cpu/cpu.h"
+#include "format/quant.h"
+#include "model/model.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hs_rng = 0x2545F4914F6CDD1Dull;
+static inline float hs_frand(void) {
+    hs_rng ^= hs_rng << 13, hs_rng ^= hs_rng >> 7, hs_rng ^= hs_rng << 17;
+    return (float)((double)(hs_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static inline uint32_t hs_irand(uint32_t n) {
+    hs_rng ^= hs_rng << 13, hs_rng ^= hs_rng >> 7, hs_rng ^= hs_rng << 17;
+    return (uint32_t)(hs_rng % n);
+}
+
+/* One batch of sequences with their keys and un-rotated queries, cut into query blocks. */
+typedef struct hs_case {
+    int32_t         D, H, G, P, n_rot;
+    lc_rope_pairing pairing;
+    int32_t         b_q, n_sink, n_stream;
+    int             ties;  /* every key the same vector: all chunk scores tie (RELATIVE) */
+    int             bf16;  /* keys rounded to bf16 values (what the CUDA pools hold) */
+    int             share; /* all sequences read one page table (saves memory at 128K) */
+    int32_t         n_seqs;
+    int32_t         pos0[4], n_rows[4];
+} hs_case;
+
+typedef struct hs_world {
+    hs_case        cs;
+    int32_t        n_head, n_pages, n_pos, rows;
+    lc_rope_table  rope; /* host table */
+    float         *k;    /* [n_pages][H][P][D] */
+    uint16_t      *kb;   /* the same values in bf16 (cs.bf16) */
+    int32_t       *perm;
+    lc_attn_seq    seqs[4];
+    float         *q; /* [rows][n_head][D] */
+    lc_hip_qblock *qb;
+    int32_t        n_qb;
+} hs_world;
+
+static inline void hs_world_make(const hs_case *cs, hs_world *w) {
+    memset(w, 0, sizeof *w);
+    w->cs     = *cs;
+    w->n_head = cs->H * cs->G;
+    int32_t max_k = 1, pages = 0;
+    for (int32_t s = 0; s < cs->n_seqs; s++) {
+        const int32_t k = cs->pos0[s] + cs->n_rows[s];
+        if (k > max_k) max_k = k;
+        pages += (k + cs->P - 1) / cs->P;
+        w->rows += cs->n_rows[s];
+    }
+    if (cs->share) pages = (max_k + cs->P - 1) / cs->P;
+    w->n_pages = pages + 3;
+    w->n_pos   = max_k + 2 > cs->n_stream + 2 ? max_k + 2 : cs->n_stream + 2;
+    lc_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_rot = cs->n_rot, hp.rope_base = 10000.0f, hp.rope_pairing = cs->pairing;
+    const size_t half = (size_t)cs->n_rot / 2;
+    w->rope = (lc_rope_table){w->n_pos, cs->n_rot, cs->pairing,
+                              malloc(sizeof(float) * (size_t)w->n_pos * half + 4),
+                              malloc(sizeof(float) * (size_t)w->n_pos * half + 4), 1.0f};
+    CHECK(lc_rope_table_fill(&hp, NULL, w->n_pos, w->rope.cos, w->rope.sin) == LC_OK);
+    const int64_t pool = (int64_t)w->n_pages * cs->H * cs->P * cs->D;
+    w->k               = malloc(sizeof(float) * (size_t)pool);
+    if (cs->bf16) w->kb = malloc(sizeof(uint16_t) * (size_t)pool);
+    float tie[1024];
+    for (int32_t d = 0; d < cs->D; d++) tie[d] = 2.0f * hs_frand();
+    for (int64_t i = 0; i < pool; i++) {
+        float x = cs->ties ? tie[i % cs->D] : 2.0f * hs_frand();
+        if (cs->bf16) {
+            w->kb[i] = lc_fp32_to_bf16(x);
+            x        = lc_bf16_to_fp32(w->kb[i]);
+        }
+        w->k[i] = x;
+    }
+    /* scattered page tables: a random permutation of the pool */
+    w->perm = malloc(sizeof(int32_t) * (size_t)w->n_pages);
+    for (int32_t i = 0; i < w->n_pages; i++) w->perm[i] = i;
+    for (int32_t i = w->n_pages - 1; i > 0; i--) {
+        const int32_t j = (int32_t)hs_irand((uint32_t)i + 1), t = w->perm[i];
+        w->perm[i] = w->perm[j], w->perm[j] = t;
+    }
+    int32_t row = 0, pg = 0, n_qb = 0;
+    for (int32_t s = 0; s < cs->n_seqs; s++) {
+        w->seqs[s] = (lc_attn_seq){row, cs->n_rows[s], cs->pos0[s], w->perm + (cs->share ? 0 : pg)};
+        row += cs->n_rows[s];
+        pg += (cs->pos0[s] + cs->n_rows[s] + cs->P - 1) / cs->P;
+        n_qb += (cs->n_rows[s] + cs->b_q - 1) / cs->b_q;
+    }
+    const int64_t qn = (int64_t)w->rows * w->n_head * cs->D;
+    w->q             = malloc(sizeof(float) * (size_t)qn);
+    for (int64_t i = 0; i < qn; i++) w->q[i] = hs_frand();
+    w->qb   = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    w->n_qb = n_qb;
+    int32_t b = 0;
+    for (int32_t s = 0; s < cs->n_seqs; s++)
+        for (int32_t r = 0; r < cs->n_rows[s]; r += cs->b_q) {
+            const int32_t pos0 = cs->pos0[s] + r, n = cs->n_rows[s] - r < cs->b_q ? cs->n_rows[s] - r : cs->b_q;
+            int32_t       win0 = pos0 + 1 < cs->n_sink ? pos0 + 1 : cs->n_sink;
+            if (pos0 + 1 - cs->n_stream > win0) win0 = pos0 + 1 - cs->n_stream;
+            w->qb[b++] = (lc_hip_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
+        }
+}
+
+static inline void hs_world_free(hs_world *w) {
+    free(w->rope.cos), free(w->rope.sin), free(w->k), free(w->kb), free(w->perm), free(w->q);
+    free(w->qb);
+}
+
+/* One stage's arguments with host arrays (in: NULL for the first stage). */
+typedef struct hs_stage {
+    lc_hip_stage_args a;
+    lc_hip_seg       *in, *out;
+    int32_t          *in_n, *out_n;
+} hs_stage;
+
+/* in_src: 0 first stage; 1 random input lists; 2 the lists given in (given, given_n, cap). */
+static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk, int32_t n_keep,
+                                 int32_t q_stride, int32_t mode, int32_t n_groups, int in_src,
+                                 const lc_hip_seg *given, const int32_t *given_n, int32_t given_cap) {
+    memset(st, 0, sizeof *st);
+    lc_hip_stage_args *a = &st->a;
+    const int32_t      n_pairs = w->n_qb * n_groups;
+    a->chunk = chunk, a->n_keep = n_keep, a->q_stride = q_stride, a->n_sink = w->cs.n_sink;
+    a->n_stream = w->cs.n_stream, a->scan_rope = mode, a->n_groups = n_groups;
+    a->max_rows = w->cs.b_q;
+    if (in_src == 1) {
+        a->in_cap = 12;
+        st->in    = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)a->in_cap);
+        st->in_n  = malloc(sizeof(int32_t) * (size_t)n_pairs);
+        for (int32_t bg = 0; bg < n_pairs; bg++) {
+            const lc_hip_qblock *q = &w->qb[bg / n_groups];
+            int32_t              at = a->n_sink, n = 0;
+            const int32_t        want = (int32_t)hs_irand((uint32_t)a->in_cap + 1);
+            /* random disjoint segments in [n_sink, win0), sorted, odd lengths and gaps */
+            while (n < want && at < q->win0) {
+                at += (int32_t)hs_irand(9);
+                if (at >= q->win0) break;
+                int32_t len = 1 + (int32_t)hs_irand(3 * (uint32_t)chunk + 2);
+                if (at + len > q->win0) len = q->win0 - at;
+                st->in[(int64_t)bg * a->in_cap + n++] = (lc_hip_seg){at, len};
+                at += len;
+            }
+            st->in_n[bg] = n;
+        }
+    } else if (in_src == 2 && given && given_n) {
+        a->in_cap = given_cap;
+        st->in    = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)given_cap);
+        st->in_n  = malloc(sizeof(int32_t) * (size_t)n_pairs);
+        memcpy(st->in, given, sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)given_cap);
+        memcpy(st->in_n, given_n, sizeof(int32_t) * (size_t)n_pairs);
+    }
+    a->in = st->in, a->in_n = st->in_n;
+    /* max_chunks: the exact largest chunk count */
+    int32_t mx = 0;
+    for (int32_t bg = 0; bg < n_pairs; bg++) {
+        const lc_hip_qblock *q = &w->qb[bg / n_groups];
+        int32_t              n = 0;
+        if (!st->in) n = q->win0 > a->n_sink ? (q->win0 - a->n_sink + chunk - 1) / chunk : 0;
+        else
+            for (int32_t s = 0; s < st->in_n[bg]; s++)
+                n += (st->in[(int64_t)bg * a->in_cap + s].len + chunk - 1) / chunk;
+        if (n > mx) mx = n;
+    }
+    a->max_chunks = mx;
+    st->out       = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)n_keep);
+    st->out_n     = malloc(sizeof(int32_t) * (size_t)n_pairs);
+    memset(st->out, 0xa5, sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)n_keep); /* poison */
+    memset(st->out_n, 0xa5, sizeof(int32_t) * (size_t)n_pairs);
+    a->out = st->out, a->out_n = st->out_n;
+}
+
+static inline void hs_stage_free(hs_stage *st) {
+    free(st->in), free(st->in_n), free(st->out), free(st->out_n);
+}
+
+/* ---- the reference ---- */
+
+typedef struct hs_ref {
+    int32_t  n_pairs;
+    int64_t *off;                 /* [n_pairs + 1] */
+    int32_t *start, *len;         /* chunks of all pairs */
+    double  *pt, *lo, *hi, *mag;  /* point score, interval, |terms| magnitude of the point */
+    int64_t  n_amb;               /* descent steps explored both ways */
+} hs_ref;
+
+static inline void hs_rot(const float *x, double *y, int32_t D, int32_t pos, const lc_rope_table *r) {
+    const int32_t half = r->n_rot / 2;
+    const float  *c = r->cos + (int64_t)pos * half, *s = r->sin + (int64_t)pos * half;
+    for (int32_t i = 0; i < D; i++) y[i] = x[i];
+    for (int32_t i = 0; i < half; i++) {
+        const int32_t i0 = r->pairing == LC_ROPE_NORM ? 2 * i : i;
+        const int32_t i1 = r->pairing == LC_ROPE_NORM ? 2 * i + 1 : i + half;
+        const double  x0 = x[i0], x1 = x[i1];
+        y[i0]            = x0 * c[i] - x1 * s[i];
+        y[i1]            = x0 * s[i] + x1 * c[i];
+    }
+}
+
+typedef struct hs_desc {
+    const hs_world          *w;
+    const lc_hip_stage_args *a;
+    const int32_t           *pt;
+    int32_t                  kvh, nq, c;
+    const double            *q; /* [nq][D] pooled, rotated */
+    double                   tol, lo, hi, pt_s, pt_mag;
+    int                      budget;
+    int64_t                  n_amb;
+} hs_desc;
+
+/* S(key, slot) in double; *mag = max over queries of sum |q_i k_i| (the error scale) */
+static inline double hs_S(hs_desc *d, int32_t key, int right, double *mag) {
+    const hs_world *w = d->w;
+    const int32_t   D = w->cs.D, P = w->cs.P, H = w->cs.H;
+    const int32_t   mode = d->a->scan_rope;
+    const int32_t   pos  = mode == LC_HIP_SCAN_PLAIN ? key : mode == LC_HIP_SCAN_RELATIVE ? right : d->c;
+    const float    *k    = w->k + (((int64_t)d->pt[key / P] * H + d->kvh) * P + key % P) * D;
+    double          kr[1024], best = -INFINITY, bm = 0;
+    hs_rot(k, kr, D, pos, &w->rope);
+    for (int32_t u = 0; u < d->nq; u++) {
+        double s = 0, m = 0;
+        for (int32_t i = 0; i < D; i++) {
+            const double t = d->q[(int64_t)u * D + i] * kr[i];
+            s += t, m += fabs(t);
+        }
+        if (s > best) best = s;
+        if (m > bm) bm = m;
+    }
+    *mag = bm;
+    return best;
+}
+
+static inline void hs_descend(hs_desc *d, int32_t lo, int32_t hi, int known, double fin,
+                              double fmag, int on_pt) {
+    const int rel = d->a->scan_rope == LC_HIP_SCAN_RELATIVE;
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        double        mL, mR;
+        const double  sL = hs_S(d, lo, 0, &mL), sR = hs_S(d, mid, 1, &mR);
+        const int     right = sR > sL;
+        if (fabs(sR - sL) <= d->tol * (mL > mR ? mL : mR) && d->budget > 0) {
+            d->budget--, d->n_amb++; /* a float kernel may go the other way: follow it too */
+            if (right) hs_descend(d, lo, mid, rel ? known : 1, rel ? fin : sL, rel ? fmag : mL, 0);
+            else hs_descend(d, mid, hi, 1, sR, mR, 0);
+        }
+        if (right) lo = mid, fin = sR, fmag = mR, known = 1;
+        else {
+            hi = mid;
+            if (!rel) fin = sL, fmag = mL, known = 1;
+        }
+    }
+    if (!known) fin = hs_S(d, lo, 1, &fmag);
+    if (fin < d->lo) d->lo = fin;
+    if (fin > d->hi) d->hi = fin;
+    if (on_pt) d->pt_s = fin, d->pt_mag = fmag;
+}
+
+/* The reference scores of every chunk of every (block, group) pair of stage a. */
+static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, double tol, hs_ref *r) {
+    const int32_t D = w->cs.D, G = w->cs.G, n_head = w->n_head, ng = a->n_groups;
+    memset(r, 0, sizeof *r);
+    r->n_pairs = w->n_qb * ng;
+    r->off     = calloc((size_t)r->n_pairs + 1, sizeof(int64_t));
+    for (int32_t bg = 0; bg < r->n_pairs; bg++) {
+        const lc_hip_qblock *q = &w->qb[bg / ng];
+        int64_t              n = 0;
+        if (!a->in) n = q->win0 > a->n_sink ? (q->win0 - a->n_sink + a->chunk - 1) / a->chunk : 0;
+        else
+            for (int32_t s = 0; s < a->in_n[bg]; s++)
+                n += (a->in[(int64_t)bg * a->in_cap + s].len + a->chunk - 1) / a->chunk;
+        r->off[bg + 1] = r->off[bg] + n;
+    }
+    const int64_t total = r->off[r->n_pairs];
+    r->start = malloc(sizeof(int32_t) * (size_t)(total + 1));
+    r->len   = malloc(sizeof(int32_t) * (size_t)(total + 1));
+    r->pt = malloc(sizeof(double) * (size_t)(total + 1)), r->lo = malloc(sizeof(double) * (size_t)(total + 1));
+    r->hi = malloc(sizeof(double) * (size_t)(total + 1)), r->mag = malloc(sizeof(double) * (size_t)(total + 1));
+    int32_t *cbg = malloc(sizeof(int32_t) * (size_t)(total + 1));
+    for (int32_t bg = 0; bg < r->n_pairs; bg++) {
+        const lc_hip_qblock *q = &w->qb[bg / ng];
+        int64_t              i = r->off[bg];
+        const int32_t        nin = a->in ? a->in_n[bg] : 1;
+        for (int32_t s = 0; s < nin; s++) {
+            lc_hip_seg sg = a->in ? a->in[(int64_t)bg * a->in_cap + s]
+                                  : (lc_hip_seg){a->n_sink, q->win0 - a->n_sink};
+            for (int32_t o = 0; o < sg.len; o += a->chunk, i++) {
+                r->start[i] = sg.start + o;
+                r->len[i]   = sg.len - o < a->chunk ? sg.len - o : a->chunk;
+                cbg[i]      = bg;
+            }
+        }
+    }
+    /* pooled queries in double: [b][h][u][D] */
+    int64_t *qoff = malloc(sizeof(int64_t) * ((size_t)w->n_qb + 1));
+    qoff[0]       = 0;
+    for (int32_t b = 0; b < w->n_qb; b++)
+        qoff[b + 1] = qoff[b] + (int64_t)n_head * ((w->qb[b].n_rows + a->q_stride - 1) / a->q_stride) * D;
+    double *qd = calloc((size_t)qoff[w->n_qb] + 1, sizeof(double));
+    for (int32_t b = 0; b < w->n_qb; b++) {
+        const lc_hip_qblock *q  = &w->qb[b];
+        const int32_t        nq = (q->n_rows + a->q_stride - 1) / a->q_stride;
+        for (int32_t h = 0; h < n_head; h++) {
+            const int32_t g   = ng == 1 ? 0 : h / G;
+            const int64_t nch = r->off[b * ng + g + 1] - r->off[b * ng + g];
+            for (int32_t u = 0; u < nq; u++) {
+                double       *dst = qd + qoff[b] + ((int64_t)h * nq + u) * D, rot[1024];
+                const int32_t r0 = u * a->q_stride;
+                const int32_t r1 = r0 + a->q_stride < q->n_rows ? r0 + a->q_stride : q->n_rows;
+                for (int32_t rr = r0; rr < r1; rr++) {
+                    const int32_t p   = q->pos0 + rr;
+                    const int32_t pos = a->scan_rope == LC_HIP_SCAN_PLAIN      ? p
+                                        : a->scan_rope == LC_HIP_SCAN_RELATIVE ? a->n_stream + 1
+                                        : (p < nch + a->n_stream ? p : (int32_t)(nch + a->n_stream));
+                    hs_rot(w->q + ((int64_t)(q->row0 + rr) * n_head + h) * D, rot, D, pos, &w->rope);
+                    for (int32_t i = 0; i < D; i++) dst[i] += rot[i];
+                }
+                for (int32_t i = 0; i < D; i++) dst[i] /= (double)(r1 - r0);
+            }
+        }
+    }
+    int64_t n_amb = 0;
+#pragma omp parallel for schedule(dynamic, 4) reduction(+ : n_amb)
+    for (int64_t i = 0; i < total; i++) {
+        const int32_t        bg = cbg[i], b = bg / ng, g = bg % ng;
+        const lc_hip_qblock *q  = &w->qb[b];
+        const int32_t        nq = (q->n_rows + a->q_stride - 1) / a->q_stride;
+        const int32_t        h0 = ng == 1 ? 0 : g * G, h1 = ng == 1 ? n_head : (g + 1) * G;
+        double               pt = -INFINITY, lo = -INFINITY, hi = -INFINITY, mag = 0;
+        for (int32_t h = h0; h < h1; h++) {
+            hs_desc d = {w, a, w->seqs[q->seq].page_table, h / G, nq, (int32_t)(i - r->off[bg]),
+                         qd + qoff[b] + (int64_t)h * nq * D, tol, INFINITY, -INFINITY, 0, 0, 64, 0};
+            hs_descend(&d, r->start[i], r->start[i] + r->len[i], 0, 0.0, 0.0, 1);
+            if (d.pt_s > pt) pt = d.pt_s;
+            if (d.lo > lo) lo = d.lo;
+            if (d.hi > hi) hi = d.hi;
+            if (d.pt_mag > mag) mag = d.pt_mag;
+            n_amb += d.n_amb;
+        }
+        r->pt[i] = pt, r->lo[i] = lo, r->hi[i] = hi, r->mag[i] = mag;
+    }
+    r->n_amb = n_amb;
+    free(cbg), free(qoff), free(qd);
+}
+
+static inline void hs_ref_free(hs_ref *r) {
+    free(r->off), free(r->start), free(r->len), free(r->pt), free(r->lo), free(r->hi), free(r->mag);
+}
+
+typedef struct hs_rank {
+    double  s;
+    int32_t c;
+} hs_rank;
+static inline int hs_cmp_rank(const void *x, const void *y) {
+    const hs_rank *p = x, *q = y;
+    if (p->s != q->s) return p->s > q->s ? -1 : 1;
+    return p->c > q->c ? -1 : (p->c < q->c);
+}
+
+/* Check one stage output against the reference (see the top of the file). exact: the kept set
+ * must be the point scores' top n_keep (ties: the later chunk). Returns the number of kept
+ * chunks outside that set (swaps within the tolerance). */
+static inline int64_t hs_check(const hs_world *w, const lc_hip_stage_args *a, const hs_ref *r,
+                               const lc_hip_seg *out, const int32_t *out_n, double tol, int exact,
+                               const char *what) {
+    int64_t swaps = 0;
+    for (int32_t bg = 0; bg < r->n_pairs; bg++) {
+        const int64_t  c0 = r->off[bg], n = r->off[bg + 1] - c0;
+        const int32_t  expect = n < a->n_keep ? (int32_t)n : a->n_keep;
+        const int32_t  b = bg / a->n_groups;
+        CHECKF(out_n[bg] == expect, "%s: block %d (pos0 %d rows %d win0 %d) group %d: out_n %d, "
+               "expected %d of %lld chunks", what, b, w->qb[b].pos0, w->qb[b].n_rows,
+               w->qb[b].win0, bg % a->n_groups, out_n[bg], expect, (long long)n);
+        if (out_n[bg] != expect) continue;
+        uint8_t *kept = calloc((size_t)n + 1, 1);
+        int32_t  prev = -1, bad = 0;
+        for (int32_t k = 0; k < expect; k++) {
+            const lc_hip_seg s = out[(int64_t)bg * a->n_keep + k];
+            int64_t          lo = 0, hi = n - 1, at = -1; /* chunk starts increase with rank */
+            while (lo <= hi) {
+                const int64_t m = (lo + hi) / 2;
+                if (r->start[c0 + m] == s.start) { at = m; break; }
+                if (r->start[c0 + m] < s.start) lo = m + 1; else hi = m - 1;
+            }
+            if (at < 0 || r->len[c0 + at] != s.len || at <= prev) {
+                bad = 1;
+                fprintf(stderr, "  %s: pair %d segment %d [%d, +%d) is not the next chunk of the "
+                        "list (rank %lld after %d)\n", what, bg, k, s.start, s.len, (long long)at, prev);
+                break;
+            }
+            kept[at] = 1, prev = (int32_t)at;
+        }
+        CHECKF(!bad, "%s: pair %d: output segments are not chunks sorted by start", what, bg);
+        if (!bad && n > a->n_keep) {
+            double  min_hi = INFINITY, max_lo = -INFINITY, scale = 0;
+            int32_t c_hi = -1, c_lo = -1;
+            for (int64_t c = 0; c < n; c++) {
+                if (r->mag[c0 + c] > scale) scale = r->mag[c0 + c];
+                if (kept[c] && r->hi[c0 + c] < min_hi) min_hi = r->hi[c0 + c], c_hi = (int32_t)c;
+                if (!kept[c] && r->lo[c0 + c] > max_lo) max_lo = r->lo[c0 + c], c_lo = (int32_t)c;
+            }
+            CHECKF(min_hi >= max_lo - tol * scale, "%s: block %d group %d: kept chunk %d (score "
+                   "<= %.6g) beaten by dropped chunk %d (score >= %.6g), tolerance %.3g", what, b,
+                   bg % a->n_groups, c_hi, min_hi, c_lo, max_lo, tol * scale);
+            hs_rank *rk = malloc(sizeof(hs_rank) * (size_t)n);
+            for (int64_t c = 0; c < n; c++) rk[c] = (hs_rank){r->pt[c0 + c], (int32_t)c};
+            qsort(rk, (size_t)n, sizeof(hs_rank), hs_cmp_rank);
+            int64_t sw = 0;
+            for (int32_t k = 0; k < a->n_keep; k++) sw += !kept[rk[k].c];
+            if (exact)
+                CHECKF(sw == 0, "%s: block %d group %d: %lld kept chunks differ from the exact "
+                       "top %d", what, b, bg % a->n_groups, (long long)sw, a->n_keep);
+            swaps += sw;
+            free(rk);
+        }
+        free(kept);
+    }
+    return swaps;
+}
+
+#ifndef HIP_STAGE_TEST_NO_MAIN
+
+static const char *mode_name[] = {"plain", "relative", "chunk"};
+
+/* Run the CPU stage on (world, stage) and check it; returns the swaps. */
+static int64_t cpu_case(const hs_world *w, hs_stage *st, int exact, const char *what) {
+    lc_kv_layer_view kv = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D};
+    const int        rc = lc_cpu_hip_stage(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q,
+                                           w->n_head, &w->rope, &st->a);
+    CHECKF(rc == LC_OK, "%s: %s", what, lc_last_error());
+    if (rc != LC_OK) return 0;
+    hs_ref r;
+    hs_reference(w, &st->a, 1e-5, &r);
+    const int64_t sw = hs_check(w, &st->a, &r, st->out, st->out_n, 1e-5, exact, what);
+    hs_ref_free(&r);
+    return sw;
+}
+
+int main(void) {
+    const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {2, 4}, {1, 8}};
+    int64_t       swaps = 0, n_cases = 0;
+    int           k = 0;
+    for (int di = 0; di < 2; di++)
+        for (int gi = 0; gi < 4; gi++)
+            for (int mode = 0; mode < 3; mode++)
+                for (int later = 0; later < 2; later++)
+                    for (int gr = 0; gr < 2; gr++, k++) {
+                        /* a prefill from empty (its first blocks have no candidates), a chunk
+                         * after a history, a decode row */
+                        hs_case cs = {dims[di], gqa[gi][0], gqa[gi][1], k % 3 ? 16 : 64, dims[di],
+                                      k % 5 == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, 16, 8, 32, 0, 0, 0,
+                                      3, {0, 300 + k, 700}, {150, 37, 1}};
+                        if (k % 7 == 3) cs.n_rot = dims[di] / 2; /* partial rotary */
+                        hs_world w;
+                        hs_world_make(&cs, &w);
+                        const int32_t ng = gr ? cs.H : 1, qs = k % 2 ? 4 : 1;
+                        const int32_t chunk = later ? (k % 3 ? 5 : 4) : (k % 4 ? 16 : 13);
+                        const int32_t keep = later ? 3 + k % 4 : 4 + k % 5;
+                        hs_stage st;
+                        hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
+                        char what[160];
+                        snprintf(what, sizeof what, "D%d H%d G%d %s %s groups %d q_stride %d l_c %d "
+                                 "keep %d P%d rot%d %s", cs.D, cs.H, cs.G, mode_name[mode],
+                                 later ? "later" : "first", ng, qs, chunk, keep, cs.P, cs.n_rot,
+                                 cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
+                        swaps += cpu_case(&w, &st, 0, what);
+                        n_cases++;
+                        hs_stage_free(&st);
+                        hs_world_free(&w);
+                    }
+    /* n_keep >= n_chunks everywhere: every chunk kept, in order */
+    {
+        hs_case  cs = {64, 2, 4, 16, 64, LC_ROPE_NORM, 16, 4, 64, 0, 0, 0, 2, {100, 0}, {20, 1}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        hs_stage st;
+        hs_stage_make(&w, &st, 7, 1000, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        cpu_case(&w, &st, 1, "keep everything");
+        hs_stage_free(&st);
+        hs_world_free(&w);
+    }
+    /* exact ties (every key equal, relative RoPE): the later chunks are kept */
+    for (int gr = 0; gr < 2; gr++) {
+        hs_case  cs = {128, 2, 3, 16, 128, LC_ROPE_NORM, 64, 8, 16, 1, 0, 0, 2, {500, 0}, {70, 1}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        hs_stage st;
+        hs_stage_make(&w, &st, 32, 5, 4, LC_HIP_SCAN_RELATIVE, gr ? 2 : 1, 0, NULL, NULL, 0);
+        cpu_case(&w, &st, 1, "ties, first stage");
+        /* the next stage on that output (chunks of 8 inside the kept 32s, plus a tail) */
+        hs_stage s2;
+        hs_stage_make(&w, &s2, 8, 6, 1, LC_HIP_SCAN_RELATIVE, gr ? 2 : 1, 2, st.out, st.out_n, 5);
+        cpu_case(&w, &s2, 1, "ties, second stage");
+        hs_stage_free(&s2);
+        hs_stage_free(&st);
+        hs_world_free(&w);
+    }
+    /* three chained stages (the 3k preset's shape, small): 64 -> 16 -> 4 */
+    for (int mode = 0; mode < 3; mode++) {
+        hs_case  cs = {64, 2, 4, 16, 64, LC_ROPE_NORM, 32, 16, 64, 0, 0, 0, 2, {3000, 4000}, {1, 45}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        hs_stage s1, s2, s3;
+        hs_stage_make(&w, &s1, 64, 8, 4, mode, 1, 0, NULL, NULL, 0);
+        swaps += cpu_case(&w, &s1, 0, "chain stage 1");
+        hs_stage_make(&w, &s2, 16, 12, 4, mode, 1, 2, s1.out, s1.out_n, 8);
+        swaps += cpu_case(&w, &s2, 0, "chain stage 2");
+        hs_stage_make(&w, &s3, 4, 20, 1, mode, 1, 2, s2.out, s2.out_n, 12);
+        swaps += cpu_case(&w, &s3, 0, "chain stage 3");
+        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        hs_world_free(&w);
+    }
+    /* invalid arguments are refused */
+    {
+        hs_case  cs = {64, 2, 2, 16, 64, LC_ROPE_NORM, 16, 4, 16, 0, 0, 0, 1, {200}, {16}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        hs_stage st;
+        hs_stage_make(&w, &st, 8, 4, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D};
+        st.a.max_chunks--;
+        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+              LC_ERR_INVALID_ARG);
+        st.a.max_chunks++;
+        st.a.n_groups = 3;
+        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+              LC_ERR_INVALID_ARG);
+        st.a.n_groups = 1, st.a.max_rows = 8;
+        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+              LC_ERR_INVALID_ARG);
+        st.a.max_rows = 16;
+        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) == LC_OK);
+        hs_stage_free(&st);
+        hs_world_free(&w);
+    }
+    printf("%lld cases, %lld kept chunks swapped within the tolerance\n", (long long)n_cases,
+           (long long)swaps);
+    TEST_END();
+}
+#endif
