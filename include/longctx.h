@@ -246,7 +246,7 @@ typedef enum lc_profile_mode {
 } lc_profile_mode;
 
 typedef enum lc_profile_cat {
-    LC_PROFILE_ATTENTION = 0, /* attn_dense */
+    LC_PROFILE_ATTENTION = 0, /* attn_dense, hip_stage, attn_sparse */
     LC_PROFILE_GEMM      = 1, /* matmul (the projections, the FFN and the output head) */
     LC_PROFILE_REST      = 2, /* every other op: norms, RoPE, KV write, copies, ... */
     LC_PROFILE_N_CAT     = 3,
@@ -337,6 +337,65 @@ lc_chat_template lc_model_chat_template(const lc_model *m);
 int lc_model_chat_format(const lc_model *m, lc_chat_template tmpl, const lc_chat_message *msgs,
                          size_t n_msgs, bool add_assistant, char **out);
 
+/* ---- attention methods ------------------------------------------------------------------ */
+
+typedef enum lc_attn_kind {
+    LC_ATTN_DENSE       = 0, /* every query reads every earlier key */
+    LC_ATTN_INFINITEHIP = 1, /* InfiniteHiP: multi-stage hierarchical pruning + block-sparse
+                                attention, RoPE re-indexing past the trained window */
+} lc_attn_kind;
+
+/* "dense", "infinitehip"; LC_ERR_NOT_FOUND (with a message listing them) for other names. */
+int         lc_attn_kind_from_name(const char *name, lc_attn_kind *out);
+const char *lc_attn_kind_name(lc_attn_kind k);
+
+#define LC_HIP_MAX_STAGES 4
+
+typedef enum lc_hip_rope_mode {
+    LC_HIP_ROPE_AUTO   = 0, /* plain RoPE while a sequence fits the model's trained context,
+                               the re-indexing strategies past it */
+    LC_HIP_ROPE_EXTEND = 1, /* always re-index (chunk-indexed / relative in pruning,
+                               StreamingLLM in attention) */
+    LC_HIP_ROPE_PLAIN  = 2, /* always the true positions */
+} lc_hip_rope_mode;
+
+/* InfiniteHiP settings (spec/infinitehip-and-hip.md §3.6). Stage i keeps k[i] tokens as
+ * k[i] / chunk[i] chunks of its input; the last stage's k is the selection the attention
+ * reads, besides the n_sink first and the n_stream most recent tokens. In decode, stage i is
+ * recomputed every refresh[i] steps (and whenever an earlier stage is). */
+typedef struct lc_infinitehip_params {
+    int32_t n_stages;                     /* 1 .. LC_HIP_MAX_STAGES */
+    int32_t chunk[LC_HIP_MAX_STAGES];     /* l_c: powers of two, each dividing the previous */
+    int32_t k[LC_HIP_MAX_STAGES];         /* tokens kept: multiples of the stage's chunk,
+                                             non-increasing */
+    int32_t refresh[LC_HIP_MAX_STAGES];   /* decode steps between recomputations, >= 1 */
+    int32_t q_stride[LC_HIP_MAX_STAGES];  /* query rows mean-pooled per scoring query */
+    int32_t block_q;                      /* b_q: query rows per block in prefill, 1 .. 64 */
+    int32_t n_sink;                       /* first tokens always attended */
+    int32_t n_stream;                     /* most recent tokens always attended, >= 1 */
+    int32_t first_layers;                 /* layers [0, first_layers) use chunk-indexed RoPE
+                                             in pruning and keep first_k tokens */
+    int32_t first_k;                      /* multiple of the last chunk */
+    int32_t dense_layers;                 /* layers [0, dense_layers) run dense attention */
+    int32_t rope;                         /* lc_hip_rope_mode */
+    int32_t per_group;                    /* 0: one selection for all heads (chunk scores
+                                             max-pooled over every query head, the paper's and
+                                             the reference's default); 1: one per KV head */
+} lc_infinitehip_params;
+
+/* The named presets: "3k" (the default), "fast", "flash", "5k"; LC_ERR_NOT_FOUND otherwise. */
+int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
+const char *lc_infinitehip_preset_names(void);
+/* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
+ * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
+ * rope=auto|extend|plain  heads=all|group  (the chunks and k lists set n_stages). LC_ERR_INVALID_ARG with a
+ * message naming the option and the allowed values. Does not validate the whole set. */
+int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);
+/* Check the whole set: LC_ERR_INVALID_ARG naming the first bad option and its allowed range. */
+int lc_infinitehip_validate(const lc_infinitehip_params *p);
+/* One line describing the settings (for logs and result files). */
+int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t cap);
+
 /* ---- engine: a context advances a set of sequences ------------------------------------- */
 
 typedef struct lc_context lc_context;
@@ -349,6 +408,8 @@ typedef struct lc_context_params {
     int64_t        kv_tokens; /* KV capacity in tokens over all sequences; 0: n_ctx*n_seq_max */
     lc_progress_fn prefill_progress; /* prompt tokens done/total per step, may be NULL */
     void          *progress_user;
+    lc_attn_kind          attn;      /* default dense */
+    lc_infinitehip_params hip;       /* used when attn is LC_ATTN_INFINITEHIP; default "3k" */
 } lc_context_params;
 
 lc_context_params lc_context_default_params(void);

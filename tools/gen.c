@@ -16,6 +16,8 @@ void gen_opts_default(gen_opts *o) {
     o->sampling    = lc_sampling_default();
     o->sampling.seed = 0xC0FFEE;
     o->chat_template = LC_CHAT_TEMPLATE_NONE;
+    o->attn          = LC_ATTN_DENSE;
+    lc_infinitehip_preset("3k", &o->hip);
 }
 
 const char *gen_opts_help(void) {
@@ -41,7 +43,19 @@ const char *gen_opts_help(void) {
            "  --repeat-penalty X      repetition penalty, 1 = off (default 1)\n"
            "  --repeat-last-n N       window of the repetition penalty (default 64)\n"
            "  --seed S                random seed (default fixed, so runs repeat)\n"
-           "  --chat-template NAME    chatml | llama3 | mistral (default: from the model)\n";
+           "  --chat-template NAME    chatml | llama3 | mistral (default: from the model)\n"
+           "\nattention options:\n"
+           "  --attn dense|infinitehip  attention method (default dense)\n"
+           "  --preset NAME           InfiniteHiP preset: 3k (default), fast, flash, 5k\n"
+           "  --hip-NAME=VALUE        one InfiniteHiP knob (after --preset), e.g.\n"
+           "                          --hip-chunks=256,32,8 --hip-k=32768,8192,2048\n"
+           "                          --hip-refresh=16,8,4 --hip-q-stride=4,4,1 --hip-block-q=64\n"
+           "                          --hip-sink=256 --hip-stream=1024 --hip-first-layers=3\n"
+           "                          --hip-first-k=4096 --hip-dense-layers=0\n"
+           "                          --hip-rope=auto|extend|plain (auto: plain RoPE while the\n"
+           "                          context fits the model's trained window)\n"
+           "                          --hip-heads=all|group (one selection for all heads, or per\n"
+           "                          KV head)\n";
 }
 
 int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) {
@@ -119,6 +133,45 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         VAL();
         if (!cli_int(cmd, a, v, 0, INT64_MAX, &n)) return -1;
         o->sampling.seed = (uint64_t)n;
+    } else if (!strcmp(a, "--attn")) {
+        VAL();
+        if (lc_attn_kind_from_name(v, &o->attn) != LC_OK) {
+            fprintf(stderr, "longctx %s: --attn: unknown method '%s' (known: dense, infinitehip)\n",
+                    cmd, v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--preset")) {
+        VAL();
+        if (lc_infinitehip_preset(v, &o->hip) != LC_OK) {
+            fprintf(stderr, "longctx %s: --preset: %s\n", cmd, lc_last_error());
+            return -1;
+        }
+        o->hip_set = true;
+    } else if (!strncmp(a, "--hip-", 6)) {
+        const char *eq = strchr(a, '=');
+        char        name[64];
+        if (eq) {
+            size_t len = (size_t)(eq - (a + 6));
+            if (len == 0 || len >= sizeof name) {
+                fprintf(stderr, "longctx %s: bad option '%s'\n", cmd, a);
+                return -1;
+            }
+            memcpy(name, a + 6, len);
+            name[len] = 0;
+            v         = eq + 1;
+        } else {
+            if (strlen(a + 6) >= sizeof name) {
+                fprintf(stderr, "longctx %s: bad option '%s'\n", cmd, a);
+                return -1;
+            }
+            strcpy(name, a + 6);
+            VAL();
+        }
+        if (lc_infinitehip_set(&o->hip, name, v) != LC_OK) {
+            fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
+            return -1;
+        }
+        o->hip_set = true;
     } else if (!strcmp(a, "--chat-template")) {
         VAL();
         if (lc_chat_template_from_name(v, &o->chat_template) != LC_OK) {
@@ -133,11 +186,34 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     return 1;
 }
 
+bool gen_opts_check(const gen_opts *o, const char *cmd) {
+    if (o->hip_set && o->attn != LC_ATTN_INFINITEHIP) {
+        fprintf(stderr, "longctx %s: --preset / --hip-* options need --attn infinitehip\n", cmd);
+        return false;
+    }
+    if (o->attn == LC_ATTN_INFINITEHIP && lc_infinitehip_validate(&o->hip) != LC_OK) {
+        fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
+        return false;
+    }
+    return true;
+}
+
+void gen_attn_describe(const gen_opts *o, char *buf, size_t cap) {
+    if (o->attn != LC_ATTN_INFINITEHIP) {
+        snprintf(buf, cap, "dense");
+        return;
+    }
+    char d[512];
+    if (lc_infinitehip_describe(&o->hip, d, sizeof d) != LC_OK) d[0] = 0;
+    snprintf(buf, cap, "infinitehip (%s)", d);
+}
+
 static void load_progress(int64_t done, int64_t total, void *user) {
     cli_progress_update(user, done, total, "tensors");
 }
 
 int gen_load(const char *cmd, const gen_opts *o, lc_model **model) {
+    if (!gen_opts_check(o, cmd)) return CLI_USAGE;
     if (!o->model) {
         fprintf(stderr, "longctx %s: no model given (-m FILE)\n", cmd);
         return CLI_USAGE;
@@ -169,6 +245,8 @@ int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ct
     cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));
     cp.n_batch   = (int32_t)o->n_batch;
     cp.page_size = (int32_t)o->page_size;
+    cp.attn      = o->attn;
+    cp.hip       = o->hip;
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
     if (o->kv_gb > 0) {
         /* bf16 KV on the GPU, fp32 on the CPU */

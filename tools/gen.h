@@ -21,6 +21,9 @@ typedef struct gen_opts {
     lc_sampling      sampling;
     lc_chat_template chat_template; /* NONE: the model's */
     int              profile;       /* lc_profile_mode for the load (bench) */
+    lc_attn_kind          attn;     /* --attn */
+    lc_infinitehip_params hip;      /* --preset, --hip-NAME=VALUE */
+    bool                  hip_set;  /* a --preset or --hip-* option was given */
 } gen_opts;
 
 void gen_opts_default(gen_opts *o);
@@ -28,6 +31,11 @@ void gen_opts_default(gen_opts *o);
  * bad value (message printed). */
 int  gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i);
 const char *gen_opts_help(void);
+/* Check option combinations after parsing (e.g. --hip-* without --attn infinitehip). Returns
+ * false after printing a message. */
+bool gen_opts_check(const gen_opts *o, const char *cmd);
+/* "dense" or "infinitehip (3k: chunks=... )" for reports. */
+void gen_attn_describe(const gen_opts *o, char *buf, size_t cap);
 
 int gen_load(const char *cmd, const gen_opts *o, lc_model **model);
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,

@@ -1,9 +1,10 @@
 /*
  * attn.h — the attention-method interface (DESIGN.md "Attention methods"): one struct of
  * function pointers per method, with per-(sequence, layer) state owned by the sequence. The
- * model forward calls method->forward for every layer with the batch's rotated queries; the
- * method decides which keys each query reads (dense: all of them) and calls the backend's
- * kernels. Sparse methods (hip, infinitehip, tokenselect) plug in here.
+ * model forward calls method->forward for every layer with the batch's rotated queries (and,
+ * for methods that re-assign positions, the same queries before RoPE); the method decides
+ * which keys each query reads and calls the backend's kernels. Methods: dense (a static
+ * instance) and infinitehip (an instance per context, holding its settings and workspace).
  */
 #ifndef LC_ATTN_H
 #define LC_ATTN_H
@@ -12,18 +13,33 @@
 
 typedef struct lc_attn_method {
     const char *name;
+    void       *impl;        /* the method's settings and workspace; NULL for dense */
+    bool        needs_raw_q; /* forward must pass the queries before RoPE too */
+    bool        graph_safe;  /* a decode step may be captured and replayed as a graph */
     /* Per-(sequence, layer) state; may be NULL for stateless methods. */
     int (*state_create)(const struct lc_attn_method *m, int32_t layer, void **state);
-    void (*state_free)(void *state);
-    /* out[n_rows][n_head][head_dim] = attention of the batch's queries over the paged KV. */
+    void (*state_free)(const struct lc_attn_method *m, void *state);
+    /* out[n_rows][n_head][head_dim] = attention of the batch's queries over the paged KV.
+     * q: rotated at the true positions; q_raw: before RoPE (NULL unless needs_raw_q). */
     int (*forward)(const struct lc_attn_method *m, lc_backend *b, int32_t layer,
                    const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                   void *const *states, const float *q, int32_t n_head,
+                   void *const *states, const float *q, const float *q_raw, int32_t n_head,
                    const lc_rope_table *rope, float scale, float *out);
+    void (*destroy)(struct lc_attn_method *m); /* NULL for static instances */
 } lc_attn_method;
 
-/* The methods. NULL for an unknown name. */
-const lc_attn_method *lc_attn_method_find(const char *name);
 extern const lc_attn_method lc_attn_dense;
+
+/* The model shape a method instance is built for. */
+typedef struct lc_attn_shape {
+    int32_t n_layer, n_head, n_kv_head, head_dim, n_ctx_train;
+} lc_attn_shape;
+
+/* An InfiniteHiP instance (attn/infinitehip.c); p is validated here. */
+int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
+                               const lc_infinitehip_params *p, lc_attn_method **out);
+
+/* Free an instance made by a *_create (static instances are left alone). */
+void lc_attn_method_free(lc_attn_method *m);
 
 #endif

@@ -4,27 +4,27 @@
  */
 #include "attn/attn.h"
 
-#include <string.h>
+#include <stdlib.h>
 
 static int dense_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                          const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                         void *const *states, const float *q, int32_t n_head,
-                         const lc_rope_table *rope, float scale, float *out) {
-    (void)m, (void)layer, (void)states;
+                         void *const *states, const float *q, const float *q_raw,
+                         int32_t n_head, const lc_rope_table *rope, float scale, float *out) {
+    (void)m, (void)layer, (void)states, (void)q_raw;
     return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 }
 
 const lc_attn_method lc_attn_dense = {
     .name         = "dense",
+    .impl         = NULL,
+    .needs_raw_q  = false,
+    .graph_safe   = true,
     .state_create = NULL,
     .state_free   = NULL,
     .forward      = dense_forward,
+    .destroy      = NULL,
 };
 
-static const lc_attn_method *const methods[] = {&lc_attn_dense};
-
-const lc_attn_method *lc_attn_method_find(const char *name) {
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (strcmp(methods[i]->name, name) == 0) return methods[i];
-    return NULL;
+void lc_attn_method_free(lc_attn_method *m) {
+    if (m && m->destroy) m->destroy(m);
 }

@@ -42,18 +42,23 @@ typedef enum op_id {
     OP_BATCH_BEGIN,
     OP_UPLOAD,
     OP_DOWNLOAD,
+    OP_HIP_STAGE,
+    OP_ATTN_SPARSE,
+    OP_COPY,
     OP_N
 } op_id;
 
 static const char *const k_op_names[OP_N] = {
     "attn_dense", "matmul", "embed", "rmsnorm", "add_bias", "rope",
     "kv_write",   "silu_mul", "add", "batch_begin", "upload", "download",
+    "hip_stage",  "attn_sparse", "copy",
 };
 
 _Static_assert(OP_N <= LC_PROFILE_MAX_OPS, "LC_PROFILE_MAX_OPS too small");
 
 static lc_profile_cat op_cat(op_id op) {
-    return op == OP_ATTN_DENSE ? LC_PROFILE_ATTENTION
+    return op == OP_ATTN_DENSE || op == OP_HIP_STAGE || op == OP_ATTN_SPARSE
+               ? LC_PROFILE_ATTENTION
                                : (op == OP_MATMUL ? LC_PROFILE_GEMM : LC_PROFILE_REST);
 }
 
@@ -325,6 +330,25 @@ static int prof_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     TIMED(OP_ATTN_DENSE, p_->fn.attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out));
 }
 
+static int prof_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
+                          const lc_hip_stage_args *a) {
+    TIMED(OP_HIP_STAGE, p_->fn.hip_stage(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
+}
+
+static int prof_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                            int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                            const float *q, int32_t n_head, const lc_rope_table *rope,
+                            float scale, const lc_hip_sparse_args *a, float *out) {
+    TIMED(OP_ATTN_SPARSE,
+          p_->fn.attn_sparse(b, kv, seqs, n_seqs, qb, n_qb, q, n_head, rope, scale, a, out));
+}
+
+static int prof_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
+    TIMED(OP_COPY, p_->fn.copy(b, dst, src, bytes));
+}
+
 /* ---- public ---------------------------------------------------------------------------- */
 
 int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) {
@@ -368,6 +392,9 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
         b->add         = prof_add;
         b->kv_write    = prof_kv_write;
         b->attn_dense  = prof_attn_dense;
+        if (inner->hip_stage) b->hip_stage = prof_hip_stage;
+        if (inner->attn_sparse) b->attn_sparse = prof_attn_sparse;
+        if (inner->copy) b->copy = prof_copy;
     }
     sample_device(p);
     *out = b;

@@ -67,15 +67,17 @@ struct lc_context {
 
 lc_context_params lc_context_default_params(void) {
     lc_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .page_size = 64,
-                           .kv_tokens = 0, .prefill_progress = NULL, .progress_user = NULL};
+                           .kv_tokens = 0, .prefill_progress = NULL, .progress_user = NULL,
+                           .attn = LC_ATTN_DENSE};
+    lc_infinitehip_preset("3k", &p.hip);
     return p;
 }
 
 static void seq_clear(lc_context *c, lc_seq *s) {
     if (s->kv.pages) lc_kv_seq_release(c->kv, &s->kv);
-    if (s->attn_states && c->attn->state_free)
+    if (s->attn_states && c->attn && c->attn->state_free)
         for (int32_t l = 0; l < c->model->hp.n_layer; l++)
-            if (s->attn_states[l]) c->attn->state_free(s->attn_states[l]);
+            if (s->attn_states[l]) c->attn->state_free(c->attn, s->attn_states[l]);
     free(s->attn_states);
     free(s->tokens);
     for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
@@ -93,6 +95,7 @@ void lc_context_free(lc_context *c) {
         for (int32_t i = 0; i < c->p.n_seq_max; i++)
             if (c->seqs[i].live) seq_clear(c, &c->seqs[i]);
     free(c->seqs);
+    if (c->attn) lc_attn_method_free((lc_attn_method *)c->attn);
     lc_kv_free(c->kv);
     lc_forward_ws_free(c->model, c->ws);
     if (c->rope.cos) b->dealloc(b, c->rope.cos);
@@ -132,10 +135,24 @@ int lc_context_create(lc_model *m, const lc_context_params *params, lc_context *
     if (!c) return LC_ERR_NOMEM;
     c->model   = m;
     c->p       = p;
-    c->attn    = &lc_attn_dense;
     c->next_id = 1;
     lc_backend *b = m->backend;
     int         st;
+    if (p.attn == LC_ATTN_DENSE) {
+        c->attn = &lc_attn_dense;
+    } else if (p.attn == LC_ATTN_INFINITEHIP) {
+        const lc_attn_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
+                                     hp->n_ctx_train};
+        lc_attn_method     *am    = NULL;
+        if ((st = lc_attn_infinitehip_create(b, &shape, &p.hip, &am)) != LC_OK) {
+            free(c);
+            return st;
+        }
+        c->attn = am;
+    } else {
+        free(c);
+        return lc_fail(LC_ERR_INVALID_ARG, "unknown attention method %d", (int)p.attn);
+    }
     const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size;
     if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,
                            &c->kv)) != LC_OK)

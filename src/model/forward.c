@@ -35,6 +35,7 @@ int lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_ma
     ws->k        = b->alloc(b, n * kv * f, "keys");
     ws->v        = b->alloc(b, n * kv * f, "values");
     ws->att      = b->alloc(b, n * q * f, "attention output");
+    ws->q_raw    = b->alloc(b, n * q * f, "queries before RoPE");
     ws->o        = b->alloc(b, n * (size_t)hp->n_embd * f, "activations");
     ws->gate     = b->alloc(b, n * (size_t)hp->n_ff * f, "ffn gate");
     ws->up       = b->alloc(b, n * (size_t)hp->n_ff * f, "ffn up");
@@ -46,7 +47,7 @@ int lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_ma
     ws->srows    = b->alloc(b, (size_t)n_logits_max * sizeof(lc_sample_row), "sampling rows");
     ws->sampled  = b->alloc(b, (size_t)n_logits_max * sizeof(int32_t), "sampled ids");
     ws->serial   = atomic_fetch_add(&g_ws_serial, 1);
-    if (!ws->x || !ws->h || !ws->q || !ws->k || !ws->v || !ws->att || !ws->o || !ws->gate ||
+    if (!ws->x || !ws->h || !ws->q || !ws->q_raw || !ws->k || !ws->v || !ws->att || !ws->o || !ws->gate ||
         !ws->up || !ws->logits_h || !ws->logits || !ws->ids || !ws->pos || !ws->lrows ||
         !ws->srows || !ws->sampled) {
         lc_forward_ws_free(m, ws);
@@ -60,7 +61,7 @@ void lc_forward_ws_free(const lc_model *m, lc_forward_ws *ws) {
     if (!ws) return;
     lc_backend *b      = m->backend;
     if (b->graph_reset) b->graph_reset(b); /* graphs may point into these buffers */
-    void       *bufs[] = {ws->x, ws->h, ws->q, ws->k, ws->v, ws->att, ws->o, ws->gate, ws->up,
+    void       *bufs[] = {ws->x, ws->h, ws->q, ws->q_raw, ws->k, ws->v, ws->att, ws->o, ws->gate, ws->up,
                           ws->logits_h, ws->logits, ws->ids, ws->pos, ws->lrows, ws->srows,
                           ws->sampled, ws->pen};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -105,10 +106,13 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
         if (L->bq.data) STEP(b->add_bias(b, ws->q, L->bq.data, n, QD));
         if (L->bk.data) STEP(b->add_bias(b, ws->k, L->bk.data, n, KVD));
         if (L->bv.data) STEP(b->add_bias(b, ws->v, L->bv.data, n, KVD));
+        if (attn->needs_raw_q)
+            STEP(b->copy(b, ws->q_raw, ws->q, sizeof(float) * (size_t)(n * QD)));
         STEP(b->rope(b, ws->q, ws->pos, n, hp->n_head, hp->head_dim, rope));
         STEP(b->kv_write(b, &kl, batch->seqs, batch->n_seqs, ws->k, ws->v));
         STEP(attn->forward(attn, b, l, &kl, batch->seqs, batch->n_seqs, states, ws->q,
-                           hp->n_head, rope, scale, ws->att));
+                           attn->needs_raw_q ? ws->q_raw : NULL, hp->n_head, rope, scale,
+                           ws->att));
         STEP(b->matmul(b, &L->wo, ws->att, ws->o, n));
         STEP(b->add(b, ws->x, ws->o, n * E));
         STEP(b->rmsnorm(b, ws->x, L->ffn_norm.data, ws->h, n, E, hp->norm_eps));
@@ -187,7 +191,7 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
     }
 
     /* a decode step (one row per sequence, each sampled) runs as a graph where there are */
-    bool decode = sampling && b->graph_begin && nl == n && batch->n_seqs == n;
+    bool decode = sampling && b->graph_begin && attn->graph_safe && nl == n && batch->n_seqs == n;
     for (int32_t i = 0; i < batch->n_seqs && decode; i++) decode = batch->seqs[i].n_rows == 1;
     int mode = LC_GRAPH_OFF;
     if (decode) {

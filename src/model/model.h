@@ -69,7 +69,7 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
 /* Scratch for one forward of up to n_batch rows, in backend memory. */
 typedef struct lc_forward_ws {
     int32_t n_batch, n_logits_max;
-    float  *x, *h, *q, *k, *v, *att, *o, *gate, *up, *logits_h;
+    float  *x, *h, *q, *q_raw, *k, *v, *att, *o, *gate, *up, *logits_h;
     float  *logits; /* [n_logits_max][n_vocab]: the last forward's logit rows */
     int32_t *ids, *pos; /* backend copies of the batch's ids / positions */
     int32_t *lrows;     /* backend copy of the logit rows */

@@ -1,0 +1,330 @@
+/*
+ * infinitehip.c — the InfiniteHiP attention method (paper 000_ced830aa0d9eb0ea.txt §3;
+ * digest spec/infinitehip-and-hip.md §3–4): per layer, the batch's query rows are cut into
+ * blocks of b_q; the pruning stages (backend op hip_stage) narrow each block's candidate keys
+ * [n_sink, win0) from chunks of l_c(1) down to the final selection; block-sparse attention
+ * (backend op attn_sparse) reads sink + selection + streaming window from the paged KV.
+ *
+ * Prefill: every stage runs for every block (Alg. 1). Decode: each sequence keeps the output
+ * of every stage per layer and recomputes stage i every refresh[i] steps, and every later
+ * stage with it (Alg. 4, stage-wise mask caching).
+ *
+ * RoPE (§4): past the model's trained context (or always, with rope=extend) pruning scores
+ * with chunk-indexed positions in the first `first_layers` layers and relative positions in
+ * the others, and the attention re-indexes positions StreamingLLM-style; within the trained
+ * context (or always, with rope=plain) everything uses the true positions. Keys are stored
+ * before RoPE (DESIGN.md), so every policy is a choice of rotation inside the kernels.
+ *
+ * Exactness: when every block's candidates fit in its final budget the selection would keep
+ * all of them, and the method calls dense attention (the same result; cheaper).
+ */
+#include "attn/attn.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hip_impl {
+    lc_backend           *b;
+    lc_infinitehip_params p;
+    lc_attn_shape         shape;
+    int32_t               n_groups; /* selections per block: 1, or n_kv_head (heads=group) */
+    int32_t               keep_max[LC_HIP_MAX_STAGES]; /* most chunks any layer keeps */
+    /* workspace: query blocks (host and backend), prefill stage outputs */
+    lc_hip_qblock *h_qb;
+    lc_hip_qblock *d_qb;
+    int32_t        qb_cap;
+    lc_hip_seg    *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
+    int32_t       *d_n[LC_HIP_MAX_STAGES];   /* [qb_cap][n_groups] */
+} hip_impl;
+
+typedef struct hip_state {
+    lc_backend *b;
+    int64_t     step; /* decode steps since the state was last fully valid */
+    bool        valid[LC_HIP_MAX_STAGES];
+    lc_hip_seg *seg[LC_HIP_MAX_STAGES]; /* [n_groups][keep_max[i]] */
+    int32_t    *n[LC_HIP_MAX_STAGES];
+} hip_state;
+
+/* chunks stage i keeps in layer l */
+static int32_t keep_of(const hip_impl *h, int32_t layer, int32_t i) {
+    const lc_infinitehip_params *p = &h->p;
+    if (i == p->n_stages - 1 && layer < p->first_layers) return p->first_k / p->chunk[i];
+    return p->k[i] / p->chunk[i];
+}
+
+static int32_t win0_of(const lc_infinitehip_params *p, int32_t pos0) {
+    int32_t a = p->n_sink < pos0 + 1 ? p->n_sink : pos0 + 1;
+    int32_t w = pos0 + 1 - p->n_stream;
+    return a > w ? a : w;
+}
+
+static void ws_release(hip_impl *h) {
+    lc_backend *b = h->b;
+    free(h->h_qb);
+    h->h_qb = NULL;
+    if (h->d_qb) b->dealloc(b, h->d_qb);
+    h->d_qb = NULL;
+    for (int i = 0; i < LC_HIP_MAX_STAGES; i++) {
+        if (h->d_seg[i]) b->dealloc(b, h->d_seg[i]);
+        if (h->d_n[i]) b->dealloc(b, h->d_n[i]);
+        h->d_seg[i] = NULL, h->d_n[i] = NULL;
+    }
+    h->qb_cap = 0;
+}
+
+static int ws_reserve(hip_impl *h, int32_t n_qb) {
+    if (n_qb <= h->qb_cap) return LC_OK;
+    ws_release(h);
+    lc_backend   *b   = h->b;
+    const int32_t cap = n_qb < 64 ? 64 : n_qb + n_qb / 2;
+    h->h_qb           = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
+    h->d_qb           = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
+    if (!h->h_qb || !h->d_qb) return ws_release(h), LC_ERR_NOMEM;
+    for (int32_t i = 0; i < h->p.n_stages; i++) {
+        const size_t lists = (size_t)cap * (size_t)h->n_groups;
+        h->d_seg[i] = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)h->keep_max[i],
+                               "InfiniteHiP stage output");
+        h->d_n[i]   = b->alloc(b, sizeof(int32_t) * lists, "InfiniteHiP stage output");
+        if (!h->d_seg[i] || !h->d_n[i]) return ws_release(h), LC_ERR_NOMEM;
+    }
+    h->qb_cap = cap;
+    return LC_OK;
+}
+
+static void hip_state_free(const lc_attn_method *m, void *state) {
+    (void)m;
+    hip_state *s = state;
+    if (!s) return;
+    for (int i = 0; i < LC_HIP_MAX_STAGES; i++) {
+        if (s->seg[i]) s->b->dealloc(s->b, s->seg[i]);
+        if (s->n[i]) s->b->dealloc(s->b, s->n[i]);
+    }
+    free(s);
+}
+
+static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) {
+    (void)layer;
+    hip_impl  *h = m->impl;
+    hip_state *s = lc_calloc(1, sizeof *s, "InfiniteHiP layer state");
+    if (!s) return LC_ERR_NOMEM;
+    s->b = h->b;
+    for (int32_t i = 0; i < h->p.n_stages; i++) {
+        s->seg[i] = h->b->alloc(h->b, sizeof(lc_hip_seg) * (size_t)h->n_groups *
+                                          (size_t)h->keep_max[i], "InfiniteHiP mask cache");
+        s->n[i]   = h->b->alloc(h->b, sizeof(int32_t) * (size_t)h->n_groups,
+                                "InfiniteHiP mask cache");
+        if (!s->seg[i] || !s->n[i]) {
+            hip_state_free(m, s);
+            return LC_ERR_NOMEM;
+        }
+    }
+    *out = s;
+    return LC_OK;
+}
+
+static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+
+static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
+                       const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                       void *const *states, const float *q, const float *q_raw, int32_t n_head,
+                       const lc_rope_table *rope, float scale, float *out) {
+    hip_impl                    *h = m->impl;
+    const lc_infinitehip_params *p = &h->p;
+    const int32_t                N = p->n_stages;
+    if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (!q_raw || !b->hip_stage || !b->attn_sparse || !b->copy)
+        return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
+                       b->name);
+
+    /* query blocks: prefill blocks first, then one per decode sequence */
+    int32_t n_qb = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        n_qb += seqs[s].n_rows > 1 ? ceil_div(seqs[s].n_rows, p->block_q) : 1;
+    int st = ws_reserve(h, n_qb);
+    if (st != LC_OK) return st;
+    const int32_t last_keep = keep_of(h, layer, N - 1);
+    const int64_t budget    = (int64_t)last_keep * p->chunk[N - 1];
+    int32_t       n_pre = 0, max_window = 1;
+    int64_t       max_end = 0;
+    bool          all_covered = true;
+    int32_t       idx = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const lc_attn_seq *a = &seqs[s];
+        if (a->n_rows <= 1) continue;
+        for (int32_t r = 0; r < a->n_rows; r += p->block_q) {
+            lc_hip_qblock *qb = &h->h_qb[idx++];
+            qb->seq           = s;
+            qb->row0          = a->row0 + r;
+            qb->n_rows        = a->n_rows - r < p->block_q ? a->n_rows - r : p->block_q;
+            qb->pos0          = a->pos0 + r;
+            qb->win0          = win0_of(p, qb->pos0);
+        }
+    }
+    n_pre = idx;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const lc_attn_seq *a = &seqs[s];
+        if (a->n_rows != 1) continue;
+        lc_hip_qblock *qb = &h->h_qb[idx++];
+        qb->seq = s, qb->row0 = a->row0, qb->n_rows = 1, qb->pos0 = a->pos0;
+        qb->win0 = win0_of(p, a->pos0);
+    }
+    n_qb = idx;
+    for (int32_t i = 0; i < n_qb; i++) {
+        const lc_hip_qblock *qb = &h->h_qb[i];
+        const int32_t cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
+        if (cand > budget) all_covered = false;
+        const int32_t w = qb->pos0 + qb->n_rows - qb->win0;
+        if (w > max_window) max_window = w;
+        if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
+    }
+    /* a prefill invalidates the mask caches of its sequence */
+    for (int32_t s = 0; s < n_seqs; s++)
+        if (seqs[s].n_rows > 1 && states && states[s]) {
+            hip_state *hs = states[s];
+            memset(hs->valid, 0, sizeof hs->valid);
+            hs->step = 0;
+        }
+    if (all_covered) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+
+    const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
+                        (p->rope == LC_HIP_ROPE_AUTO && max_end > h->shape.n_ctx_train);
+    const int32_t scan_rope = !extend ? LC_HIP_SCAN_PLAIN
+                              : layer < p->first_layers ? LC_HIP_SCAN_CHUNK
+                                                        : LC_HIP_SCAN_RELATIVE;
+    int (*up)(lc_backend *, void *, const void *, size_t) = b->upload_async ? b->upload_async
+                                                                            : b->upload;
+    if ((st = up(b, h->d_qb, h->h_qb, sizeof(lc_hip_qblock) * (size_t)n_qb)) != LC_OK) return st;
+
+    lc_hip_stage_args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.n_sink   = p->n_sink;
+    sa.n_stream = p->n_stream;
+    sa.n_groups = h->n_groups;
+    lc_hip_sparse_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.n_sink     = p->n_sink;
+    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.n_groups   = h->n_groups;
+    aa.max_sel    = (int32_t)budget;
+    aa.max_window = max_window;
+
+    /* prefill blocks: every stage, outputs in the workspace */
+    if (n_pre > 0) {
+        int32_t pre_rows = 1;
+        int32_t pre_cand = 0;
+        for (int32_t i = 0; i < n_pre; i++) {
+            const lc_hip_qblock *qb = &h->h_qb[i];
+            if (qb->n_rows > pre_rows) pre_rows = qb->n_rows;
+            const int32_t cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
+            if (cand > pre_cand) pre_cand = cand;
+        }
+        for (int32_t i = 0; i < N && st == LC_OK; i++) {
+            sa.chunk      = p->chunk[i];
+            sa.n_keep     = keep_of(h, layer, i);
+            sa.q_stride   = p->q_stride[i];
+            sa.scan_rope  = scan_rope;
+            sa.max_rows   = pre_rows;
+            sa.in_cap     = i ? keep_of(h, layer, i - 1) : 0;
+            sa.max_chunks = i ? keep_of(h, layer, i - 1) * (p->chunk[i - 1] / p->chunk[i])
+                              : ceil_div(pre_cand, p->chunk[0]);
+            if (sa.max_chunks < 1) sa.max_chunks = 1;
+            sa.in   = i ? h->d_seg[i - 1] : NULL;
+            sa.in_n = i ? h->d_n[i - 1] : NULL;
+            sa.out  = h->d_seg[i];
+            sa.out_n = h->d_n[i];
+            st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb, n_pre, q_raw, n_head, rope, &sa);
+        }
+        if (st != LC_OK) return st;
+        aa.max_rows = pre_rows;
+        aa.sel      = h->d_seg[N - 1];
+        aa.sel_n    = h->d_n[N - 1];
+        aa.sel_cap  = keep_of(h, layer, N - 1);
+        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb, n_pre, q, n_head, rope, scale, &aa,
+                                 out)) != LC_OK)
+            return st;
+    }
+
+    /* decode blocks: one sequence at a time, with its cached stage outputs */
+    for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
+        const lc_hip_qblock *qb = &h->h_qb[j];
+        hip_state           *hs = states ? states[qb->seq] : NULL;
+        if (!hs) return lc_fail(LC_ERR_INTERNAL, "infinitehip: a decode sequence has no state");
+        int32_t from = N;
+        for (int32_t i = 0; i < N && from == N; i++)
+            if (!hs->valid[i] || hs->step % p->refresh[i] == 0) from = i;
+        for (int32_t i = from; i < N && st == LC_OK; i++) {
+            const int32_t cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
+            sa.chunk      = p->chunk[i];
+            sa.n_keep     = keep_of(h, layer, i);
+            sa.q_stride   = p->q_stride[i];
+            sa.scan_rope  = scan_rope;
+            sa.max_rows   = 1;
+            sa.in_cap     = i ? keep_of(h, layer, i - 1) : 0;
+            sa.max_chunks = i ? keep_of(h, layer, i - 1) * (p->chunk[i - 1] / p->chunk[i])
+                              : ceil_div(cand, p->chunk[0]);
+            if (sa.max_chunks < 1) sa.max_chunks = 1;
+            sa.in    = i ? hs->seg[i - 1] : NULL;
+            sa.in_n  = i ? hs->n[i - 1] : NULL;
+            sa.out   = hs->seg[i];
+            sa.out_n = hs->n[i];
+            st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb + j, 1, q_raw, n_head, rope, &sa);
+            hs->valid[i] = st == LC_OK;
+        }
+        if (st != LC_OK) return st;
+        hs->step++;
+        aa.max_rows   = 1;
+        aa.max_window = qb->pos0 + 1 - qb->win0;
+        aa.sel        = hs->seg[N - 1];
+        aa.sel_n      = hs->n[N - 1];
+        aa.sel_cap    = keep_of(h, layer, N - 1);
+        st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb + j, 1, q, n_head, rope, scale, &aa, out);
+    }
+    return st;
+}
+
+static void hip_destroy(lc_attn_method *m) {
+    if (!m) return;
+    hip_impl *h = m->impl;
+    if (h) {
+        ws_release(h);
+        free(h);
+    }
+    free(m);
+}
+
+int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
+                               const lc_infinitehip_params *p, lc_attn_method **out) {
+    *out   = NULL;
+    int st = lc_infinitehip_validate(p);
+    if (st != LC_OK) return st;
+    if (!b->hip_stage || !b->attn_sparse || !b->copy)
+        return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend has no sparse attention",
+                       b->name);
+    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
+    hip_impl       *h = lc_calloc(1, sizeof *h, "attention method");
+    if (!m || !h) {
+        free(m), free(h);
+        return LC_ERR_NOMEM;
+    }
+    h->b        = b;
+    h->p        = *p;
+    h->shape    = *shape;
+    h->n_groups = p->per_group ? shape->n_kv_head : 1;
+    for (int32_t i = 0; i < p->n_stages; i++) {
+        h->keep_max[i] = p->k[i] / p->chunk[i];
+        if (i == p->n_stages - 1 && p->first_layers > 0 &&
+            p->first_k / p->chunk[i] > h->keep_max[i])
+            h->keep_max[i] = p->first_k / p->chunk[i];
+    }
+    m->name         = "infinitehip";
+    m->impl         = h;
+    m->needs_raw_q  = true;
+    m->graph_safe   = false;
+    m->state_create = hip_state_create;
+    m->state_free   = hip_state_free;
+    m->forward      = hip_forward;
+    m->destroy      = hip_destroy;
+    *out            = m;
+    return LC_OK;
+}

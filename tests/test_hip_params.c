@@ -1,0 +1,129 @@
+/*
+ * test_hip_params.c — InfiniteHiP settings (spec/infinitehip-and-hip.md §3.6): the named
+ * presets carry the paper's values; knobs set by name; every invalid value is rejected with a
+ * message naming the option; and a context refuses invalid settings before any kernel runs.
+ */
+#include "longctx.h"
+#include "test_util.h"
+
+#include <string.h>
+
+static bool msg_has(const char *needle) {
+    const char *e = lc_last_error();
+    return e && strstr(e, needle) != NULL;
+}
+
+static void check_presets(void) {
+    lc_infinitehip_params p;
+    CHECK(lc_infinitehip_preset("3k", &p) == LC_OK);
+    CHECK(p.n_stages == 3 && p.chunk[0] == 256 && p.chunk[1] == 32 && p.chunk[2] == 8);
+    CHECK(p.k[0] == 32768 && p.k[1] == 8192 && p.k[2] == 2048);
+    CHECK(p.refresh[0] == 16 && p.refresh[1] == 8 && p.refresh[2] == 4);
+    CHECK(p.n_sink == 256 && p.n_stream == 1024 && p.block_q == 64);
+    CHECK(p.first_layers == 3 && p.first_k == 4096 && p.per_group == 0);
+    CHECK(lc_infinitehip_validate(&p) == LC_OK);
+    CHECK(lc_infinitehip_preset("fast", &p) == LC_OK);
+    CHECK(p.refresh[0] == 32 && p.refresh[1] == 16 && p.refresh[2] == 8);
+    CHECK(lc_infinitehip_preset("flash", &p) == LC_OK);
+    CHECK(p.refresh[0] == 96 && p.refresh[1] == 24 && p.refresh[2] == 8);
+    CHECK(lc_infinitehip_preset("5k", &p) == LC_OK);
+    CHECK(p.chunk[0] == 64 && p.chunk[1] == 32 && p.chunk[2] == 16);
+    CHECK(p.k[0] == 32768 && p.k[1] == 16384 && p.k[2] == 4096);
+    CHECK(lc_infinitehip_validate(&p) == LC_OK);
+    CHECK(lc_infinitehip_preset("4k", &p) == LC_ERR_NOT_FOUND && msg_has("3k, fast, flash, 5k"));
+    CHECK(lc_infinitehip_preset(NULL, &p) == LC_ERR_NOT_FOUND);
+    char d[512];
+    CHECK(lc_infinitehip_preset("3k", &p) == LC_OK);
+    CHECK(lc_infinitehip_describe(&p, d, sizeof d) == LC_OK);
+    CHECK(strstr(d, "chunks=256,32,8") && strstr(d, "k=32768,8192,2048") &&
+          strstr(d, "refresh=16,8,4"));
+    CHECK(lc_infinitehip_describe(&p, d, 8) == LC_ERR_INVALID_ARG);
+}
+
+static void check_set(void) {
+    lc_infinitehip_params p;
+    lc_infinitehip_preset("3k", &p);
+    CHECK(lc_infinitehip_set(&p, "chunks", "128,16") == LC_OK && p.n_stages == 2);
+    CHECK(lc_infinitehip_set(&p, "k", "4096,1024") == LC_OK && p.k[1] == 1024);
+    CHECK(lc_infinitehip_set(&p, "refresh", "8,2") == LC_OK && p.refresh[1] == 2 && p.n_stages == 2);
+    CHECK(lc_infinitehip_set(&p, "q_stride", "2,1") == LC_OK && p.q_stride[0] == 2);
+    CHECK(lc_infinitehip_set(&p, "block-q", "32") == LC_OK && p.block_q == 32);
+    CHECK(lc_infinitehip_set(&p, "sink", "0") == LC_OK && p.n_sink == 0);
+    CHECK(lc_infinitehip_set(&p, "stream", "512") == LC_OK && p.n_stream == 512);
+    CHECK(lc_infinitehip_set(&p, "first-layers", "0") == LC_OK);
+    CHECK(lc_infinitehip_set(&p, "rope", "extend") == LC_OK && p.rope == LC_HIP_ROPE_EXTEND);
+    CHECK(lc_infinitehip_set(&p, "heads", "group") == LC_OK && p.per_group == 1);
+    CHECK(lc_infinitehip_validate(&p) == LC_OK);
+    /* bad values name the option */
+    CHECK(lc_infinitehip_set(&p, "k", "12x") == LC_ERR_INVALID_ARG && msg_has("--hip-k"));
+    CHECK(lc_infinitehip_set(&p, "k", "") == LC_ERR_INVALID_ARG);
+    CHECK(lc_infinitehip_set(&p, "k", "1,2,3,4,5") == LC_ERR_INVALID_ARG && msg_has("1 .. 4"));
+    CHECK(lc_infinitehip_set(&p, "block-q", "65") == LC_ERR_INVALID_ARG && msg_has("--hip-block-q"));
+    CHECK(lc_infinitehip_set(&p, "stream", "0") == LC_ERR_INVALID_ARG && msg_has("--hip-stream"));
+    CHECK(lc_infinitehip_set(&p, "rope", "yarn") == LC_ERR_INVALID_ARG && msg_has("auto, extend"));
+    CHECK(lc_infinitehip_set(&p, "heads", "some") == LC_ERR_INVALID_ARG);
+    CHECK(lc_infinitehip_set(&p, "bogus", "1") == LC_ERR_INVALID_ARG && msg_has("--hip-bogus"));
+    CHECK(lc_infinitehip_set(&p, "sink", "-1") == LC_ERR_INVALID_ARG && msg_has("--hip-sink"));
+}
+
+static void check_validate(void) {
+    lc_infinitehip_params p;
+    /* k not a multiple of the chunk */
+    lc_infinitehip_preset("3k", &p);
+    p.k[1] = 8190;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-k") &&
+          msg_has("multiple of its chunk 32"));
+    /* chunk larger than k */
+    lc_infinitehip_preset("3k", &p);
+    p.k[2] = 4;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-k"));
+    /* chunk not a power of two, not dividing the previous one, growing */
+    lc_infinitehip_preset("3k", &p);
+    p.chunk[1] = 48;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-chunks") &&
+          msg_has("power of two"));
+    lc_infinitehip_preset("3k", &p);
+    p.chunk[1] = 512, p.k[1] = 8192;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("divide"));
+    /* k growing from one stage to the next */
+    lc_infinitehip_preset("3k", &p);
+    p.k[2] = 16384;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("more than"));
+    /* refresh 0, q-stride past the block */
+    lc_infinitehip_preset("3k", &p);
+    p.refresh[0] = 0;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-refresh"));
+    lc_infinitehip_preset("3k", &p);
+    p.q_stride[0] = 128;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-q-stride"));
+    /* stage count */
+    lc_infinitehip_preset("3k", &p);
+    p.n_stages = 0;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("stages"));
+    p.n_stages = 5;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG);
+    /* first-k off the last chunk grid, or past the first stage's k */
+    lc_infinitehip_preset("3k", &p);
+    p.first_k = 4100;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-first-k"));
+    p.first_k = 65536;
+    CHECK(lc_infinitehip_validate(&p) == LC_ERR_INVALID_ARG && msg_has("--hip-first-k"));
+    /* zero sink is allowed (our kernels do not need one) */
+    lc_infinitehip_preset("3k", &p);
+    p.n_sink = 0;
+    CHECK(lc_infinitehip_validate(&p) == LC_OK);
+    CHECK(lc_infinitehip_validate(NULL) == LC_ERR_INVALID_ARG);
+    /* names of the methods */
+    lc_attn_kind k;
+    CHECK(lc_attn_kind_from_name("infinitehip", &k) == LC_OK && k == LC_ATTN_INFINITEHIP);
+    CHECK(lc_attn_kind_from_name("dense", &k) == LC_OK && k == LC_ATTN_DENSE);
+    CHECK(lc_attn_kind_from_name("hip2", &k) == LC_ERR_NOT_FOUND && msg_has("dense, infinitehip"));
+    CHECK(strcmp(lc_attn_kind_name(LC_ATTN_INFINITEHIP), "infinitehip") == 0);
+}
+
+int main(void) {
+    check_presets();
+    check_set();
+    check_validate();
+    TEST_END();
+}
