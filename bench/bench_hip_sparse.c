@@ -1,0 +1,251 @@
+/*
+ * bench_hip_sparse.c — the CUDA InfiniteHiP block-sparse attention (op attn_sparse,
+ * hip_sparse.cu) alone, one layer of the Llama-3.1-8B shape (32 query heads, 8 KV heads, head
+ * dim 128, bf16 KV in 64-token pages), on random data, timed with CUDA events (3 warm-up runs,
+ * then the median of the repeats). InfiniteHiP's attended set (spec/infinitehip-and-hip.md §3):
+ * 256 sink tokens + 2048 selected tokens in 256 segments of 8 at random places + the 1024-token
+ * window, n_groups 1.
+ *   decode: one sequence, one row, at 128K, 512K and 1M keys (STREAMING and PLAIN rope), with
+ *           our dense decode attention over the whole context for reference;
+ *   prefill: a 32K-row chunk in 512 blocks of 64 rows at the end of 128K and of 1M keys.
+ * Prints µs, the K+V bytes the op must read against 3.0 TB/s (decode) and TFLOP/s (prefill).
+ *
+ * usage: bench_hip_sparse [REPEATS]
+ */
+#include "backend/cuda/cuda.h"
+#include "model/model.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRYC(x)                                                                               \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "bench_hip_sparse: %s: %s\n", #x, cudaGetErrorString(e_));        \
+            return 1;                                                                         \
+        }                                                                                     \
+    } while (0)
+#define TRYL(x)                                                                               \
+    do {                                                                                      \
+        if ((x) != LC_OK) {                                                                   \
+            fprintf(stderr, "bench_hip_sparse: %s: %s\n", #x, lc_last_error());               \
+            return 1;                                                                         \
+        }                                                                                     \
+    } while (0)
+
+enum { H = 8, G = 4, NH = 32, D = 128, P = 64, N_SINK = 256, N_STREAM = 1024, N_SEGS = 256 };
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t irand(uint32_t n) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* 256 random 8-token segments inside [lo, hi), sorted, into out; returns the count */
+static int32_t pick_segments(int32_t lo, int32_t hi, lc_hip_seg *out, unsigned char *mark) {
+    const int32_t slots = (hi - lo) / 8;
+    memset(mark, 0, (size_t)slots);
+    for (int32_t k = 0; k < N_SEGS && k < slots;) {
+        const int32_t s = (int32_t)irand((uint32_t)slots);
+        if (!mark[s]) mark[s] = 1, k++;
+    }
+    int32_t n = 0;
+    for (int32_t s = 0; s < slots; s++)
+        if (mark[s]) out[n++] = (lc_hip_seg){lo + 8 * s, 8};
+    return n;
+}
+
+typedef struct bench_ctx {
+    lc_backend      *b;
+    lc_kv_layer_view kv;
+    lc_rope_table    rope;
+    float           *dq, *dout;
+    int32_t         *pages; /* host identity page table */
+    cudaEvent_t      e0, e1;
+    int              reps;
+} bench_ctx;
+
+/* Median µs of the op on n_qb blocks (host qb / sel copied to the device) for one sequence. */
+static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock *qb, int32_t n_qb,
+                       const lc_hip_seg *sel, const int32_t *sel_n, int32_t attn_rope,
+                       int32_t max_rows, double *us) {
+    lc_backend   *b = x->b;
+    lc_hip_qblock *dqb = b->alloc(b, sizeof *qb * n_qb, "qb");
+    lc_hip_seg    *dsel = b->alloc(b, sizeof *sel * n_qb * N_SEGS, "sel");
+    int32_t       *dn   = b->alloc(b, sizeof *sel_n * n_qb, "sel_n");
+    if (!dqb || !dsel || !dn) return 1;
+    TRYL(b->upload(b, dqb, qb, sizeof *qb * n_qb));
+    TRYL(b->upload(b, dsel, sel, sizeof *sel * n_qb * N_SEGS));
+    TRYL(b->upload(b, dn, sel_n, sizeof *sel_n * n_qb));
+    lc_hip_sparse_args a = {N_SINK, attn_rope, 1, N_SEGS, max_rows, 8 * N_SEGS, N_STREAM + max_rows - 1,
+                            dsel, dn};
+    TRYL(b->batch_begin(b, seq, 1, P));
+    const float scale = 1.0f / sqrtf((float)D);
+    float      *t     = malloc(sizeof(float) * x->reps);
+    for (int i = -3; i < x->reps; i++) {
+        TRYC(cudaEventRecord(x->e0, (cudaStream_t)lc_cuda_stream_handle()));
+        TRYL(b->attn_sparse(b, &x->kv, seq, 1, dqb, n_qb, x->dq, NH, &x->rope, scale, &a, x->dout));
+        TRYC(cudaEventRecord(x->e1, (cudaStream_t)lc_cuda_stream_handle()));
+        TRYC(cudaEventSynchronize(x->e1));
+        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], x->e0, x->e1));
+    }
+    qsort(t, (size_t)x->reps, sizeof(float), cmp_float);
+    *us = 1000.0 * t[x->reps / 2];
+    free(t);
+    b->dealloc(b, dqb), b->dealloc(b, dsel), b->dealloc(b, dn);
+    return 0;
+}
+
+static int time_dense_decode(bench_ctx *x, const lc_attn_seq *seq, double *us) {
+    lc_backend *b = x->b;
+    TRYL(b->batch_begin(b, seq, 1, P));
+    const float scale = 1.0f / sqrtf((float)D);
+    float      *t     = malloc(sizeof(float) * x->reps);
+    for (int i = -3; i < x->reps; i++) {
+        TRYC(cudaEventRecord(x->e0, (cudaStream_t)lc_cuda_stream_handle()));
+        TRYL(b->attn_dense(b, &x->kv, seq, 1, x->dq, NH, &x->rope, scale, x->dout));
+        TRYC(cudaEventRecord(x->e1, (cudaStream_t)lc_cuda_stream_handle()));
+        TRYC(cudaEventSynchronize(x->e1));
+        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], x->e0, x->e1));
+    }
+    qsort(t, (size_t)x->reps, sizeof(float), cmp_float);
+    *us = 1000.0 * t[x->reps / 2];
+    free(t);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bench_ctx x;
+    memset(&x, 0, sizeof x);
+    x.reps = argc > 1 ? atoi(argv[1]) : 20;
+    if (x.reps < 1) x.reps = 1;
+    const int64_t max_ctx = 1 << 20, n_pages = max_ctx / P, pre_rows = 32768;
+    TRYL(lc_backend_cuda_create(0, &x.b));
+    lc_backend *b = x.b;
+    {
+        struct cudaDeviceProp prop;
+        TRYC(cudaGetDeviceProperties(&prop, 0));
+        printf("# %s, %d SMs; Llama-3.1-8B shape (%d/%d heads, dim %d), bf16 KV, %d-token pages; "
+               "%d sink + %d selected (%d x 8) + %d window, n_groups 1; median of %d\n",
+               prop.name, prop.multiProcessorCount, NH, H, D, P, N_SINK, 8 * N_SEGS, N_SEGS,
+               N_STREAM, x.reps);
+    }
+    const size_t pool = (size_t)n_pages * H * P * D;
+    void        *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
+    x.dq   = b->alloc(b, sizeof(float) * pre_rows * NH * D, "q");
+    x.dout = b->alloc(b, sizeof(float) * pre_rows * NH * D, "out");
+    float *dcs = b->alloc(b, sizeof(float) * max_ctx * (D / 2), "cos");
+    float *dsn = b->alloc(b, sizeof(float) * max_ctx * (D / 2), "sin");
+    if (!dk || !dv || !x.dq || !x.dout || !dcs || !dsn) {
+        fprintf(stderr, "bench_hip_sparse: %s\n", lc_last_error());
+        return 1;
+    }
+    { /* random data, a host chunk copied over and over (values do not change the speed) */
+        const size_t chunk = 1 << 24;
+        uint16_t    *h16   = malloc(2 * chunk);
+        float       *h32   = malloc(4 * chunk);
+        uint64_t     s     = 0x2545F4914F6CDD1Dull;
+        for (size_t i = 0; i < chunk; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            h32[i]        = f;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            h16[i] = (uint16_t)(u >> 16);
+        }
+        for (size_t off = 0; off < pool; off += chunk) {
+            const size_t n = pool - off < chunk ? pool - off : chunk;
+            TRYC(cudaMemcpy((uint16_t *)dk + off, h16, 2 * n, cudaMemcpyHostToDevice));
+            TRYC(cudaMemcpy((uint16_t *)dv + off, h16, 2 * n, cudaMemcpyHostToDevice));
+        }
+        const size_t qn = (size_t)pre_rows * NH * D;
+        for (size_t off = 0; off < qn; off += chunk)
+            TRYC(cudaMemcpy(x.dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
+        free(h16), free(h32);
+    }
+    {
+        lc_hparams hp;
+        memset(&hp, 0, sizeof hp);
+        hp.n_rot = D, hp.rope_base = 500000.0f;
+        float *hc = malloc(sizeof(float) * max_ctx * (D / 2)), *hs = malloc(sizeof(float) * max_ctx * (D / 2));
+        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, (int32_t)max_ctx, hc, hs) != LC_OK) return 1;
+        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * max_ctx * (D / 2), cudaMemcpyHostToDevice));
+        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * max_ctx * (D / 2), cudaMemcpyHostToDevice));
+        free(hc), free(hs);
+    }
+    x.rope  = (lc_rope_table){(int32_t)max_ctx, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
+    x.kv    = (lc_kv_layer_view){dk, dv, P, H, D};
+    x.pages = malloc(sizeof(int32_t) * n_pages);
+    for (int64_t i = 0; i < n_pages; i++) x.pages[i] = (int32_t)i;
+    TRYC(cudaEventCreate(&x.e0));
+    TRYC(cudaEventCreate(&x.e1));
+
+    const int32_t  n_blk = (int32_t)(pre_rows / 64);
+    lc_hip_qblock *qb    = malloc(sizeof *qb * n_blk);
+    lc_hip_seg    *sel   = malloc(sizeof *sel * n_blk * N_SEGS);
+    int32_t       *sel_n = malloc(sizeof *sel_n * n_blk);
+    unsigned char *mark  = malloc((size_t)max_ctx / 8 + 1);
+
+    /* decode */
+    const double keys_dec = N_SINK + 8.0 * N_SEGS + N_STREAM;
+    const double kv_bytes = keys_dec * H * D * 2 /* K and V */ * 2 /* bf16 */;
+    printf("\n| decode, 1 row | rope | sparse us | K+V read (MB) | GB/s | of 3.0 TB/s | dense us | dense / sparse |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    const int64_t ctxs[] = {128 * 1024, 512 * 1024, 1024 * 1024};
+    for (int ci = 0; ci < 3; ci++) {
+        const int32_t ctx = (int32_t)ctxs[ci], pos = ctx - 1;
+        lc_attn_seq   seq = {0, 1, pos, x.pages};
+        qb[0]             = (lc_hip_qblock){0, 0, 1, pos, pos + 1 - N_STREAM};
+        sel_n[0]          = pick_segments(N_SINK, qb[0].win0, sel, mark);
+        double dense_us   = 0;
+        if (time_dense_decode(&x, &seq, &dense_us)) return 1;
+        for (int rope = 0; rope < 2; rope++) {
+            double us;
+            const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
+            if (time_sparse(&x, &seq, qb, 1, sel, sel_n, mode, 1, &us)) return 1;
+            const double gbs = kv_bytes / (us * 1e-6) / 1e9;
+            printf("| %dK | %s | %.1f | %.1f | %.0f | %.0f%% | %.0f | %.0fx |\n", ctx / 1024,
+                   rope ? "plain" : "streaming", us, kv_bytes / 1e6, gbs, 100.0 * gbs / 3000.0,
+                   dense_us, dense_us / us);
+        }
+    }
+
+    /* prefill: 512 blocks of 64 rows at the end of the context */
+    printf("\n| prefill, 32K rows in 64-row blocks | rope | us | TFLOP | TFLOP/s |\n");
+    printf("|---|---|---|---|---|\n");
+    const int64_t pctx[] = {128 * 1024, 1024 * 1024};
+    for (int ci = 0; ci < 2; ci++) {
+        const int32_t ctx = (int32_t)pctx[ci], pos0 = ctx - (int32_t)pre_rows;
+        lc_attn_seq   seq   = {0, (int32_t)pre_rows, pos0, x.pages};
+        double        flops = 0;
+        for (int32_t k = 0; k < n_blk; k++) {
+            const int32_t p0 = pos0 + 64 * k;
+            qb[k]            = (lc_hip_qblock){0, 64 * k, 64, p0, p0 + 1 - N_STREAM};
+            sel_n[k]         = pick_segments(N_SINK, qb[k].win0, sel + (int64_t)k * N_SEGS, mark);
+            for (int32_t r = 0; r < 64; r++) /* Q·K and P·V: 4 flops per key, dim and head */
+                flops += 4.0 * D * NH * (N_SINK + 8.0 * sel_n[k] + (p0 + r - qb[k].win0 + 1));
+        }
+        for (int rope = 0; rope < 2; rope++) {
+            double        us;
+            const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
+            if (time_sparse(&x, &seq, qb, n_blk, sel, sel_n, mode, 64, &us)) return 1;
+            printf("| %dK | %s | %.0f | %.2f | %.0f |\n", ctx / 1024, rope ? "plain" : "streaming", us,
+                   flops / 1e12, flops / (us * 1e-6) / 1e12);
+        }
+    }
+    free(qb), free(sel), free(sel_n), free(mark), free(x.pages);
+    b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, x.dq), b->dealloc(b, x.dout);
+    b->dealloc(b, dcs), b->dealloc(b, dsn);
+    cudaEventDestroy(x.e0), cudaEventDestroy(x.e1);
+    b->free(b);
+    return 0;
+}

@@ -1,0 +1,393 @@
+/*
+ * test_hip_sparse_cuda.c — the CUDA InfiniteHiP block-sparse attention (lc_cuda_attn_sparse
+ * through the backend's attn_sparse: decode split kernel + merge, tensor-core prefill over
+ * gathered key tiles) against its CPU twin lc_cpu_attn_sparse on the same bf16 K/V values.
+ * Cases as in test_hip_sparse.c: scattered page tables, several sequences per call, decode
+ * blocks and prefill blocks up to 64 rows in one call, both attn_rope modes, n_groups 1 and
+ * n_kv_head, head dims 64 and 128, GQA 1/3/4/8, both pairings, partial rotary with a YaRN
+ * factor, empty selections, odd-length segments, positions before n_sink, rows in no block
+ * (must stay untouched); full coverage compared with the CPU dense attention; a long case on
+ * the Llama-3.1-8B shape (32/8 heads, dim 128) at 128K keys: 256 sink + 256 random 8-token
+ * segments + 1024 window, decode and a 64-row prefill block. Outputs poisoned (NaN) before each
+ * run; a second run must give the same bits. Fresh random inputs each run (seed printed).
+ * LC_TEST_SMALL=1: fewer, smaller cases (for compute-sanitizer). Skips (77) without a GPU.
+ */
+#include "backend/cpu/cpu.h"
+#include "backend/cuda/cuda.h"
+#include "format/quant.h"
+#include "model/model.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng;
+static float    frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static uint32_t irand(uint32_t n) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+enum { SEL_RANDOM, SEL_EMPTY, SEL_FULL, SEL_SEG8, SEL_MIXED, SEL_LONG };
+
+typedef struct tseq {
+    int32_t pos0, n_rows;
+    int32_t skip_from, skip_to; /* rows [skip_from, skip_to) are in no block */
+} tseq;
+
+typedef struct tcase {
+    int32_t         D, H, G, P, n_groups, attn_rope, n_sink, n_stream, bq, sel_mode;
+    lc_rope_pairing pairing;
+    int32_t         n_rot;
+    bool            yarn;
+    int32_t         phys_cap; /* > 0: at most this many physical pages (page tables alias) */
+} tcase;
+
+/* Random sorted disjoint segments inside [lo, hi), about `want` tokens; odd lengths 1..9 or
+ * aligned 8-token segments. */
+static int32_t make_segments(int32_t lo, int32_t hi, int32_t want, bool seg8, lc_hip_seg *out,
+                             int32_t cap) {
+    int32_t n = 0, t = lo;
+    if (hi <= lo) return 0;
+    const int32_t span = hi - lo;
+    const int32_t gap  = want > 0 ? (span > want ? (span - want) / (want / 5 + 1) + 1 : 1) : 1;
+    while (t < hi && n < cap) {
+        t += (int32_t)irand((uint32_t)(2 * gap));
+        int32_t len = seg8 ? 8 : 1 + 2 * (int32_t)irand(5);
+        if (seg8) t = (t + 7) / 8 * 8;
+        if (t >= hi) break;
+        if (t + len > hi) len = hi - t;
+        out[n++] = (lc_hip_seg){t, len};
+        t += len + (seg8 ? 0 : 1);
+    }
+    return n;
+}
+
+typedef struct world {
+    tcase          c;
+    int32_t        n_head, n_seqs, rows, n_qb, sel_cap, max_pos, n_pages;
+    lc_rope_table  rope;
+    float         *k, *v, *q;
+    int32_t       *perm;
+    lc_attn_seq   *seqs;
+    lc_hip_qblock *qb;
+    lc_hip_seg    *sel;
+    int32_t       *sel_n;
+    lc_hip_sparse_args a;
+    lc_kv_layer_view   kv;
+} world;
+
+static void world_free(world *w) {
+    free(w->rope.cos), free(w->rope.sin), free(w->k), free(w->v), free(w->q), free(w->perm);
+    free(w->seqs), free(w->qb), free(w->sel), free(w->sel_n);
+}
+
+static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
+    memset(w, 0, sizeof *w);
+    w->c = *c;
+    const int32_t P = c->P, H = c->H, D = c->D;
+    w->n_head = H * c->G, w->n_seqs = n_seqs;
+    int32_t total_pages = 0, max_k = 1, n_qb = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const int32_t k = ts[s].pos0 + ts[s].n_rows;
+        max_k = k > max_k ? k : max_k;
+        total_pages += (k + P - 1) / P;
+        w->rows += ts[s].n_rows;
+        n_qb += ts[s].n_rows; /* upper bound */
+    }
+    w->max_pos = max_k;
+    /* RoPE table */
+    lc_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_rot = c->n_rot, hp.rope_base = 10000.0f, hp.rope_pairing = c->pairing;
+    if (c->yarn) {
+        hp.rope_scaling = LC_ROPE_SCALING_YARN, hp.rope_factor = 4.0f, hp.rope_orig_ctx = 256;
+        hp.yarn_ext_factor = 1.0f, hp.yarn_attn_factor = 1.0f, hp.yarn_beta_fast = 32.0f;
+        hp.yarn_beta_slow = 1.0f;
+    }
+    const size_t half = (size_t)c->n_rot / 2;
+    w->rope = (lc_rope_table){max_k, c->n_rot, c->pairing, malloc(sizeof(float) * max_k * half),
+                              malloc(sizeof(float) * max_k * half), (float)lc_rope_mscale(&hp)};
+    CHECK(lc_rope_table_fill(&hp, NULL, max_k, w->rope.cos, w->rope.sin) == LC_OK);
+    /* pools (bf16-representable values, as the CUDA test uses), scattered page tables */
+    const int32_t n_pages = c->phys_cap > 0 && c->phys_cap < total_pages + 3 ? c->phys_cap
+                                                                              : total_pages + 3;
+    const int64_t pool    = (int64_t)n_pages * H * P * D;
+    w->k = malloc(sizeof(float) * pool), w->v = malloc(sizeof(float) * pool);
+    for (int64_t i = 0; i < pool; i++) {
+        w->k[i] = lc_bf16_to_fp32(lc_fp32_to_bf16(2.0f * frand()));
+        w->v[i] = lc_bf16_to_fp32(lc_fp32_to_bf16(frand()));
+    }
+    w->n_pages = n_pages;
+    w->perm    = malloc(sizeof(int32_t) * (total_pages + 3));
+    if (n_pages == total_pages + 3) {
+        for (int32_t i = 0; i < n_pages; i++) w->perm[i] = i;
+        for (int32_t i = n_pages - 1; i > 0; i--) {
+            const int32_t j = (int32_t)irand((uint32_t)i + 1), t = w->perm[i];
+            w->perm[i] = w->perm[j], w->perm[j] = t;
+        }
+    } else { /* aliased: random physical pages */
+        for (int32_t i = 0; i < total_pages + 3; i++) w->perm[i] = (int32_t)irand((uint32_t)n_pages);
+    }
+    w->seqs = malloc(sizeof(lc_attn_seq) * n_seqs);
+    int32_t row = 0, pg = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        w->seqs[s] = (lc_attn_seq){row, ts[s].n_rows, ts[s].pos0, w->perm + pg};
+        row += ts[s].n_rows;
+        pg += (ts[s].pos0 + ts[s].n_rows + P - 1) / P;
+    }
+    const int64_t qn = (int64_t)w->rows * w->n_head * D;
+    w->q = malloc(sizeof(float) * qn);
+    for (int64_t i = 0; i < qn; i++) w->q[i] = frand();
+    w->kv = (lc_kv_layer_view){w->k, w->v, P, H, D};
+    /* blocks of up to bq rows; rows [skip_from, skip_to) of a sequence in none */
+    w->qb = malloc(sizeof(lc_hip_qblock) * n_qb);
+    int32_t max_rows = 1, max_window = 0;
+    n_qb = 0;
+    for (int32_t s = 0; s < n_seqs; s++)
+        for (int32_t r = 0; r < ts[s].n_rows;) {
+            if (r >= ts[s].skip_from && r < ts[s].skip_to) {
+                r = ts[s].skip_to;
+                continue;
+            }
+            int32_t n = ts[s].n_rows - r < c->bq ? ts[s].n_rows - r : c->bq;
+            if (r < ts[s].skip_from && r + n > ts[s].skip_from) n = ts[s].skip_from - r;
+            const int32_t pos0 = ts[s].pos0 + r;
+            const int32_t a0 = c->n_sink < pos0 + 1 ? c->n_sink : pos0 + 1;
+            const int32_t a1 = pos0 + 1 - c->n_stream;
+            const int32_t win0 = a0 > a1 ? a0 : a1;
+            w->qb[n_qb++] = (lc_hip_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
+            max_rows = n > max_rows ? n : max_rows;
+            const int32_t win = pos0 + n - win0;
+            max_window = win > max_window ? win : max_window;
+            r += n;
+        }
+    w->n_qb = n_qb;
+    /* selections */
+    const int32_t G_ = c->n_groups;
+    int32_t       max_sel = 0;
+    w->sel_cap = 0;
+    for (int32_t b = 0; b < n_qb; b++) {
+        const int32_t span = w->qb[b].win0 - c->n_sink;
+        const int32_t cap  = span > 0 ? span + 1 : 1;
+        w->sel_cap = cap > w->sel_cap ? cap : w->sel_cap;
+    }
+    w->sel   = malloc(sizeof(lc_hip_seg) * (size_t)n_qb * G_ * w->sel_cap);
+    w->sel_n = malloc(sizeof(int32_t) * (size_t)n_qb * G_);
+    for (int32_t b = 0; b < n_qb; b++)
+        for (int32_t g = 0; g < G_; g++) {
+            lc_hip_seg   *o  = w->sel + ((int64_t)b * G_ + g) * w->sel_cap;
+            const int32_t lo = c->n_sink, hi = w->qb[b].win0;
+            int32_t       mode = c->sel_mode, n = 0;
+            if (mode == SEL_MIXED) mode = (b + g) % 4 == 3 ? SEL_EMPTY : (b + g) % 2 ? SEL_SEG8 : SEL_RANDOM;
+            if (mode == SEL_LONG) { /* 256 segments of 8 at random 8-aligned slots */
+                const int32_t slots = (hi - lo) / 8;
+                bool         *take  = calloc((size_t)(slots > 0 ? slots : 1), sizeof(bool));
+                for (int32_t k = 0; k < 256 && k < slots;) {
+                    const int32_t sl = (int32_t)irand((uint32_t)slots);
+                    if (!take[sl]) take[sl] = true, k++;
+                }
+                for (int32_t sl = 0; sl < slots && n < w->sel_cap; sl++)
+                    if (take[sl]) o[n++] = (lc_hip_seg){lo + 8 * sl, 8};
+                free(take);
+            } else if (mode == SEL_FULL) {
+                if (hi > lo) o[n++] = (lc_hip_seg){lo, hi - lo};
+            } else if (mode == SEL_RANDOM || mode == SEL_SEG8) {
+                n = make_segments(lo, hi, (hi - lo) / 3, mode == SEL_SEG8, o, w->sel_cap);
+            }
+            w->sel_n[(int64_t)b * G_ + g] = n;
+            int32_t tot = 0;
+            for (int32_t i = 0; i < n; i++) tot += o[i].len;
+            max_sel = tot > max_sel ? tot : max_sel;
+        }
+    w->a = (lc_hip_sparse_args){c->n_sink, c->attn_rope, G_, w->sel_cap, max_rows, max_sel,
+                                max_window, w->sel, w->sel_n};
+}
+
+static double nmse(const float *ref, const float *got, size_t n, int *nonfinite) {
+    double num = 0, den = 0;
+    *nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) (*nonfinite)++;
+        const double d = (double)ref[i] - got[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static double worst_dec, worst_pre, worst_dense;
+
+/* The GPU op on w's inputs into got (poisoned first). */
+static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
+    const tcase  *c    = &w->c;
+    const int64_t pool = (int64_t)w->n_pages * c->H * c->P * c->D;
+    const int64_t qn   = (int64_t)w->rows * w->n_head * c->D;
+    const size_t  half = (size_t)c->n_rot / 2;
+    uint16_t     *kb = malloc(2 * pool), *vb = malloc(2 * pool);
+    for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_bf16(w->k[i]), vb[i] = lc_fp32_to_bf16(w->v[i]);
+    void  *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
+    float *dq = b->alloc(b, sizeof(float) * qn, "q"), *dout = b->alloc(b, sizeof(float) * qn, "out");
+    float *dcs = b->alloc(b, sizeof(float) * w->max_pos * half, "cos");
+    float *dsn = b->alloc(b, sizeof(float) * w->max_pos * half, "sin");
+    const size_t sel_bytes = sizeof(lc_hip_seg) * (size_t)w->n_qb * c->n_groups * w->sel_cap;
+    lc_hip_qblock *dqb  = b->alloc(b, sizeof(lc_hip_qblock) * w->n_qb, "qb");
+    lc_hip_seg    *dsel = b->alloc(b, sel_bytes, "sel");
+    int32_t       *dseln = b->alloc(b, sizeof(int32_t) * w->n_qb * c->n_groups, "sel_n");
+    int            st   = LC_ERR_NOMEM;
+    if (dk && dv && dq && dout && dcs && dsn && dqb && dsel && dseln) {
+        b->upload(b, dk, kb, 2 * pool);
+        b->upload(b, dv, vb, 2 * pool);
+        b->upload(b, dq, w->q, sizeof(float) * qn);
+        b->upload(b, dcs, w->rope.cos, sizeof(float) * w->max_pos * half);
+        b->upload(b, dsn, w->rope.sin, sizeof(float) * w->max_pos * half);
+        b->upload(b, dqb, w->qb, sizeof(lc_hip_qblock) * w->n_qb);
+        b->upload(b, dsel, w->sel, sel_bytes);
+        b->upload(b, dseln, w->sel_n, sizeof(int32_t) * w->n_qb * c->n_groups);
+        memset(got, 0xff, sizeof(float) * qn); /* poison: NaN */
+        b->upload(b, dout, got, sizeof(float) * qn);
+        lc_rope_table      dt  = {w->max_pos, c->n_rot, c->pairing, dcs, dsn, w->rope.mscale};
+        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D};
+        lc_hip_sparse_args da  = w->a;
+        da.sel = dsel, da.sel_n = dseln;
+        st = b->batch_begin(b, w->seqs, w->n_seqs, c->P);
+        if (st == LC_OK)
+            st = b->attn_sparse(b, &dkv, w->seqs, w->n_seqs, dqb, w->n_qb, dq, w->n_head, &dt, scale,
+                                &da, dout);
+        if (st == LC_OK) st = lc_cuda_sync();
+        if (st == LC_OK) st = b->download(b, got, dout, sizeof(float) * qn);
+    }
+    b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dout);
+    b->dealloc(b, dcs), b->dealloc(b, dsn), b->dealloc(b, dqb), b->dealloc(b, dsel), b->dealloc(b, dseln);
+    free(kb), free(vb);
+    return st;
+}
+
+static bool row_covered(const world *w, int32_t row) {
+    for (int32_t b = 0; b < w->n_qb; b++)
+        if (row >= w->qb[b].row0 && row < w->qb[b].row0 + w->qb[b].n_rows) return true;
+    return false;
+}
+
+static void run_case(lc_backend *b, const char *what, const tcase *c, const tseq *ts,
+                     int32_t n_seqs) {
+    world w;
+    build(&w, c, ts, n_seqs);
+    const int32_t D     = c->D;
+    const float   scale = 1.0f / sqrtf((float)D);
+    const int64_t qn    = (int64_t)w.rows * w.n_head * D;
+    float        *ref = malloc(sizeof(float) * qn), *got = malloc(sizeof(float) * qn);
+    float        *again = malloc(sizeof(float) * qn);
+    CHECK(lc_cpu_attn_sparse(&w.kv, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale,
+                             &w.a, ref) == LC_OK);
+    int st = gpu_run(b, &w, scale, got);
+    CHECKF(st == LC_OK, "%s: %s", what, lc_last_error());
+    if (st == LC_OK) {
+        st = gpu_run(b, &w, scale, again);
+        CHECKF(st == LC_OK && memcmp(again, got, sizeof(float) * qn) == 0,
+               "%s D%d H%d G%d: a second run differs from the first", what, D, c->H, c->G);
+    }
+    float *dense = NULL;
+    if (c->sel_mode == SEL_FULL) {
+        dense = malloc(sizeof(float) * qn);
+        CHECK(lc_cpu_attn_dense(&w.kv, w.seqs, w.n_seqs, w.q, w.n_head, &w.rope, scale, dense) == LC_OK);
+    }
+    for (int32_t bi = 0; bi < w.n_qb && st == LC_OK; bi++) {
+        const int64_t off = (int64_t)w.qb[bi].row0 * w.n_head * D, n = (int64_t)w.qb[bi].n_rows * w.n_head * D;
+        int           nf;
+        const double  e     = nmse(ref + off, got + off, (size_t)n, &nf);
+        const bool    dec   = w.qb[bi].n_rows == 1;
+        double       *worst = dec ? &worst_dec : &worst_pre;
+        if (e > *worst) *worst = e;
+        CHECKF(nf == 0 && e < 1e-5, "%s D%d H%d G%d P%d groups %d rope %s %s rot %d%s sel %d: block "
+               "%d (pos0 %d, rows %d, win0 %d): nmse %.3g vs the CPU twin, %d non-finite", what, D,
+               c->H, c->G, c->P, c->n_groups, c->attn_rope ? "streaming" : "plain",
+               c->pairing == LC_ROPE_NEOX ? "neox" : "norm", c->n_rot, c->yarn ? " yarn" : "",
+               c->sel_mode, bi, w.qb[bi].pos0, w.qb[bi].n_rows, w.qb[bi].win0, e, nf);
+        if (dense) {
+            const double ed = nmse(dense + off, got + off, (size_t)n, &nf);
+            if (ed > worst_dense) worst_dense = ed;
+            CHECKF(nf == 0 && ed < 1e-5, "%s D%d H%d G%d rope %s: full selection vs dense "
+                   "attention: block %d (pos0 %d, rows %d): nmse %.3g", what, D, c->H, c->G,
+                   c->attn_rope ? "streaming" : "plain", bi, w.qb[bi].pos0, w.qb[bi].n_rows, ed);
+        }
+    }
+    for (int32_t row = 0; row < w.rows && st == LC_OK; row++)
+        if (!row_covered(&w, row)) {
+            const unsigned char *p = (const unsigned char *)(got + (int64_t)row * w.n_head * D);
+            bool                 untouched = true;
+            for (size_t i = 0; i < sizeof(float) * w.n_head * D; i++) untouched &= p[i] == 0xff;
+            CHECKF(untouched, "%s: row %d is in no block but was written", what, row);
+        }
+    free(ref), free(got), free(again), free(dense);
+    world_free(&w);
+}
+
+int main(void) {
+    lc_backend *b;
+    REQUIRE_CUDA_BACKEND(b);
+    rng = (uint64_t)time(NULL) | 1;
+    printf("seed %llu\n", (unsigned long long)rng);
+    const bool    small = getenv("LC_TEST_SMALL") != NULL;
+    const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 1}, {2, 3}, {2, 4}, {1, 8}};
+    /* one call: a decode row late, a prefill chunk after a history (a 64-row block and a
+     * 36-row one), a sequence starting before n_sink, a decode row before n_sink, a chunk with
+     * rows left out of every block */
+    const tseq mix[] = {{700, 1, 0, 0}, {300, 100, 0, 0}, {3, 20, 0, 0}, {10, 1, 0, 0},
+                        {150, 90, 10, 40}};
+    const tseq dec[] = {{3000, 1, 0, 0}, {77, 1, 0, 0}, {0, 1, 0, 0}, {1500, 1, 0, 0}};
+    for (int di = 0; di < 2; di++)
+        for (int gi = 0; gi < 4; gi++)
+            for (int rope = 0; rope < 2; rope++)
+                for (int grp = 0; grp < 2; grp++) {
+                    if (small && (gi % 2 != grp || rope != di)) continue;
+                    const int32_t H = gqa[gi][0], G = gqa[gi][1], D = dims[di];
+                    const lc_rope_pairing pr = (gi + rope) % 2 ? LC_ROPE_NEOX : LC_ROPE_NORM;
+                    const int modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
+                    for (int mi = 0; mi < 3; mi++) {
+                        tcase c = {D, H, G, (gi % 2) ? 64 : 16, grp ? H : 1, rope, 16, 64, 64,
+                                   modes[mi], pr, D, false, 0};
+                        run_case(b, "mix", &c, mix, 5);
+                    }
+                    /* decode only (long lists over several splits), smaller query blocks */
+                    tcase c = {D, H, G, 16, grp ? H : 1, rope, 16, 256, 1, SEL_MIXED, pr, D, false, 0};
+                    run_case(b, "decode", &c, dec, 4);
+                    c.sel_mode = SEL_FULL;
+                    run_case(b, "decode-full", &c, dec, 4);
+                    c.bq = 7, c.sel_mode = SEL_RANDOM, c.n_stream = 64;
+                    run_case(b, "bq7", &c, mix, 5);
+                }
+    /* partial rotary with a YaRN factor; n_sink 0; a window longer than the history */
+    for (int rope = 0; rope < 2; rope++) {
+        const tseq mix2[] = {{500, 70, 0, 0}, {90, 1, 0, 0}};
+        const int  modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
+        for (int mi = 0; mi < 3; mi++) {
+            tcase c = {128, 2, 4, 64, 2, rope, 16, 64, 64, modes[mi], LC_ROPE_NORM, 64, true, 0};
+            run_case(b, "partial-yarn", &c, mix2, 2);
+            tcase c0 = {64, 2, 2, 16, 1, rope, 0, 48, 32, modes[mi], LC_ROPE_NEOX, 64, false, 0};
+            run_case(b, "no-sink", &c0, mix2, 2);
+            tcase cl = {64, 2, 2, 16, 1, rope, 4, 4096, 32, modes[mi], LC_ROPE_NORM, 64, false, 0};
+            run_case(b, "all-window", &cl, mix2, 2);
+        }
+    }
+    /* long: the 8B shape at 128K keys, InfiniteHiP's sizes (256 sink, 256 x 8 selected, 1024
+     * window); a decode row and a 64-row prefill block; pages aliased into 512 physical ones */
+    if (!small) {
+        const tseq lng[] = {{131071, 1, 0, 0}, {131008, 64, 0, 0}};
+        for (int rope = 0; rope < 2; rope++)
+            for (int grp = 0; grp < 2; grp++) {
+                tcase c = {128, 8, 4, 64, grp ? 8 : 1, rope, 256, 1024, 64, SEL_LONG, LC_ROPE_NORM,
+                           128, false, 512};
+                run_case(b, "long", &c, lng, 2);
+            }
+    }
+    printf("largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
+           worst_dec, worst_pre, worst_dense);
+    b->free(b);
+    TEST_END();
+}
