@@ -30,6 +30,8 @@ typedef struct hip_impl {
     lc_attn_shape         shape;
     int32_t               n_groups; /* selections per block: 1, or n_kv_head (heads=group) */
     int32_t               keep_max[LC_HIP_MAX_STAGES]; /* most chunks any layer keeps */
+    bool                  no_shortcut; /* LONGCTX_HIP_SPARSE_ALWAYS=1: never fall back to dense
+                                          (tests and diagnosis of the sparse path) */
     /* workspace: query blocks (host and backend), prefill stage outputs */
     lc_hip_qblock *h_qb;
     lc_hip_qblock *d_qb;
@@ -185,7 +187,8 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             memset(hs->valid, 0, sizeof hs->valid);
             hs->step = 0;
         }
-    if (all_covered) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (all_covered && !h->no_shortcut)
+        return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
                         (p->rope == LC_HIP_ROPE_AUTO && max_end > h->shape.n_ctx_train);
@@ -311,6 +314,8 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     h->p        = *p;
     h->shape    = *shape;
     h->n_groups = p->per_group ? shape->n_kv_head : 1;
+    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
+    h->no_shortcut     = always && always[0] == '1';
     for (int32_t i = 0; i < p->n_stages; i++) {
         h->keep_max[i] = p->k[i] / p->chunk[i];
         if (i == p->n_stages - 1 && p->first_layers > 0 &&
