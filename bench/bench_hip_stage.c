@@ -1,0 +1,202 @@
+/*
+ * bench_hip_stage.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) alone, on the
+ * Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV in 64-token pages, random values), through
+ * the three stages of the paper's `3k` preset (InfiniteHiP App. F; digest
+ * spec/infinitehip-and-hip.md §3.6): stage 1 l_c 256 keeps 32768 tokens (128 chunks) of
+ * [256, T-1024), stage 2 l_c 32 keeps 256 chunks of those, stage 3 l_c 8 keeps 256 chunks;
+ * q_stride 4 in stages 1-2 and 1 in stage 3; relative RoPE; one head group (n_groups 1).
+ * Each stage runs on the previous one's output. CUDA-event timing: a warm-up, then the median
+ * (and minimum) of REPEATS runs of each stage.
+ *
+ * usage: bench_hip_stage [REPEATS]
+ * prints one line per case: what, context, query rows, µs of stage 1/2/3 and the total
+ */
+#include "backend/cuda/cuda.h"
+#include "model/model.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRYC(x)                                                                               \
+    do {                                                                                      \
+        cudaError_t e_ = (x);                                                                 \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "bench_hip_stage: %s: %s\n", #x, cudaGetErrorString(e_));         \
+            return 1;                                                                         \
+        }                                                                                     \
+    } while (0)
+#define TRYL(x)                                                                               \
+    do {                                                                                      \
+        if ((x) != LC_OK) {                                                                   \
+            fprintf(stderr, "bench_hip_stage: %s: %s\n", #x, lc_last_error());                \
+            return 1;                                                                         \
+        }                                                                                     \
+    } while (0)
+
+enum { H = 8, G = 4, D = 128, P = 64, N_HEAD = H * G, B_Q = 64, N_SINK = 256, N_STREAM = 1024 };
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct bench_env {
+    lc_backend      *b;
+    lc_kv_layer_view kv;
+    lc_rope_table    rope;
+    float           *dq;
+    int32_t         *pages;
+    int              reps;
+    cudaEvent_t      e0, e1;
+} bench_env;
+
+/* One case: n_rows query rows ending at position T - 1, cut into 64-row blocks. */
+static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows) {
+    lc_backend   *b    = env->b;
+    const int32_t n_qb = (n_rows + B_Q - 1) / B_Q;
+    lc_attn_seq   seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages};
+    lc_hip_qblock *hq  = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    int32_t        max_win = 0;
+    for (int32_t i = 0; i < n_qb; i++) {
+        const int32_t pos0 = seq.pos0 + i * B_Q, n = n_rows - i * B_Q < B_Q ? n_rows - i * B_Q : B_Q;
+        int32_t       win0 = pos0 + 1 < N_SINK ? pos0 + 1 : N_SINK;
+        if (pos0 + 1 - N_STREAM > win0) win0 = pos0 + 1 - N_STREAM;
+        if (win0 > max_win) max_win = win0;
+        hq[i] = (lc_hip_qblock){0, i * B_Q, n, pos0, win0};
+    }
+    lc_hip_qblock *dqb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)n_qb, "qb");
+    /* stage outputs: [n_qb][n_keep] segments + counts */
+    const int32_t keep[3] = {128, 256, 256}, lc[3] = {256, 32, 8}, qs[3] = {4, 4, 1};
+    lc_hip_seg   *out[3];
+    int32_t      *out_n[3];
+    for (int s = 0; s < 3; s++) {
+        out[s]   = b->alloc(b, sizeof(lc_hip_seg) * (size_t)n_qb * keep[s], "out");
+        out_n[s] = b->alloc(b, sizeof(int32_t) * (size_t)n_qb, "out_n");
+        if (!out[s] || !out_n[s]) return 1;
+    }
+    if (!dqb) return 1;
+    TRYL(b->upload(b, dqb, hq, sizeof(lc_hip_qblock) * (size_t)n_qb));
+    lc_hip_stage_args a[3];
+    for (int s = 0; s < 3; s++) {
+        memset(&a[s], 0, sizeof a[s]);
+        a[s].chunk = lc[s], a[s].n_keep = keep[s], a[s].q_stride = qs[s], a[s].n_sink = N_SINK;
+        a[s].n_stream = N_STREAM, a[s].scan_rope = LC_HIP_SCAN_RELATIVE, a[s].n_groups = 1;
+        a[s].max_rows = n_rows < B_Q ? n_rows : B_Q, a[s].out = out[s], a[s].out_n = out_n[s];
+        if (s == 0) a[s].max_chunks = (max_win - N_SINK + lc[0] - 1) / lc[0];
+        else {
+            a[s].in = out[s - 1], a[s].in_n = out_n[s - 1], a[s].in_cap = keep[s - 1];
+            a[s].max_chunks = keep[s - 1] * lc[s - 1] / lc[s];
+        }
+    }
+    float *t[3];
+    for (int s = 0; s < 3; s++) t[s] = malloc(sizeof(float) * (size_t)env->reps);
+    TRYL(b->batch_begin(b, &seq, 1, P));
+    cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
+    for (int i = -2; i < env->reps; i++)
+        for (int s = 0; s < 3; s++) {
+            TRYC(cudaEventRecord(env->e0, stream));
+            TRYL(b->hip_stage(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a[s]));
+            TRYC(cudaEventRecord(env->e1, stream));
+            TRYC(cudaEventSynchronize(env->e1));
+            if (i >= 0) TRYC(cudaEventElapsedTime(&t[s][i], env->e0, env->e1));
+        }
+    /* sanity: every block kept what it should */
+    int32_t *hn = malloc(sizeof(int32_t) * (size_t)n_qb);
+    TRYL(b->download(b, hn, out_n[2], sizeof(int32_t) * (size_t)n_qb));
+    int ok = 1;
+    for (int32_t i = 0; i < n_qb; i++) ok &= hn[i] == 256;
+    double med[3], mn[3], tot = 0;
+    for (int s = 0; s < 3; s++) {
+        qsort(t[s], (size_t)env->reps, sizeof(float), cmp_float);
+        med[s] = 1000.0 * t[s][env->reps / 2], mn[s] = 1000.0 * t[s][0];
+        tot += med[s];
+    }
+    printf("%-8s T=%-8lld rows=%-6d blocks=%-4d | stage1 %10.1f us (min %10.1f, %d chunks) | stage2 "
+           "%8.1f us (min %8.1f) | stage3 %8.1f us (min %8.1f) | total %10.1f us%s\n",
+           what, (long long)T, n_rows, n_qb, med[0], mn[0], a[0].max_chunks, med[1], mn[1], med[2],
+           mn[2], tot, ok ? "" : "  (OUTPUT COUNTS WRONG)");
+    fflush(stdout);
+    for (int s = 0; s < 3; s++) b->dealloc(b, out[s]), b->dealloc(b, out_n[s]), free(t[s]);
+    b->dealloc(b, dqb);
+    free(hq), free(hn);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    bench_env env;
+    memset(&env, 0, sizeof env);
+    env.reps = argc > 1 ? atoi(argv[1]) : 5;
+    if (env.reps < 1) env.reps = 1;
+    const int64_t T_max = 1 << 20, n_pages = T_max / P;
+    const int32_t max_rows = 32768;
+    if (lc_backend_cuda_create(0, &env.b) != LC_OK) {
+        fprintf(stderr, "bench_hip_stage: %s\n", lc_last_error());
+        return 1;
+    }
+    lc_backend  *b    = env.b;
+    const size_t pool = (size_t)n_pages * H * P * D; /* bf16 elements: 2 GiB */
+    void        *dk   = b->alloc(b, 2 * pool, "k");
+    env.dq            = b->alloc(b, sizeof(float) * (size_t)max_rows * N_HEAD * D, "q");
+    const int32_t n_pos = 4096, half = D / 2;
+    float *dcs = b->alloc(b, sizeof(float) * n_pos * half, "cos"), *dsn = b->alloc(b, sizeof(float) * n_pos * half, "sin");
+    if (!dk || !env.dq || !dcs || !dsn) {
+        fprintf(stderr, "bench_hip_stage: %s\n", lc_last_error());
+        return 1;
+    }
+    {
+        const size_t chunk = 1 << 24;
+        uint16_t    *h16   = malloc(2 * chunk);
+        float       *h32   = malloc(4 * chunk);
+        uint64_t     s     = 88172645463325252ull;
+        for (size_t i = 0; i < chunk; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            h32[i]        = f;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            h16[i] = (uint16_t)(u >> 16);
+        }
+        /* shift the source window each copy so pages differ */
+        for (size_t off = 0, k = 0; off < pool; off += chunk / 2, k++) {
+            const size_t n = pool - off < chunk / 2 ? pool - off : chunk / 2;
+            TRYC(cudaMemcpy((uint16_t *)dk + off, h16 + (k * 7919) % (chunk / 2), 2 * n, cudaMemcpyHostToDevice));
+        }
+        const size_t qn = (size_t)max_rows * N_HEAD * D;
+        for (size_t off = 0; off < qn; off += chunk)
+            TRYC(cudaMemcpy(env.dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
+        free(h16), free(h32);
+    }
+    lc_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.n_rot = D, hp.rope_base = 500000.0f;
+    {
+        float *hc = malloc(sizeof(float) * n_pos * half), *hs = malloc(sizeof(float) * n_pos * half);
+        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, n_pos, hc, hs) != LC_OK) return 1;
+        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * n_pos * half, cudaMemcpyHostToDevice));
+        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * n_pos * half, cudaMemcpyHostToDevice));
+        free(hc), free(hs);
+    }
+    env.rope  = (lc_rope_table){n_pos, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
+    env.kv    = (lc_kv_layer_view){dk, dk, P, H, D};
+    env.pages = malloc(sizeof(int32_t) * (size_t)n_pages);
+    for (int64_t i = 0; i < n_pages; i++) /* scattered: a fixed odd stride through the pool */
+        env.pages[i] = (int32_t)((i * 40503) % n_pages);
+    TRYC(cudaEventCreate(&env.e0));
+    TRYC(cudaEventCreate(&env.e1));
+    struct cudaDeviceProp prop;
+    TRYC(cudaGetDeviceProperties(&prop, 0));
+    printf("bench_hip_stage on %s: Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV), 3k preset, "
+           "relative RoPE, median of %d runs\n", prop.name, env.reps);
+    int rc = 0;
+    rc |= run_case(&env, "decode", 131072, 1);
+    rc |= run_case(&env, "decode", 524288, 1);
+    rc |= run_case(&env, "decode", 1048576, 1);
+    rc |= run_case(&env, "prefill", 131072, 32768);
+    rc |= run_case(&env, "prefill", 1048576, 32768);
+    b->dealloc(b, dk), b->dealloc(b, env.dq), b->dealloc(b, dcs), b->dealloc(b, dsn);
+    free(env.pages);
+    b->free(b);
+    return rc;
+}

@@ -1,0 +1,246 @@
+/*
+ * test_hip_stage_cuda.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) against its CPU
+ * twin lc_cpu_hip_stage and the double brute-force reference of test_hip_stage.c (included
+ * here), on the same bf16 key values. The GPU multiplies bf16 queries (and, for PLAIN / CHUNK,
+ * bf16 rotated keys) on the tensor cores, so its probe scores differ from the reference by up
+ * to ~2·2^-9 of sum |q_i k_i|: a descent step closer than 2e-3 of that may go either way, and
+ * kept chunks may swap with dropped ones only within that tolerance. Every other output must
+ * match: out_n, segments that are exactly chunks of the list, sorted by start.
+ * Cases: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and n_kv_head,
+ * q_stride 1/2/4 with 16-64-row blocks, head dims 64/128, GQA 1/3/4/8, NORM / NEOX, partial
+ * rotary), exact ties, keep-all, and the Llama-3.1-8B shape at 128K keys (a decode row and two
+ * 64-row prefill blocks) through the 3k preset's three stages chained on the GPU's own outputs.
+ * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
+ * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
+ * Skips (exit 77) where no GPU is present.
+ */
+#define HIP_STAGE_TEST_NO_MAIN
+#include "test_hip_stage.c"
+
+#include "backend/cuda/cuda.h"
+#include "util/util.h"
+
+#include <time.h>
+
+static const double tol_cpu = 1e-5, tol_gpu = 2e-3;
+static int64_t      total_diff, total_kept;
+
+typedef struct dev_world {
+    void          *k;
+    float         *q, *cs, *sn;
+    lc_hip_qblock *qb;
+} dev_world;
+
+static void dev_world_make(lc_backend *b, const hs_world *w, dev_world *d) {
+    const int64_t pool = (int64_t)w->n_pages * w->cs.H * w->cs.P * w->cs.D;
+    const size_t  qn = (size_t)w->rows * w->n_head * w->cs.D, tn = (size_t)w->n_pos * (w->cs.n_rot / 2) + 1;
+    d->k  = b->alloc(b, 2 * (size_t)pool, "k");
+    d->q  = b->alloc(b, sizeof(float) * qn, "q");
+    d->cs = b->alloc(b, sizeof(float) * tn, "cos");
+    d->sn = b->alloc(b, sizeof(float) * tn, "sin");
+    d->qb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)w->n_qb, "qb");
+    CHECK(d->k && d->q && d->cs && d->sn && d->qb);
+    b->upload(b, d->k, w->kb, 2 * (size_t)pool);
+    b->upload(b, d->q, w->q, sizeof(float) * qn);
+    b->upload(b, d->cs, w->rope.cos, sizeof(float) * (tn - 1));
+    b->upload(b, d->sn, w->rope.sin, sizeof(float) * (tn - 1));
+    b->upload(b, d->qb, w->qb, sizeof(lc_hip_qblock) * (size_t)w->n_qb);
+}
+
+static void dev_world_free(lc_backend *b, dev_world *d) {
+    b->dealloc(b, d->k), b->dealloc(b, d->q), b->dealloc(b, d->cs), b->dealloc(b, d->sn);
+    b->dealloc(b, d->qb);
+}
+
+/* Run the stage on the GPU (inputs of st), results into gout / gout_n (host). */
+static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const hs_stage *st,
+                     lc_hip_seg *gout, int32_t *gout_n) {
+    const lc_hip_stage_args *a       = &st->a;
+    const int32_t            n_pairs = w->n_qb * a->n_groups;
+    const size_t             ob = sizeof(lc_hip_seg) * (size_t)n_pairs * a->n_keep, nb = sizeof(int32_t) * (size_t)n_pairs;
+    const size_t             ib = a->in ? sizeof(lc_hip_seg) * (size_t)n_pairs * (a->in_cap > 0 ? a->in_cap : 1) : 0;
+    lc_hip_seg              *din  = a->in ? b->alloc(b, ib, "in") : NULL;
+    int32_t                 *din_n = a->in ? b->alloc(b, nb, "in_n") : NULL;
+    lc_hip_seg              *dout  = b->alloc(b, ob, "out");
+    int32_t                 *dout_n = b->alloc(b, nb, "out_n");
+    if (a->in) {
+        if (a->in_cap > 0) b->upload(b, din, a->in, sizeof(lc_hip_seg) * (size_t)n_pairs * a->in_cap);
+        b->upload(b, din_n, a->in_n, nb);
+    }
+    lc_hip_stage_args da = *a;
+    da.in = din, da.in_n = din_n, da.out = dout, da.out_n = dout_n;
+    lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
+    lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D};
+    int              rc   = LC_OK;
+    for (int run = 0; run < 2 && rc == LC_OK; run++) {
+        lc_hip_seg *o  = malloc(ob);
+        int32_t    *on = malloc(nb);
+        memset(o, 0xff, ob), memset(on, 0xff, nb); /* poison */
+        b->upload(b, dout, o, ob);
+        b->upload(b, dout_n, on, nb);
+        CHECK(b->batch_begin(b, w->seqs, w->cs.n_seqs, w->cs.P) == LC_OK);
+        rc = b->hip_stage(b, &kv, w->seqs, w->cs.n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &da);
+        if (rc == LC_OK) rc = lc_cuda_sync();
+        if (rc == LC_OK) {
+            b->download(b, o, dout, ob);
+            b->download(b, on, dout_n, nb);
+            if (run == 0) memcpy(gout, o, ob), memcpy(gout_n, on, nb);
+            else {
+                int same = memcmp(on, gout_n, nb) == 0;
+                for (int32_t bg = 0; same && bg < n_pairs; bg++)
+                    same = memcmp(o + (int64_t)bg * a->n_keep, gout + (int64_t)bg * a->n_keep,
+                                  sizeof(lc_hip_seg) * (size_t)(on[bg] > 0 ? on[bg] : 0)) == 0;
+                CHECKF(same, "a second GPU run differs from the first");
+            }
+        }
+        free(o), free(on);
+    }
+    b->dealloc(b, din), b->dealloc(b, din_n), b->dealloc(b, dout), b->dealloc(b, dout_n);
+    return rc;
+}
+
+/* CPU twin and GPU on one stage; both checked against the reference; returns via gout the GPU's
+ * result (for chaining). */
+static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_stage *st,
+                      lc_hip_seg *gout, int32_t *gout_n, const char *what, int exact) {
+    const lc_hip_stage_args *a       = &st->a;
+    const int32_t            n_pairs = w->n_qb * a->n_groups;
+    lc_kv_layer_view         kv      = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D};
+    double                   t0      = lc_time_s();
+    const int rc = lc_cpu_hip_stage(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q, w->n_head,
+                                    &w->rope, a);
+    CHECKF(rc == LC_OK, "%s: CPU: %s", what, lc_last_error());
+    double t1 = lc_time_s();
+    const int grc = gpu_stage(b, w, d, st, gout, gout_n);
+    CHECKF(grc == LC_OK, "%s: GPU: %s", what, lc_last_error());
+    double t2 = lc_time_s();
+    if (rc != LC_OK || grc != LC_OK) return;
+    hs_ref r;
+    hs_reference(w, a, tol_gpu, &r);
+    double t3 = lc_time_s();
+    char   lbl[200];
+    snprintf(lbl, sizeof lbl, "%s [CPU]", what);
+    hs_check(w, a, &r, st->out, st->out_n, tol_cpu, exact, lbl);
+    snprintf(lbl, sizeof lbl, "%s [GPU]", what);
+    const int64_t sw = hs_check(w, a, &r, gout, gout_n, tol_gpu, exact, lbl);
+    /* GPU vs CPU twin: kept chunks that differ */
+    int64_t diff = 0, kept = 0;
+    for (int32_t bg = 0; bg < n_pairs; bg++) {
+        if (gout_n[bg] != st->out_n[bg]) continue;
+        const lc_hip_seg *x = gout + (int64_t)bg * a->n_keep, *y = st->out + (int64_t)bg * a->n_keep;
+        int32_t           i = 0, j = 0, common = 0;
+        while (i < gout_n[bg] && j < st->out_n[bg]) {
+            if (x[i].start == y[j].start) common++, i++, j++;
+            else if (x[i].start < y[j].start) i++;
+            else j++;
+        }
+        diff += gout_n[bg] - common, kept += gout_n[bg];
+    }
+    total_diff += diff, total_kept += kept;
+    if (getenv("LC_TEST_VERBOSE") || w->n_pos > 100000)
+        printf("  %s: %lld of %lld kept chunks differ from the CPU twin (%lld from the reference "
+               "point set), %lld ambiguous descent steps; CPU %.2fs GPU %.2fs ref %.2fs\n", what,
+               (long long)diff, (long long)kept, (long long)sw, (long long)r.n_amb, t1 - t0,
+               t2 - t1, t3 - t2);
+    hs_ref_free(&r);
+}
+
+static const char *mode_name[] = {"plain", "relative", "chunk"};
+
+int main(void) {
+    lc_backend *b;
+    REQUIRE_CUDA_BACKEND(b);
+    hs_rng = (uint64_t)time(NULL) * 2654435761u | 1;
+    printf("seed %llu\n", (unsigned long long)hs_rng);
+    const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {2, 4}, {1, 8}};
+    int           k = 0;
+    for (int di = 0; di < 2; di++)
+        for (int gi = 0; gi < 4; gi++)
+            for (int mode = 0; mode < 3; mode++)
+                for (int later = 0; later < 2; later++)
+                    for (int gr = 0; gr < 2; gr++, k++) {
+                        const int32_t bq = k % 3 == 0 ? 64 : (k % 3 == 1 ? 16 : 48);
+                        hs_case cs = {dims[di], gqa[gi][0], gqa[gi][1], k % 2 ? 16 : 64, dims[di],
+                                      k % 5 == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 8, 32, 0, 1, 0,
+                                      3, {0, 300 + k, 700}, {150, 37 + k, 1}};
+                        if (k % 7 == 3) cs.n_rot = dims[di] / 2; /* partial rotary */
+                        hs_world w;
+                        hs_world_make(&cs, &w);
+                        dev_world d;
+                        dev_world_make(b, &w, &d);
+                        const int32_t ng = gr ? cs.H : 1, qs = k % 4 == 0 ? 1 : (k % 4 == 1 ? 4 : 2);
+                        const int32_t chunk = later ? (k % 3 ? 5 : 4) : (k % 4 ? 16 : 13);
+                        const int32_t keep  = later ? 3 + k % 4 : 4 + k % 5;
+                        hs_stage      st;
+                        hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
+                        char what[200];
+                        snprintf(what, sizeof what, "D%d H%d G%d %s %s groups %d b_q %d q_stride %d "
+                                 "l_c %d keep %d P%d rot%d %s", cs.D, cs.H, cs.G, mode_name[mode],
+                                 later ? "later" : "first", ng, bq, qs, chunk, keep, cs.P, cs.n_rot,
+                                 cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
+                        const int32_t n_pairs = w.n_qb * ng;
+                        lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
+                        int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
+                        run_stage(b, &w, &d, &st, go, gon, what, 0);
+                        free(go), free(gon);
+                        hs_stage_free(&st);
+                        dev_world_free(b, &d);
+                        hs_world_free(&w);
+                    }
+    /* keep-all and exact ties (the later chunks are kept), then a stage on the tied output */
+    for (int gr = 0; gr < 2; gr++) {
+        hs_case  cs = {128, 2, 3, 16, 128, LC_ROPE_NORM, 64, 8, 16, 1, 1, 0, 2, {500, 0}, {70, 1}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        dev_world d;
+        dev_world_make(b, &w, &d);
+        hs_stage st, s2, s3;
+        const int32_t ng = gr ? 2 : 1;
+        lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * ng * 1000);
+        int32_t      *gon = malloc(sizeof(int32_t) * (size_t)w.n_qb * ng);
+        hs_stage_make(&w, &st, 32, 5, 4, LC_HIP_SCAN_RELATIVE, ng, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &st, go, gon, "ties, first stage", 1);
+        hs_stage_make(&w, &s2, 8, 6, 1, LC_HIP_SCAN_RELATIVE, ng, 2, go, gon, 5);
+        run_stage(b, &w, &d, &s2, go, gon, "ties, second stage", 1);
+        hs_stage_make(&w, &s3, 7, 1000, 2, LC_HIP_SCAN_RELATIVE, ng, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &s3, go, gon, "keep everything", 1);
+        hs_stage_free(&st), hs_stage_free(&s2), hs_stage_free(&s3);
+        free(go), free(gon);
+        dev_world_free(b, &d);
+        hs_world_free(&w);
+    }
+    /* Llama-3.1-8B shape at 128K keys: the 3k preset's stages, chained on the GPU's outputs */
+    if (!getenv("LC_TEST_SMALL")) {
+        const int32_t T  = 131072;
+        hs_case       cs = {128, 8, 4, 64, 128, LC_ROPE_NORM, 64, 256, 1024, 0, 1, 1,
+                            2, {T - 1, T - 128}, {1, 128}};
+        hs_world      w;
+        hs_world_make(&cs, &w);
+        dev_world d;
+        dev_world_make(b, &w, &d);
+        hs_stage   s1, s2, s3;
+        lc_hip_seg *g1 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 128);
+        lc_hip_seg *g2 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 256);
+        lc_hip_seg *g3 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 256);
+        int32_t    *n1 = malloc(sizeof(int32_t) * (size_t)w.n_qb), *n2 = malloc(sizeof(int32_t) * (size_t)w.n_qb);
+        int32_t    *n3 = malloc(sizeof(int32_t) * (size_t)w.n_qb);
+        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1 (l_c 256, keep 128)", 0);
+        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
+        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2 (l_c 32, keep 256)", 0);
+        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
+        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3 (l_c 8, keep 256)", 0);
+        /* the chunk-indexed mode (layers 1-3) on stage 1 too */
+        hs_stage s4;
+        hs_stage_make(&w, &s4, 256, 128, 4, LC_HIP_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &s4, g1, n1, "8B 128K stage 1, chunk-indexed RoPE", 0);
+        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3), hs_stage_free(&s4);
+        free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
+        dev_world_free(b, &d);
+        hs_world_free(&w);
+    }
+    printf("GPU vs CPU twin: %lld of %lld kept chunks differ (all within the tolerance)\n",
+           (long long)total_diff, (long long)total_kept);
+    b->free(b);
+    TEST_END();
+}
