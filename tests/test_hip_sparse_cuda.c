@@ -10,7 +10,8 @@
  * the Llama-3.1-8B shape (32/8 heads, dim 128) at 128K keys: 256 sink + 256 random 8-token
  * segments + 1024 window, decode and a 64-row prefill block. Outputs poisoned (NaN) before each
  * run; a second run must give the same bits. Fresh random inputs each run (seed printed).
- * LC_TEST_SMALL=1: fewer, smaller cases (for compute-sanitizer). Skips (77) without a GPU.
+ * LC_TEST_SMALL=1: fewer, smaller cases, LC_TEST_DIM=64|128: one head dim (for
+ * compute-sanitizer). Skips (77) without a GPU.
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cuda/cuda.h"
@@ -334,6 +335,7 @@ int main(void) {
     rng = (uint64_t)time(NULL) | 1;
     printf("seed %llu\n", (unsigned long long)rng);
     const bool    small = getenv("LC_TEST_SMALL") != NULL;
+    const char   *only  = getenv("LC_TEST_DIM"); /* 64 or 128: that head dim only */
     const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 1}, {2, 3}, {2, 4}, {1, 8}};
     /* one call: a decode row late, a prefill chunk after a history (a 64-row block and a
      * 36-row one), a sequence starting before n_sink, a decode row before n_sink, a chunk with
@@ -346,6 +348,7 @@ int main(void) {
             for (int rope = 0; rope < 2; rope++)
                 for (int grp = 0; grp < 2; grp++) {
                     if (small && (gi % 2 != grp || rope != di)) continue;
+                    if (only && atoi(only) != dims[di]) continue;
                     const int32_t H = gqa[gi][0], G = gqa[gi][1], D = dims[di];
                     const lc_rope_pairing pr = (gi + rope) % 2 ? LC_ROPE_NEOX : LC_ROPE_NORM;
                     const int modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
@@ -363,7 +366,7 @@ int main(void) {
                     run_case(b, "bq7", &c, mix, 5);
                 }
     /* partial rotary with a YaRN factor; n_sink 0; a window longer than the history */
-    for (int rope = 0; rope < 2; rope++) {
+    for (int rope = 0; rope < 2 && !only; rope++) {
         const tseq mix2[] = {{500, 70, 0, 0}, {90, 1, 0, 0}};
         const int  modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
         for (int mi = 0; mi < 3; mi++) {
