@@ -396,6 +396,30 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p);
 /* One line describing the settings (for logs and result files). */
 int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t cap);
 
+/* ---- evaluation: InfiniteHiP against dense attention on a real forward ----------------- */
+
+/* One layer's numbers over the probed rows (the last n_rows positions of the text). */
+typedef struct lc_attn_fidelity {
+    double  recall;     /* mean over probed rows and query heads of: the part of the true
+                           attention mass of the row's top_k keys that falls on keys the method
+                           reads (1 = every top key read) */
+    double  out_rel_l2; /* ||o_infinitehip - o_dense|| / ||o_dense|| over the probed rows */
+    double  keys_read;  /* mean keys a probed row reads (sink + selection + window) */
+    int32_t rows;       /* rows probed */
+    bool    sparse;     /* false: this layer read every key (a dense layer, or a context the
+                           budgets cover) */
+} lc_attn_fidelity;
+
+/* Run the model densely over tokens (prefill chunks of n_batch; the last n_rows tokens in a
+ * chunk of their own), and at that last chunk run InfiniteHiP (settings p) on the same
+ * queries and paged keys of every layer: out[layer] compares it with dense attention. The
+ * true attention probabilities are computed in double on the host (keys rotated at their true
+ * positions). out: n_layer entries. */
+int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
+                          const lc_infinitehip_params *p, int32_t top_k, int32_t n_rows,
+                          int32_t n_batch, lc_progress_fn progress, void *user,
+                          lc_attn_fidelity *out);
+
 /* ---- engine: a context advances a set of sequences ------------------------------------- */
 
 typedef struct lc_context lc_context;

@@ -12,7 +12,14 @@
 static void help(void) {
     printf("usage: longctx eval passkey -m FILE --len N[,N...] [--depths D,D,...] [--trials K]\n"
            "                            [--chat] [--out FILE.tsv] [options]\n"
+           "       longctx eval fidelity -m FILE -f TEXT --len N[,N...] [--mass-k K] [--rows R]\n"
+           "                            [--preset NAME] [--hip-NAME=VALUE] [--out FILE.tsv]\n"
            "\n"
+           "fidelity: run the model densely over the first N tokens of TEXT and, on the last R\n"
+           "positions (default 64), run InfiniteHiP on the same queries and keys of every\n"
+           "layer: the share of the true top-K attention mass (--mass-k, default 2048) on the keys it\n"
+           "reads, and the relative L2 error of its output vs dense.\n"
+           "\npasskey:\n"
            "Hide a random 5-digit pass key at each depth (0 = start, 1 = end) of N tokens of\n"
            "filler text, ask for it back (greedy), and report the share of trials whose answer\n"
            "contains the key, per depth and overall.\n"
@@ -85,13 +92,124 @@ static uint64_t rng_next(uint64_t *s) {
     return *s;
 }
 
+static void fidelity_progress(int64_t done, int64_t total, void *user) {
+    cli_progress_update(user, done, total, "tokens");
+}
+
+/* `longctx eval fidelity`: InfiniteHiP vs dense on the same queries and keys, per layer */
+static int eval_fidelity(int argc, char **argv) {
+    gen_opts o;
+    gen_opts_default(&o);
+    double      lens[32] = {32768};
+    int         n_lens   = 1;
+    long long   top_k = 2048, rows = 64;
+    const char *file = NULL, *out_path = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int         r = strcmp(a, "--mass-k") ? gen_opts_parse(&o, "eval", argc, argv, &i) : 0;
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(a, "--len")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) ||
+                !parse_list(a, v, 128, 1 << 30, lens, &n_lens, 32))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(file = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+        } else if (!strcmp(a, "--mass-k")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_int("eval", a, v, 1, 1 << 30, &top_k))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--rows")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) || !cli_int("eval", a, v, 1, 4096, &rows))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--out")) {
+            if (!(out_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+        } else {
+            cli_unknown_option("eval", a);
+            return CLI_USAGE;
+        }
+    }
+    if (!file) {
+        fprintf(stderr, "longctx eval fidelity: give a long natural text with -f FILE\n");
+        return CLI_USAGE;
+    }
+    o.attn = LC_ATTN_INFINITEHIP; /* the method under test */
+    size_t text_len = 0;
+    char  *text     = cli_read_file("eval", file, &text_len);
+    if (!text) return CLI_ERR;
+    lc_model *m  = NULL;
+    int       rc = gen_load("eval", &o, &m);
+    if (rc != CLI_OK) return free(text), rc;
+    rc                 = CLI_ERR;
+    int32_t *ids       = NULL;
+    size_t   n_ids     = 0;
+    FILE    *out       = NULL;
+    lc_attn_fidelity *res = NULL;
+    lc_model_info info;
+    lc_model_get_info(m, &info);
+    int st = lc_tokenizer_encode(lc_model_tokenizer(m), text, text_len, true, false, &ids, &n_ids);
+    if (st != LC_OK) {
+        cli_fail("eval", file, st);
+        goto done;
+    }
+    res = calloc((size_t)info.n_layer, sizeof *res);
+    if (!res) goto done;
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        fprintf(stderr, "longctx eval: cannot write %s\n", out_path);
+        goto done;
+    }
+    char desc[600];
+    gen_attn_describe(&o, desc, sizeof desc);
+    printf("attention fidelity: %s vs dense, top-%lld mass recall and output error over the "
+           "last %lld positions of %s\n", desc, top_k, rows, file);
+    if (out) fprintf(out, "len\tlayer\trecall\tout_rel_l2\tkeys_read\tsparse\n");
+    for (int li = 0; li < n_lens; li++) {
+        const int64_t len = (int64_t)lens[li];
+        if ((size_t)len > n_ids) {
+            fprintf(stderr, "longctx eval: %s has %zu tokens, fewer than --len %lld\n", file,
+                    n_ids, (long long)len);
+            goto done;
+        }
+        cli_progress pr;
+        cli_progress_begin(&pr, "prefill");
+        st = lc_eval_attn_fidelity(m, ids, len, &o.hip, (int32_t)top_k, (int32_t)rows,
+                                   (int32_t)o.n_batch, fidelity_progress, &pr, res);
+        cli_progress_end(&pr);
+        if (st != LC_OK) {
+            cli_fail("eval", "fidelity", st);
+            goto done;
+        }
+        printf("\n%8s %6s %8s %10s %10s\n", "len", "layer", "recall", "rel L2", "keys read");
+        double sr = 0, se = 0;
+        int    ns = 0;
+        for (int32_t l = 0; l < info.n_layer; l++) {
+            printf("%8lld %6d %8.4f %10.4f %10.1f%s\n", (long long)len, l, res[l].recall,
+                   res[l].out_rel_l2, res[l].keys_read, res[l].sparse ? "" : "  (dense)");
+            if (out) fprintf(out, "%lld\t%d\t%.6f\t%.6f\t%.1f\t%d\n", (long long)len, l,
+                             res[l].recall, res[l].out_rel_l2, res[l].keys_read, res[l].sparse);
+            if (res[l].sparse) sr += res[l].recall, se += res[l].out_rel_l2, ns++;
+        }
+        if (ns) printf("mean over %d sparse layers: recall %.4f, rel L2 %.4f\n", ns, sr / ns, se / ns);
+        fflush(stdout);
+    }
+    rc = CLI_OK;
+done:
+    if (out) fclose(out);
+    free(res), free(ids), free(text);
+    lc_model_free(m);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help();
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
+    if (strcmp(argv[1], "fidelity") == 0) return eval_fidelity(argc, argv);
     if (strcmp(argv[1], "passkey") != 0) {
-        fprintf(stderr, "longctx eval: unknown task '%s' (known: passkey)\n", argv[1]);
+        fprintf(stderr, "longctx eval: unknown task '%s' (known: passkey, fidelity)\n", argv[1]);
         return CLI_USAGE;
     }
     gen_opts o;

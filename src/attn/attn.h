@@ -39,6 +39,18 @@ typedef struct lc_attn_shape {
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_infinitehip_params *p, lc_attn_method **out);
 
+/* The query blocks and final selections of an infinitehip instance's last forward (prefill
+ * blocks only), as host copies (evaluation: recall of the true attention mass). */
+typedef struct lc_hip_last {
+    bool           sparse;   /* false: that forward fell back to dense (every key read) */
+    int32_t        n_sink, n_groups, n_qb, sel_cap;
+    lc_hip_qblock *qb;       /* [n_qb] */
+    lc_hip_seg    *sel;      /* [n_qb][n_groups][sel_cap] */
+    int32_t       *sel_n;    /* [n_qb][n_groups] */
+} lc_hip_last;
+int  lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out);
+void lc_attn_hip_last_free(lc_hip_last *l);
+
 /* Free an instance made by a *_create (static instances are left alone). */
 void lc_attn_method_free(lc_attn_method *m);
 

@@ -38,6 +38,9 @@ typedef struct hip_impl {
     int32_t        qb_cap;
     lc_hip_seg    *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
     int32_t       *d_n[LC_HIP_MAX_STAGES];   /* [qb_cap][n_groups] */
+    /* the last forward, for lc_attn_infinitehip_last (evaluation) */
+    bool    last_sparse;
+    int32_t last_n_pre, last_sel_cap;
 } hip_impl;
 
 typedef struct hip_state {
@@ -134,6 +137,8 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     hip_impl                    *h = m->impl;
     const lc_infinitehip_params *p = &h->p;
     const int32_t                N = p->n_stages;
+    h->last_sparse                 = false;
+    h->last_n_pre                  = 0;
     if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->hip_stage || !b->attn_sparse || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
@@ -239,6 +244,9 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb, n_pre, q_raw, n_head, rope, &sa);
         }
         if (st != LC_OK) return st;
+        h->last_sparse  = true;
+        h->last_n_pre   = n_pre;
+        h->last_sel_cap = keep_of(h, layer, N - 1);
         aa.max_rows = pre_rows;
         aa.sel      = h->d_seg[N - 1];
         aa.sel_n    = h->d_n[N - 1];
@@ -284,6 +292,38 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb + j, 1, q, n_head, rope, scale, &aa, out);
     }
     return st;
+}
+
+int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
+    memset(out, 0, sizeof *out);
+    if (!m || m->forward != hip_forward)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_attn_infinitehip_last: not an infinitehip method");
+    const hip_impl *h = m->impl;
+    out->n_sink       = h->p.n_sink;
+    out->n_groups     = h->n_groups;
+    out->sparse       = h->last_sparse;
+    if (!h->last_sparse) return LC_OK;
+    const int32_t n  = h->last_n_pre, cap = h->last_sel_cap, N = h->p.n_stages;
+    out->n_qb        = n;
+    out->sel_cap     = cap;
+    out->qb          = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n, "selection copy");
+    out->sel         = lc_malloc(sizeof(lc_hip_seg) * (size_t)n * (size_t)h->n_groups * (size_t)cap,
+                                 "selection copy");
+    out->sel_n       = lc_malloc(sizeof(int32_t) * (size_t)n * (size_t)h->n_groups, "selection copy");
+    if (!out->qb || !out->sel || !out->sel_n) return lc_attn_hip_last_free(out), LC_ERR_NOMEM;
+    memcpy(out->qb, h->h_qb, sizeof(lc_hip_qblock) * (size_t)n);
+    int st = h->b->download(h->b, out->sel, h->d_seg[N - 1],
+                            sizeof(lc_hip_seg) * (size_t)n * (size_t)h->n_groups * (size_t)cap);
+    if (st == LC_OK)
+        st = h->b->download(h->b, out->sel_n, h->d_n[N - 1],
+                            sizeof(int32_t) * (size_t)n * (size_t)h->n_groups);
+    if (st != LC_OK) lc_attn_hip_last_free(out);
+    return st;
+}
+
+void lc_attn_hip_last_free(lc_hip_last *l) {
+    free(l->qb), free(l->sel), free(l->sel_n);
+    l->qb = NULL, l->sel = NULL, l->sel_n = NULL;
 }
 
 static void hip_destroy(lc_attn_method *m) {

@@ -11,6 +11,7 @@
  * use, and a step about to overwrite the workspace first copies the rows of sequences that
  * will not get new ones (finished or stalled), so every sequence's last logits stay readable.
  */
+#include "engine/engine.h"
 #include "engine/sampler.h"
 #include "format/quant.h"
 #include "model/model.h"
@@ -49,6 +50,7 @@ struct lc_context {
     lc_model             *model;
     lc_context_params     p;
     const lc_attn_method *attn;
+    bool                  attn_owned; /* freed with the context */
     lc_kv_cache          *kv;
     lc_rope_table         rope;
     lc_forward_ws        *ws;
@@ -95,7 +97,7 @@ void lc_context_free(lc_context *c) {
         for (int32_t i = 0; i < c->p.n_seq_max; i++)
             if (c->seqs[i].live) seq_clear(c, &c->seqs[i]);
     free(c->seqs);
-    if (c->attn) lc_attn_method_free((lc_attn_method *)c->attn);
+    if (c->attn && c->attn_owned) lc_attn_method_free((lc_attn_method *)c->attn);
     lc_kv_free(c->kv);
     lc_forward_ws_free(c->model, c->ws);
     if (c->rope.cos) b->dealloc(b, c->rope.cos);
@@ -106,6 +108,11 @@ void lc_context_free(lc_context *c) {
 }
 
 int lc_context_create(lc_model *m, const lc_context_params *params, lc_context **out) {
+    return lc_context_create_with_method(m, params, NULL, out);
+}
+
+int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
+                                  const lc_attn_method *method, lc_context **out) {
     lc_clear_error();
     if (!m || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_create: NULL argument");
     *out                  = NULL;
@@ -138,7 +145,9 @@ int lc_context_create(lc_model *m, const lc_context_params *params, lc_context *
     c->next_id = 1;
     lc_backend *b = m->backend;
     int         st;
-    if (p.attn == LC_ATTN_DENSE) {
+    if (method) {
+        c->attn = method;
+    } else if (p.attn == LC_ATTN_DENSE) {
         c->attn = &lc_attn_dense;
     } else if (p.attn == LC_ATTN_INFINITEHIP) {
         const lc_attn_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
@@ -148,7 +157,8 @@ int lc_context_create(lc_model *m, const lc_context_params *params, lc_context *
             free(c);
             return st;
         }
-        c->attn = am;
+        c->attn       = am;
+        c->attn_owned = true;
     } else {
         free(c);
         return lc_fail(LC_ERR_INVALID_ARG, "unknown attention method %d", (int)p.attn);

@@ -1,0 +1,271 @@
+/*
+ * attn_eval.c — InfiniteHiP against dense attention on real queries and keys (the issue's
+ * recall and output-error evaluation; InfiniteHiP paper Fig. 6 measures the same recall of the
+ * top-k attention mass). The model runs densely; at the forward of the last n_rows tokens a
+ * probe attention method also runs the InfiniteHiP method on the same queries and paged KV of
+ * every layer, then compares: the selected key set against the true attention probabilities
+ * (keys downloaded, rotated at their true positions, softmax in double on the host), and the
+ * two outputs.
+ */
+#include "backend/cpu/cpu.h"
+#include "engine/engine.h"
+#include "format/quant.h"
+#include "model/model.h"
+#include "util/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct probe_impl {
+    lc_attn_method   *hip;
+    int64_t           final_end; /* probe the forward whose rows end here */
+    int32_t           top_k;
+    int32_t           n_layer;
+    lc_attn_fidelity *res;
+    float            *cos_h, *sin_h; /* the rope table on the host */
+} probe_impl;
+
+static int probe_state_create(const lc_attn_method *m, int32_t layer, void **state) {
+    const probe_impl *pi = m->impl;
+    return pi->hip->state_create(pi->hip, layer, state);
+}
+
+static void probe_state_free(const lc_attn_method *m, void *state) {
+    const probe_impl *pi = m->impl;
+    pi->hip->state_free(pi->hip, state);
+}
+
+/* k-th largest of x[0..n) (k >= 1), reordering x (quickselect) */
+static double kth_largest(double *x, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        const double piv = x[lo + (hi - lo) / 2];
+        int64_t      i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] > piv) i++;
+            while (x[j] < piv) j--;
+            if (i <= j) {
+                double t = x[i];
+                x[i] = x[j], x[j] = t;
+                i++, j--;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return x[want];
+}
+
+static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv_layer_view *kv,
+                       const lc_attn_seq *seq, void *const *states, const float *q,
+                       const float *q_raw, int32_t n_head, const lc_rope_table *rope, float scale,
+                       const float *out_dense) {
+    const int32_t R = seq->n_rows, D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
+    const int32_t G = n_head / H;
+    const size_t  W = (size_t)n_head * (size_t)D;
+    const int64_t n_keys = (int64_t)seq->pos0 + R;
+    lc_attn_fidelity *res = &pi->res[layer];
+    memset(res, 0, sizeof *res);
+    float *tmp = b->alloc(b, sizeof(float) * W * (size_t)(seq->row0 + R), "fidelity probe");
+    if (!tmp) return LC_ERR_NOMEM;
+    int st = pi->hip->forward(pi->hip, b, layer, kv, seq, 1, states, q, q_raw, n_head, rope,
+                              scale, tmp);
+    lc_hip_last last;
+    memset(&last, 0, sizeof last);
+    if (st == LC_OK) st = lc_attn_infinitehip_last(pi->hip, &last);
+    float  *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
+    float  *od = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
+    float  *os = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
+    const size_t esz = b->kv_type == LC_TYPE_BF16 ? 2 : 4;
+    const size_t slab = (size_t)H * (size_t)P * (size_t)D; /* elements of one page */
+    const int64_t n_pages = (n_keys + P - 1) / P;
+    float  *kh   = lc_malloc(sizeof(float) * (size_t)H * (size_t)n_keys * (size_t)D, "fidelity keys");
+    void   *page = lc_malloc(slab * esz, "fidelity page");
+    if (!qh || !od || !os || !kh || !page) st = st == LC_OK ? LC_ERR_NOMEM : st;
+    const size_t off = (size_t)seq->row0 * W;
+    if (st == LC_OK) st = b->download(b, qh, q + off, sizeof(float) * W * (size_t)R);
+    if (st == LC_OK) st = b->download(b, od, out_dense + off, sizeof(float) * W * (size_t)R);
+    if (st == LC_OK) st = b->download(b, os, tmp + off, sizeof(float) * W * (size_t)R);
+    /* keys [kv_head][token][dim] in fp32, rotated at their true positions */
+    const lc_rope_table hrope = {rope->n_pos, rope->n_rot, rope->pairing, pi->cos_h, pi->sin_h,
+                                 rope->mscale};
+    for (int64_t pg = 0; pg < n_pages && st == LC_OK; pg++) {
+        const int32_t id = seq->page_table[pg];
+        st = b->download(b, page, (const char *)kv->k + (size_t)id * slab * esz, slab * esz);
+        for (int32_t h = 0; h < H && st == LC_OK; h++)
+            for (int32_t t = 0; t < P && pg * P + t < n_keys; t++) {
+                const int64_t tok = pg * P + t;
+                float        *dst = kh + ((size_t)h * (size_t)n_keys + (size_t)tok) * (size_t)D;
+                const size_t  src = ((size_t)h * P + (size_t)t) * (size_t)D;
+                for (int32_t i = 0; i < D; i++)
+                    dst[i] = esz == 2 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
+                                      : ((const float *)page)[src + (size_t)i];
+                lc_cpu_rope_vec(dst, (int32_t)tok, &hrope);
+            }
+    }
+    if (st == LC_OK) {
+        double e = 0, nn = 0;
+        for (size_t i = 0; i < W * (size_t)R; i++) {
+            const double d = (double)os[i] - od[i];
+            e += d * d, nn += (double)od[i] * od[i];
+        }
+        res->out_rel_l2 = nn > 0 ? sqrt(e / nn) : 0;
+        res->rows       = R;
+        res->sparse     = last.sparse;
+        double recall_sum = 0, keys_sum = 0;
+        int    fail       = 0;
+#pragma omp parallel reduction(+ : recall_sum, keys_sum) reduction(| : fail)
+        {
+            double        *p   = malloc(sizeof(double) * (size_t)n_keys);
+            double        *pc  = malloc(sizeof(double) * (size_t)n_keys);
+            unsigned char *in  = malloc((size_t)n_keys);
+            if (!p || !pc || !in) fail = 1;
+#pragma omp for schedule(dynamic)
+            for (int64_t rh = 0; rh < (int64_t)R * n_head; rh++) {
+                if (fail) continue;
+                const int32_t r = (int32_t)(rh / n_head), h = (int32_t)(rh % n_head);
+                const int64_t pos = (int64_t)seq->pos0 + r, nk = pos + 1;
+                const float  *qv  = qh + (size_t)r * W + (size_t)h * D;
+                const float  *kb  = kh + (size_t)(h / G) * (size_t)n_keys * (size_t)D;
+                double        mx  = -INFINITY, sum = 0;
+                for (int64_t t = 0; t < nk; t++) {
+                    double d = 0;
+                    for (int32_t i = 0; i < D; i++) d += (double)qv[i] * kb[(size_t)t * D + i];
+                    p[t] = d * scale;
+                    if (p[t] > mx) mx = p[t];
+                }
+                for (int64_t t = 0; t < nk; t++) sum += (p[t] = exp(p[t] - mx));
+                for (int64_t t = 0; t < nk; t++) p[t] /= sum;
+                /* the key set the method read for this row */
+                int64_t n_read = nk;
+                memset(in, 1, (size_t)nk);
+                if (last.sparse) {
+                    const lc_hip_qblock *qb = NULL;
+                    int32_t              bi = 0;
+                    for (; bi < last.n_qb; bi++)
+                        if (seq->row0 + r >= last.qb[bi].row0 &&
+                            seq->row0 + r < last.qb[bi].row0 + last.qb[bi].n_rows) {
+                            qb = &last.qb[bi];
+                            break;
+                        }
+                    if (qb) {
+                        const int32_t g = last.n_groups == 1 ? 0 : h / G;
+                        const int32_t w0 = qb->win0, ns = last.n_sink < w0 ? last.n_sink : w0;
+                        memset(in, 0, (size_t)nk);
+                        for (int64_t t = 0; t < ns && t < nk; t++) in[t] = 1;
+                        for (int64_t t = w0; t < nk; t++) in[t] = 1;
+                        const size_t       li = (size_t)bi * (size_t)last.n_groups + (size_t)g;
+                        const lc_hip_seg *sg = last.sel + li * (size_t)last.sel_cap;
+                        for (int32_t j = 0; j < last.sel_n[li]; j++)
+                            for (int64_t t = sg[j].start; t < (int64_t)sg[j].start + sg[j].len && t < nk; t++)
+                                in[t] = 1;
+                        n_read = 0;
+                        for (int64_t t = 0; t < nk; t++) n_read += in[t];
+                    }
+                }
+                const int64_t k = pi->top_k < nk ? pi->top_k : nk;
+                memcpy(pc, p, sizeof(double) * (size_t)nk);
+                const double thr = kth_largest(pc, nk, k);
+                double top = 0, got = 0;
+                int64_t taken = 0;
+                /* the keys above the threshold, then ties at it up to k */
+                for (int64_t t = 0; t < nk; t++)
+                    if (p[t] > thr) top += p[t], got += in[t] ? p[t] : 0, taken++;
+                for (int64_t t = 0; t < nk && taken < k; t++)
+                    if (p[t] == thr) top += p[t], got += in[t] ? p[t] : 0, taken++;
+                recall_sum += top > 0 ? got / top : 1;
+                keys_sum += (double)n_read;
+            }
+            free(p), free(pc), free(in);
+        }
+        if (fail) st = LC_ERR_NOMEM;
+        res->recall    = recall_sum / ((double)R * n_head);
+        res->keys_read = keys_sum / ((double)R * n_head);
+    }
+    lc_attn_hip_last_free(&last);
+    free(qh), free(od), free(os), free(kh), free(page);
+    b->dealloc(b, tmp);
+    return st;
+}
+
+static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
+                         const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                         void *const *states, const float *q, const float *q_raw, int32_t n_head,
+                         const lc_rope_table *rope, float scale, float *out) {
+    probe_impl *pi = m->impl;
+    int         st = b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (st != LC_OK || n_seqs != 1 || (int64_t)seqs[0].pos0 + seqs[0].n_rows != pi->final_end)
+        return st;
+    if (!pi->cos_h) {
+        const size_t n = (size_t)rope->n_pos * (size_t)(rope->n_rot / 2);
+        pi->cos_h      = lc_malloc(sizeof(float) * n, "rope table copy");
+        pi->sin_h      = lc_malloc(sizeof(float) * n, "rope table copy");
+        if (!pi->cos_h || !pi->sin_h) return LC_ERR_NOMEM;
+        if ((st = b->download(b, pi->cos_h, rope->cos, sizeof(float) * n)) != LC_OK) return st;
+        if ((st = b->download(b, pi->sin_h, rope->sin, sizeof(float) * n)) != LC_OK) return st;
+    }
+    return probe_layer(pi, b, layer, kv, &seqs[0], states, q, q_raw, n_head, rope, scale, out);
+}
+
+int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
+                          const lc_infinitehip_params *p, int32_t top_k, int32_t n_rows,
+                          int32_t n_batch, lc_progress_fn progress, void *user,
+                          lc_attn_fidelity *out) {
+    lc_clear_error();
+    if (!m || !tokens || !p || !out)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: NULL argument");
+    if (top_k < 1 || n_rows < 1 || n_batch < 1 || n_tokens <= n_rows || n_tokens > (1 << 30))
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: top_k %d, rows %d, batch %d "
+                       "and %lld tokens (need rows < tokens <= 2^30, all >= 1)", top_k, n_rows,
+                       n_batch, (long long)n_tokens);
+    lc_model_info info;
+    lc_model_get_info(m, &info);
+    lc_attn_method *hip = NULL;
+    const lc_attn_shape shape = {info.n_layer, info.n_head, info.n_head_kv, info.head_dim,
+                                 info.n_ctx_train};
+    int st = lc_attn_infinitehip_create(m->backend, &shape, p, &hip);
+    if (st != LC_OK) return st;
+    probe_impl pi = {hip, n_tokens, top_k, info.n_layer, out, NULL, NULL};
+    memset(out, 0, sizeof *out * (size_t)info.n_layer);
+    lc_attn_method probe = {.name = "fidelity probe", .impl = &pi, .needs_raw_q = true,
+                            .graph_safe = false, .state_create = probe_state_create,
+                            .state_free = probe_state_free, .forward = probe_forward};
+    /* chunks of n_batch, the last n_rows tokens alone: feed the prefix, then the rest */
+    lc_context_params cp = lc_context_default_params();
+    cp.n_ctx             = (int32_t)n_tokens + 1;
+    cp.n_batch           = n_batch > n_rows ? n_batch : n_rows;
+    cp.prefill_progress  = progress;
+    cp.progress_user     = user;
+    lc_context *c        = NULL;
+    int32_t seq = -1;
+    if (st == LC_OK) {
+        /* one request: prefill chunks are cut so that the last one is exactly n_rows */
+        const int64_t prefix = n_tokens - n_rows;
+        const int64_t chunk  = cp.n_batch;
+        /* the engine cuts chunks from the start, so pick a batch size that divides the prefix
+         * into whole chunks: the largest divisor of prefix not above chunk */
+        int64_t nb = chunk;
+        while (nb > n_rows && prefix % nb) nb--;
+        if (prefix % nb) nb = n_rows; /* unreachable unless n_rows does not divide either */
+        cp.n_batch = (int32_t)nb;
+        st         = lc_context_create_with_method(m, &cp, &probe, &c);
+        lc_request r = {.prompt = tokens, .n_prompt = (size_t)n_tokens, .max_tokens = 0,
+                        .sampling = lc_sampling_default()};
+        if (st == LC_OK) st = lc_context_add(c, &r, &seq);
+        for (int guard = 0; st == LC_OK && guard < (1 << 30); guard++) {
+            lc_event ev[4];
+            size_t   n_ev = 0;
+            st            = lc_context_step(c, ev, 4, &n_ev);
+            if (st != LC_OK || n_ev == 0) break;
+            bool done = false;
+            for (size_t e = 0; e < n_ev; e++) done = done || ev[e].finish != LC_FINISH_NONE;
+            if (done) break;
+        }
+    }
+    lc_context_free(c);
+    lc_attn_method_free(hip);
+    free(pi.cos_h), free(pi.sin_h);
+    return st;
+}
