@@ -127,6 +127,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 if (fail) continue;
                 const int32_t r = (int32_t)(rh / n_head), h = (int32_t)(rh % n_head);
                 const int64_t pos = (int64_t)seq->pos0 + r, nk = pos + 1;
+                if (nk < 1 || nk > n_keys) continue;
                 const float  *qv  = qh + (size_t)r * W + (size_t)h * D;
                 const float  *kb  = kh + (size_t)(h / G) * (size_t)n_keys * (size_t)D;
                 double        mx  = -INFINITY, sum = 0;
@@ -140,7 +141,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 for (int64_t t = 0; t < nk; t++) p[t] /= sum;
                 /* the key set the method read for this row */
                 int64_t n_read = nk;
-                memset(in, 1, (size_t)nk);
+                for (int64_t t = 0; t < nk; t++) in[t] = 1;
                 if (last.sparse) {
                     const lc_hip_qblock *qb = NULL;
                     int32_t              bi = 0;
@@ -153,7 +154,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                     if (qb) {
                         const int32_t g = last.n_groups == 1 ? 0 : h / G;
                         const int32_t w0 = qb->win0, ns = last.n_sink < w0 ? last.n_sink : w0;
-                        memset(in, 0, (size_t)nk);
+                        for (int64_t t = 0; t < nk; t++) in[t] = 0;
                         for (int64_t t = 0; t < ns && t < nk; t++) in[t] = 1;
                         for (int64_t t = w0; t < nk; t++) in[t] = 1;
                         const size_t       li = (size_t)bi * (size_t)last.n_groups + (size_t)g;
@@ -228,7 +229,7 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
     int st = lc_attn_infinitehip_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;
     probe_impl pi = {hip, n_tokens, top_k, info.n_layer, out, NULL, NULL};
-    memset(out, 0, sizeof *out * (size_t)info.n_layer);
+    for (int32_t l = 0; l < info.n_layer; l++) memset(&out[l], 0, sizeof out[l]);
     lc_attn_method probe = {.name = "fidelity probe", .impl = &pi, .needs_raw_q = true,
                             .graph_safe = false, .state_create = probe_state_create,
                             .state_free = probe_state_free, .forward = probe_forward};
