@@ -12,16 +12,17 @@
 //
 //  * decode (blocks of one row): Flash-Decoding. A CTA owns (block, KV head, split): a
 //    contiguous range of the list (at most SP_KCAP keys), built in shared memory by the CTA
-//    itself from a block-wide scan of the segment list, and all G query heads of the KV head,
-//    so each K/V byte is read once. Keys stream through a cp.async ring of 32-key tiles; scores
-//    and P·V on CUDA cores in fp32 (4 lanes per key for Q·K). A merge kernel combines the
-//    splits (log-sum-exp).
+//    itself from a block-wide scan of the segment list (tokens first, then the page-table
+//    lookups in one parallel pass), and all G query heads of the KV head, so each K/V byte is
+//    read once. Keys stream through a cp.async ring of 32-key tiles, all stages in flight from
+//    the start; scores and P·V on CUDA cores in fp32 (4 lanes per key for Q·K). A merge kernel
+//    combines the splits (log-sum-exp, one pass).
 //  * prefill (blocks of more rows): a small kernel writes each (block, group)'s list as
 //    (position, page slot) pairs into scratch; the attention kernel is FlashAttention-2 on
 //    tensor cores (mma.sync m16n8k16, fp16 operands, fp32 accumulation): a CTA owns 128 packed
 //    (row, head-of-group) rows of one KV head, gathers 64-key tiles of the list from the pages
-//    (double-buffered cp.async), rotates them into fp16 in shared memory, online softmax, and
-//    masks causally only the window keys.
+//    (double-buffered cp.async), rotates them into fp16 in shared memory (V converted in
+//    place), online softmax, and masks causally only the window keys.
 // Both launches run in every call (a kernel skips the blocks that belong to the other), so
 // the launch shape depends only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
@@ -113,6 +114,7 @@ __device__ int seg_scan(const lc_hip_seg *s, int ns, int lo, int hi, int &j0, in
     const int per = (ns + NT - 1) / NT;
     j0 = min(ns, (int)threadIdx.x * per), j1 = min(ns, j0 + per);
     int sum = 0, f;
+#pragma unroll 4
     for (int j = j0; j < j1; j++) sum += clip_len(s[j], lo, hi, &f);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int       x    = sum;
@@ -244,29 +246,35 @@ __global__ void __launch_bounds__(DEC_NT, 2)
     int      *red = (int *)(c_s + SP_MAXG);
 
     const int           b = blockIdx.x / n_splits, split = blockIdx.x % n_splits, h = blockIdx.y;
-    const lc_hip_qblock B = a.qb[b];
+    const int           g  = a.n_groups == 1 ? 0 : h;
+    const int64_t       gl = (int64_t)b * a.n_groups + g;
+    const lc_hip_qblock B  = a.qb[b];
+    const int           ns_in = a.sel_n[gl]; // loaded beside the block (one round trip)
     if (B.n_rows != 1) return;
     const int         tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int         g    = a.n_groups == 1 ? 0 : h;
-    const int64_t     gl   = (int64_t)b * a.n_groups + g;
-    const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
-    const int         ns   = min(max(a.sel_n[gl], 0), a.sel_cap);
-    const int         p = B.pos0, win0 = min(max(B.win0, 0), p + 1), n_s = min(a.n_sink, win0);
-    int               j0, j1, off;
-    const int         n_sel = seg_scan<DEC_NT>(segs, ns, a.n_sink, win0, j0, j1, off, red);
-    const int         n_pre = n_s + n_sel, N = n_pre + (p - win0 + 1);
-    const int         per   = (N + n_splits - 1) / n_splits;
-    const int         i0 = min(N, split * per), nk = min(min(N, i0 + per) - i0, SP_KCAP);
-    const int         base = win0 - n_pre; // STREAMING: position of list index 0
     const int32_t    *pt   = a.seqs[B.seq].page_table;
+    const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
+    const int         ns   = min(max(ns_in, 0), a.sel_cap);
+    for (int i = tid; i < G * D; i += DEC_NT)
+        qs[i] = a.q[((int64_t)B.row0 * a.n_head + h * G) * D + i] * a.scale_log2;
+    if (tid < G) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
+    const int p = B.pos0, win0 = min(max(B.win0, 0), p + 1), n_s = min(a.n_sink, win0);
+    int       j0, j1, off;
+    const int n_sel = seg_scan<DEC_NT>(segs, ns, a.n_sink, win0, j0, j1, off, red);
+    const int n_pre = n_s + n_sel, N = n_pre + (p - win0 + 1);
+    const int per   = (N + n_splits - 1) / n_splits;
+    const int i0 = min(N, split * per), nk = min(min(N, i0 + per) - i0, SP_KCAP);
+    const int base = win0 - n_pre; // STREAMING: position of list index 0
+    const int last = a.n_pos - 1;
 
-    // this CTA's list entries [i0, i0 + nk)
+    // this CTA's list entries [i0, i0 + nk): first (position, token), then the tokens become
+    // page slots in one parallel pass (the page-table loads all in flight together)
     for (int x = tid; x < nk; x += DEC_NT) {
         const int i = i0 + x;
-        if (i < n_s) ent[x] = key_entry(a, pt, i, a.streaming ? base + i : i);
+        if (i < n_s) ent[x] = make_int2(min(max(a.streaming ? base + i : i, 0), last), i);
         else if (i >= n_pre) {
             const int tok = win0 + (i - n_pre);
-            ent[x]        = key_entry(a, pt, tok, tok);
+            ent[x]        = make_int2(min(tok, last), tok);
         }
     }
     {
@@ -274,43 +282,54 @@ __global__ void __launch_bounds__(DEC_NT, 2)
         if (r1 > r0)
             seg_emit(segs, j0, j1, off, a.n_sink, win0, r0, r1, [&](int r, int tok) {
                 const int i = n_s + r;
-                ent[i - i0] = key_entry(a, pt, tok, a.streaming ? base + i : tok);
+                ent[i - i0] = make_int2(min(max(a.streaming ? base + i : tok, 0), last), tok);
             });
     }
-    for (int i = tid; i < G * D; i += DEC_NT)
-        qs[i] = a.q[((int64_t)B.row0 * a.n_head + h * G) * D + i] * a.scale_log2;
-    if (tid < G) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
+    __syncthreads();
+    static_assert(SP_KCAP <= 2 * DEC_NT, "one pass of two entries per thread");
+    {
+        const int  x0 = tid, x1 = tid + DEC_NT;
+        const bool v0 = x0 < nk, v1 = x1 < nk;
+        const int  t0 = v0 ? ent[x0].y : 0, t1 = v1 ? ent[x1].y : 0;
+        const int  pg0 = v0 ? pt[t0 >> a.page_shift] : 0, pg1 = v1 ? pt[t1 >> a.page_shift] : 0;
+        const uint32_t P = 1u << a.page_shift;
+        if (v0) ent[x0].y = (int)((uint32_t)pg0 * P + ((uint32_t)t0 & (P - 1)));
+        if (v1) ent[x1].y = (int)((uint32_t)pg1 * P + ((uint32_t)t1 & (P - 1)));
+    }
     __syncthreads();
 
     const int HR = a.half_rot, CPK = D / 4 + HR / 2; // 16-byte chunks per key
     const int n_tiles = (nk + TK - 1) / TK;
+    const int kq = tid >> 2, qd = tid & 3; // loads and Q·K: key of the tile, quarter of its chunks
     auto load_tile = [&](int t, int st) {
-        lc_bf16 *kd = Ks + st * TK * LDK, *vd = Vs + st * TK * LDK;
-        float   *td = Ts + st * TK * LDT;
-        for (int it = tid; it < TK * CPK; it += DEC_NT) {
-            const int  k = it / CPK, c = it - k * CPK, x = t * TK + k;
-            const bool valid = x < nk;
-            load_chunk<D>(a, h, valid ? ent[x] : make_int2(0, 0), valid, c, kd + k * LDK,
-                          vd + k * LDK, td + k * LDT);
-        }
+        const int  x     = t * TK + kq;
+        const bool valid = x < nk;
+        const int2 e     = valid ? ent[x] : make_int2(0, 0);
+        lc_bf16   *kd = Ks + (st * TK + kq) * LDK, *vd = Vs + (st * TK + kq) * LDK;
+        float     *td = Ts + (st * TK + kq) * LDT;
+        for (int c = qd; c < CPK; c += 4) load_chunk<D>(a, h, e, valid, c, kd, vd, td);
     };
+    // all NS stages in flight at once; tile m is commit group m (see the wait counts below)
 #pragma unroll
-    for (int s = 0; s < NS - 1; s++) {
+    for (int s = 0; s < NS; s++) {
         if (s < n_tiles) load_tile(s, s);
         cp_async_commit();
     }
 
-    const int kq = tid >> 2, qd = tid & 3;          // Q·K: key of the tile, quarter of its pairs
     const int dp = tid % (D / 2), gs = tid / (D / 2); // P·V: dims 2 dp, 2 dp + 1; head subset
     float     o[GPT][2];
 #pragma unroll
     for (int j = 0; j < GPT; j++) o[j][0] = o[j][1] = 0.f;
 
     for (int t = 0; t < n_tiles; t++) {
-        cp_async_wait<NS - 2>();
-        __syncthreads();
-        if (t + NS - 1 < n_tiles) load_tile(t + NS - 1, (t + NS - 1) % NS);
-        cp_async_commit();
+        // committed before this wait: NS groups, then one per iteration from t = 1 on
+        if (t == 0) cp_async_wait<NS - 1>();
+        else cp_async_wait<NS - 2>();
+        __syncthreads(); // tile t landed; everyone is done with tile t - 1 and its stage
+        if (t >= 1) {
+            if (t - 1 + NS < n_tiles) load_tile(t - 1 + NS, (t - 1) % NS);
+            cp_async_commit();
+        }
         const int      st = t % NS;
         const lc_bf16 *kr = Ks + (st * TK + kq) * LDK;
         const float   *tr = Ts + (st * TK + kq) * LDT;
@@ -429,15 +448,15 @@ __global__ void sparse_merge_kernel(sp_params a, int n_splits, int D, const floa
     const lc_hip_qblock B = a.qb[b];
     if (B.n_rows != 1) return;
     const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * (D + 2);
-    float        M  = -INFINITY;
-    for (int s = 0; s < n_splits; s++) M = fmaxf(M, pp[s * (D + 2) + D]);
-    float o = 0.f, l = 0.f;
+    float        M = -INFINITY, o = 0.f, l = 0.f; // one pass, the running max rescales
+#pragma unroll 8
     for (int s = 0; s < n_splits; s++) {
-        const float ms = pp[s * (D + 2) + D];
-        if (ms == -INFINITY) continue;
-        const float f = exp2f(ms - M);
-        o += f * pp[s * (D + 2) + d];
-        l += f * pp[s * (D + 2) + D + 1];
+        const float *ps = pp + s * (D + 2);
+        const float  ms = ps[D], ls = ps[D + 1], os = ps[d];
+        const float  Mn = fmaxf(M, ms);
+        if (Mn == -INFINITY) continue; // nothing seen yet
+        const float fo = exp2f(M - Mn), fs = exp2f(ms - Mn);
+        o = o * fo + os * fs, l = l * fo + ls * fs, M = Mn;
     }
     a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o / l : 0.f;
 }
@@ -578,6 +597,16 @@ __global__ void __launch_bounds__(PRE_NT, 1)
                 *(uint4 *)(Kr + j * LD + c0 + D / 2) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
             }
         }
+        { // V: bf16 -> fp16 in place (exact for the magnitudes attention values have)
+            uint4 *vv = (uint4 *)vsm(st);
+            for (int i = tid; i < TK * (D / 8); i += PRE_NT) {
+                const int j = i / (D / 8), c = i % (D / 8);
+                uint4     w = vv[j * (LD / 8) + c];
+                w           = make_uint4(bf16x2_to_f16x2(w.x), bf16x2_to_f16x2(w.y),
+                                         bf16x2_to_f16x2(w.z), bf16x2_to_f16x2(w.w));
+                vv[j * (LD / 8) + c] = w;
+            }
+        }
         __syncthreads();
         // S = Q Kᵀ
         float s[NT8][4];
@@ -628,8 +657,8 @@ __global__ void __launch_bounds__(PRE_NT, 1)
                 s[nt][e]       = pe;
                 l_run[e >> 1] += pe;
             }
-        // O += P V (V bf16 in shared memory, converted to fp16 in registers)
-        const lc_bf16 *vb = vsm(st);
+        // O += P V (V converted to fp16 above)
+        const __half *vb = (const __half *)vsm(st);
 #pragma unroll
         for (int kk = 0; kk < TK / 16; kk++) {
             const uint32_t pa[4] = {pack_f16(s[2 * kk][0], s[2 * kk][1]), pack_f16(s[2 * kk][2], s[2 * kk][3]),
@@ -640,8 +669,8 @@ __global__ void __launch_bounds__(PRE_NT, 1)
                 uint32_t  bv[4];
                 const int mi = lane >> 3;
                 ldmatrix_x4_trans(bv, vb + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
-                mma_f16(o[2 * dp], pa, bf16x2_to_f16x2(bv[0]), bf16x2_to_f16x2(bv[1]));
-                mma_f16(o[2 * dp + 1], pa, bf16x2_to_f16x2(bv[2]), bf16x2_to_f16x2(bv[3]));
+                mma_f16(o[2 * dp], pa, bv[0], bv[1]);
+                mma_f16(o[2 * dp + 1], pa, bv[2], bv[3]);
             }
         }
     }
@@ -718,6 +747,9 @@ int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part)
         LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX, GM>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          dec_cfg<D>::smem(SP_MAXG)));
+        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX, GM>,
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         (int)cudaSharedmemCarveoutMaxShared));
         configured = true;
     }
     dim3 grid((unsigned)(n_qb * splits), (unsigned)p.H);
