@@ -7,13 +7,17 @@
  * window, n_groups 1.
  *   decode: one sequence, one row, at 128K, 512K and 1M keys (STREAMING and PLAIN rope), with
  *           our dense decode attention over the whole context for reference;
- *   prefill: a 32K-row chunk in 512 blocks of 64 rows at the end of 128K and of 1M keys.
+ *   prefill: a 32K-row chunk in 512 blocks of 64 rows at the end of 128K and of 1M keys, through
+ *           the default prefill kernel (wgmma on sm_90a) and the mma.sync one
+ *           (LONGCTX_SPARSE_PREFILL=mma), in the same process.
  * Prints µs (one call between two events, as a step issues it; and the mean of calls issued
  * back to back, which hides the host's launch time), the K+V bytes the op must read against
- * 3.0 TB/s (decode) and TFLOP/s (prefill).
+ * 3.0 TB/s (decode) and TFLOP/s (prefill). LONGCTX_SPARSE_PDL=0 launches the decode merge
+ * kernel without programmatic dependent launch.
  *
- * usage: bench_hip_sparse [REPEATS]
+ * usage: bench_hip_sparse [REPEATS [all|decode|prefill]]
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -138,6 +142,8 @@ int main(int argc, char **argv) {
     memset(&x, 0, sizeof x);
     x.reps = argc > 1 ? atoi(argv[1]) : 20;
     if (x.reps < 1) x.reps = 1;
+    const char *what = argc > 2 ? argv[2] : "all";
+    const int   do_dec = strcmp(what, "prefill") != 0, do_pre = strcmp(what, "decode") != 0;
     const int64_t max_ctx = 1 << 20, n_pages = max_ctx / P, pre_rows = 32768;
     TRYL(lc_backend_cuda_create(0, &x.b));
     lc_backend *b = x.b;
@@ -208,10 +214,10 @@ int main(int argc, char **argv) {
     /* decode */
     const double keys_dec = N_SINK + 8.0 * N_SEGS + N_STREAM;
     const double kv_bytes = keys_dec * H * D * 2 /* K and V */ * 2 /* bf16 */;
-    printf("\n| decode, 1 row | rope | sparse us | back-to-back us | K+V read (MB) | GB/s | of 3.0 TB/s | dense us | dense / sparse |\n");
-    printf("|---|---|---|---|---|---|---|---|---|\n");
+    if (do_dec) printf("\n| decode, 1 row | rope | sparse us | back-to-back us | K+V read (MB) | GB/s | of 3.0 TB/s | dense us | dense / sparse |\n");
+    if (do_dec) printf("|---|---|---|---|---|---|---|---|---|\n");
     const int64_t ctxs[] = {128 * 1024, 512 * 1024, 1024 * 1024};
-    for (int ci = 0; ci < 3; ci++) {
+    for (int ci = 0; ci < 3 && do_dec; ci++) {
         const int32_t ctx = (int32_t)ctxs[ci], pos = ctx - 1;
         lc_attn_seq   seq = {0, 1, pos, x.pages};
         qb[0]             = (lc_hip_qblock){0, 0, 1, pos, pos + 1 - N_STREAM};
@@ -230,10 +236,13 @@ int main(int argc, char **argv) {
     }
 
     /* prefill: 512 blocks of 64 rows at the end of the context */
-    printf("\n| prefill, 32K rows in 64-row blocks | rope | us | TFLOP | TFLOP/s |\n");
-    printf("|---|---|---|---|---|\n");
+    if (do_pre) {
+        printf("\n| prefill, 32K rows in 64-row blocks | kernel | rope | us | back-to-back us | TFLOP | TFLOP/s |\n");
+        printf("|---|---|---|---|---|---|---|\n");
+    }
     const int64_t pctx[] = {128 * 1024, 1024 * 1024};
-    for (int ci = 0; ci < 2; ci++) {
+    const char   *path0  = getenv("LONGCTX_SPARSE_PREFILL");
+    for (int ci = 0; ci < 2 && do_pre; ci++) {
         const int32_t ctx = (int32_t)pctx[ci], pos0 = ctx - (int32_t)pre_rows;
         lc_attn_seq   seq   = {0, (int32_t)pre_rows, pos0, x.pages};
         double        flops = 0;
@@ -244,12 +253,21 @@ int main(int argc, char **argv) {
             for (int32_t r = 0; r < 64; r++) /* Q·K and P·V: 4 flops per key, dim and head */
                 flops += 4.0 * D * NH * (N_SINK + 8.0 * sel_n[k] + (p0 + r - qb[k].win0 + 1));
         }
-        for (int rope = 0; rope < 2; rope++) {
-            double        us, us2;
-            const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
-            if (time_sparse(&x, &seq, qb, n_blk, sel, sel_n, mode, 64, &us, &us2)) return 1;
-            printf("| %dK | %s | %.0f | %.2f | %.0f |\n", ctx / 1024, rope ? "plain" : "streaming", us,
-                   flops / 1e12, flops / (us * 1e-6) / 1e12);
+        for (int kern = 0; kern < 2; kern++) { /* the default kernel, then mma.sync */
+            if (kern == 1 && path0 && !strcmp(path0, "mma")) break;
+            if (kern == 1) setenv("LONGCTX_SPARSE_PREFILL", "mma", 1);
+            for (int rope = 0; rope < 2; rope++) {
+                double        us, us2;
+                const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
+                if (time_sparse(&x, &seq, qb, n_blk, sel, sel_n, mode, 64, &us, &us2)) return 1;
+                printf("| %dK | %s | %s | %.0f | %.0f | %.2f | %.0f |\n", ctx / 1024,
+                       kern ? "mma.sync" : (path0 ? path0 : "default"), rope ? "plain" : "streaming",
+                       us, us2, flops / 1e12, flops / (us * 1e-6) / 1e12);
+            }
+            if (kern == 1) {
+                if (path0) setenv("LONGCTX_SPARSE_PREFILL", path0, 1);
+                else unsetenv("LONGCTX_SPARSE_PREFILL");
+            }
         }
     }
     free(qb), free(sel), free(sel_n), free(mark), free(x.pages);

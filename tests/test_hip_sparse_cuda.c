@@ -1,17 +1,21 @@
 /*
  * test_hip_sparse_cuda.c — the CUDA InfiniteHiP block-sparse attention (lc_cuda_attn_sparse
- * through the backend's attn_sparse: decode split kernel + merge, tensor-core prefill over
- * gathered key tiles) against its CPU twin lc_cpu_attn_sparse on the same bf16 K/V values.
+ * through the backend's attn_sparse: decode split kernel + merge for calls of 1-row blocks,
+ * the list kernel + tensor-core prefill over gathered key tiles for the others — the wgmma
+ * kernel on sm_90a; then a reduced list again with LONGCTX_SPARSE_PREFILL=mma and
+ * LONGCTX_SPARSE_DECODE=prefill: the mma.sync kernel, decode calls through it too) against its
+ * CPU twin lc_cpu_attn_sparse on the same bf16 K/V values.
  * Cases as in test_hip_sparse.c: scattered page tables, several sequences per call, decode
- * blocks and prefill blocks up to 64 rows in one call, both attn_rope modes, n_groups 1 and
- * n_kv_head, head dims 64 and 128, GQA 1/3/4/8, both pairings, partial rotary with a YaRN
- * factor, empty selections, odd-length segments, positions before n_sink, rows in no block
- * (must stay untouched); full coverage compared with the CPU dense attention; a long case on
- * the Llama-3.1-8B shape (32/8 heads, dim 128) at 128K keys: 256 sink + 256 random 8-token
- * segments + 1024 window, decode and a 64-row prefill block. Outputs poisoned (NaN) before each
- * run; a second run must give the same bits. Fresh random inputs each run (seed printed).
- * LC_TEST_SMALL=1: fewer, smaller cases, LC_TEST_DIM=64|128: one head dim (for
- * compute-sanitizer). Skips (77) without a GPU.
+ * blocks and prefill blocks up to 64 rows in one call (1-row blocks then take the prefill
+ * path), both attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16,
+ * both pairings, partial rotary with a YaRN factor, empty selections, odd-length segments,
+ * positions before n_sink, rows in no block (must stay untouched), decode lists cut into many
+ * splits (some empty); full coverage compared with the CPU dense attention; a long case on the
+ * Llama-3.1-8B shape (32/8 heads, dim 128) at 128K keys: 256 sink + 256 random 8-token segments
+ * + 1024 window, a decode call and a call with a decode row and a 64-row prefill block. Outputs
+ * poisoned (NaN) before each run; a second run must give the same bits. Fresh random inputs
+ * each run (seed printed). LC_TEST_SMALL=1: fewer, smaller cases, LC_TEST_DIM=64|128: one head
+ * dim (for compute-sanitizer). Skips (77) without a GPU.
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cuda/cuda.h"
@@ -275,9 +279,14 @@ static bool row_covered(const world *w, int32_t row) {
     return false;
 }
 
-static void run_case(lc_backend *b, const char *what, const tcase *c, const tseq *ts,
+static const char *g_path = ""; /* prefix of failure messages: the prefill kernel forced */
+
+static void run_case(lc_backend *b, const char *what_, const tcase *c, const tseq *ts,
                      int32_t n_seqs) {
-    world w;
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s%s", g_path, what_);
+    const char *what = tag;
+    world       w;
     build(&w, c, ts, n_seqs);
     const int32_t D     = c->D;
     const float   scale = 1.0f / sqrtf((float)D);
@@ -329,14 +338,9 @@ static void run_case(lc_backend *b, const char *what, const tcase *c, const tseq
     world_free(&w);
 }
 
-int main(void) {
-    lc_backend *b;
-    REQUIRE_CUDA_BACKEND(b);
-    rng = (uint64_t)time(NULL) | 1;
-    printf("seed %llu\n", (unsigned long long)rng);
-    const bool    small = getenv("LC_TEST_SMALL") != NULL;
-    const char   *only  = getenv("LC_TEST_DIM"); /* 64 or 128: that head dim only */
-    const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 1}, {2, 3}, {2, 4}, {1, 8}};
+/* The case list; pass 1 (mma.sync prefill, decode calls through it) runs a reduced list. */
+static void run_cases(lc_backend *b, bool small, const char *only, int pass) {
+    const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 1}, {2, 3}, {2, 4}, {1, 8}, {1, 16}};
     /* one call: a decode row late, a prefill chunk after a history (a 64-row block and a
      * 36-row one), a sequence starting before n_sink, a decode row before n_sink, a chunk with
      * rows left out of every block */
@@ -344,10 +348,10 @@ int main(void) {
                         {150, 90, 10, 40}};
     const tseq dec[] = {{3000, 1, 0, 0}, {77, 1, 0, 0}, {0, 1, 0, 0}, {1500, 1, 0, 0}};
     for (int di = 0; di < 2; di++)
-        for (int gi = 0; gi < 4; gi++)
+        for (int gi = 0; gi < 5; gi++)
             for (int rope = 0; rope < 2; rope++)
                 for (int grp = 0; grp < 2; grp++) {
-                    if (small && (gi % 2 != grp || rope != di)) continue;
+                    if ((small || pass) && (gi % 2 != grp || rope != di)) continue;
                     if (only && atoi(only) != dims[di]) continue;
                     const int32_t H = gqa[gi][0], G = gqa[gi][1], D = dims[di];
                     const lc_rope_pairing pr = (gi + rope) % 2 ? LC_ROPE_NEOX : LC_ROPE_NORM;
@@ -357,40 +361,68 @@ int main(void) {
                                    modes[mi], pr, D, false, 0};
                         run_case(b, "mix", &c, mix, 5);
                     }
-                    /* decode only (long lists over several splits), smaller query blocks */
                     tcase c = {D, H, G, 16, grp ? H : 1, rope, 16, 256, 1, SEL_MIXED, pr, D, false, 0};
-                    run_case(b, "decode", &c, dec, 4);
+                    run_case(b, "decode", &c, dec, 4); /* decode only (lists over many splits) */
                     c.sel_mode = SEL_FULL;
                     run_case(b, "decode-full", &c, dec, 4);
-                    c.bq = 7, c.sel_mode = SEL_RANDOM, c.n_stream = 64;
+                    c.bq = 7, c.sel_mode = SEL_RANDOM, c.n_stream = 64; /* smaller query blocks */
                     run_case(b, "bq7", &c, mix, 5);
                 }
     /* partial rotary with a YaRN factor; n_sink 0; a window longer than the history */
     for (int rope = 0; rope < 2 && !only; rope++) {
         const tseq mix2[] = {{500, 70, 0, 0}, {90, 1, 0, 0}};
+        const tseq dec2[] = {{500, 1, 0, 0}, {90, 1, 0, 0}, {2, 1, 0, 0}};
         const int  modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
         for (int mi = 0; mi < 3; mi++) {
             tcase c = {128, 2, 4, 64, 2, rope, 16, 64, 64, modes[mi], LC_ROPE_NORM, 64, true, 0};
             run_case(b, "partial-yarn", &c, mix2, 2);
+            run_case(b, "partial-yarn-decode", &c, dec2, 3);
             tcase c0 = {64, 2, 2, 16, 1, rope, 0, 48, 32, modes[mi], LC_ROPE_NEOX, 64, false, 0};
             run_case(b, "no-sink", &c0, mix2, 2);
+            run_case(b, "no-sink-decode", &c0, dec2, 3);
             tcase cl = {64, 2, 2, 16, 1, rope, 4, 4096, 32, modes[mi], LC_ROPE_NORM, 64, false, 0};
             run_case(b, "all-window", &cl, mix2, 2);
+            run_case(b, "all-window-decode", &cl, dec2, 3);
         }
     }
     /* long: the 8B shape at 128K keys, InfiniteHiP's sizes (256 sink, 256 x 8 selected, 1024
-     * window); a decode row and a 64-row prefill block; pages aliased into 512 physical ones */
+     * window); a decode call, and a decode row with a 64-row prefill block in one call; pages
+     * aliased into 512 physical ones */
     if (!small) {
         const tseq lng[] = {{131071, 1, 0, 0}, {131008, 64, 0, 0}};
         for (int rope = 0; rope < 2; rope++)
             for (int grp = 0; grp < 2; grp++) {
+                if (pass && grp != rope) continue;
                 tcase c = {128, 8, 4, 64, grp ? 8 : 1, rope, 256, 1024, 64, SEL_LONG, LC_ROPE_NORM,
                            128, false, 512};
+                run_case(b, "long-decode", &c, lng, 1);
                 run_case(b, "long", &c, lng, 2);
             }
     }
+}
+
+int main(void) {
+    lc_backend *b;
+    REQUIRE_CUDA_BACKEND(b);
+    rng = (uint64_t)time(NULL) | 1;
+    printf("seed %llu\n", (unsigned long long)rng);
+    const bool  small = getenv("LC_TEST_SMALL") != NULL;
+    const char *only  = getenv("LC_TEST_DIM"); /* 64 or 128: that head dim only */
+    const char *path  = getenv("LONGCTX_SPARSE_PREFILL");
+    run_cases(b, small, only, 0);
     printf("largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
            worst_dec, worst_pre, worst_dense);
+    if (!(path && !strcmp(path, "mma"))) { /* again through the mma.sync prefill kernel */
+        setenv("LONGCTX_SPARSE_PREFILL", "mma", 1);
+        setenv("LONGCTX_SPARSE_DECODE", "prefill", 1);
+        g_path = "mma.sync prefill: ";
+        worst_dec = worst_pre = worst_dense = 0;
+        run_cases(b, small, only, 1);
+        printf("mma.sync prefill: largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full "
+               "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
+        unsetenv("LONGCTX_SPARSE_PREFILL");
+        unsetenv("LONGCTX_SPARSE_DECODE");
+    }
     b->free(b);
     TEST_END();
 }

@@ -7,37 +7,47 @@
 // the block: sink [0, n_s), the selected segments in position order, the window [win0, last
 // row]. List index i has rope position base + i (STREAMING, base = win0 - n_sink_keys - n_sel)
 // or its token (PLAIN). K/V are read from the paged bf16 pools in place (no gathered copy in
-// global memory); every key is rotated with its own table row, which is copied to shared
-// memory beside the key (cp.async), in fp32.
+// global memory); every key is rotated with its own table row (fp32) and rounded to fp16;
+// products on tensor cores in fp16 with fp32 accumulation, as our dense kernels.
 //
-//  * decode (blocks of one row): Flash-Decoding. A CTA owns (block, KV head, split): a
-//    contiguous range of the list (at most SP_KCAP keys), built in shared memory by the CTA
-//    itself from a block-wide scan of the segment list (tokens first, then the page-table
-//    lookups in one parallel pass), and all G query heads of the KV head, so each K/V byte is
-//    read once. Keys stream through a cp.async ring of 32-key tiles, all stages in flight from
-//    the start; scores and P·V on CUDA cores in fp32 (4 lanes per key for Q·K). A merge kernel
-//    combines the splits (log-sum-exp, one pass).
-//  * prefill (blocks of more rows): a small kernel writes each (block, group)'s list as
-//    (position, page slot) pairs into scratch; the attention kernel is FlashAttention-2 on
-//    tensor cores (mma.sync m16n8k16, fp16 operands, fp32 accumulation): a CTA owns 128 packed
-//    (row, head-of-group) rows of one KV head, gathers 64-key tiles of the list from the pages
-//    (double-buffered cp.async), rotates them into fp16 in shared memory (V converted in
-//    place), online softmax, and masks causally only the window keys.
-// Both launches run in every call (a kernel skips the blocks that belong to the other), so
-// the launch shape depends only on n_qb and the args' bounds: graph-capturable.
+//  * decode (a call whose blocks are all one row, max_rows == 1): Flash-Decoding with small
+//    CTAs, all in flight at once. A CTA owns (block, KV head, split): at most 64 consecutive
+//    list entries, built in shared memory by the CTA itself from a block-wide scan of the
+//    segment list, and all G query heads of the KV head, so each K/V byte is read once. Each
+//    thread looks up the pages of its two keys and issues every load of the CTA at once: K
+//    into registers (16-byte loads; the head dims are permuted identically in the query and
+//    key fragments, so a loaded chunk is directly an mma operand), V and the keys' table rows
+//    into shared memory. Each warp takes 16 keys: rotation in registers, S = Q Kᵀ and O = P V
+//    as m16n8k16 (the G query heads are the rows), the warps merge in shared memory, and a
+//    merge kernel — launched as a programmatic dependent of the split kernel on sm_90, so its
+//    launch hides behind the splits — combines the splits (log-sum-exp).
+//  * prefill (any other call, or every call with LONGCTX_SPARSE_DECODE=prefill; its 1-row
+//    blocks go this way too): a small kernel writes each
+//    (block, group)'s list as (position, page slot) pairs into scratch. On sm_90a the
+//    attention kernel is warp-specialised wgmma (FlashAttention-3 style, as our dense
+//    attn_prefill_hopper_kernel): a producer warpgroup gathers each 64-key tile of the list
+//    from the pages with cp.async straight into 128-byte-swizzled stage buffers (a ring of
+//    NS stages, NS - 2 tiles in flight), rotates K into fp16 and converts V to fp16 in place
+//    (each thread one key's half: the table row in registers, loaded one tile ahead), and
+//    hands the stage to two consumer warpgroups (64 packed (row, head) rows each) that run
+//    S = Q Kᵀ and O += P V as asynchronous wgmma, overlapped with the online softmax; only the
+//    window keys are masked (causal). Elsewhere (sm_80, or LONGCTX_SPARSE_PREFILL=mma) an
+//    mma.sync FlashAttention-2 kernel over the same gathered tiles.
+// The launch shapes depend only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
 constexpr int SP_DMAX = 128; // head dims 64 and 128
 constexpr int SP_MAXG = 16;  // query heads per KV head
-constexpr int SP_KCAP = 256; // decode: list entries of one CTA at most
-constexpr int DEC_NT = 128, DEC_TK = 32;
+constexpr int DEC_NT = 128, DEC_K = 64; // decode: threads, list entries of one CTA (4 warps x 16)
 constexpr int PRE_NT = 256, PRE_TK = 64, PRE_BM = 128;
 
 struct sp_params {
@@ -69,6 +79,14 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+__device__ __forceinline__ uint4 ldg_u4(const void *p) {
+    uint4 r;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+__device__ __forceinline__ float4 ldg_f4(const float *p) { return __ldg((const float4 *)p); }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -94,6 +112,52 @@ __device__ __forceinline__ float bf16_lo(uint32_t r) { return __uint_as_float(r 
 __device__ __forceinline__ float bf16_hi(uint32_t r) { return __uint_as_float(r & 0xffff0000u); }
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t r) {
     return pack_f16(bf16_lo(r), bf16_hi(r));
+}
+// One 16-byte chunk of 4 adjacent pairs (2i, 2i+1) rotated by cos c / sin s into fp16.
+__device__ __forceinline__ uint4 rot_adjacent(uint4 x, float4 c, float4 s) {
+    const float cc[4] = {c.x, c.y, c.z, c.w}, ss[4] = {s.x, s.y, s.z, s.w};
+    const uint32_t *u = (const uint32_t *)&x;
+    uint32_t r[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        const float x0 = bf16_lo(u[w]), x1 = bf16_hi(u[w]);
+        r[w] = pack_f16(x0 * cc[w] - x1 * ss[w], x0 * ss[w] + x1 * cc[w]);
+    }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+__device__ __forceinline__ uint4 cvt_chunk(uint4 x) {
+    return make_uint4(bf16x2_to_f16x2(x.x), bf16x2_to_f16x2(x.y), bf16x2_to_f16x2(x.z),
+                      bf16x2_to_f16x2(x.w));
+}
+// Two 16-byte chunks: dims 8c..8c+7 (lo) and their split-half partners + D/2 (up), pairs
+// (i, i + D/2) rotated by the 8 cos / sin values of pairs 8c..8c+7.
+__device__ __forceinline__ void rot_halves(uint4 &lo, uint4 &up, float4 c0, float4 c1, float4 s0,
+                                           float4 s1) {
+    const float     cc[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+    const float     ss[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+    const uint32_t *ua = (const uint32_t *)&lo, *ub = (const uint32_t *)&up;
+    uint32_t        ra[4], rb[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]), y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
+        ra[w] = pack_f16(x0 * cc[2 * w] - y0 * ss[2 * w], x1 * cc[2 * w + 1] - y1 * ss[2 * w + 1]);
+        rb[w] = pack_f16(x0 * ss[2 * w] + y0 * cc[2 * w], x1 * ss[2 * w + 1] + y1 * cc[2 * w + 1]);
+    }
+    lo = make_uint4(ra[0], ra[1], ra[2], ra[3]);
+    up = make_uint4(rb[0], rb[1], rb[2], rb[3]);
+}
+
+// Programmatic dependent launch (sm_90): the primary lets its dependent start launching; the
+// dependent waits for the primary's completion (and its memory) before reading its output.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 }
 
 // ---- the attended key list ------------------------------------------------------------------
@@ -156,15 +220,19 @@ __device__ __forceinline__ int2 key_entry(const sp_params &a, const int32_t *pt,
     const uint32_t phys = (uint32_t)pt[tok >> a.page_shift] * P + ((uint32_t)tok & (P - 1));
     return make_int2(min(max(pos, 0), a.n_pos - 1), (int)phys);
 }
+// Row (element offset / D) of the page slot e.y for KV head h.
+__device__ __forceinline__ int64_t slot_row(const sp_params &a, int slot, int h) {
+    const uint32_t s = (uint32_t)slot, P = 1u << a.page_shift;
+    return (((int64_t)(s >> a.page_shift) * a.H + h) << a.page_shift) + (s & (P - 1));
+}
 
 // Chunk c (16 bytes) of the key entry e: c < D/8: K; < D/4: V; then the table row's cos
 // (half_rot/4 chunks) and sin. Rows past the list are zero-filled.
 template <int D>
 __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bool valid, int c,
                                            lc_bf16 *kd, lc_bf16 *vd, float *td) {
-    const uint32_t phys = (uint32_t)e.y, P = 1u << a.page_shift;
-    const int64_t  row  = (((int64_t)(phys >> a.page_shift) * a.H + h) << a.page_shift) + (phys & (P - 1));
-    const int      nb   = valid ? 16 : 0;
+    const int64_t row = slot_row(a, e.y, h);
+    const int     nb  = valid ? 16 : 0;
     if (c < D / 8) {
         cp_async16_zfill(kd + c * 8, valid ? a.kpool + row * D + c * 8 : a.kpool, nb);
     } else if (c < D / 4) {
@@ -179,7 +247,7 @@ __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bo
     }
 }
 
-// ---- list kernel (prefill blocks) ----------------------------------------------------------
+// ---- list kernel (prefill calls) -----------------------------------------------------------
 
 // grid (n_qb, n_groups), block 256: lists[b][g][0 .. N) and hdr[b][g] = (N, n_pre, win0, 0)
 __global__ void __launch_bounds__(256)
@@ -187,7 +255,6 @@ __global__ void __launch_bounds__(256)
     __shared__ int red[8];
     const int           b = blockIdx.x, g = blockIdx.y;
     const lc_hip_qblock B = a.qb[b];
-    if (B.n_rows <= 1) return;
     const int64_t     gl   = (int64_t)b * a.n_groups + g;
     const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
     const int         ns   = min(max(a.sel_n[gl], 0), a.sel_cap);
@@ -217,58 +284,67 @@ __global__ void __launch_bounds__(256)
 
 // ---- decode --------------------------------------------------------------------------------
 
+// Table rows in the decode kernel's shared memory: cos | sin | pad, the pitch 64 bytes past a
+// multiple of 128, so that the float4 reads of two keys by a quarter warp miss each other's banks.
+__host__ __device__ constexpr int dec_tab_pitch(int HR) {
+    return 2 * HR + (((64 - 8 * HR) % 128) + 128) % 128 / 4;
+}
 template <int D> struct dec_cfg {
-    static constexpr int TK = DEC_TK, NS = D == 128 ? 3 : 6; // tile keys, ring stages
-    static constexpr int LDK = D + 8, LDT = D + 4;             // pitches: bf16 rows, table rows
-    static constexpr int STAGE = TK * LDK * 2 * 2 + TK * LDT * 4;
-    static constexpr int smem(int G) {
-        return NS * STAGE + G * D * 4 + G * TK * 4 + SP_KCAP * 8 + 3 * SP_MAXG * 4 + 8 * 4;
+    static constexpr int LDV = D + 8;             // V rows (bf16): conflict-free ldmatrix.trans
+    static constexpr int V_B = DEC_K * LDV * 2;
+    static constexpr int HDR = V_B + DEC_K * 8 + 64; // V, list entries, scan scratch
+    static size_t smem(int HR, int G) {
+        const size_t tab = (size_t)DEC_K * dec_tab_pitch(HR) * 4; // then the warps' merge area
+        const size_t red = (size_t)(DEC_NT / 32) * G * (D + 2) * 4;
+        return HDR + (tab > red ? tab : red);
     }
 };
 
-// grid (n_qb * n_splits, H), block 128. GM >= G: accumulator count.
-template <int D, bool NEOX, int GM>
-__global__ void __launch_bounds__(DEC_NT, 2)
+// The 16-byte chunk of head dims that slot j of a thread with lane % 4 == q loads (of each of
+// its keys, and of its query rows): D / 32 slots per thread, 4 threads per key. With split-half
+// pairs, slot j + D/64 holds the partner (dims + D/2) of slot j.
+template <int D, bool NEOX> __device__ __forceinline__ int dec_chunk(int j, int q) {
+    if (!NEOX) return 4 * j + q;
+    return j < D / 64 ? 4 * j + q : 4 * (j - D / 64) + q + D / 16;
+}
+
+// grid (n_qb * n_splits, H), block 128 = 4 warps x 16 keys.
+// The mma k index is a permutation of the head dims, the same for the query (A) and key (B)
+// fragments: k-step 2j + hh, element e of register b0 (a0, a1) <-> dim 8 c + 4 hh + e and of
+// b1 (a2, a3) <-> dim 8 c + 4 hh + 2 + e, c = dec_chunk(j, lane % 4): the 16 bytes a thread
+// loads for slot j are its B registers of k-steps 2j and 2j + 1.
+template <int D, bool NEOX>
+__global__ void __launch_bounds__(DEC_NT, 4)
     sparse_decode_kernel(sp_params a, int n_splits, float *__restrict__ part) {
     using C = dec_cfg<D>;
-    constexpr int TK = C::TK, NS = C::NS, LDK = C::LDK, LDT = C::LDT;
-    constexpr int NGS = 2 * DEC_NT / D;         // P·V: head subsets (a thread: 2 dims)
-    constexpr int GPT = (GM + NGS - 1) / NGS;   // P·V: heads per thread
+    constexpr int LDV = C::LDV, NSL = D / 32, KS = D / 16, DT = D / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int G  = a.G;
-    lc_bf16  *Ks = (lc_bf16 *)smem_raw;             // [NS][TK][LDK]
-    lc_bf16  *Vs = Ks + NS * TK * LDK;              // [NS][TK][LDK]
-    float    *Ts = (float *)(Vs + NS * TK * LDK);   // [NS][TK][LDT]: cos | sin of the key
-    float    *qs = Ts + NS * TK * LDT;              // [G][D], scaled by scale * log2 e
-    float    *Ss = qs + G * D;                      // [G][TK] scores, then probabilities
-    int2     *ent = (int2 *)(Ss + G * TK);          // [SP_KCAP] this CTA's list entries
-    float    *m_s = (float *)(ent + SP_KCAP), *l_s = m_s + SP_MAXG, *c_s = l_s + SP_MAXG;
-    int      *red = (int *)(c_s + SP_MAXG);
+    lc_bf16 *Vs  = (lc_bf16 *)smem_raw;             // [DEC_K][LDV]
+    int2    *ent = (int2 *)(smem_raw + C::V_B);     // [DEC_K] (position, token)
+    int     *red = (int *)(ent + DEC_K);            // scan scratch
+    float   *Ts  = (float *)(smem_raw + C::HDR);    // [DEC_K][pitch] table rows; then merge area
 
     const int           b = blockIdx.x / n_splits, split = blockIdx.x % n_splits, h = blockIdx.y;
-    const int           g  = a.n_groups == 1 ? 0 : h;
-    const int64_t       gl = (int64_t)b * a.n_groups + g;
-    const lc_hip_qblock B  = a.qb[b];
+    const int           gsel = a.n_groups == 1 ? 0 : h;
+    const int64_t       gl   = (int64_t)b * a.n_groups + gsel;
+    const lc_hip_qblock B    = a.qb[b];
     const int           ns_in = a.sel_n[gl]; // loaded beside the block (one round trip)
+    pdl_launch_dependents();                 // the merge kernel may start launching
     if (B.n_rows != 1) return;
-    const int         tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int         tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = a.G, HR = a.half_rot;
     const int32_t    *pt   = a.seqs[B.seq].page_table;
     const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
     const int         ns   = min(max(ns_in, 0), a.sel_cap);
-    for (int i = tid; i < G * D; i += DEC_NT)
-        qs[i] = a.q[((int64_t)B.row0 * a.n_head + h * G) * D + i] * a.scale_log2;
-    if (tid < G) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
     const int p = B.pos0, win0 = min(max(B.win0, 0), p + 1), n_s = min(a.n_sink, win0);
     int       j0, j1, off;
     const int n_sel = seg_scan<DEC_NT>(segs, ns, a.n_sink, win0, j0, j1, off, red);
     const int n_pre = n_s + n_sel, N = n_pre + (p - win0 + 1);
     const int per   = (N + n_splits - 1) / n_splits;
-    const int i0 = min(N, split * per), nk = min(min(N, i0 + per) - i0, SP_KCAP);
+    const int i0 = min(N, split * per), nk = min(min(N, i0 + per) - i0, DEC_K);
     const int base = win0 - n_pre; // STREAMING: position of list index 0
     const int last = a.n_pos - 1;
 
-    // this CTA's list entries [i0, i0 + nk): first (position, token), then the tokens become
-    // page slots in one parallel pass (the page-table loads all in flight together)
+    // this CTA's list entries [i0, i0 + nk) as (position, token)
     for (int x = tid; x < nk; x += DEC_NT) {
         const int i = i0 + x;
         if (i < n_s) ent[x] = make_int2(min(max(a.streaming ? base + i : i, 0), last), i);
@@ -286,181 +362,219 @@ __global__ void __launch_bounds__(DEC_NT, 2)
             });
     }
     __syncthreads();
-    static_assert(SP_KCAP <= 2 * DEC_NT, "one pass of two entries per thread");
-    {
-        const int  x0 = tid, x1 = tid + DEC_NT;
-        const bool v0 = x0 < nk, v1 = x1 < nk;
-        const int  t0 = v0 ? ent[x0].y : 0, t1 = v1 ? ent[x1].y : 0;
-        const int  pg0 = v0 ? pt[t0 >> a.page_shift] : 0, pg1 = v1 ? pt[t1 >> a.page_shift] : 0;
-        const uint32_t P = 1u << a.page_shift;
-        if (v0) ent[x0].y = (int)((uint32_t)pg0 * P + ((uint32_t)t0 & (P - 1)));
-        if (v1) ent[x1].y = (int)((uint32_t)pg1 * P + ((uint32_t)t1 & (P - 1)));
+
+    // every load of the CTA at once: this thread's two keys (16 warp + g, + 8): page-table
+    // lookup, K chunks into registers, its share of V and of the table rows into shared memory
+    const int g = lane >> 2, q = lane & 3, TP = dec_tab_pitch(HR);
+    uint4     kraw[2][NSL];
+#pragma unroll
+    for (int t = 0; t < 2; t++) {
+        const int      x = 16 * warp + 8 * t + g;
+        const bool     valid = x < nk;
+        const int2     e     = valid ? ent[x] : make_int2(0, 0);
+        const uint32_t P     = 1u << a.page_shift;
+        const int      slot = valid ? (int)((uint32_t)pt[e.y >> a.page_shift] * P + ((uint32_t)e.y & (P - 1))) : 0;
+        const int64_t  row  = slot_row(a, slot, h);
+        const lc_bf16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
+#pragma unroll
+        for (int j = 0; j < NSL; j++)
+            kraw[t][j] = valid ? ldg_u4(kg + 8 * dec_chunk<D, NEOX>(j, q)) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int r = 0; r < D / 32; r++) {
+            const int c = q + 4 * r;
+            cp_async16_zfill(Vs + x * LDV + 8 * c, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
+        }
+        for (int c2 = q; c2 < HR / 2; c2 += 4) { // HR / 4 chunks of cos, then of sin
+            const bool   is_cos = c2 < HR / 4;
+            const int    k4     = (is_cos ? c2 : c2 - HR / 4) * 4;
+            const float *src    = (is_cos ? a.cs : a.sn) + (int64_t)e.x * HR + k4;
+            cp_async16_zfill(Ts + x * TP + (is_cos ? 0 : HR) + k4, valid ? src : a.cs, valid ? 16 : 0);
+        }
     }
-    __syncthreads();
-
-    const int HR = a.half_rot, CPK = D / 4 + HR / 2; // 16-byte chunks per key
-    const int n_tiles = (nk + TK - 1) / TK;
-    const int kq = tid >> 2, qd = tid & 3; // loads and Q·K: key of the tile, quarter of its chunks
-    auto load_tile = [&](int t, int st) {
-        const int  x     = t * TK + kq;
-        const bool valid = x < nk;
-        const int2 e     = valid ? ent[x] : make_int2(0, 0);
-        lc_bf16   *kd = Ks + (st * TK + kq) * LDK, *vd = Vs + (st * TK + kq) * LDK;
-        float     *td = Ts + (st * TK + kq) * LDT;
-        for (int c = qd; c < CPK; c += 4) load_chunk<D>(a, h, e, valid, c, kd, vd, td);
-    };
-    // all NS stages in flight at once; tile m is commit group m (see the wait counts below)
+    cp_async_commit();
+    // the query fragments (rows g and g + 8 = query heads of the KV head; rows >= G zero)
+    uint32_t qa[KS][4];
 #pragma unroll
-    for (int s = 0; s < NS; s++) {
-        if (s < n_tiles) load_tile(s, s);
-        cp_async_commit();
-    }
-
-    const int dp = tid % (D / 2), gs = tid / (D / 2); // P·V: dims 2 dp, 2 dp + 1; head subset
-    float     o[GPT][2];
+    for (int hf = 0; hf < 2; hf++) {
+        const int    row = g + 8 * hf;
+        const bool   has = row < G;
+        const float *qr  = a.q + ((int64_t)B.row0 * a.n_head + h * G + (has ? row : 0)) * D;
 #pragma unroll
-    for (int j = 0; j < GPT; j++) o[j][0] = o[j][1] = 0.f;
-
-    for (int t = 0; t < n_tiles; t++) {
-        // committed before this wait: NS groups, then one per iteration from t = 1 on
-        if (t == 0) cp_async_wait<NS - 1>();
-        else cp_async_wait<NS - 2>();
-        __syncthreads(); // tile t landed; everyone is done with tile t - 1 and its stage
-        if (t >= 1) {
-            if (t - 1 + NS < n_tiles) load_tile(t - 1 + NS, (t - 1) % NS);
-            cp_async_commit();
-        }
-        const int      st = t % NS;
-        const lc_bf16 *kr = Ks + (st * TK + kq) * LDK;
-        const float   *tr = Ts + (st * TK + kq) * LDT;
-        float          acc[GM];
-#pragma unroll
-        for (int gg = 0; gg < GM; gg++) acc[gg] = 0.f;
-        if (NEOX) { // pairs (i, i + HR); dims past 2 HR unrotated
-#pragma unroll 4
-            for (int pp = qd; pp < HR; pp += 4) {
-                const float x0 = __bfloat162float(kr[pp]), x1 = __bfloat162float(kr[pp + HR]);
-                const float c = tr[pp], s = tr[HR + pp];
-                const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-#pragma unroll
-                for (int gg = 0; gg < GM; gg++)
-                    if (gg < G) acc[gg] += qs[gg * D + pp] * y0 + qs[gg * D + pp + HR] * y1;
-            }
-            for (int d = 2 * HR + qd; d < D; d += 4) {
-                const float x = __bfloat162float(kr[d]);
-#pragma unroll
-                for (int gg = 0; gg < GM; gg++)
-                    if (gg < G) acc[gg] += qs[gg * D + d] * x;
-            }
-        } else { // adjacent pairs (2i, 2i + 1); pairs past HR unrotated
-#pragma unroll 4
-            for (int pp = qd; pp < D / 2; pp += 4) {
-                const uint32_t w  = *(const uint32_t *)(kr + 2 * pp);
-                const float    x0 = bf16_lo(w), x1 = bf16_hi(w);
-                float          y0 = x0, y1 = x1;
-                if (pp < HR) {
-                    const float c = tr[pp], s = tr[HR + pp];
-                    y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-                }
-#pragma unroll
-                for (int gg = 0; gg < GM; gg++)
-                    if (gg < G) {
-                        const float2 qv = *(const float2 *)(qs + gg * D + 2 * pp);
-                        acc[gg] += qv.x * y0 + qv.y * y1;
-                    }
-            }
-        }
-#pragma unroll
-        for (int gg = 0; gg < GM; gg++) {
-            acc[gg] += __shfl_xor_sync(0xffffffffu, acc[gg], 1);
-            acc[gg] += __shfl_xor_sync(0xffffffffu, acc[gg], 2);
-        }
-        const bool valid = t * TK + kq < nk;
-        if (qd == 0) {
-#pragma unroll
-            for (int gg = 0; gg < GM; gg++)
-                if (gg < G) Ss[gg * TK + kq] = valid ? acc[gg] : -INFINITY;
-        }
-        __syncthreads();
-        // online softmax: warp w takes heads w, w + 4, ...; lane = key
-        for (int gg = warp; gg < G; gg += DEC_NT / 32) {
-            const float sv = Ss[gg * TK + lane];
-            float       mx = sv;
-#pragma unroll
-            for (int o_ = 16; o_ > 0; o_ >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o_));
-            const float m_old = m_s[gg], m_new = fmaxf(m_old, mx);
-            const float bs = m_new == -INFINITY ? 0.f : m_new;
-            const float pr = exp2f(sv - bs);
-            float       sum = pr;
-#pragma unroll
-            for (int o_ = 16; o_ > 0; o_ >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o_);
-            Ss[gg * TK + lane] = pr;
-            if (lane == 0) {
-                const float cr = exp2f(m_old - bs);
-                c_s[gg]        = cr;
-                l_s[gg]        = l_s[gg] * cr + sum;
-                m_s[gg]        = m_new;
-            }
-        }
-        __syncthreads();
-        // O = O * corr + P V
-        const lc_bf16 *vst = Vs + st * TK * LDK;
-#pragma unroll
-        for (int j = 0; j < GPT; j++) {
-            const int gg = gs + j * NGS;
-            if (gg < G) o[j][0] *= c_s[gg], o[j][1] *= c_s[gg];
-        }
-        const int kn = min(TK, nk - t * TK);
-        for (int k = 0; k < kn; k++) {
-            const uint32_t w  = *(const uint32_t *)(vst + k * LDK + 2 * dp);
-            const float    v0 = bf16_lo(w), v1 = bf16_hi(w);
-#pragma unroll
-            for (int j = 0; j < GPT; j++) {
-                const int gg = gs + j * NGS;
-                if (gg < G) {
-                    const float pk = Ss[gg * TK + k];
-                    o[j][0] += pk * v0, o[j][1] += pk * v1;
-                }
-            }
+        for (int j = 0; j < NSL; j++) {
+            const int    c  = dec_chunk<D, NEOX>(j, q);
+            const float4 lo = has ? ldg_f4(qr + 8 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4 hi = has ? ldg_f4(qr + 8 * c + 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            qa[2 * j][hf] = pack_f16(lo.x, lo.y), qa[2 * j][2 + hf] = pack_f16(lo.z, lo.w);
+            qa[2 * j + 1][hf] = pack_f16(hi.x, hi.y), qa[2 * j + 1][2 + hf] = pack_f16(hi.z, hi.w);
         }
     }
     cp_async_wait_all();
+    __syncthreads(); // V and the table rows landed
+
+    // S = Q Kᵀ over the warp's 16 keys (tile t: keys 16 warp + 8 t + n), keys rotated in registers
+    float s[2][4];
 #pragma unroll
-    for (int j = 0; j < GPT; j++) {
-        const int gg = gs + j * NGS;
-        if (gg >= G) continue;
-        const int qh = h * G + gg;
+    for (int t = 0; t < 2; t++) {
+        s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+        const float *tr = Ts + (16 * warp + 8 * t + g) * TP;
+        if (NEOX) { // n_rot == D: every pair rotated
+#pragma unroll
+            for (int j = 0; j < NSL / 2; j++) {
+                const int c = dec_chunk<D, NEOX>(j, q);
+                rot_halves(kraw[t][j], kraw[t][j + NSL / 2], *(const float4 *)(tr + 8 * c),
+                           *(const float4 *)(tr + 8 * c + 4), *(const float4 *)(tr + HR + 8 * c),
+                           *(const float4 *)(tr + HR + 8 * c + 4));
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < NSL; j++) {
+                const int c = dec_chunk<D, NEOX>(j, q);
+                kraw[t][j]  = 4 * c < HR ? rot_adjacent(kraw[t][j], *(const float4 *)(tr + 4 * c),
+                                                        *(const float4 *)(tr + HR + 4 * c))
+                                         : cvt_chunk(kraw[t][j]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            const uint4 &w = kraw[t][kk >> 1];
+            if (kk & 1) mma_f16(s[t], qa[kk], w.z, w.w);
+            else mma_f16(s[t], qa[kk], w.x, w.y);
+        }
+    }
+    // softmax of the split's keys (rows g and g + 8; 4 lanes share a row)
+    float mx[2] = {-INFINITY, -INFINITY}, bs[2], lsum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int   key = 16 * warp + 8 * t + 2 * q + (e & 1);
+            const float v   = key < nk ? s[t][e] * a.scale_log2 : -INFINITY;
+            s[t][e]         = v;
+            mx[e >> 1]      = fmaxf(mx[e >> 1], v);
+        }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        bs[i] = mx[i] == -INFINITY ? 0.f : mx[i];
+    }
+#pragma unroll
+    for (int t = 0; t < 2; t++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float pe = exp2f(s[t][e] - bs[e >> 1]);
+            s[t][e]        = pe;
+            lsum[e >> 1] += pe;
+        }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        lsum[i] += __shfl_xor_sync(0xffffffffu, lsum[i], 1);
+        lsum[i] += __shfl_xor_sync(0xffffffffu, lsum[i], 2);
+    }
+    // O = P V over the warp's 16 keys
+    const uint32_t pa[4] = {pack_f16(s[0][0], s[0][1]), pack_f16(s[0][2], s[0][3]),
+                            pack_f16(s[1][0], s[1][1]), pack_f16(s[1][2], s[1][3])};
+    float          o[DT][4];
+#pragma unroll
+    for (int dp = 0; dp < DT / 2; dp++) {
+        uint32_t  bv[4];
+        const int mi = lane >> 3;
+        o[2 * dp][0] = o[2 * dp][1] = o[2 * dp][2] = o[2 * dp][3] = 0.f;
+        o[2 * dp + 1][0] = o[2 * dp + 1][1] = o[2 * dp + 1][2] = o[2 * dp + 1][3] = 0.f;
+        ldmatrix_x4_trans(bv, Vs + (16 * warp + (mi & 1) * 8 + (lane & 7)) * LDV + dp * 16 + (mi >> 1) * 8);
+        mma_f16(o[2 * dp], pa, bf16x2_to_f16x2(bv[0]), bf16x2_to_f16x2(bv[1]));
+        mma_f16(o[2 * dp + 1], pa, bf16x2_to_f16x2(bv[2]), bf16x2_to_f16x2(bv[3]));
+    }
+    // merge the 4 warps (shared memory: the table area, free now), then the split's output
+    __syncthreads();
+    float *rd = Ts; // [4 warps][G][D + 2]: o, then m, l
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = g + 8 * i;
+        if (row >= G) continue;
+        float *rw = rd + (warp * G + row) * (D + 2);
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+            *(float2 *)(rw + dt * 8 + 2 * q) = make_float2(o[dt][2 * i], o[dt][2 * i + 1]);
+        if (q == 0) rw[D] = mx[i], rw[D + 1] = lsum[i];
+    }
+    __syncthreads();
+    for (int idx = tid; idx < G * D; idx += DEC_NT) {
+        const int row = idx / D, d = idx % D;
+        float     M   = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < DEC_NT / 32; w++) M = fmaxf(M, rd[(w * G + row) * (D + 2) + D]);
+        float o_ = 0.f, l = 0.f;
+#pragma unroll
+        for (int w = 0; w < DEC_NT / 32; w++) {
+            const float *rw = rd + (w * G + row) * (D + 2);
+            if (rw[D] == -INFINITY) continue;
+            const float f = exp2f(rw[D] - M);
+            o_ += f * rw[d];
+            l += f * rw[D + 1];
+        }
+        const int qh = h * G + row;
         if (n_splits == 1) {
-            const float l = l_s[gg], inv = l > 0.f ? 1.f / l : 0.f;
-            *(float2 *)(a.out + ((int64_t)B.row0 * a.n_head + qh) * D + 2 * dp) =
-                make_float2(o[j][0] * inv, o[j][1] * inv);
+            a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o_ / l : 0.f;
         } else {
             float *pp = part + (((int64_t)b * a.n_head + qh) * n_splits + split) * (D + 2);
-            *(float2 *)(pp + 2 * dp) = make_float2(o[j][0], o[j][1]);
-            if (dp == 0) pp[D] = m_s[gg], pp[D + 1] = l_s[gg];
+            pp[d] = o_;
+            if (d == 0) pp[D] = M, pp[D + 1] = l;
         }
     }
 }
 
-// out[row][qh] = merge of the n_splits partials; grid (n_qb, n_head), block D
-__global__ void sparse_merge_kernel(sp_params a, int n_splits, int D, const float *__restrict__ part) {
-    const int           b = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
-    const lc_hip_qblock B = a.qb[b];
-    if (B.n_rows != 1) return;
-    const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * (D + 2);
-    float        M = -INFINITY, o = 0.f, l = 0.f; // one pass, the running max rescales
-#pragma unroll 8
-    for (int s = 0; s < n_splits; s++) {
-        const float *ps = pp + s * (D + 2);
-        const float  ms = ps[D], ls = ps[D + 1], os = ps[d];
-        const float  Mn = fmaxf(M, ms);
-        if (Mn == -INFINITY) continue; // nothing seen yet
-        const float fo = exp2f(M - Mn), fs = exp2f(ms - Mn);
-        o = o * fo + os * fs, l = l * fo + ls * fs, M = Mn;
-    }
-    a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o / l : 0.f;
+// (m, l) of two partial softmaxes combined: the larger max, the sums rescaled to it
+__device__ __forceinline__ void ml_combine(float &m, float &l, float m2, float l2) {
+    const float M = fmaxf(m, m2);
+    if (M == -INFINITY) return;
+    l = (m == -INFINITY ? 0.f : l * exp2f(m - M)) + (m2 == -INFINITY ? 0.f : l2 * exp2f(m2 - M));
+    m = M;
 }
 
+// out[row][qh] = merge of the n_splits partials; grid (n_qb, n_head), block 4 D: first the
+// splits' (max, sum) reduced over the block, then 4 groups of D threads sum a quarter of the
+// splits' outputs each (every load independent of the others). Launched as a programmatic
+// dependent of the split kernel where the GPU has it (pdl_wait: its results).
+constexpr int MERGE_GROUPS = 4;
+__global__ void __launch_bounds__(MERGE_GROUPS * SP_DMAX)
+    sparse_merge_kernel(sp_params a, int n_splits, int D, const float *__restrict__ part) {
+    __shared__ float red_m[MERGE_GROUPS * SP_DMAX / 32], red_l[MERGE_GROUPS * SP_DMAX / 32];
+    __shared__ float acc[MERGE_GROUPS - 1][SP_DMAX];
+    const int           b = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
+    const int           lane = tid & 31, warp = tid >> 5;
+    const lc_hip_qblock B = a.qb[b];
+    pdl_wait();
+    if (B.n_rows != 1) return;
+    const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * (D + 2);
+    float        m = -INFINITY, l = 0.f;
+    for (int s = tid; s < n_splits; s += nt) ml_combine(m, l, pp[s * (D + 2) + D], pp[s * (D + 2) + D + 1]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        ml_combine(m, l, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, l, o));
+    if (lane == 0) red_m[warp] = m, red_l[warp] = l;
+    __syncthreads();
+    m = red_m[0], l = red_l[0];
+    for (int w = 1; w < nt / 32; w++) ml_combine(m, l, red_m[w], red_l[w]);
+    const int grp = tid / D, d = tid % D;
+    float     o   = 0.f;
+    if (m != -INFINITY) {
+#pragma unroll 4
+        for (int s = grp; s < n_splits; s += MERGE_GROUPS) {
+            const float ms = pp[s * (D + 2) + D], os = pp[s * (D + 2) + d];
+            if (ms != -INFINITY) o += exp2f(ms - m) * os;
+        }
+    }
+    if (grp > 0) acc[grp - 1][d] = o;
+    __syncthreads();
+    if (grp == 0) {
+#pragma unroll
+        for (int k = 0; k < MERGE_GROUPS - 1; k++) o += acc[k][d];
+        a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o / l : 0.f;
+    }
+}
+
+// ---- prefill, mma.sync (any GPU) -----------------------------------------------------------
 // ---- prefill -------------------------------------------------------------------------------
 
 template <int D> struct pre_cfg {
@@ -491,7 +605,6 @@ __global__ void __launch_bounds__(PRE_NT, 1)
 
     const int           b = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, h = blockIdx.y;
     const lc_hip_qblock B = a.qb[b];
-    if (B.n_rows <= 1) return;
     const int G = a.G, n_packed = B.n_rows * G, r0 = chunk * BM;
     if (r0 >= n_packed) return;
     const int     tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -691,48 +804,439 @@ __global__ void __launch_bounds__(PRE_NT, 1)
     }
 }
 
-// ---- host side -----------------------------------------------------------------------------
+// ---- prefill on Hopper: warp-specialised wgmma (sm_90a) ------------------------------------
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SP_HAVE_WGMMA 1
+#endif
 
-int sm_count(void) {
-    static int n_sm = 0;
-    if (n_sm == 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            n_sm = 132;
-    }
-    return n_sm;
+#ifdef SP_HAVE_WGMMA
+// Element offset of (key r, dim c) inside one 64-key tile of fp16: D / 64 column blocks of
+// [64 keys][64 dims], each 128-byte row's 16-byte chunks permuted by XOR with r mod 8 — the
+// 128-byte-swizzled layout the tensor cores read (K as a K-major operand, V as an MN-major one),
+// as our dense kernel's scratch tiles (attention.cu, scratch_off). 8 consecutive dims
+// (c % 8 == 0) stay contiguous.
+__device__ __forceinline__ int tile_off(int r, int c) {
+    return ((c >> 6) * 64 + r) * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
 }
 
-// Decode splits per (block, KV head): one wave of two CTAs per SM, at least ~64 keys per CTA,
-// at most SP_KCAP. Non-increasing in H (the scratch size is taken at H = 1).
-int64_t dec_splits(int64_t n_max, int64_t n_qb, int64_t H) {
-    int64_t s = (2 * (int64_t)sm_count() + H * n_qb - 1) / (H * n_qb);
-    if (s > (n_max + 63) / 64) s = (n_max + 63) / 64;
-    if (s < (n_max + SP_KCAP - 1) / SP_KCAP) s = (n_max + SP_KCAP - 1) / SP_KCAP;
+// wgmma shared-memory descriptor, 128-byte swizzle: lbo / sbo in bytes
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *p, uint32_t lbo, uint32_t sbo) {
+    const uint64_t addr = smem_u32(p);
+    return ((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void pin_regs(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ void named_barrier(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+    asm volatile("{\n.reg .pred done;\nSP_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra SP_WAIT;\n}\n" ::"r"(smem_u32(b)),
+                 "r"(parity)
+                 : "memory");
+}
+
+#define SP_ACC32(d)                                                                                      \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
+        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
+        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
+        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define SP_REGS32                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define SP_REGS64                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
+    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
+    "%59, %60, %61, %62, %63}"
+
+// S (64 x 64, fp32) (+)= A B with A (64 x 16) and B (16 x 64, K-major) both from shared memory
+__device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " SP_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : SP_ACC32(d)
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+// O (64 x 64) += A B, A from registers, B (16 x 64) transposed (MN-major) in shared memory
+__device__ __forceinline__ void wgmma_rs_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " SP_REGS32
+                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+                 : SP_ACC32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// O (64 x 128) += A B, as above
+__device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " SP_REGS64
+                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                 : SP_ACC32(d), SP_ACC32((d + 32))
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#endif
+
+template <int D> struct wpre_cfg {
+    static constexpr int NS     = D == 128 ? 6 : 10; // ring stages (K + V tile each)
+    static constexpr int TILE_B = 64 * D * 2;        // one fp16 tile, bytes
+    static constexpr int Q_B    = 64 * D * 2;        // one warpgroup's queries, bytes
+    static constexpr int SMEM   = 1024 /* alignment */ + 2 * Q_B + 2 * NS * TILE_B + 2 * NS * 8;
+};
+
+// The 16-byte chunks of one key that producer thread half hf (0, 1) rotates, m = 0 .. D/16 - 1:
+// adjacent pairs: chunk 8 (m / 4) + 4 hf + m % 4 (a quarter warp — 4 keys x 2 halves — then
+// touches 8 distinct swizzled chunk columns: no bank conflict); split halves: pairs of chunks
+// (c, c + D/16), c = 4 hf + m (D = 128) or 2 hf + m (D = 64), m < D/32.
+template <int D, bool NEOX> __device__ __forceinline__ int pro_chunk(int m, int hf) {
+    if (NEOX) return (D / 32) * hf + m;
+    return 8 * (m >> 2) + 4 * hf + (m & 3);
+}
+
+// grid (H * n_chunks, n_qb), block 384 = producer warpgroup + 2 consumer warpgroups
+template <int D, bool NEOX>
+__global__ void __launch_bounds__(384, 1)
+    sparse_prefill_wgmma_kernel(sp_params a, int n_chunks, int64_t L_cap,
+                                const int2 *__restrict__ lists, const int4 *__restrict__ hdr) {
+#ifdef SP_HAVE_WGMMA
+    using C = wpre_cfg<D>;
+    constexpr int NS = C::NS, TILE_B = C::TILE_B, KS = D / 16;
+    constexpr int LA = NS - 2; // tiles gathered ahead of the one rotated (consumers hold 2)
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *sm   = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023); // swizzle atoms: 1 KB
+    __half        *Qs   = (__half *)sm;                 // [2][64 rows][D] swizzled
+    unsigned char *Kr   = sm + 2 * C::Q_B;              // [NS] K tiles (fp16, rotated)
+    unsigned char *Vr   = Kr + NS * TILE_B;             // [NS] V tiles (fp16)
+    uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
+
+    const int           h = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, b = blockIdx.y;
+    const lc_hip_qblock B = a.qb[b];
+    const int           G = a.G, n_packed = B.n_rows * G, r0 = chunk * 128;
+    if (r0 >= n_packed) return;
+    const int     tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int     gsel = a.n_groups == 1 ? 0 : h;
+    const int64_t gl   = (int64_t)b * a.n_groups + gsel;
+    const int4    hd   = hdr[gl];
+    const int     N = hd.x, n_pre = hd.y, win0 = hd.z;
+    const int2   *L = lists + gl * L_cap;
+    const int     t_lo = r0 / G, t_hi = (min(n_packed, r0 + 128) - 1) / G;
+    const int     n_keys   = min(N, n_pre + max(0, B.pos0 + t_hi - win0 + 1));
+    const int     min_keys = min(N, n_pre + max(0, B.pos0 + t_lo - win0 + 1)); // every row sees these
+    const int     n_tiles = (n_keys + 63) / 64, full_tiles = min_keys / 64;
+
+    if (tid == 0) {
+        for (int s = 0; s < NS; s++) mbar_init(full + s, 128), mbar_init(empty + s, 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp < 4) { // producer warpgroup: thread (key j, half hf) of every tile
+        const int j = tid >> 1, hf = tid & 1, HR = a.half_rot;
+        // list entry of key j of tile t; y = -1: past the keys (zero-filled)
+        auto entry = [&](int t) -> int2 {
+            const int x = t * 64 + j;
+            return t < n_tiles && x < n_keys ? L[x] : make_int2(0, -1);
+        };
+        // K and V of key j, tile t: raw bf16 into the swizzled places of stage t % NS
+        auto issue_kv = [&](int t, int2 e) {
+            const int s = t % NS;
+            if (t >= NS) mbar_wait(empty + s, ((t / NS) - 1) & 1);
+            const bool     valid = e.y >= 0;
+            const int64_t  row   = valid ? slot_row(a, e.y, h) : 0;
+            const lc_bf16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
+            unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
+#pragma unroll
+            for (int r = 0; r < D / 16; r++) { // chunks 2r + hf: a lane pair reads 32 bytes
+                const int c = 2 * r + hf, off = 2 * tile_off(j, 8 * c);
+                cp_async16_zfill(kd + off, valid ? kg + 8 * c : a.kpool, valid ? 16 : 0);
+                cp_async16_zfill(vd + off, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
+            }
+        };
+        // this thread's table values for key j: per rotated item m, cos and sin of its pairs
+        // (adjacent pairs: 4 of each; split halves: 8 of each)
+        constexpr int NM = NEOX ? D / 32 : D / 16; // items (chunks or chunk pairs) per thread
+        float4        tab[NEOX ? 4 * NM : 2 * NM];
+        auto load_tab_m = [&](int m, const float *cr, const float *sr) {
+            const int c = pro_chunk<D, NEOX>(m, hf);
+            if (NEOX) {
+                tab[4 * m] = ldg_f4(cr + 8 * c), tab[4 * m + 1] = ldg_f4(sr + 8 * c);
+                tab[4 * m + 2] = ldg_f4(cr + 8 * c + 4), tab[4 * m + 3] = ldg_f4(sr + 8 * c + 4);
+            } else if (4 * c < HR) {
+                tab[2 * m] = ldg_f4(cr + 4 * c), tab[2 * m + 1] = ldg_f4(sr + 4 * c);
+            }
+        };
+        int2 F[LA + 1]; // F[i] = entry(kt + 1 + i) at iteration kt
+        const int2 e0 = entry(0);
+#pragma unroll
+        for (int i = 0; i <= LA; i++) F[i] = entry(1 + i);
+        {
+            const int2 et = e0.y >= 0 ? e0 : make_int2(0, 0);
+#pragma unroll
+            for (int m = 0; m < NM; m++) load_tab_m(m, a.cs + (int64_t)et.x * HR, a.sn + (int64_t)et.x * HR);
+        }
+#pragma unroll
+        for (int t = 0; t < LA; t++) {
+            if (t < n_tiles) issue_kv(t, t == 0 ? e0 : F[t - 1]);
+            cp_async_commit();
+        }
+        for (int kt = 0; kt < n_tiles; kt++) {
+            const int s = kt % NS;
+            cp_async_wait<LA - 1>(); // this thread's copies of tile kt landed
+            named_barrier(3, 128);   // everyone's; and everyone is done with tile kt - 1
+            if (kt + LA < n_tiles) issue_kv(kt + LA, F[LA - 1]);
+            cp_async_commit();
+            unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
+            // rotate K into fp16 in place; each item's table registers then load tile kt + 1's
+            const bool   more = kt + 1 < n_tiles;
+            const int2   en   = F[0].y >= 0 ? F[0] : make_int2(0, 0);
+            const float *cr = a.cs + (int64_t)en.x * HR, *sr = a.sn + (int64_t)en.x * HR;
+#pragma unroll
+            for (int m = 0; m < NM; m++) {
+                const int c = pro_chunk<D, NEOX>(m, hf);
+                if (NEOX) {
+                    uint4 *pa = (uint4 *)(kd + 2 * tile_off(j, 8 * c));
+                    uint4 *pb = (uint4 *)(kd + 2 * tile_off(j, 8 * c + D / 2));
+                    uint4  xa = *pa, xb = *pb;
+                    rot_halves(xa, xb, tab[4 * m], tab[4 * m + 2], tab[4 * m + 1], tab[4 * m + 3]);
+                    *pa = xa, *pb = xb;
+                } else {
+                    uint4 *pk = (uint4 *)(kd + 2 * tile_off(j, 8 * c));
+                    *pk = 4 * c < HR ? rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]) : cvt_chunk(*pk);
+                }
+                if (more) load_tab_m(m, cr, sr);
+            }
+#pragma unroll
+            for (int m = 0; m < D / 16; m++) { // V: bf16 -> fp16 in place (exact in range)
+                uint4 *pv = (uint4 *)(vd + 2 * tile_off(j, 8 * pro_chunk<D, false>(m, hf)));
+                *pv       = cvt_chunk(*pv);
+            }
+            fence_proxy_async(); // the tensor cores read what the stores wrote
+            mbar_arrive(full + s);
+#pragma unroll
+            for (int i = 0; i < LA; i++) F[i] = F[i + 1];
+            F[LA] = entry(kt + LA + 2);
+        }
+        cp_async_wait_all();
+        return;
+    }
+
+    // consumers: warpgroup wg owns packed rows r0 + 64 wg .. + 63
+    const int wg = (warp >> 2) - 1, ctid = tid - 128 - 128 * wg, wrow = 16 * (warp & 3) + (lane >> 2);
+    __half   *Qw = Qs + wg * 64 * D;
+    for (int i = ctid; i < 64 * (D / 8); i += 128) { // fp32 rotated queries -> fp16, swizzled
+        const int r = i / (D / 8), c = (i % (D / 8)) * 8, pr = r0 + 64 * wg + r;
+        uint4     v = make_uint4(0, 0, 0, 0);
+        if (pr < n_packed) {
+            const float *qp = a.q + ((int64_t)(B.row0 + pr / G) * a.n_head + h * G + pr % G) * D + c;
+            const float4 x = *(const float4 *)qp, y = *(const float4 *)(qp + 4);
+            v = make_uint4(pack_f16(x.x, x.y), pack_f16(x.z, x.w), pack_f16(y.x, y.y), pack_f16(y.z, y.w));
+        }
+        *(uint4 *)(Qw + tile_off(r, c)) = v;
+    }
+    fence_proxy_async();
+    named_barrier(1 + wg, 128);
+
+    int lim[2]; // list entries the row sees (window keys causal)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int pr = r0 + 64 * wg + wrow + 8 * i;
+        lim[i] = pr < n_packed ? min(N, n_pre + max(0, B.pos0 + pr / G - win0 + 1)) : 0;
+    }
+    const float c_log2 = a.scale_log2;
+    float       m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float       o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+    float    s[32];
+    uint32_t pa[4][4];
+
+    auto issue_qk = [&](int kt) { // S = Q K(kt)ᵀ, issued (not waited for)
+        const unsigned char *kb = Kr + (kt % NS) * TILE_B;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) { // 16 dims: 32 bytes along a 128-byte row of a column block
+            const int off = (kk & 3) * 32 + (kk >> 2) * 64 * 128;
+            wgmma_ss_n64(s, wgmma_desc_sw128((const unsigned char *)Qw + off, 16, 1024),
+                         wgmma_desc_sw128(kb + off, 16, 1024), kk > 0);
+        }
+    };
+    auto issue_pv = [&](int kt) { // O += P V(kt), issued
+        const unsigned char *vb = Vr + (kt % NS) * TILE_B;
+#pragma unroll
+        for (int t = 0; t < 4; t++) { // 16 keys: two 8-row groups of 1 KB
+            const uint64_t dv = wgmma_desc_sw128(vb + t * 2048, 64 * 128, 1024);
+            if constexpr (D == 128) wgmma_rs_n128_t(o, pa[t], dv);
+            else wgmma_rs_n64_t(o, pa[t], dv);
+        }
+    };
+    // masks, online softmax of S (in place: exponentials), returns the rescale of O
+    auto softmax = [&](int kt, float corr[2]) {
+        float mx[2] = {-INFINITY, -INFINITY};
+        if (kt >= full_tiles) {
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = kt * 64 + 8 * jj + 2 * (lane & 3) + (e & 1);
+                    if (key >= lim[e >> 1]) s[4 * jj + e] = -INFINITY;
+                }
+        }
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * jj + e]);
+        float base[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] *= c_log2;
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            const float m_new = fmaxf(m_run[i], mx[i]);
+            base[i]           = m_new == -INFINITY ? 0.f : m_new;
+            corr[i]           = exp2f(m_run[i] - base[i]);
+            m_run[i]          = m_new;
+            l_run[i] *= corr[i];
+        }
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float pe = fast_exp2(fmaf(s[4 * jj + e], c_log2, -base[e >> 1]));
+                s[4 * jj + e]  = pe;
+                l_run[e >> 1] += pe;
+            }
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+            pa[jj >> 1][2 * (jj & 1)]     = pack_f16(s[4 * jj], s[4 * jj + 1]);
+            pa[jj >> 1][2 * (jj & 1) + 1] = pack_f16(s[4 * jj + 2], s[4 * jj + 3]);
+        }
+    };
+    auto release = [&](int kt) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + kt % NS);
+    };
+
+    if (n_tiles > 0) {
+        float corr[2];
+        mbar_wait(full, 0);
+        wgmma_fence();
+        issue_qk(0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin_regs<32>(s);
+        softmax(0, corr);
+        pack_p();
+        for (int kt = 1; kt < n_tiles; kt++) {
+            mbar_wait(full + kt % NS, (kt / NS) & 1);
+            wgmma_fence();
+            issue_qk(kt);
+            wgmma_commit();
+            issue_pv(kt - 1);
+            wgmma_commit();
+            wgmma_wait<1>(); // S of tile kt is ready; P V of tile kt-1 may still run
+            pin_regs<32>(s);
+            softmax(kt, corr);
+            wgmma_wait<0>();
+            pin_regs<D / 2>(o);
+            release(kt - 1);
+#pragma unroll
+            for (int jj = 0; jj < D / 8; jj++) {
+                o[4 * jj] *= corr[0], o[4 * jj + 1] *= corr[0];
+                o[4 * jj + 2] *= corr[1], o[4 * jj + 3] *= corr[1];
+            }
+            pack_p();
+        }
+        wgmma_fence();
+        issue_pv(n_tiles - 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin_regs<D / 2>(o);
+    }
+    // normalise and write the thread's two rows
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int pr = r0 + 64 * wg + wrow + 8 * i;
+        if (pr >= n_packed) continue;
+        const int   t = pr / G, gg = pr % G;
+        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
+        float      *op  = a.out + ((int64_t)(B.row0 + t) * a.n_head + h * G + gg) * D;
+#pragma unroll
+        for (int jj = 0; jj < D / 8; jj++)
+            *(float2 *)(op + 8 * jj + 2 * (lane & 3)) =
+                make_float2(o[4 * jj + 2 * i] * inv, o[4 * jj + 2 * i + 1] * inv);
+    }
+#endif
+}
+
+// ---- host side -----------------------------------------------------------------------------
+
+int device_major(void) {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            major = 0;
+    }
+    return major;
+}
+
+// Decode splits per (block, KV head): every split at most DEC_K list entries.
+int64_t dec_splits(int64_t n_max) {
+    const int64_t s = (n_max + DEC_K - 1) / DEC_K;
     return s < 1 ? 1 : s;
 }
 
 struct sp_plan {
+    bool    decode; // every block one row (max_rows == 1): the split kernels; else the prefill ones
     int64_t splits, L_cap;
     size_t  hdr_off, list_off, total;
 };
 
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-sp_plan make_plan(int32_t n_qb, int32_t n_head, int32_t H, const lc_hip_sparse_args *a) {
+sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a) {
     sp_plan       pl    = {};
     const int64_t n_max = (int64_t)(a->n_sink > 0 ? a->n_sink : 0) + (a->max_sel > 0 ? a->max_sel : 0) +
                           (a->max_window > 0 ? a->max_window : 0);
     pl.L_cap  = n_max > 0 ? n_max : 1;
-    pl.splits = dec_splits(pl.L_cap, n_qb > 0 ? n_qb : 1, H);
+    const char *e = getenv("LONGCTX_SPARSE_DECODE"); // =prefill: decode calls take the prefill path
+    pl.decode = a->max_rows <= 1 && !(e && !strcmp(e, "prefill"));
+    pl.splits = dec_splits(pl.L_cap);
     size_t off = 0;
-    if (pl.splits > 1)
-        off = align256((size_t)n_qb * n_head * pl.splits * (SP_DMAX + 2) * sizeof(float));
-    pl.hdr_off = pl.list_off = off;
-    if (a->max_rows > 1) {
+    if (pl.decode) {
+        if (pl.splits > 1)
+            off = align256((size_t)n_qb * n_head * pl.splits * (SP_DMAX + 2) * sizeof(float));
+        pl.hdr_off = pl.list_off = off;
+    } else {
         const size_t n_lists = (size_t)n_qb * (size_t)(a->n_groups > 0 ? a->n_groups : 1);
-        off         = align256(off + n_lists * sizeof(int4));
+        pl.hdr_off  = 0;
+        off         = align256(n_lists * sizeof(int4));
         pl.list_off = off;
         off         = align256(off + n_lists * (size_t)pl.L_cap * sizeof(int2));
     }
@@ -740,48 +1244,102 @@ sp_plan make_plan(int32_t n_qb, int32_t n_head, int32_t H, const lc_hip_sparse_a
     return pl;
 }
 
-template <int D, bool NEOX, int GM>
-int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part) {
+template <int D, bool NEOX> int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part) {
     static bool configured = false;
     if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX, GM>,
+        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         dec_cfg<D>::smem(SP_MAXG)));
-        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX, GM>,
+                                         (int)dec_cfg<D>::smem(D / 2, SP_MAXG)));
+        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX>,
                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                          (int)cudaSharedmemCarveoutMaxShared));
         configured = true;
     }
     dim3 grid((unsigned)(n_qb * splits), (unsigned)p.H);
-    sparse_decode_kernel<D, NEOX, GM><<<grid, DEC_NT, dec_cfg<D>::smem(p.G), lc_cuda_stream()>>>(
+    sparse_decode_kernel<D, NEOX><<<grid, DEC_NT, dec_cfg<D>::smem(p.half_rot, p.G), lc_cuda_stream()>>>(
         p, (int)splits, part);
     LC_CUDA_LAUNCHED();
+    if (splits > 1) {
+        // the merge as a programmatic dependent (sm_90): it launches while the splits run and
+        // waits for them inside (pdl_wait)
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        cfg.gridDim          = dim3((unsigned)n_qb, (unsigned)p.n_head);
+        cfg.blockDim         = dim3((unsigned)(MERGE_GROUPS * D));
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream           = lc_cuda_stream();
+        static int pdl = -1; // LONGCTX_SPARSE_PDL=0: an ordinary launch (for comparisons)
+        if (pdl < 0) {
+            const char *e = getenv("LONGCTX_SPARSE_PDL");
+            pdl = device_major() >= 9 && !(e && !strcmp(e, "0"));
+        }
+        if (pdl) {
+            at[0].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at, cfg.numAttrs = 1;
+        }
+        LC_CUDA_TRY(cudaLaunchKernelEx(&cfg, sparse_merge_kernel, p, (int)splits, (int)D, (const float *)part));
+    }
     return LC_OK;
 }
 
-template <int D, bool NEOX>
-int launch_decode_g(const sp_params &p, int32_t n_qb, int64_t splits, float *part) {
-    if (p.G <= 4) return launch_decode<D, NEOX, 4>(p, n_qb, splits, part);
-    if (p.G <= 8) return launch_decode<D, NEOX, 8>(p, n_qb, splits, part);
-    return launch_decode<D, NEOX, 16>(p, n_qb, splits, part);
+// Prefill kernel choice: the wgmma kernel on compute capability 9.x when the build has sm_90a
+// code for it (a one-thread probe asks the device code), unless LONGCTX_SPARSE_PREFILL=mma.
+__global__ void sparse_wgmma_probe_kernel(int *out) {
+#ifdef SP_HAVE_WGMMA
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+bool use_wgmma(void) {
+    static int v = -1;
+    const char *e = getenv("LONGCTX_SPARSE_PREFILL");
+    if (e && !strcmp(e, "mma")) return false;
+    if (v < 0) {
+        int have = 0, *d_have = NULL;
+        if (device_major() == 9 && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
+            sparse_wgmma_probe_kernel<<<1, 1, 0, lc_cuda_stream()>>>(d_have);
+            if (cudaMemcpyAsync(&have, d_have, sizeof(int), cudaMemcpyDeviceToHost, lc_cuda_stream()) != cudaSuccess ||
+                cudaStreamSynchronize(lc_cuda_stream()) != cudaSuccess)
+                have = 0;
+            cudaFree(d_have);
+        }
+        (void)cudaGetLastError(); // a failed probe only means: no wgmma kernel
+        v = have;
+    }
+    return v == 1;
 }
 
 template <int D, bool NEOX>
 int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_plan &pl,
                    unsigned char *scratch) {
-    static bool configured = false;
-    if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_prefill_kernel<D, NEOX>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, pre_cfg<D>::SMEM));
-        configured = true;
-    }
     int4 *hdr   = (int4 *)(scratch + pl.hdr_off);
     int2 *lists = (int2 *)(scratch + pl.list_off);
     sparse_list_kernel<<<dim3((unsigned)n_qb, (unsigned)p.n_groups), 256, 0, lc_cuda_stream()>>>(
         p, pl.L_cap, lists, hdr);
     LC_CUDA_LAUNCHED();
     const int n_chunks = (max_rows * p.G + PRE_BM - 1) / PRE_BM;
-    dim3      grid((unsigned)(n_qb * n_chunks), (unsigned)p.H);
+    if (use_wgmma()) {
+        static bool wg_configured = false;
+        if (!wg_configured) {
+            LC_CUDA_TRY(cudaFuncSetAttribute(sparse_prefill_wgmma_kernel<D, NEOX>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, wpre_cfg<D>::SMEM));
+            wg_configured = true;
+        }
+        dim3 grid((unsigned)(p.H * n_chunks), (unsigned)n_qb); // a block's CTAs side by side
+        sparse_prefill_wgmma_kernel<D, NEOX><<<grid, 384, wpre_cfg<D>::SMEM, lc_cuda_stream()>>>(
+            p, n_chunks, pl.L_cap, lists, hdr);
+        LC_CUDA_LAUNCHED();
+        return LC_OK;
+    }
+    static bool configured = false;
+    if (!configured) {
+        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_prefill_kernel<D, NEOX>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, pre_cfg<D>::SMEM));
+        configured = true;
+    }
+    dim3 grid((unsigned)(n_qb * n_chunks), (unsigned)p.H);
     sparse_prefill_kernel<D, NEOX><<<grid, PRE_NT, pre_cfg<D>::SMEM, lc_cuda_stream()>>>(
         p, n_chunks, pl.L_cap, lists, hdr);
     LC_CUDA_LAUNCHED();
@@ -793,7 +1351,7 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
 extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
                                                     const lc_hip_sparse_args *a) {
     if (n_qb <= 0 || n_head <= 0 || !a) return 0;
-    return make_plan(n_qb, n_head, 1, a).total;
+    return make_plan(n_qb, n_head, a).total;
 }
 
 extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -820,7 +1378,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     if (rope->n_rot % 8 != 0 || rope->n_rot <= 0 || rope->n_rot > D || (neox && rope->n_rot != D))
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: %d rotated dims of %d (%s pairing)",
                        rope->n_rot, D, neox ? "neox" : "adjacent");
-    const sp_plan pl = make_plan(n_qb, n_head, H, a);
+    const sp_plan pl = make_plan(n_qb, n_head, a);
     if (pl.total > 0 && (!scratch || scratch_bytes < pl.total))
         return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: scratch of %zu bytes, %zu needed",
                        scratch_bytes, pl.total);
@@ -836,24 +1394,16 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
 
-    unsigned char *sc   = (unsigned char *)scratch;
-    float         *part = (float *)sc;
-    int st = D == 64 ? (neox ? launch_decode_g<64, true>(p, n_qb, pl.splits, part)
-                             : launch_decode_g<64, false>(p, n_qb, pl.splits, part))
-                     : (neox ? launch_decode_g<128, true>(p, n_qb, pl.splits, part)
-                             : launch_decode_g<128, false>(p, n_qb, pl.splits, part));
-    if (st != LC_OK) return st;
-    if (pl.splits > 1) {
-        sparse_merge_kernel<<<dim3((unsigned)n_qb, (unsigned)n_head), D, 0, lc_cuda_stream()>>>(
-            p, (int)pl.splits, D, part);
-        LC_CUDA_LAUNCHED();
+    unsigned char *sc = (unsigned char *)scratch;
+    if (pl.decode) {
+        float *part = (float *)sc;
+        return D == 64 ? (neox ? launch_decode<64, true>(p, n_qb, pl.splits, part)
+                               : launch_decode<64, false>(p, n_qb, pl.splits, part))
+                       : (neox ? launch_decode<128, true>(p, n_qb, pl.splits, part)
+                               : launch_decode<128, false>(p, n_qb, pl.splits, part));
     }
-    if (a->max_rows > 1) {
-        st = D == 64 ? (neox ? launch_prefill<64, true>(p, n_qb, a->max_rows, pl, sc)
-                             : launch_prefill<64, false>(p, n_qb, a->max_rows, pl, sc))
-                     : (neox ? launch_prefill<128, true>(p, n_qb, a->max_rows, pl, sc)
-                             : launch_prefill<128, false>(p, n_qb, a->max_rows, pl, sc));
-        if (st != LC_OK) return st;
-    }
-    return LC_OK;
+    return D == 64 ? (neox ? launch_prefill<64, true>(p, n_qb, a->max_rows, pl, sc)
+                           : launch_prefill<64, false>(p, n_qb, a->max_rows, pl, sc))
+                   : (neox ? launch_prefill<128, true>(p, n_qb, a->max_rows, pl, sc)
+                           : launch_prefill<128, false>(p, n_qb, a->max_rows, pl, sc));
 }
