@@ -555,9 +555,14 @@ int cmd_bench(int argc, char **argv) {
     char *dot = strstr(mbase, ".gguf");
     if (dot) *dot = '\0';
     slug(mbase, mslug, sizeof mslug);
-    snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s.md", out_dir, dslug, wname, mslug, date);
+    char attn_desc[640];
+    gen_attn_describe(&o, attn_desc, sizeof attn_desc);
+    printf("attention: %s\n", attn_desc);
+    snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s%s.md", out_dir, dslug, wname, mslug,
+             o.attn == LC_ATTN_INFINITEHIP ? "infinitehip-" : "", date);
     FILE *f = fopen(path, "w");
     if (f) {
+        fprintf(f, "<!-- attention: %s -->\n", attn_desc);
         fprintf(f, "# longctx bench — %s\n\n- model: %s (%s, %d layers, %d/%d heads, head dim %d)\n"
                 "- device: %s\n- date: %s\n- commit: %s\n- generated tokens per context: %lld, "
                 "best of %lld\n- prompt: random ordinary tokens; generation greedy, EOS ignored; "
