@@ -4,12 +4,15 @@
  * the three stages of the paper's `3k` preset (InfiniteHiP App. F; digest
  * spec/infinitehip-and-hip.md §3.6): stage 1 l_c 256 keeps 32768 tokens (128 chunks) of
  * [256, T-1024), stage 2 l_c 32 keeps 256 chunks of those, stage 3 l_c 8 keeps 256 chunks;
- * q_stride 4 in stages 1-2 and 1 in stage 3; relative RoPE; one head group (n_groups 1).
- * Each stage runs on the previous one's output. CUDA-event timing: a warm-up, then the median
- * (and minimum) of REPEATS runs of each stage.
+ * q_stride 4 in stages 1-2 and 1 in stage 3; one head group (n_groups 1); relative RoPE, and
+ * plain RoPE at 128K (what the engine uses while the context fits the trained window). Each
+ * stage runs on the previous one's output. CUDA-event timing: a warm-up, then the median (and
+ * minimum) of REPEATS runs of each stage, each stage timed alone (synchronised before it, so
+ * the host's launch time counts), and the median of the three stages issued back to back
+ * ("chain": one event pair around them).
  *
- * usage: bench_hip_stage [REPEATS]
- * prints one line per case: what, context, query rows, µs of stage 1/2/3 and the total
+ * usage: bench_hip_stage [REPEATS [FILTER]]   (FILTER: run the cases whose label contains it)
+ * prints one line per case: what, context, query rows, µs of stage 1/2/3, their sum, the chain
  */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -53,7 +56,7 @@ typedef struct bench_env {
 } bench_env;
 
 /* One case: n_rows query rows ending at position T - 1, cut into 64-row blocks. */
-static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows) {
+static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows, int32_t mode) {
     lc_backend   *b    = env->b;
     const int32_t n_qb = (n_rows + B_Q - 1) / B_Q;
     lc_attn_seq   seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages};
@@ -82,7 +85,7 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows)
     for (int s = 0; s < 3; s++) {
         memset(&a[s], 0, sizeof a[s]);
         a[s].chunk = lc[s], a[s].n_keep = keep[s], a[s].q_stride = qs[s], a[s].n_sink = N_SINK;
-        a[s].n_stream = N_STREAM, a[s].scan_rope = LC_HIP_SCAN_RELATIVE, a[s].n_groups = 1;
+        a[s].n_stream = N_STREAM, a[s].scan_rope = mode, a[s].n_groups = 1;
         a[s].max_rows = n_rows < B_Q ? n_rows : B_Q, a[s].out = out[s], a[s].out_n = out_n[s];
         if (s == 0) a[s].max_chunks = (max_win - N_SINK + lc[0] - 1) / lc[0];
         else {
@@ -90,11 +93,11 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows)
             a[s].max_chunks = keep[s - 1] * lc[s - 1] / lc[s];
         }
     }
-    float *t[3];
-    for (int s = 0; s < 3; s++) t[s] = malloc(sizeof(float) * (size_t)env->reps);
+    float *t[4];
+    for (int s = 0; s < 4; s++) t[s] = malloc(sizeof(float) * (size_t)env->reps);
     TRYL(b->batch_begin(b, &seq, 1, P));
     cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
-    for (int i = -2; i < env->reps; i++)
+    for (int i = -2; i < env->reps; i++) {
         for (int s = 0; s < 3; s++) {
             TRYC(cudaEventRecord(env->e0, stream));
             TRYL(b->hip_stage(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a[s]));
@@ -102,23 +105,31 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows)
             TRYC(cudaEventSynchronize(env->e1));
             if (i >= 0) TRYC(cudaEventElapsedTime(&t[s][i], env->e0, env->e1));
         }
+        TRYC(cudaEventRecord(env->e0, stream));
+        for (int s = 0; s < 3; s++)
+            TRYL(b->hip_stage(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a[s]));
+        TRYC(cudaEventRecord(env->e1, stream));
+        TRYC(cudaEventSynchronize(env->e1));
+        if (i >= 0) TRYC(cudaEventElapsedTime(&t[3][i], env->e0, env->e1));
+    }
     /* sanity: every block kept what it should */
     int32_t *hn = malloc(sizeof(int32_t) * (size_t)n_qb);
     TRYL(b->download(b, hn, out_n[2], sizeof(int32_t) * (size_t)n_qb));
     int ok = 1;
     for (int32_t i = 0; i < n_qb; i++) ok &= hn[i] == 256;
-    double med[3], mn[3], tot = 0;
-    for (int s = 0; s < 3; s++) {
+    double med[4], mn[4], tot = 0;
+    for (int s = 0; s < 4; s++) {
         qsort(t[s], (size_t)env->reps, sizeof(float), cmp_float);
         med[s] = 1000.0 * t[s][env->reps / 2], mn[s] = 1000.0 * t[s][0];
-        tot += med[s];
+        if (s < 3) tot += med[s];
     }
-    printf("%-8s T=%-8lld rows=%-6d blocks=%-4d | stage1 %10.1f us (min %10.1f, %d chunks) | stage2 "
-           "%8.1f us (min %8.1f) | stage3 %8.1f us (min %8.1f) | total %10.1f us%s\n",
+    printf("%-14s T=%-8lld rows=%-6d blocks=%-4d | stage1 %9.1f us (min %9.1f, %d chunks) | stage2 "
+           "%8.1f us (min %8.1f) | stage3 %8.1f us (min %8.1f) | total %9.1f us | chain %9.1f us%s\n",
            what, (long long)T, n_rows, n_qb, med[0], mn[0], a[0].max_chunks, med[1], mn[1], med[2],
-           mn[2], tot, ok ? "" : "  (OUTPUT COUNTS WRONG)");
+           mn[2], tot, med[3], ok ? "" : "  (OUTPUT COUNTS WRONG)");
     fflush(stdout);
-    for (int s = 0; s < 3; s++) b->dealloc(b, out[s]), b->dealloc(b, out_n[s]), free(t[s]);
+    for (int s = 0; s < 3; s++) b->dealloc(b, out[s]), b->dealloc(b, out_n[s]);
+    for (int s = 0; s < 4; s++) free(t[s]);
     b->dealloc(b, dqb);
     free(hq), free(hn);
     return ok ? 0 : 1;
@@ -139,7 +150,7 @@ int main(int argc, char **argv) {
     const size_t pool = (size_t)n_pages * H * P * D; /* bf16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");
     env.dq            = b->alloc(b, sizeof(float) * (size_t)max_rows * N_HEAD * D, "q");
-    const int32_t n_pos = 4096, half = D / 2;
+    const int32_t n_pos = 131072 + 64, half = D / 2; /* plain RoPE up to 128K */
     float *dcs = b->alloc(b, sizeof(float) * n_pos * half, "cos"), *dsn = b->alloc(b, sizeof(float) * n_pos * half, "sin");
     if (!dk || !env.dq || !dcs || !dsn) {
         fprintf(stderr, "bench_hip_stage: %s\n", lc_last_error());
@@ -188,13 +199,28 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
     printf("bench_hip_stage on %s: Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV), 3k preset, "
-           "relative RoPE, median of %d runs\n", prop.name, env.reps);
-    int rc = 0;
-    rc |= run_case(&env, "decode", 131072, 1);
-    rc |= run_case(&env, "decode", 524288, 1);
-    rc |= run_case(&env, "decode", 1048576, 1);
-    rc |= run_case(&env, "prefill", 131072, 32768);
-    rc |= run_case(&env, "prefill", 1048576, 32768);
+           "median of %d runs\n", prop.name, env.reps);
+    static const struct {
+        const char *what;
+        int64_t     T;
+        int32_t     rows, mode;
+    } cases[] = {
+        {"decode", 131072, 1, LC_HIP_SCAN_RELATIVE},
+        {"decode", 524288, 1, LC_HIP_SCAN_RELATIVE},
+        {"decode", 1048576, 1, LC_HIP_SCAN_RELATIVE},
+        {"decode-plain", 131072, 1, LC_HIP_SCAN_PLAIN},
+        {"prefill", 131072, 32768, LC_HIP_SCAN_RELATIVE},
+        {"prefill-plain", 131072, 32768, LC_HIP_SCAN_PLAIN},
+        {"prefill", 1048576, 32768, LC_HIP_SCAN_RELATIVE},
+    };
+    const char *filter = argc > 2 ? argv[2] : NULL;
+    int         rc     = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s-%lldK", cases[i].what, (long long)(cases[i].T >> 10));
+        if (filter && !strstr(label, filter)) continue;
+        rc |= run_case(&env, cases[i].what, cases[i].T, cases[i].rows, cases[i].mode);
+    }
     b->dealloc(b, dk), b->dealloc(b, env.dq), b->dealloc(b, dcs), b->dealloc(b, dsn);
     free(env.pages);
     b->free(b);

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""plot_infinitehip.py — PNG plots of the InfiniteHiP evaluation (tooling only).
+
+  passkey:  accuracy vs prompt length, one line per method, from the TSV files that
+            `longctx eval passkey --out FILE` writes (len, depth, trials, correct);
+  fidelity: recall of the top-k attention mass and output error per layer, one line per
+            (file, length), from `longctx eval fidelity --out FILE` TSVs.
+
+usage: plot_infinitehip.py passkey OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
+       plot_infinitehip.py fidelity OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
+"""
+import csv
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read(path):
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def passkey(out, series):
+    plt.figure(figsize=(7, 4))
+    for label, path in series:
+        acc = defaultdict(lambda: [0, 0])
+        for r in read(path):
+            acc[int(r["len"])][0] += int(r["correct"])
+            acc[int(r["len"])][1] += int(r["trials"])
+        xs = sorted(acc)
+        plt.plot(xs, [100.0 * acc[x][0] / acc[x][1] for x in xs], marker="o", label=label)
+    plt.xscale("log", base=2)
+    plt.xlabel("prompt tokens")
+    plt.ylabel("pass key retrieved (%)")
+    plt.ylim(-5, 105)
+    plt.axvline(8192, color="grey", ls=":", lw=1)
+    plt.text(8192, 100, " trained window", color="grey", fontsize=8, va="top")
+    plt.grid(alpha=0.3)
+    plt.legend()
+    plt.title("Passkey retrieval, SmolLM2-135M-Instruct")
+    plt.tight_layout()
+    plt.savefig(out, dpi=120)
+
+
+def fidelity(out, series):
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    for label, path in series:
+        by_len = defaultdict(list)
+        for r in read(path):
+            by_len[int(r["len"])].append((int(r["layer"]), float(r["recall"]), float(r["out_rel_l2"])))
+        for n, rows in sorted(by_len.items()):
+            rows.sort()
+            ax[0].plot([r[0] for r in rows], [r[1] for r in rows], marker=".", label=f"{label} {n // 1024}K")
+            ax[1].plot([r[0] for r in rows], [r[2] for r in rows], marker=".", label=f"{label} {n // 1024}K")
+    ax[0].set_ylabel("recall of the top-2048 attention mass")
+    ax[1].set_ylabel("output relative L2 vs dense")
+    for a in ax:
+        a.set_xlabel("layer")
+        a.grid(alpha=0.3)
+    ax[0].set_ylim(0, 1.02)
+    ax[1].legend(fontsize=7)
+    fig.suptitle("InfiniteHiP vs dense on the same queries and keys, SmolLM2-135M-Instruct")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+def main():
+    if len(sys.argv) < 4 or sys.argv[1] not in ("passkey", "fidelity"):
+        print(__doc__)
+        return 2
+    series = [a.split("=", 1) for a in sys.argv[3:]]
+    (passkey if sys.argv[1] == "passkey" else fidelity)(sys.argv[2], series)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
