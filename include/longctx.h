@@ -357,6 +357,8 @@ typedef enum lc_hip_rope_mode {
     LC_HIP_ROPE_EXTEND = 1, /* always re-index (chunk-indexed / relative in pruning,
                                StreamingLLM in attention) */
     LC_HIP_ROPE_PLAIN  = 2, /* always the true positions */
+    LC_HIP_ROPE_STREAM = 3, /* ours: pruning always scores at the true positions; the attention
+                               re-indexes StreamingLLM-style past the trained context */
 } lc_hip_rope_mode;
 
 /* InfiniteHiP settings (spec/infinitehip-and-hip.md §3.6). Stage i keeps k[i] tokens as
@@ -389,7 +391,7 @@ int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);
 /* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
  * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
- * rope=auto|extend|plain  heads=all|group  (the chunks and k lists set n_stages). LC_ERR_INVALID_ARG with a
+ * rope=auto|extend|plain|stream  heads=all|group  (the chunks and k lists set n_stages). LC_ERR_INVALID_ARG with a
  * message naming the option and the allowed values. Does not validate the whole set. */
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);
 /* Check the whole set: LC_ERR_INVALID_ARG naming the first bad option and its allowed range. */

@@ -63,6 +63,7 @@ static void check_set(void) {
     CHECK(lc_infinitehip_set(&p, "k", "1,2,3,4,5") == LC_ERR_INVALID_ARG && msg_has("1 .. 4"));
     CHECK(lc_infinitehip_set(&p, "block-q", "65") == LC_ERR_INVALID_ARG && msg_has("--hip-block-q"));
     CHECK(lc_infinitehip_set(&p, "stream", "0") == LC_ERR_INVALID_ARG && msg_has("--hip-stream"));
+    CHECK(lc_infinitehip_set(&p, "rope", "stream") == LC_OK && p.rope == LC_HIP_ROPE_STREAM);
     CHECK(lc_infinitehip_set(&p, "rope", "yarn") == LC_ERR_INVALID_ARG && msg_has("auto, extend"));
     CHECK(lc_infinitehip_set(&p, "heads", "some") == LC_ERR_INVALID_ARG);
     CHECK(lc_infinitehip_set(&p, "bogus", "1") == LC_ERR_INVALID_ARG && msg_has("--hip-bogus"));

@@ -53,8 +53,9 @@ const char *gen_opts_help(void) {
            "                          --hip-refresh=16,8,4 --hip-q-stride=4,4,1 --hip-block-q=64\n"
            "                          --hip-sink=256 --hip-stream=1024 --hip-first-layers=3\n"
            "                          --hip-first-k=4096 --hip-dense-layers=0\n"
-           "                          --hip-rope=auto|extend|plain (auto: plain RoPE while the\n"
-           "                          context fits the model's trained window)\n"
+           "                          --hip-rope=auto|extend|plain|stream (auto: plain RoPE while\n"
+           "                          the context fits the model's trained window; stream: score\n"
+           "                          at true positions, re-index only in the attention)\n"
            "                          --hip-heads=all|group (one selection for all heads, or per\n"
            "                          KV head)\n";
 }

@@ -196,8 +196,9 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
-                        (p->rope == LC_HIP_ROPE_AUTO && max_end > h->shape.n_ctx_train);
-    const int32_t scan_rope = !extend ? LC_HIP_SCAN_PLAIN
+                        ((p->rope == LC_HIP_ROPE_AUTO || p->rope == LC_HIP_ROPE_STREAM) &&
+                         max_end > h->shape.n_ctx_train);
+    const int32_t scan_rope = !extend || p->rope == LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_PLAIN
                               : layer < p->first_layers ? LC_HIP_SCAN_CHUNK
                                                         : LC_HIP_SCAN_RELATIVE;
     int (*up)(lc_backend *, void *, const void *, size_t) = b->upload_async ? b->upload_async

@@ -157,7 +157,9 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
         if (strcmp(value, "auto") == 0) return p->rope = LC_HIP_ROPE_AUTO, LC_OK;
         if (strcmp(value, "extend") == 0) return p->rope = LC_HIP_ROPE_EXTEND, LC_OK;
         if (strcmp(value, "plain") == 0) return p->rope = LC_HIP_ROPE_PLAIN, LC_OK;
-        return lc_fail(LC_ERR_INVALID_ARG, "--hip-rope=%s: expected auto, extend or plain", value);
+        if (strcmp(value, "stream") == 0) return p->rope = LC_HIP_ROPE_STREAM, LC_OK;
+        return lc_fail(LC_ERR_INVALID_ARG, "--hip-rope=%s: expected auto, extend, plain or stream",
+                       value);
     }
     if (same_opt(name, "heads")) {
         if (strcmp(value, "all") == 0) return p->per_group = 0, LC_OK;
@@ -217,8 +219,8 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p) {
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-first-k=%d; allowed: a multiple of the last "
                        "chunk %d, from %d up to the first stage's k %d", p->first_k, cl, cl,
                        p->k[0]);
-    if (p->rope < LC_HIP_ROPE_AUTO || p->rope > LC_HIP_ROPE_PLAIN)
-        return lc_fail(LC_ERR_INVALID_ARG, "--hip-rope: mode %d; allowed auto, extend, plain",
+    if (p->rope < LC_HIP_ROPE_AUTO || p->rope > LC_HIP_ROPE_STREAM)
+        return lc_fail(LC_ERR_INVALID_ARG, "--hip-rope: mode %d; allowed auto, extend, plain, stream",
                        p->rope);
     if (p->per_group != 0 && p->per_group != 1)
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-heads: %d; allowed all (0) or group (1)",
@@ -247,7 +249,10 @@ int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t ca
     PUT(" block-q=%d sink=%d stream=%d first-layers=%d first-k=%d dense-layers=%d rope=%s "
         "heads=%s",
         p->block_q, p->n_sink, p->n_stream, p->first_layers, p->first_k, p->dense_layers,
-        p->rope == LC_HIP_ROPE_EXTEND ? "extend" : p->rope == LC_HIP_ROPE_PLAIN ? "plain" : "auto",
+        p->rope == LC_HIP_ROPE_EXTEND   ? "extend"
+        : p->rope == LC_HIP_ROPE_PLAIN  ? "plain"
+        : p->rope == LC_HIP_ROPE_STREAM ? "stream"
+                                        : "auto",
         p->per_group ? "group" : "all");
 #undef PUT
     if (at >= cap) return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);
