@@ -72,7 +72,7 @@ def main():
     if len(sys.argv) < 4 or sys.argv[1] not in ("passkey", "fidelity"):
         print(__doc__)
         return 2
-    series = [a.split("=", 1) for a in sys.argv[3:]]
+    series = [a.rsplit("=", 1) for a in sys.argv[3:]]  # LABEL may contain "="
     (passkey if sys.argv[1] == "passkey" else fidelity)(sys.argv[2], series)
     return 0
 
