@@ -8,8 +8,12 @@
  * match: out_n, segments that are exactly chunks of the list, sorted by start.
  * Cases: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and n_kv_head,
  * q_stride 1/2/4 with 16-64-row blocks, head dims 64/128, GQA 1/3/4/8, NORM / NEOX, partial
- * rotary), exact ties, keep-all, and the Llama-3.1-8B shape at 128K keys (a decode row and two
- * 64-row prefill blocks) through the 3k preset's three stages chained on the GPU's own outputs.
+ * rotary), run twice: as launched, and with LONGCTX_HIP_STAGE_TEST=1 / LONGCTX_HIP_STAGE_S=1
+ * (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global memory); blocks of
+ * 128 and 256 pooled queries (8 and 16 m-tiles per unit); exact ties, keep-all, and the
+ * Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill blocks) through the 3k
+ * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE,
+ * and stage 1 chunk-indexed.
  * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
  * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
  * Skips (exit 77) where no GPU is present.
@@ -147,11 +151,10 @@ static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_s
 
 static const char *mode_name[] = {"plain", "relative", "chunk"};
 
-int main(void) {
-    lc_backend *b;
-    REQUIRE_CUDA_BACKEND(b);
-    hs_rng = (uint64_t)time(NULL) * 2654435761u | 1;
-    printf("seed %llu\n", (unsigned long long)hs_rng);
+/* The CPU test's grid. pass 1 runs it with LONGCTX_HIP_STAGE_TEST=1 (every chunk wave of a
+ * unit in one CTA, the select reading global memory) and one 8-chunk tile per warp. */
+static void run_grid(lc_backend *b, int pass) {
+    if (pass) setenv("LONGCTX_HIP_STAGE_TEST", "1", 1), setenv("LONGCTX_HIP_STAGE_S", "1", 1);
     const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {2, 4}, {1, 8}};
     int           k = 0;
     for (int di = 0; di < 2; di++)
@@ -174,9 +177,10 @@ int main(void) {
                         hs_stage      st;
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
                         char what[200];
-                        snprintf(what, sizeof what, "D%d H%d G%d %s %s groups %d b_q %d q_stride %d "
-                                 "l_c %d keep %d P%d rot%d %s", cs.D, cs.H, cs.G, mode_name[mode],
-                                 later ? "later" : "first", ng, bq, qs, chunk, keep, cs.P, cs.n_rot,
+                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s groups %d b_q %d q_stride %d "
+                                 "l_c %d keep %d P%d rot%d %s", pass ? "[one CTA per unit] " : "",
+                                 cs.D, cs.H, cs.G, mode_name[mode], later ? "later" : "first", ng, bq,
+                                 qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         const int32_t n_pairs = w.n_qb * ng;
                         lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
@@ -187,6 +191,44 @@ int main(void) {
                         dev_world_free(b, &d);
                         hs_world_free(&w);
                     }
+    if (pass) unsetenv("LONGCTX_HIP_STAGE_TEST"), unsetenv("LONGCTX_HIP_STAGE_S");
+}
+
+/* Big blocks: 128 and 256 pooled queries (8 and 16 m-tiles per unit), all three modes. */
+static void run_big_blocks(lc_backend *b) {
+    for (int big = 0; big < 2; big++)
+        for (int mode = 0; mode < 3; mode++) {
+            const int32_t bq = big ? 256 : 128;
+            hs_case       cs = {128, 2, 4, 64, 128, mode == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 16, 64,
+                                0, 1, 0, 2, {2000, 900}, {bq + 40, 1}};
+            hs_world      w;
+            hs_world_make(&cs, &w);
+            dev_world d;
+            dev_world_make(b, &w, &d);
+            hs_stage st;
+            hs_stage_make(&w, &st, 16, 9, 1, mode, big ? 2 : 1, big, NULL, NULL, 0);
+            char what[160];
+            snprintf(what, sizeof what, "%d-row blocks, q_stride 1, %s, %s stage", bq, mode_name[mode],
+                     big ? "later" : "first");
+            const int32_t n_pairs = w.n_qb * st.a.n_groups;
+            lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * st.a.n_keep);
+            int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
+            run_stage(b, &w, &d, &st, go, gon, what, 0);
+            free(go), free(gon);
+            hs_stage_free(&st);
+            dev_world_free(b, &d);
+            hs_world_free(&w);
+        }
+}
+
+int main(void) {
+    lc_backend *b;
+    REQUIRE_CUDA_BACKEND(b);
+    hs_rng = (uint64_t)time(NULL) * 2654435761u | 1;
+    printf("seed %llu\n", (unsigned long long)hs_rng);
+    run_grid(b, 0);
+    run_grid(b, 1);
+    run_big_blocks(b);
     /* keep-all and exact ties (the later chunks are kept), then a stage on the tied output */
     for (int gr = 0; gr < 2; gr++) {
         hs_case  cs = {128, 2, 3, 16, 128, LC_ROPE_NORM, 64, 8, 16, 1, 1, 0, 2, {500, 0}, {70, 1}};
@@ -235,6 +277,14 @@ int main(void) {
         hs_stage_make(&w, &s4, 256, 128, 4, LC_HIP_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &s4, g1, n1, "8B 128K stage 1, chunk-indexed RoPE", 0);
         hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3), hs_stage_free(&s4);
+        /* plain RoPE (a context inside the trained window): the three stages chained */
+        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1, plain RoPE", 0);
+        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
+        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2, plain RoPE", 0);
+        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
+        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, plain RoPE", 0);
+        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
         dev_world_free(b, &d);
         hs_world_free(&w);

@@ -3,63 +3,81 @@
 // attention"). Paper: InfiniteHiP (seeds/000_ced830aa0d9eb0ea.txt) §3.1–3.2, Alg. 2–3; digest
 // spec/infinitehip-and-hip.md §3.2 and §4.1.
 //
-// Four kernels on the backend's stream:
-//  1. chunks:  per (block, group) the chunk list [start, len) in rank order — the input
-//     segments cut into l_c pieces (an exclusive scan of the per-segment counts), or the one
-//     segment [n_sink, win0) in the first stage — and the chunk scores cleared.
-//  2. queries: per (block, head, m-tile of 16) the pooled queries (rows rotated at the mode's
-//     query position, then averaged over q_stride), written in bf16 as ready-made mma.sync A
-//     fragments. With RELATIVE RoPE the key rotation is folded into the query:
-//     q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the left slot, 1 for the right) are
-//     stored and the probe keys go to the tensor cores exactly as the pages hold them.
-//  3. score:   a CTA owns (nb query blocks, up to 16/n_mt query heads of one KV head, a tile of
-//     chunk ranks); one warp per (block, head, m-tile), its A fragments in registers. All warps
-//     walk the same chunk ranks, so the probes they share (the first stage has one chunk grid
-//     for every block, nb > 1 there) come from L1. A warp takes 8 chunks at a time: each lane
-//     quad gathers one chunk's two probe keys straight from the pages into B-fragment
-//     registers (the head dimension is permuted so a lane's share of a key is one contiguous
-//     run; the A fragments carry the same permutation), PLAIN / CHUNK rotate them in registers,
-//     and one m16n8k16 per k-step scores 16 pooled queries × 8 chunks; the max over queries is
-//     a shuffle reduction, across the m-tiles of a (block, head) a shared-memory exchange
-//     under a named barrier, the descent step a compare per quad. The chunk score (max over
-//     the group's heads) is an atomicMax on an order-preserving integer key.
-//  4. select:  per (block, group) the n_keep best keys by a 3-pass radix select (11/11/10
-//     bits) over the scores, equal scores taken from the highest rank down, then the kept
-//     chunks written in rank (= position) order with a block scan.
+// Two kernels on the backend's stream:
+//  1. prep: per (block, group) the chunk list [start, len) in rank order (the input segments
+//     cut into l_c pieces by a block scan, or the one segment [n_sink, win0) in the first
+//     stage), its scores and completion counter cleared; per (block, head, m-tile of 16) the
+//     pooled queries (rows rotated at the mode's query position, averaged over q_stride) as
+//     bf16 mma.sync A fragments. With RELATIVE RoPE the key rotation is folded into the query,
+//     q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the left slot, 1 for the right) are kept
+//     and the keys go to the tensor cores exactly as the pages hold them.
+//  2. score + select: a unit = one (block, query head) = n_mt warps (one per m-tile, A
+//     fragments in registers); a CTA is about 4 warps: the units of up to 4 query heads of one
+//     KV head (small CTAs: several per SM drift apart, so one's loads overlap another's mma).
+//     A unit walks its chunk ranks in waves of W = 8·S·n_mt chunks, their SelectRep descents
+//     in lockstep. Each step needs one new key per chunk: step 0 probes the chunk's first key
+//     f, step i the new mid; the left key of a step is the winner of the previous one, whose
+//     left-slot score is already known (PLAIN / CHUNK: the slot is ignored; RELATIVE: the mid
+//     is probed in both slots at once, the left one only where the descent goes on). The keys
+//     of a step (and, PLAIN / CHUNK, their table rows) are gathered from the pages into shared
+//     memory by cp.async (page-table entries cached per wave) — no registers held while in
+//     flight — rotated there in fp32 (PLAIN / CHUNK, one pass shared by the unit's m-tiles),
+//     and read by ldmatrix as B fragments of m16n8k16 (8 chunks × 16 queries per mma). The max
+//     over the queries is a shuffle reduction, across m-tiles a shared-memory exchange; each
+//     warp owns S tiles of 8 chunks for the descent state (kept in shared memory). A chunk's
+//     score (max over the group's heads) is an atomicMax on an order-preserving integer key;
+//     the last CTA to finish a (block, group) — a counter — selects its n_keep best by a
+//     3-pass radix select (11/11/10 bits; equal scores taken from the highest rank down) over
+//     the keys staged in shared memory, and writes the kept chunks in rank (= position) order
+//     with a block scan.
 //
-// Limits: head_dim 64 or 128; at most 256 pooled queries per block; page size a power of two;
-// with NEOX pairing in PLAIN/CHUNK mode n_rot must be head_dim or head_dim/2 (a lane's
-// rotation partner is then in its own quad).
+// Limits: head_dim 64 or 128; at most 256 pooled queries per block; page size a power of two.
 // Launch sizes (max_rows, max_chunks, in_cap) are trusted: rows and chunks past them are
 // ignored here, where the CPU twin fails; positions outside the RoPE table are clamped.
+// LONGCTX_HIP_STAGE_TEST=1 (tests) puts all chunk waves of a unit in one CTA (and up to 4
+// blocks in one CTA in the first stage) and makes the select read the scores from global
+// memory; LONGCTX_HIP_STAGE_S=1|2|4 sets the tiles per warp and LONGCTX_HIP_STAGE_WPT=N the
+// chunk waves per CTA (tuning).
+// H100 (bench_hip_stage, 8B shape, 3k preset, 32K rows at 128K): stages 6.2 / 9.1 / 14.3 ms
+// with relative RoPE, 10.5 / 15.2 / 15.7 with plain RoPE. Stages 1-2 move ~3 TB/s of 256-byte
+// key rows from L2 and are bound by it, not by latency (4x the descents in flight per warp
+// gave the same time) nor by DRAM locality (wave-major tile order: the same); stage 3 by the
+// mma pipe (7 m16n8k16 chains per chunk and head, relative RoPE).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 #include "util/util.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 namespace {
 
-constexpr unsigned kFull      = 0xffffffffu;
-constexpr int      kSelThreads = 256; // select and chunk kernels
+constexpr unsigned kFull        = 0xffffffffu;
 constexpr int      kPrepThreads = 256;
+constexpr int      kSelBins     = 2048;           // radix select histogram
+constexpr int      kSelHead     = kSelBins + 36;  // ints before the staged keys
+constexpr int      kMaxWarps    = 16;             // per score CTA
 
 struct stage_params {
     const lc_attn_seq   *seqs;
     const lc_hip_qblock *qb;
-    const float         *q_raw;    // [rows][n_head][D]
-    const uint16_t      *k;        // [n_pages][H][P][D] bf16
-    const float         *cs, *sn;  // [n_pos][n_rot/2]
-    int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox;
+    const float         *q_raw;   // [rows][n_head][D]
+    const uint16_t      *k;       // [n_pages][H][P][D] bf16
+    const float         *cs, *sn; // [n_pos][n_rot/2]
+    int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox, tab16;
     int32_t              chunk, n_keep, q_stride, n_sink, n_stream, mode, n_groups;
-    int32_t              max_chunks, in_cap, n_mt, chunks_per_cta, hpc, nb, n_hsub;
+    int32_t              max_chunks, in_cap, n_mt, n_pairs;
+    // score launch: units of a CTA = nb blocks x hpc heads; S tiles of 8 chunks per warp
+    int32_t              hpc, nb, n_hsub, S, cpt, ctas_per_pair, unit_bytes, tab_stride, npg;
+    int32_t              smem_bytes, global_select;
     const lc_hip_seg    *in;
     const int32_t       *in_n;
     lc_hip_seg          *out;
     int32_t             *out_n;
     int32_t             *n_ch;   // [n_pairs]
+    int32_t             *cnt;    // [n_pairs] score CTAs done
     int2                *chunks; // [n_pairs][max_chunks]
     uint32_t            *scores; // [n_pairs][max_chunks]
     uint32_t            *qfrag;  // [n_qb][n_head][2][n_mt][32 lanes][D/4] (bf16 pairs)
@@ -83,6 +101,30 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t *a, uint32_t
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+}
+__device__ __forceinline__ void named_barrier(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
 __device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
@@ -118,49 +160,7 @@ __device__ int block_excl_scan(int v, int *total, int *smem) {
     return before + x - v;
 }
 
-// ---- 1. chunk lists --------------------------------------------------------------------------
-// grid: n_pairs; block: kSelThreads
-__global__ void __launch_bounds__(kSelThreads) hip_chunks_kernel(stage_params p) {
-    __shared__ int scan_smem[32];
-    const int            bg = blockIdx.x, b = bg / p.n_groups;
-    const lc_hip_qblock  q  = p.qb[b];
-    int2                *ch = p.chunks + (size_t)bg * p.max_chunks;
-    uint32_t            *sc = p.scores + (size_t)bg * p.max_chunks;
-    if (!p.in) {
-        int n = q.win0 > p.n_sink ? (int)(((int64_t)q.win0 - p.n_sink + p.chunk - 1) / p.chunk) : 0;
-        if (n > p.max_chunks) n = p.max_chunks;
-        for (int c = threadIdx.x; c < n; c += blockDim.x) {
-            const int start = p.n_sink + c * p.chunk;
-            ch[c]           = make_int2(start, min(p.chunk, q.win0 - start));
-            sc[c]           = 0u;
-        }
-        if (threadIdx.x == 0) p.n_ch[bg] = n;
-        return;
-    }
-    int nin = p.in_n[bg];
-    nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-    const lc_hip_seg *in = p.in + (size_t)bg * p.in_cap;
-    int               base = 0;
-    for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
-        const int  s   = s0 + threadIdx.x;
-        lc_hip_seg sg  = s < nin ? in[s] : lc_hip_seg{0, 0};
-        const int  cnt = sg.len > 0 ? (sg.len + p.chunk - 1) / p.chunk : 0;
-        int        total;
-        const int  off = base + block_excl_scan(cnt, &total, scan_smem);
-        for (int i = 0; i < cnt && off + i < p.max_chunks; i++) {
-            ch[off + i] = make_int2(sg.start + i * p.chunk, min(p.chunk, sg.len - i * p.chunk));
-            sc[off + i] = 0u;
-        }
-        base += total;
-    }
-    if (threadIdx.x == 0) p.n_ch[bg] = base < p.max_chunks ? base : p.max_chunks;
-}
-
-// ---- 2. pooled queries as A fragments ----------------------------------------------------------
-// Fragment layout of one m-tile (16 pooled queries) for lane l = 4g + c: D/4 registers, k-tile t
-// in registers [4t, 4t + 4): a0 = row g, a1 = row g + 8 (dims c·D/4 + 4t + {0,1}), a2 = row g,
-// a3 = row g + 8 (dims c·D/4 + 4t + {2,3}). The B fragments hold the keys in the same order.
-//
+// ---- 1. prep: chunk lists and pooled queries ------------------------------------------------
 // Element d of x (one head vector) rotated by table row pos.
 __device__ __forceinline__ float rot_elem(const float *x, int d, int pos, const stage_params &p) {
     const int half = p.n_rot >> 1;
@@ -192,17 +192,76 @@ __device__ __forceinline__ float unrot_elem(const float *y, int d, int pos, cons
     return d < half ? y0 * c + y1 * s : y1 * c - y0 * s;
 }
 
-// grid: (n_qb * n_head, n_mt); block: kPrepThreads. Each thread owns a few elements of the
-// m-tile's 16 pooled rows (loads of all of them in flight at once), then a few fragment words.
-template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_queries_kernel(stage_params p) {
+// Chunks of pair bg's list, capped at max_chunks (every thread of the block calls it).
+__device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblock &q, int *scan_smem) {
+    if (!p.in) {
+        const int n = q.win0 > p.n_sink ? (int)(((int64_t)q.win0 - p.n_sink + p.chunk - 1) / p.chunk) : 0;
+        return n < p.max_chunks ? n : p.max_chunks;
+    }
+    int nin = p.in_n[bg];
+    nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
+    const lc_hip_seg *in = p.in + (size_t)bg * p.in_cap;
+    int               base = 0;
+    for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
+        const int s   = s0 + threadIdx.x;
+        const int len = s < nin ? in[s].len : 0;
+        int       total;
+        block_excl_scan(len > 0 ? (len + p.chunk - 1) / p.chunk : 0, &total, scan_smem);
+        base += total;
+    }
+    return base < p.max_chunks ? base : p.max_chunks;
+}
+
+// A fragments of one m-tile (16 pooled queries), natural m16n8k16 layout: lane l = 4g + c holds
+// D/4 registers, k-step t in [4t, 4t + 4): a0 = (row g, dims 16t + 2c + {0,1}), a1 = (row g + 8,
+// same dims), a2 = (row g, dims 16t + 8 + 2c + {0,1}), a3 = (row g + 8, those dims).
+// grid: n_pairs (chunk lists) + n_qb * n_head * n_mt (queries); block: kPrepThreads.
+template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel(stage_params p) {
     constexpr int EL = 16 * D / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
     __shared__ float y[16][D];
-    const int            h = blockIdx.x % p.n_head, b = blockIdx.x / p.n_head, mt = blockIdx.y;
-    const lc_hip_qblock  q = p.qb[b];
-    const int            nq = (q.n_rows + p.q_stride - 1) / p.q_stride;
+    __shared__ int   scan_smem[32];
+    if ((int)blockIdx.x < p.n_pairs) { // the chunk list of pair bg
+        const int            bg = blockIdx.x, b = bg / p.n_groups;
+        const lc_hip_qblock  q  = p.qb[b];
+        int2                *ch = p.chunks + (size_t)bg * p.max_chunks;
+        uint32_t            *sc = p.scores + (size_t)bg * p.max_chunks;
+        if (threadIdx.x == 0) p.cnt[bg] = 0;
+        if (!p.in) {
+            const int n = pair_chunk_count(p, bg, q, scan_smem);
+            for (int c = threadIdx.x; c < n; c += blockDim.x) {
+                const int start = p.n_sink + c * p.chunk;
+                ch[c]           = make_int2(start, min(p.chunk, q.win0 - start));
+                sc[c]           = 0u;
+            }
+            if (threadIdx.x == 0) p.n_ch[bg] = n;
+            return;
+        }
+        int nin = p.in_n[bg];
+        nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
+        const lc_hip_seg *in = p.in + (size_t)bg * p.in_cap;
+        int               base = 0;
+        for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
+            const int  s   = s0 + threadIdx.x;
+            lc_hip_seg sg  = s < nin ? in[s] : lc_hip_seg{0, 0};
+            const int  cnt = sg.len > 0 ? (sg.len + p.chunk - 1) / p.chunk : 0;
+            int        total;
+            const int  off = base + block_excl_scan(cnt, &total, scan_smem);
+            for (int i = 0; i < cnt && off + i < p.max_chunks; i++) {
+                ch[off + i] = make_int2(sg.start + i * p.chunk, min(p.chunk, sg.len - i * p.chunk));
+                sc[off + i] = 0u;
+            }
+            base += total;
+        }
+        if (threadIdx.x == 0) p.n_ch[bg] = base < p.max_chunks ? base : p.max_chunks;
+        return;
+    }
+    const int           id = blockIdx.x - p.n_pairs;
+    const int           mt = id % p.n_mt, bh = id / p.n_mt, h = bh % p.n_head, b = bh / p.n_head;
+    const lc_hip_qblock q  = p.qb[b];
+    const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride;
     if (mt * 16 >= nq) return; // no valid row: the scoring warp of this m-tile reads nothing
     const int g   = p.n_groups == 1 ? 0 : h / p.hpk;
-    const int nch = p.n_ch[b * p.n_groups + g];
+    const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
     const int nv  = p.mode == LC_HIP_SCAN_RELATIVE ? 2 : 1;
     uint32_t *dst = p.qfrag + (size_t)(b * p.n_head + h) * 2 * p.n_mt * 32 * (D / 4);
 #pragma unroll
@@ -230,7 +289,7 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_queries_ker
             const int idx = e * kPrepThreads + threadIdx.x;
             const int l = idx / (D / 4), j = idx % (D / 4), t = j >> 2, r = j & 3;
             const int row = (l >> 2) + ((r & 1) ? 8 : 0);
-            const int d0  = (l & 3) * (D / 4) + 4 * t + ((r & 2) ? 2 : 0);
+            const int d0  = 16 * t + 2 * (l & 3) + ((r & 2) ? 8 : 0);
             float     e0, e1;
             if (p.mode == LC_HIP_SCAN_RELATIVE) // key slot v folded in: R(v)ᵀ R(n_stream+1) q
                 e0 = unrot_elem(y[row], d0, v, p), e1 = unrot_elem(y[row], d0 + 1, v, p);
@@ -240,300 +299,133 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_queries_ker
     }
 }
 
-// ---- 3. scoring ------------------------------------------------------------------------------
-template <int D> struct score_cfg {
-    static constexpr int KT = D / 16; // k-tiles of one mma chain
-    static constexpr int QR = D / 4;  // A registers per lane per m-tile
-    static constexpr int KR = D / 8;  // registers of a lane's share of one key (D/4 bf16)
-};
+// ---- 2. scoring and selection ----------------------------------------------------------------
+// Shared memory of a unit (unit_bytes, 16-aligned): keys [W][D] bf16 (16-byte pieces of row r
+// swizzled by r & 7 for conflict-free ldmatrix), PLAIN / CHUNK table rows [W][tab_stride] fp32
+// (cos at 0, sin at n_rot/2; the stride padded by 4 floats), red [n_mt][2 slots][W] fp32 (the
+// m-tiles' maxima), tflag [2 parities][NT] (bit 0: the tile has a probe, bit 1: left slot too).
 
-// A lane's share of key `pos` (dims c·D/4 .. + D/4) from the pages; zero when pos < 0.
+// Element index of dim d of key row r in the swizzled buffer.
+template <int D> __device__ __forceinline__ int kidx(int r, int d) {
+    return r * D + ((((d >> 3) ^ (r & 7)) << 3) | (d & 7));
+}
+
+__device__ __forceinline__ uint32_t rot_norm(uint32_t x, float c, float s) {
+    const float x0 = bf16_lo(x), x1 = bf16_hi(x);
+    return pack_bf16(x0 * c - x1 * s, x0 * s + x1 * c);
+}
+
+// Rotate key row r (bf16, swizzled) in place by its staged table row tr (PLAIN / CHUNK); item it
+// of n_items: NORM 4 pairs (one 16-byte piece), NEOX 4 pairs (d, d + half), or with
+// n_rot / 2 not a multiple of 4 one pair.
 template <int D>
-__device__ __forceinline__ void load_key(uint32_t (&r)[D / 8], int pos, const int32_t *pt,
-                                         const uint16_t *kbase, const stage_params &p) {
-    if (pos < 0) {
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) r[j] = 0u;
-        return;
-    }
-    const int   page = __ldg(pt + (pos >> p.p_shift)), slot = pos & (p.P - 1);
-    const uint4 *src = (const uint4 *)(kbase + ((size_t)page * p.H * p.P + slot) * D);
-#pragma unroll
-    for (int i = 0; i < D / 32; i++) {
-        const uint4 v = __ldg(src + i);
-        r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
-    }
-}
-
-// Rotate a lane's key share by table row pos in registers (PLAIN / CHUNK). NORM pairs are in a
-// register; NEOX partners (d, d + n_rot/2) sit in the lane of the quad n_rot/2 / (D/4) away.
-template <int D>
-__device__ __forceinline__ void rotate_key(uint32_t (&r)[D / 8], int pos, int cq, const stage_params &p) {
-    const int    half = p.n_rot >> 1;
-    const float *cr = p.cs + (size_t)pos * half, *sr = p.sn + (size_t)pos * half;
-    const int    d0 = cq * (D / 4);
-    if (!p.neox) {
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            const int d = d0 + 2 * j;
-            if (d < p.n_rot) {
-                const float c = __ldg(cr + (d >> 1)), s = __ldg(sr + (d >> 1));
-                const float x0 = bf16_lo(r[j]), x1 = bf16_hi(r[j]);
-                r[j] = pack_bf16(x0 * c - x1 * s, x0 * s + x1 * c);
-            }
+__device__ __forceinline__ void rotate_item(uint16_t *kbuf, const float *tr, int r, int it, int half,
+                                            bool neox, bool quad) {
+    if (quad) {
+        const float4 c = *(const float4 *)(tr + 4 * it), s = *(const float4 *)(tr + half + 4 * it);
+        if (!neox) {
+            uint4 *pk = (uint4 *)(kbuf + kidx<D>(r, 8 * it));
+            uint4  x  = *pk;
+            x.x = rot_norm(x.x, c.x, s.x), x.y = rot_norm(x.y, c.y, s.y);
+            x.z = rot_norm(x.z, c.z, s.z), x.w = rot_norm(x.w, c.w, s.w);
+            *pk = x;
+        } else {
+            uint2 *pa = (uint2 *)(kbuf + kidx<D>(r, 4 * it)), *pb = (uint2 *)(kbuf + kidx<D>(r, 4 * it + half));
+            const uint2 a = *pa, b = *pb;
+            const float a0 = bf16_lo(a.x), a1 = bf16_hi(a.x), a2 = bf16_lo(a.y), a3 = bf16_hi(a.y);
+            const float b0 = bf16_lo(b.x), b1 = bf16_hi(b.x), b2 = bf16_lo(b.y), b3 = bf16_hi(b.y);
+            *pa = make_uint2(pack_bf16(a0 * c.x - b0 * s.x, a1 * c.y - b1 * s.y),
+                             pack_bf16(a2 * c.z - b2 * s.z, a3 * c.w - b3 * s.w));
+            *pb = make_uint2(pack_bf16(a0 * s.x + b0 * c.x, a1 * s.y + b1 * c.y),
+                             pack_bf16(a2 * s.z + b2 * c.z, a3 * s.w + b3 * c.w));
         }
         return;
     }
-    const int pm = half > 0 ? half / (D / 4) : 0;
-#pragma unroll
-    for (int j = 0; j < D / 8; j++) {
-        const uint32_t partner = __shfl_xor_sync(kFull, r[j], pm);
-        float          y[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int   d  = d0 + 2 * j + e;
-            const float x  = e ? bf16_hi(r[j]) : bf16_lo(r[j]);
-            const float xp = e ? bf16_hi(partner) : bf16_lo(partner);
-            y[e]           = x;
-            if (d < half) y[e] = x * __ldg(cr + d) - xp * __ldg(sr + d);
-            else if (d < p.n_rot) y[e] = xp * __ldg(sr + d - half) + x * __ldg(cr + d - half);
-        }
-        r[j] = pack_bf16(y[0], y[1]);
-    }
+    const float c = tr[it], s = tr[half + it];
+    const int   i0 = neox ? it : 2 * it, i1 = neox ? it + half : 2 * it + 1;
+    __nv_bfloat16 *kb = (__nv_bfloat16 *)kbuf;
+    const float    x0 = __bfloat162float(kb[kidx<D>(r, i0)]), x1 = __bfloat162float(kb[kidx<D>(r, i1)]);
+    kb[kidx<D>(r, i0)] = __float2bfloat16_rn(x0 * c - x1 * s);
+    kb[kidx<D>(r, i1)] = __float2bfloat16_rn(x0 * s + x1 * c);
 }
 
-__device__ __forceinline__ void named_barrier(int id, int n) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-
-// One probe step of a warp: the m-tile's scores of the left tile (A_L·B_left) and the right tile
-// (A_R·B_right) for 8 chunks, the max over the valid rows, then the max over the m-tiles of the
-// pair (through shared memory when n_mt > 1); returns this lane's chunk's (column g's) scores.
-// LEFT = false: the right tile only.
-template <int D, bool LEFT>
-__device__ __forceinline__ void probe_scores(const uint32_t (&aL)[D / 4], const uint32_t (&aR)[D / 4],
-                                             const uint32_t (&bl)[D / 8], const uint32_t (&br)[D / 8],
-                                             bool rows_valid, int row0, int nq, int n_mt, int warp,
-                                             int pair, int &parity, float (*red)[16][16], int lane,
-                                             float &sL, float &sR) {
-    const int g   = lane >> 2;
-    float     mL0 = -INFINITY, mL1 = -INFINITY, mR0 = -INFINITY, mR1 = -INFINITY;
-    if (rows_valid) {
-        float cl[4] = {0.f, 0.f, 0.f, 0.f}, cr[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int t = 0; t < D / 16; t++) {
-            if (LEFT) mma_bf16(cl, aL + 4 * t, bl[2 * t], bl[2 * t + 1]);
-            mma_bf16(cr, aR + 4 * t, br[2 * t], br[2 * t + 1]);
-        }
-        if (row0 + g < nq) {
-            if (LEFT) mL0 = cl[0], mL1 = cl[1];
-            mR0 = cr[0], mR1 = cr[1];
-        }
-        if (row0 + g + 8 < nq) {
-            if (LEFT) mL0 = fmaxf(mL0, cl[2]), mL1 = fmaxf(mL1, cl[3]);
-            mR0 = fmaxf(mR0, cr[2]), mR1 = fmaxf(mR1, cr[3]);
-        }
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-            if (LEFT) {
-                mL0 = fmaxf(mL0, __shfl_xor_sync(kFull, mL0, o));
-                mL1 = fmaxf(mL1, __shfl_xor_sync(kFull, mL1, o));
-            }
-            mR0 = fmaxf(mR0, __shfl_xor_sync(kFull, mR0, o));
-            mR1 = fmaxf(mR1, __shfl_xor_sync(kFull, mR1, o));
-        }
-    }
-    // column n = g sits in lanes with lane % 4 = g / 2, element g % 2
-    if (n_mt == 1) {
-        const int src = g >> 1;
-        if (LEFT) {
-            const float l0 = __shfl_sync(kFull, mL0, src), l1 = __shfl_sync(kFull, mL1, src);
-            sL             = (g & 1) ? l1 : l0;
-        }
-        const float r0 = __shfl_sync(kFull, mR0, src), r1 = __shfl_sync(kFull, mR1, src);
-        sR             = (g & 1) ? r1 : r0;
-        return;
-    }
-    // several m-tiles: lanes 0-3 publish their columns, the pair's warps meet, all combine the
-    // same values in the same order (double-buffered by parity: one barrier per step)
-    float *mine = red[parity][warp];
-    if (lane < 4) {
-        mine[lane * 4 + 0] = mL0, mine[lane * 4 + 1] = mL1;
-        mine[lane * 4 + 2] = mR0, mine[lane * 4 + 3] = mR1;
-    }
-    named_barrier(1 + pair, 32 * n_mt);
-    float l = -INFINITY, r = -INFINITY;
-    for (int m = 0; m < n_mt; m++) {
-        const float *o = red[parity][pair * n_mt + m];
-        l              = fmaxf(l, o[(g >> 1) * 4 + (g & 1)]);
-        r              = fmaxf(r, o[(g >> 1) * 4 + 2 + (g & 1)]);
-    }
-    if (LEFT) sL = l;
-    sR     = r;
-    parity ^= 1;
-}
-
-// grid: (ceil(n_qb / nb) * H * n_hsub, chunk tiles); block: 32 * nb * hpc * n_mt warps.
-// Warp w: pair w / n_mt (block w / n_mt / hpc of the CTA's nb, head w / n_mt % hpc of the KV
-// head's), m-tile w % n_mt. The pairs of a CTA walk the same chunk ranks, so in the first stage
-// (one chunk grid for every block) the probes they share come from L1.
-template <int D, int MODE> __global__ void __launch_bounds__(512, 1) hip_score_kernel(stage_params p) {
-    constexpr int QR = D / 4, KR = D / 8;
-    __shared__ float red[2][16][16];
-    const int     lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int     pair = warp / p.n_mt, mt = warp % p.n_mt;
-    const int     hs   = blockIdx.x % p.n_hsub;
-    const int     kvh  = (blockIdx.x / p.n_hsub) % p.H;
-    const int     b    = blockIdx.x / (p.n_hsub * p.H) * p.nb + pair / p.hpc;
-    const int     hh   = hs * p.hpc + pair % p.hpc;
-    if (b >= p.n_qb || hh >= p.hpk) return; // the whole pair leaves together
-    const int h   = kvh * p.hpk + hh;
-    const int bg  = b * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
-    const int nch = p.n_ch[bg];
-    const int c_begin = blockIdx.y * p.chunks_per_cta;
-    if (c_begin >= nch) return;
-    const int            c_end = min(nch, c_begin + p.chunks_per_cta);
-    const lc_hip_qblock  q     = p.qb[b];
-    const int32_t       *pt    = p.seqs[q.seq].page_table;
-    const int            nq    = (q.n_rows + p.q_stride - 1) / p.q_stride;
-    const bool           rows_valid = mt * 16 < nq; // warp-uniform: an idle m-tile only meets
-    const int            g = lane >> 2, cq = lane & 3;
-    const uint16_t      *kbase = p.k + (size_t)kvh * p.P * D + cq * (D / 4);
-    uint32_t             aL[QR], aR[QR];
-    if (rows_valid) {
-        const uint32_t *qf = p.qfrag + (size_t)(b * p.n_head + h) * 2 * p.n_mt * 32 * QR + lane * QR;
-        const uint4    *s0 = (const uint4 *)(qf + (size_t)mt * 32 * QR);
-        const uint4    *s1 = (const uint4 *)(qf + (size_t)(p.n_mt + mt) * 32 * QR);
-#pragma unroll
-        for (int i = 0; i < QR / 4; i++) {
-            uint4 x   = __ldg(s0 + i);
-            aL[4 * i] = x.x, aL[4 * i + 1] = x.y, aL[4 * i + 2] = x.z, aL[4 * i + 3] = x.w;
-            if (MODE == LC_HIP_SCAN_RELATIVE) x = __ldg(s1 + i);
-            aR[4 * i] = x.x, aR[4 * i + 1] = x.y, aR[4 * i + 2] = x.z, aR[4 * i + 3] = x.w;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < QR; i++) aL[i] = aR[i] = 0u;
-    }
-    int         parity = 0;
-    uint32_t   *scores = p.scores + (size_t)bg * p.max_chunks;
-    const int2 *chunks = p.chunks + (size_t)bg * p.max_chunks;
-    for (int c0 = c_begin; c0 < c_end; c0 += 8) {
-        const int  c     = c0 + g;
-        const bool valid = c < c_end;
-        int        lo = 0, hi = 0;
-        if (valid) {
-            const int2 ch = chunks[c];
-            lo = ch.x, hi = ch.x + ch.y;
-        }
-        float fin   = -INFINITY;
-        bool  known = false; // fin holds S(lo, RIGHT)
-        while (true) {
-            const bool active = hi - lo > 1;
-            if (!__any_sync(kFull, active)) break; // the same in every warp of the pair
-            const int mid = lo + ((hi - lo) >> 1);
-            uint32_t  bl[KR], br[KR];
-            load_key<D>(bl, active && rows_valid ? lo : -1, pt, kbase, p);
-            load_key<D>(br, active && rows_valid ? mid : -1, pt, kbase, p);
-            if (MODE != LC_HIP_SCAN_RELATIVE) {
-                rotate_key<D>(bl, clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? lo : c, p.n_pos), cq, p);
-                rotate_key<D>(br, clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? mid : c, p.n_pos), cq, p);
-            }
-            float sL, sR;
-            probe_scores<D, true>(aL, aR, bl, br, rows_valid, mt * 16, nq, p.n_mt, warp, pair,
-                                  parity, red, lane, sL, sR);
-            if (active) {
-                if (sR > sL) lo = mid, fin = sR, known = true;
-                else {
-                    hi = mid;
-                    if (MODE != LC_HIP_SCAN_RELATIVE) fin = sL, known = true;
-                }
-            }
-        }
-        const bool need = valid && !known; // lo never probed in the right slot: probe it now
-        if (__any_sync(kFull, need)) {
-            uint32_t br[KR];
-            load_key<D>(br, need && rows_valid ? lo : -1, pt, kbase, p);
-            if (MODE != LC_HIP_SCAN_RELATIVE)
-                rotate_key<D>(br, clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? lo : c, p.n_pos), cq, p);
-            float sL = 0.f, sR;
-            probe_scores<D, false>(aL, aR, br, br, rows_valid, mt * 16, nq, p.n_mt, warp, pair,
-                                   parity, red, lane, sL, sR);
-            if (need) fin = sR;
-        }
-        if (valid && cq == 0 && mt == 0) atomicMax(scores + c, score_key(fin));
-    }
-}
-
-// ---- 4. top n_keep per (block, group) ----------------------------------------------------------
-// grid: n_pairs; block: kSelThreads
-__global__ void __launch_bounds__(kSelThreads) hip_select_kernel(stage_params p) {
-    __shared__ int      hist[2048];
-    __shared__ int      scan_smem[32];
-    __shared__ uint32_t sh_digit;
-    __shared__ int      sh_above;
-    const int           bg = blockIdx.x, n = p.n_ch[bg], k = p.n_keep, tid = threadIdx.x;
-    const int2         *ch = p.chunks + (size_t)bg * p.max_chunks;
-    const uint32_t     *sc = p.scores + (size_t)bg * p.max_chunks;
-    lc_hip_seg         *out = p.out + (size_t)bg * p.n_keep;
+// The n_keep best chunks of pair bg (all threads of the block call it; smem >= kSelHead ints).
+__device__ void select_pair(const stage_params &p, int bg, unsigned char *smem) {
+    int            *hist = (int *)smem, *scan = hist + kSelBins, *misc = scan + 32;
+    uint32_t       *kc   = (uint32_t *)(smem + kSelHead * 4);
+    const int       tid = threadIdx.x, bd = blockDim.x;
+    const int       n = p.n_ch[bg], k = p.n_keep;
+    const int2     *ch  = p.chunks + (size_t)bg * p.max_chunks;
+    const uint32_t *sc  = p.scores + (size_t)bg * p.max_chunks;
+    lc_hip_seg     *out = p.out + (size_t)bg * p.n_keep;
     if (n <= k) {
-        for (int c = tid; c < n; c += blockDim.x) out[c] = lc_hip_seg{ch[c].x, ch[c].y};
+        for (int c = tid; c < n; c += bd) out[c] = lc_hip_seg{ch[c].x, ch[c].y};
         if (tid == 0) p.out_n[bg] = n;
         return;
+    }
+    const bool cached = !p.global_select && (int64_t)(kSelHead + n) * 4 <= (int64_t)p.smem_bytes;
+    if (cached) {
+        for (int c = tid; c < n; c += bd) kc[c] = __ldcg(sc + c);
+        __syncthreads();
     }
     // radix select of the k-th largest key T: after the passes, kk keys equal to T are wanted
     uint32_t  prefix = 0, pmask = 0;
     int       kk     = k;
     const int shifts[3] = {21, 10, 0}, widths[3] = {11, 11, 10};
     for (int pass = 0; pass < 3; pass++) {
-        const int sh = shifts[pass], nb = 1 << widths[pass];
+        const int      sh = shifts[pass], nb = 1 << widths[pass];
         const uint32_t dm = (uint32_t)nb - 1u;
-        for (int i = tid; i < nb; i += blockDim.x) hist[i] = 0;
+        for (int i = tid; i < nb; i += bd) hist[i] = 0;
         __syncthreads();
-        for (int c = tid; c < n; c += blockDim.x) {
-            const uint32_t key = sc[c];
+        for (int c = tid; c < n; c += bd) {
+            const uint32_t key = cached ? kc[c] : __ldcg(sc + c);
             if ((key & pmask) == prefix) atomicAdd(&hist[(key >> sh) & dm], 1);
         }
         __syncthreads();
         // thread t owns the bins nb-1-t*per .. downwards; find the bin where the count from the
         // top reaches kk
-        const int per = nb / blockDim.x;
+        const int per   = (nb + bd - 1) / bd;
         int       local = 0;
-        for (int i = 0; i < per; i++) local += hist[nb - 1 - (tid * per + i)];
-        int       tot;
-        int       cum = block_excl_scan(local, &tot, scan_smem);
         for (int i = 0; i < per; i++) {
-            const int bin = nb - 1 - (tid * per + i), cnt = hist[bin];
-            if (cum < kk && cum + cnt >= kk) sh_digit = (uint32_t)bin, sh_above = cum;
+            const int idx = tid * per + i;
+            if (idx < nb) local += hist[nb - 1 - idx];
+        }
+        int tot;
+        int cum = block_excl_scan(local, &tot, scan);
+        for (int i = 0; i < per; i++) {
+            const int idx = tid * per + i;
+            if (idx >= nb) break;
+            const int bin = nb - 1 - idx, cnt = hist[bin];
+            if (cum < kk && cum + cnt >= kk) misc[0] = bin, misc[1] = cum;
             cum += cnt;
         }
         __syncthreads();
-        kk -= sh_above;
-        prefix |= sh_digit << sh;
+        kk -= misc[1];
+        prefix |= (uint32_t)misc[0] << sh;
         pmask |= dm << sh;
         __syncthreads();
     }
     const uint32_t T = prefix;
     // rank ranges per thread; equal keys are kept from the highest rank down
-    const int per = (n + blockDim.x - 1) / blockDim.x;
+    const int per = (n + bd - 1) / bd;
     const int c0 = min(n, tid * per), c1 = min(n, c0 + per);
     int       eq = 0;
-    for (int c = c0; c < c1; c++) eq += sc[c] == T;
+    for (int c = c0; c < c1; c++) eq += (cached ? kc[c] : __ldcg(sc + c)) == T;
     int       tot_eq;
-    const int eq_before = block_excl_scan(eq, &tot_eq, scan_smem);
+    const int eq_before = block_excl_scan(eq, &tot_eq, scan);
     const int eq_above  = tot_eq - eq_before - eq;
     int       kept = 0, cum = eq_above;
     for (int c = c1 - 1; c >= c0; c--) {
-        const uint32_t key = sc[c];
+        const uint32_t key = cached ? kc[c] : __ldcg(sc + c);
         if (key > T) kept++;
         else if (key == T) kept += cum++ < kk;
     }
     int       tot_kept;
-    const int at = block_excl_scan(kept, &tot_kept, scan_smem);
+    const int at = block_excl_scan(kept, &tot_kept, scan);
     int       j = 0;
     cum         = eq_above;
     for (int c = c1 - 1; c >= c0; c--) {
-        const uint32_t key  = sc[c];
+        const uint32_t key  = cached ? kc[c] : __ldcg(sc + c);
         bool           keep = key > T;
         if (key == T) keep = cum++ < kk;
         if (keep) {
@@ -544,50 +436,379 @@ __global__ void __launch_bounds__(kSelThreads) hip_select_kernel(stage_params p)
     if (tid == 0) p.out_n[bg] = tot_kept;
 }
 
+// The key a descent state (lo, hi) probes at a step (-1: none): step 0 the chunk's first key,
+// then the mid; *needL: its left-slot score may be needed later (the descent goes on past it).
+__device__ __forceinline__ int probe_pos(int4 st, int step, bool *needL) {
+    *needL = false;
+    if (step == 0) {
+        if (st.y <= st.x) return -1;
+        *needL = st.y - st.x > 1;
+        return st.x;
+    }
+    if (st.y - st.x <= 1) return -1;
+    const int mid = st.x + ((st.y - st.x) >> 1);
+    *needL        = st.y - mid > 1;
+    return mid;
+}
+
+// The maxima over this warp's valid query rows of one tile's scores (c: an m16n8 accumulator)
+// for its 8 columns; lanes 0-3 get columns 2·lane, 2·lane + 1.
+__device__ __forceinline__ float2 col_max(const float c[4], bool ok0, bool ok1) {
+    float m0 = -INFINITY, m1 = -INFINITY;
+    if (ok0) m0 = c[0], m1 = c[1];
+    if (ok1) m0 = fmaxf(m0, c[2]), m1 = fmaxf(m1, c[3]);
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        m0 = fmaxf(m0, __shfl_xor_sync(kFull, m0, o));
+        m1 = fmaxf(m1, __shfl_xor_sync(kFull, m1, o));
+    }
+    return make_float2(m0, m1);
+}
+
+// grid: (ceil(n_qb / nb) * H * n_hsub, chunk tiles of cpt ranks); block: 32 * nb * hpc * n_mt;
+// dynamic smem: smem_bytes. Warp w: unit u = w / n_mt (block u / hpc of the CTA's nb, head
+// u % hpc of its KV head's subset), m-tile w % n_mt; it owns tiles T = j * n_mt + mt (j < S)
+// of every wave: issues their loads, rotates their keys and steps their descents (state in
+// shared memory). A wave starts by caching its chunks' page-table entries (npg per chunk).
+template <int D, int MODE, int S>
+__global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_params p) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int  QR  = D / 4;
+    constexpr bool REL = MODE == LC_HIP_SCAN_RELATIVE;
+    constexpr int  TP  = REL ? 1 : 2; // tiles per mma pass
+    const int      lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, cq = lane & 3;
+    const int      n_mt = p.n_mt, u = warp / n_mt, mt = warp - u * n_mt;
+    const int      NT = S * n_mt, W = 8 * NT, npg = p.npg, sh = p.p_shift;
+    unsigned char *ub    = smem + (size_t)u * p.unit_bytes;
+    uint16_t      *kbuf  = (uint16_t *)ub;
+    float         *tab   = (float *)(ub + (size_t)W * D * 2);
+    float         *red   = tab + (REL ? 0 : (size_t)W * p.tab_stride);
+    int4          *stt   = (int4 *)(red + (size_t)n_mt * 2 * W); // [W] lo, hi, S(lo, LEFT), final
+    int2          *rec   = (int2 *)(stt + W);                    // [2][W] chunk records
+    int           *fpg   = (int *)(rec + 2 * W);                 // [W] first page of the chunk
+    int           *pcache = fpg + W;                             // [W][npg] its page-table entries
+    int           *tflag = pcache + (size_t)W * npg;             // [2][NT]
+    const int      hs = blockIdx.x % p.n_hsub, kvh = (blockIdx.x / p.n_hsub) % p.H;
+    const int      bgrp = blockIdx.x / (p.n_hsub * p.H);
+    const int      b = bgrp * p.nb + u / p.hpc, hh = hs * p.hpc + u % p.hpc;
+
+    if (b < p.n_qb && hh < p.hpk) { // the whole unit takes this branch
+        const int h       = kvh * p.hpk + hh;
+        const int bg      = b * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
+        const int nch     = p.n_ch[bg];
+        const int c_begin = blockIdx.y * p.cpt, c_end = min(nch, c_begin + p.cpt);
+        if (c_begin < c_end) {
+            const lc_hip_qblock q  = p.qb[b];
+            const int32_t      *pt = p.seqs[q.seq].page_table;
+            const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride;
+            const bool          rows_valid = mt * 16 < nq;
+            const bool          ok0 = mt * 16 + g < nq, ok1 = mt * 16 + g + 8 < nq;
+            uint32_t            aR[QR], aL[REL ? QR : 1];
+            if (rows_valid) {
+                const uint32_t *qf = p.qfrag + (size_t)(b * p.n_head + h) * 2 * n_mt * 32 * QR + lane * QR;
+                const uint4    *s0 = (const uint4 *)(qf + (size_t)mt * 32 * QR);
+                const uint4    *s1 = (const uint4 *)(qf + (size_t)(n_mt + mt) * 32 * QR);
+#pragma unroll
+                for (int i = 0; i < QR / 4; i++) {
+                    uint4 x = __ldg(s0 + i);
+                    if (REL) {
+                        aL[4 * i] = x.x, aL[4 * i + 1] = x.y, aL[4 * i + 2] = x.z, aL[4 * i + 3] = x.w;
+                        x = __ldg(s1 + i);
+                    }
+                    aR[4 * i] = x.x, aR[4 * i + 1] = x.y, aR[4 * i + 2] = x.z, aR[4 * i + 3] = x.w;
+                }
+            }
+            const uint16_t *kbase = p.k + (size_t)kvh * p.P * D;
+            const size_t    page_stride = (size_t)p.H * p.P * D;
+            const int       half = p.n_rot >> 1;
+            const bool      quad = (half & 3) == 0;
+            const int       n_items = quad ? half >> 2 : half;
+            uint32_t       *scores = p.scores + (size_t)bg * p.max_chunks;
+            const int2     *chunks = p.chunks + (size_t)bg * p.max_chunks;
+            int             par = 0, wp = 0;
+#pragma unroll
+            for (int j = 0; j < S; j++) { // the first wave's chunk records
+                const int ci = (j * n_mt + mt) * 8 + g;
+                if (cq == 0 && c_begin + ci < c_end) rec[ci] = chunks[c_begin + ci];
+            }
+            __syncwarp();
+            for (int w0 = c_begin; w0 < c_end; w0 += W, wp ^= 1) {
+                // descent state and page entries from the records; fetch the next wave's records
+#pragma unroll
+                for (int j = 0; j < S; j++) {
+                    const int  ci = (j * n_mt + mt) * 8 + g, rank = w0 + ci;
+                    const bool v  = rank < c_end;
+                    const int2 r  = rec[wp * W + ci];
+                    const int  p0 = r.x >> sh, p1 = (r.x + r.y - 1) >> sh;
+                    if (cq == 0) {
+                        stt[ci] = v ? make_int4(r.x, r.x + r.y, 0, 0) : make_int4(0, -1, 0, 0);
+                        fpg[ci] = p0;
+                        if (rank + W < c_end) {
+                            const unsigned d = smem_u32(rec + (wp ^ 1) * W + ci);
+                            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d),
+                                         "l"(chunks + rank + W) : "memory");
+                        }
+                    }
+                    if (v)
+                        for (int e = cq; e < npg && p0 + e <= p1; e += 4)
+                            cp_async4(pcache + ci * npg + e, pt + p0 + e);
+                }
+                cp_async_wait_all();
+                __syncwarp();
+                for (int step = 0;; step++, par ^= 1) {
+                    // the probes of this step: step 0 the first key, then the mid
+                    unsigned tact = 0;
+#pragma unroll
+                    for (int j = 0; j < S; j++) {
+                        const int      T = j * n_mt + mt;
+                        bool           needL;
+                        const int      pos = probe_pos(stt[T * 8 + g], step, &needL);
+                        const unsigned bR = __ballot_sync(kFull, pos >= 0), bL = __ballot_sync(kFull, needL);
+                        if (lane == 0) tflag[par * NT + T] = (bR ? 1 : 0) | (REL && bL ? 2 : 0);
+                        if (bR) tact |= 1u << j;
+                    }
+#pragma unroll 1
+                    for (int j = 0; j < S; j++) {
+                        const int T = j * n_mt + mt, ci = T * 8 + g, row = ci;
+                        bool      needL;
+                        const int pos = probe_pos(stt[ci], step, &needL);
+                        if (pos < 0) continue;
+                        const int e = (pos >> sh) - fpg[ci];
+                        const int page = e < npg ? pcache[ci * npg + e] : __ldg(pt + (pos >> sh));
+                        const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
+#pragma unroll
+                        for (int m = 0; m < D / 32; m++) {
+                            const int pc = cq + 4 * m;
+                            cp_async16(kbuf + row * D + ((pc ^ (row & 7)) << 3), src + pc * 8);
+                        }
+                        if (!REL && half > 0) {
+                            const int    tp = clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
+                            const float *c = p.cs + (size_t)tp * half, *s = p.sn + (size_t)tp * half;
+                            float       *tr = tab + (size_t)row * p.tab_stride;
+                            if (p.tab16) {
+                                for (int e2 = 4 * cq; e2 < half; e2 += 16) {
+                                    cp_async16(tr + e2, c + e2);
+                                    cp_async16(tr + half + e2, s + e2);
+                                }
+                            } else {
+                                for (int e2 = cq; e2 < half; e2 += 4) {
+                                    cp_async4(tr + e2, c + e2);
+                                    cp_async4(tr + half + e2, s + e2);
+                                }
+                            }
+                        }
+                    }
+                    cp_async_wait_all();
+                    __syncwarp();
+                    if (!REL && half > 0) { // rotate the rows of this warp's tiles
+                        for (int j = 0; j < S; j++) {
+                            if (!(tact >> j & 1)) continue;
+                            const int T = j * n_mt + mt;
+#pragma unroll 2
+                            for (int idx = lane; idx < 8 * n_items; idx += 32) {
+                                const int r = T * 8 + (idx & 7);
+                                rotate_item<D>(kbuf, tab + (size_t)r * p.tab_stride, r, idx >> 3, half,
+                                               p.neox != 0, quad);
+                            }
+                        }
+                    }
+                    if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
+                    else __syncwarp();
+                    const int tf = lane < NT ? tflag[par * NT + lane] : 0;
+                    if (!__ballot_sync(kFull, tf & 1)) { // every descent of the wave is done
+                        par ^= 1;                         // (the next wave writes the other flags)
+                        break;
+                    }
+                    // scores of the active tiles, TP at a time (independent mma chains): 16
+                    // queries of this m-tile x 8 chunks each
+                    for (int T0 = 0; T0 < NT; T0 += TP) {
+                        int  Ts[TP], fs[TP], fany = 0;
+#pragma unroll
+                        for (int t = 0; t < TP; t++) {
+                            Ts[t] = T0 + t < NT ? T0 + t : T0;
+                            fs[t] = T0 + t < NT ? __shfl_sync(kFull, tf, Ts[t]) : 0;
+                            fany |= fs[t];
+                        }
+                        if (!(fany & 1)) continue;
+                        const bool doL = REL && (fany & 2);
+                        float      cR[TP][4], cL[TP][4];
+#pragma unroll
+                        for (int t = 0; t < TP; t++)
+#pragma unroll
+                            for (int i = 0; i < 4; i++) cR[t][i] = cL[t][i] = 0.f;
+                        if (rows_valid) {
+#pragma unroll
+                            for (int kk = 0; kk < D / 32; kk++) {
+                                const int off = ((4 * kk + (lane >> 3)) ^ (lane & 7)) << 3;
+                                uint32_t  bf[TP][4];
+#pragma unroll
+                                for (int t = 0; t < TP; t++)
+                                    ldmatrix_x4(bf[t], kbuf + (Ts[t] * 8 + (lane & 7)) * D + off);
+#pragma unroll
+                                for (int hk = 0; hk < 2; hk++)
+#pragma unroll
+                                    for (int t = 0; t < TP; t++) {
+                                        mma_bf16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
+                                        if (REL && doL)
+                                            mma_bf16(cL[t], aL + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
+                                    }
+                            }
+                        }
+#pragma unroll
+                        for (int t = 0; t < TP; t++) {
+                            const float2 r = col_max(cR[t], rows_valid && ok0, rows_valid && ok1);
+                            float2       l = r;
+                            if (doL) l = col_max(cL[t], rows_valid && ok0, rows_valid && ok1);
+                            if (lane < 4 && (fs[t] & 1)) { // columns 2·lane, 2·lane + 1 of the tile
+                                float *rr = red + (size_t)mt * 2 * W + Ts[t] * 8 + 2 * lane;
+                                *(float2 *)(rr + W) = r;
+                                if (doL) *(float2 *)rr = l;
+                            }
+                        }
+                    }
+                    if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
+                    else __syncwarp();
+                    // the descent steps of this warp's chunks: the left probe's score is the
+                    // winner's, known from an earlier step
+#pragma unroll 2
+                    for (int j = 0; j < S; j++) {
+                        const int ci = (j * n_mt + mt) * 8 + g;
+                        int4      st = stt[ci];
+                        bool      needL;
+                        const int pj = probe_pos(st, step, &needL); // this step's probe (as issued)
+                        if (pj >= 0) {
+                            float sR = -INFINITY, sL = -INFINITY;
+                            for (int m = 0; m < n_mt; m++) {
+                                sR = fmaxf(sR, red[(size_t)m * 2 * W + W + ci]);
+                                if (REL) sL = fmaxf(sL, red[(size_t)m * 2 * W + ci]);
+                            }
+                            if (!REL) sL = sR;
+                            if (step == 0) st.z = __float_as_int(sL), st.w = __float_as_int(sR);
+                            else if (sR > __int_as_float(st.z))
+                                st.x = pj, st.z = __float_as_int(sL), st.w = __float_as_int(sR);
+                            else st.y = pj;
+                        }
+                        __syncwarp(); // every lane of the quad has read the state
+                        if (pj >= 0 && cq == 0) stt[ci] = st;
+                    }
+                    __syncwarp();
+                }
+#pragma unroll
+                for (int j = 0; j < S; j++) {
+                    const int  ci = (j * n_mt + mt) * 8 + g;
+                    const int4 st = stt[ci];
+                    if (st.y > st.x && cq == 0) atomicMax(scores + w0 + ci, score_key(__int_as_float(st.w)));
+                }
+                __syncwarp();
+            }
+        }
+    }
+    // the last CTA of a (block, group) pair selects its chunks
+    __threadfence();
+    __syncthreads();
+    int *sflag = (int *)smem;
+    if ((int)threadIdx.x < p.nb) {
+        const int b2   = bgrp * p.nb + threadIdx.x;
+        int       last = 0;
+        if (b2 < p.n_qb) {
+            const int bg2 = b2 * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
+            last          = atomicAdd(p.cnt + bg2, 1) == p.ctas_per_pair - 1;
+        }
+        sflag[threadIdx.x] = last;
+    }
+    __syncthreads();
+    unsigned lastmask = 0;
+    for (int i = 0; i < p.nb; i++) lastmask |= sflag[i] ? 1u << i : 0u;
+    __syncthreads();
+    for (int i = 0; i < p.nb; i++)
+        if (lastmask >> i & 1) {
+            __threadfence();
+            select_pair(p, (bgrp * p.nb + i) * p.n_groups + (p.n_groups == 1 ? 0 : kvh), smem);
+            __syncthreads();
+        }
+}
+
 // ---- host side -------------------------------------------------------------------------------
 
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-// Scratch layout for head dim D; offsets of n_ch, chunks, scores, qfrag and the total.
-size_t scratch_layout(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a, int D, size_t off[4]) {
+// Scratch layout for head dim D; offsets of n_ch, cnt, chunks, scores, qfrag and the total.
+size_t scratch_layout(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a, int D, size_t off[5]) {
     const size_t pairs = (size_t)n_qb * (size_t)a->n_groups, mc = (size_t)(a->max_chunks > 0 ? a->max_chunks : 0);
     const int    nq    = (a->max_rows + a->q_stride - 1) / a->q_stride;
     const size_t n_mt  = (size_t)((nq + 15) / 16);
     off[0]             = 0;
     off[1]             = align256(off[0] + pairs * sizeof(int32_t));
-    off[2]             = align256(off[1] + pairs * mc * sizeof(int2));
-    off[3]             = align256(off[2] + pairs * mc * sizeof(uint32_t));
-    return align256(off[3] + (size_t)n_qb * n_head * 2 * n_mt * 32 * (size_t)(D / 4) * 4);
+    off[2]             = align256(off[1] + pairs * sizeof(int32_t));
+    off[3]             = align256(off[2] + pairs * mc * sizeof(int2));
+    off[4]             = align256(off[3] + pairs * mc * sizeof(uint32_t));
+    return align256(off[4] + (size_t)n_qb * n_head * 2 * n_mt * 32 * (size_t)(D / 4) * 4);
 }
 
-template <int D> int launch_all(const stage_params &p, int n_pairs, int n_tiles) {
-    cudaStream_t st = lc_cuda_stream();
-    hip_chunks_kernel<<<n_pairs, kSelThreads, 0, st>>>(p);
-    LC_CUDA_LAUNCHED();
-    hip_queries_kernel<D><<<dim3((unsigned)(p.n_qb * p.n_head), (unsigned)p.n_mt), kPrepThreads, 0, st>>>(p);
-    LC_CUDA_LAUNCHED();
-    if (n_tiles > 0) {
-        const dim3 grid((unsigned)((p.n_qb + p.nb - 1) / p.nb * p.H * p.n_hsub), (unsigned)n_tiles);
-        const int  threads = 32 * p.nb * p.hpc * p.n_mt;
-        switch (p.mode) {
-        case LC_HIP_SCAN_PLAIN: hip_score_kernel<D, LC_HIP_SCAN_PLAIN><<<grid, threads, 0, st>>>(p); break;
-        case LC_HIP_SCAN_RELATIVE:
-            hip_score_kernel<D, LC_HIP_SCAN_RELATIVE><<<grid, threads, 0, st>>>(p);
-            break;
-        default: hip_score_kernel<D, LC_HIP_SCAN_CHUNK><<<grid, threads, 0, st>>>(p); break;
-        }
-        LC_CUDA_LAUNCHED();
+struct dev_info {
+    int n_sm, smem_optin, smem_sm;
+};
+dev_info device_info(void) {
+    static dev_info di = {0, 0, 0};
+    if (di.n_sm == 0) {
+        int dev = 0, n = 0, o = 0, s = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&o, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&s, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+            n = 108, o = 163 * 1024, s = 164 * 1024;
+        (void)cudaGetLastError();
+        di = dev_info{n, o, s};
     }
-    hip_select_kernel<<<n_pairs, kSelThreads, 0, st>>>(p);
+    return di;
+}
+
+template <int D, int MODE, int S> int launch_score(const stage_params &p, dim3 grid, int threads) {
+    static bool configured = false;
+    if (!configured) {
+        LC_CUDA_TRY(cudaFuncSetAttribute(hip_score_kernel<D, MODE, S>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         device_info().smem_optin));
+        configured = true;
+    }
+    hip_score_kernel<D, MODE, S><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
     LC_CUDA_LAUNCHED();
     return LC_OK;
+}
+
+template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int threads) {
+    return p.S == 1   ? launch_score<D, MODE, 1>(p, grid, threads)
+           : p.S == 2 ? launch_score<D, MODE, 2>(p, grid, threads)
+                      : launch_score<D, MODE, 4>(p, grid, threads);
+}
+
+template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
+    cudaStream_t  st    = lc_cuda_stream();
+    const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_head * p.n_mt;
+    hip_prep_kernel<D><<<(unsigned)nprep, kPrepThreads, 0, st>>>(p);
+    LC_CUDA_LAUNCHED();
+    switch (p.mode) {
+    case LC_HIP_SCAN_PLAIN: return launch_mode<D, LC_HIP_SCAN_PLAIN>(p, grid, threads);
+    case LC_HIP_SCAN_RELATIVE: return launch_mode<D, LC_HIP_SCAN_RELATIVE>(p, grid, threads);
+    default: return launch_mode<D, LC_HIP_SCAN_CHUNK>(p, grid, threads);
+    }
+}
+
+// Shared memory of one unit with S tiles per warp.
+int unit_bytes(int D, int mode, int n_rot, int n_mt, int S, int npg, int *tab_stride) {
+    const int W = 8 * S * n_mt, ts = ((n_rot + 3) & ~3) + 4;
+    *tab_stride = ts;
+    size_t b = (size_t)W * D * 2 + (mode == LC_HIP_SCAN_RELATIVE ? 0 : (size_t)W * ts * 4) +
+               (size_t)n_mt * 2 * W * 4 + (size_t)W * 16 + (size_t)2 * W * 8 + (size_t)W * 4 +
+               (size_t)W * npg * 4 + (size_t)2 * S * n_mt * 4;
+    return (int)((b + 15) & ~(size_t)15);
 }
 
 } // namespace
 
 extern "C" size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a) {
     if (!a || n_qb <= 0 || n_head <= 0 || a->q_stride < 1 || a->max_rows < 1 || a->n_groups < 1) return 0;
-    size_t off[4];
+    size_t off[5];
     return scratch_layout(n_qb, n_head, a, 128, off); // head dims up to 128
 }
 
@@ -615,18 +836,17 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
                        "table has %d", a->n_stream + 1, rope->n_pos);
     if (D != 64 && D != 128)
         return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: head dim %d on CUDA (64 or 128)", D);
-    if (rope->pairing == LC_ROPE_NEOX && a->scan_rope != LC_HIP_SCAN_RELATIVE &&
-        (rope->n_rot / 2) % (D / 4) != 0)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: NEOX RoPE over %d of %d dims on CUDA "
-                       "(needs all or half)", rope->n_rot, D);
     if (n_qb == 0) return LC_OK;
-    size_t       off[4];
+    size_t       off[5];
     const size_t need = scratch_layout(n_qb, n_head, a, D, off);
     if (!scratch || scratch_bytes < need)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: scratch of %zu bytes, %zu needed",
                        scratch_bytes, need);
     const int nq = (a->max_rows + a->q_stride - 1) / a->q_stride;
     const int G  = n_head / H;
+    if (nq > 256)
+        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %d pooled queries per block on CUDA "
+                       "(at most 256)", nq);
 
     stage_params p;
     memset(&p, 0, sizeof p);
@@ -636,35 +856,90 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.p_shift = 0;
     while ((1 << p.p_shift) < P) p.p_shift++;
     p.n_pos = rope->n_pos, p.n_rot = rope->n_rot, p.neox = rope->pairing == LC_ROPE_NEOX;
+    p.tab16 = (rope->n_rot / 2) % 4 == 0 && ((uintptr_t)rope->cos % 16) == 0 &&
+              ((uintptr_t)rope->sin % 16) == 0;
     p.chunk = a->chunk, p.n_keep = a->n_keep, p.q_stride = a->q_stride, p.n_sink = a->n_sink;
     p.n_stream = a->n_stream, p.mode = a->scan_rope, p.n_groups = a->n_groups;
     p.max_chunks = a->max_chunks, p.in_cap = a->in_cap, p.n_mt = (nq + 15) / 16;
+    p.n_pairs = n_qb * a->n_groups;
     p.in = a->in, p.in_n = a->in_n, p.out = a->out, p.out_n = a->out_n;
     char *s  = (char *)scratch;
     p.n_ch   = (int32_t *)(s + off[0]);
-    p.chunks = (int2 *)(s + off[1]);
-    p.scores = (uint32_t *)(s + off[2]);
-    p.qfrag  = (uint32_t *)(s + off[3]);
-    // a CTA: nb blocks (first stage only: they share the chunk grid) x hpc query heads of one
-    // KV head x n_mt m-tiles, one warp each, at most 16 warps; chunk tiles of 8 * iters
-    if (p.n_mt > 16)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %d pooled queries per block on CUDA "
-                       "(at most 256)", nq);
-    p.hpc    = G < 16 / p.n_mt ? G : 16 / p.n_mt;
-    p.n_hsub = (G + p.hpc - 1) / p.hpc;
-    p.nb     = a->in ? 1 : 16 / (p.hpc * p.n_mt);
-    if (p.nb > 4) p.nb = 4;
-    if (p.nb > n_qb) p.nb = n_qb;
-    if (p.nb < 1) p.nb = 1;
-    const int64_t ctas_1 = (int64_t)(n_qb + p.nb - 1) / p.nb * H * p.n_hsub;
-    int           iters  = 1;
-    while (iters < 16 && ctas_1 * (((int64_t)a->max_chunks + 16 * iters - 1) / (16 * iters)) >= 4096)
-        iters *= 2;
-    while (((int64_t)a->max_chunks + 8 * iters - 1) / (8 * iters) > 65535) iters *= 2;
-    p.chunks_per_cta  = 8 * iters;
-    const int n_tiles = (a->max_chunks + p.chunks_per_cta - 1) / p.chunks_per_cta;
-    if (ctas_1 > 0x7fffffff || (int64_t)n_qb * n_head > 0x7fffffff)
+    p.cnt    = (int32_t *)(s + off[1]);
+    p.chunks = (int2 *)(s + off[2]);
+    p.scores = (uint32_t *)(s + off[3]);
+    p.qfrag  = (uint32_t *)(s + off[4]);
+
+    // Score CTA: hpc query heads of one KV head x n_mt m-tiles, one warp each, about 4 warps
+    // (small CTAs: several per SM drift apart, so one's loads overlap another's mma); nb
+    // blocks of them (first stage only, where the chunk grids coincide) in the test mode. S
+    // tiles of 8 chunks per warp: 4 (2 with table rows, or several m-tiles), fewer where that
+    // leaves the GPU with less than one round of CTAs (decode: shorter steps, more CTAs).
+    const dev_info di   = device_info();
+    const char    *test = getenv("LONGCTX_HIP_STAGE_TEST");
+    const char    *es   = getenv("LONGCTX_HIP_STAGE_S");
+    const char    *ew   = getenv("LONGCTX_HIP_STAGE_WPT");
+    p.global_select     = test && *test && *test != '0';
+    const bool rel      = a->scan_rope == LC_HIP_SCAN_RELATIVE;
+    p.hpc = 4 / p.n_mt;
+    if (p.hpc > G) p.hpc = G;
+    if (p.hpc < 1) p.hpc = 1;
+    p.nb = 1;
+    if (p.global_select && !a->in) {
+        p.nb = kMaxWarps / (p.hpc * p.n_mt);
+        if (p.nb > 4) p.nb = 4;
+        if (p.nb > n_qb) p.nb = n_qb;
+        if (p.nb < 1) p.nb = 1;
+    }
+    p.n_hsub  = (G + p.hpc - 1) / p.hpc;
+    p.npg     = (int32_t)(((int64_t)P - 1 + a->chunk - 1) / P + 1);
+    if (p.npg > 8) p.npg = 8;
+    const int     units  = p.nb * p.hpc, threads = 32 * units * p.n_mt;
+    const int64_t ctas_x = (int64_t)(n_qb + p.nb - 1) / p.nb * H * p.n_hsub;
+    int64_t       per_sm = kMaxWarps / (units * p.n_mt);
+    if (per_sm < 1) per_sm = 1;
+    int S = p.n_mt == 1 ? (rel ? 4 : 2) : (p.n_mt <= 8 ? 2 : 1);
+    while (S > 1 && ctas_x * (((int64_t)a->max_chunks + 4 * S * p.n_mt - 1) / (4 * S * p.n_mt)) <=
+                        (int64_t)di.n_sm * per_sm)
+        S /= 2;
+    if (es && (atoi(es) == 1 || atoi(es) == 2 || atoi(es) == 4)) S = atoi(es);
+    while (S > 1 && S * p.n_mt > 32) S /= 2; // the tile flags are read one per lane
+    int ts = 0;
+    for (;;) {
+        p.unit_bytes = unit_bytes(D, a->scan_rope, rope->n_rot, p.n_mt, S, p.npg, &ts);
+        if ((int64_t)p.unit_bytes * units <= di.smem_optin) break;
+        if (S == 1)
+            return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %lld bytes of shared memory per block "
+                           "(%d available)", (long long)p.unit_bytes * units, di.smem_optin);
+        S /= 2;
+    }
+    p.S          = S;
+    p.tab_stride = ts;
+    p.smem_bytes = p.unit_bytes * units;
+    if (p.smem_bytes < (kSelHead + 64) * 4) p.smem_bytes = (kSelHead + 64) * 4;
+    const int64_t by_smem = di.smem_sm / (p.smem_bytes + 1024);
+    if (by_smem < per_sm) per_sm = by_smem > 0 ? by_smem : 1;
+    // chunk tiles (grid y): enough CTAs for two rounds of the resident ones. (One wave per CTA
+    // in the first stage, so that the CTAs resident at a time share chunks of the common grid,
+    // measured 5% slower on the H100: the stage is not bound by DRAM.)
+    const int     W      = 8 * S * p.n_mt;
+    const int64_t waves  = ((int64_t)a->max_chunks + W - 1) / W;
+    const int64_t target = 2 * (int64_t)di.n_sm * per_sm;
+    int64_t       tiles  = (target + ctas_x - 1) / ctas_x;
+    if (tiles > waves) tiles = waves;
+    if (tiles < 1 || p.global_select) tiles = 1;
+    int64_t wpt = (waves + tiles - 1) / tiles;
+    if (ew && atoi(ew) > 0 && !p.global_select) wpt = atoi(ew);
+    if (wpt < 1) wpt = 1;
+    while ((waves + wpt - 1) / wpt > 65535) wpt *= 2;
+    if (wpt * W > 0x7fffffff / 2)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: %d chunks is too many", a->max_chunks);
+    p.cpt       = (int32_t)(wpt * W);
+    tiles       = waves > 0 ? (waves + wpt - 1) / wpt : 1;
+    p.ctas_per_pair = (int32_t)((a->n_groups == 1 ? H : 1) * p.n_hsub * tiles);
+    if (ctas_x > 0x7fffffff || (int64_t)p.n_pairs + (int64_t)n_qb * n_head * p.n_mt > 0x7fffffff ||
+        (int64_t)p.ctas_per_pair > 0x7fffffff / 2)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: %d blocks is too many", n_qb);
-    return D == 64 ? launch_all<64>(p, n_qb * a->n_groups, n_tiles)
-                   : launch_all<128>(p, n_qb * a->n_groups, n_tiles);
+    const dim3 grid((unsigned)ctas_x, (unsigned)tiles);
+    return D == 64 ? launch_all<64>(p, grid, threads) : launch_all<128>(p, grid, threads);
 }
