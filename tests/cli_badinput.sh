@@ -52,6 +52,20 @@ expect 2 "kv-tokens" -- "$BIN" run -m "$MODEL" -p hi --kv-tokens -5
 expect 1 "KV|pages" -- "$BIN" run -m "$MODEL" -p "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty" --kv-tokens 16 --page-size 16
 expect 2 "not one of cpu, cuda" -- "$BIN" run -m "$MODEL" -p hi --device tpu
 expect 2 "unknown template 'jinja9'" -- "$BIN" run -m "$MODEL" -p hi --chat-template jinja9
+# attention methods and InfiniteHiP knobs: refused before anything runs, naming the option
+expect 2 "unknown method 'sparse9'" -- "$BIN" run -m "$MODEL" -p hi --attn sparse9
+expect 2 "need --attn infinitehip" -- "$BIN" run -m "$MODEL" -p hi --hip-k=4096
+expect 2 "unknown InfiniteHiP preset" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --preset 9k
+expect 2 "hip-k.*multiple of its chunk 256" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=1000,512,256
+expect 2 "hip-chunks.*power of two" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,48,8
+expect 2 "hip-chunks.*divide" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,512,8
+expect 2 "hip-k.*more than" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=32768,8192,16384
+expect 2 "hip-block-q" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-block-q=0
+expect 2 "hip-stream" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-stream=0
+expect 2 "hip-refresh" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-refresh=16,0,4
+expect 2 "hip-rope=yarn" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-rope=yarn
+expect 2 "unknown InfiniteHiP option --hip-bogus" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-bogus=1
+expect 2 "give a long natural text" -- "$BIN" eval fidelity -m "$MODEL" --len 4096
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
 expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x
 
