@@ -45,6 +45,7 @@
 // mma pipe (7 m16n8k16 chains per chunk and head, relative RoPE).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/device_prims.cuh"
 #include "util/util.h"
 
 #include <math.h>
@@ -93,8 +94,6 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
 }
-__device__ __forceinline__ float bf16_lo(uint32_t r) { return __uint_as_float(r << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t r) { return __uint_as_float(r & 0xffff0000u); }
 
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
@@ -103,9 +102,6 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t *a, uint32_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src)
                  : "memory");
@@ -122,9 +118,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p))
                  : "memory");
-}
-__device__ __forceinline__ void named_barrier(int id, int n) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
 __device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
