@@ -29,7 +29,7 @@ def passkey(out, series):
     for label, path in series:
         acc = defaultdict(lambda: [0, 0])
         for r in read(path):
-            acc[int(r["len"])][0] += int(r["correct"])
+            acc[int(r["len"])][0] += float(r["correct"])
             acc[int(r["len"])][1] += int(r["trials"])
         xs = sorted(acc)
         plt.plot(xs, [100.0 * acc[x][0] / acc[x][1] for x in xs], marker="o", label=label)

@@ -66,6 +66,7 @@ expect 2 "hip-refresh" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-
 expect 2 "hip-rope=yarn" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-rope=yarn
 expect 2 "unknown InfiniteHiP option --hip-bogus" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-bogus=1
 expect 2 "give a long natural text" -- "$BIN" eval fidelity -m "$MODEL" --len 4096
+expect 2 "unknown task 'ruler9'" -- "$BIN" eval passkey -m "$MODEL" --task ruler9
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
 expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x
 

@@ -1,7 +1,9 @@
 /*
  * cmd_eval.c — `longctx eval passkey`: the passkey-retrieval test (a random 5-digit key hidden
- * at a chosen depth of filler text, then asked back), accuracy per depth and overall. Later
- * issues extend it to RULER-style tasks and run it at 4K .. 1M tokens.
+ * at a chosen depth of filler text, then asked back) and, with --task, RULER-style synthetic
+ * tasks (single needle, multi-key, multi-value, variable tracking; RULER, Hsieh et al. 2024),
+ * accuracy per depth and overall; `longctx eval fidelity`: InfiniteHiP vs dense attention on
+ * the same queries and keys (lc_eval_attn_fidelity).
  */
 #include "gen.h"
 
@@ -19,7 +21,7 @@ static void help(void) {
            "positions (default 64), run InfiniteHiP on the same queries and keys of every\n"
            "layer: the share of the true top-K attention mass (--mass-k, default 2048) on the keys it\n"
            "reads, and the relative L2 error of its output vs dense.\n"
-           "\npasskey:\n"
+           "\npasskey: (and RULER-style tasks with --task)\n"
            "Hide a random 5-digit pass key at each depth (0 = start, 1 = end) of N tokens of\n"
            "filler text, ask for it back (greedy), and report the share of trials whose answer\n"
            "contains the key, per depth and overall.\n"
@@ -27,6 +29,11 @@ static void help(void) {
            "  --len N[,N...]     prompt lengths in tokens (default 2048)\n"
            "  --depths LIST      comma-separated depths in [0, 1] (default 0,0.25,0.5,0.75,1)\n"
            "  --trials K         trials per depth (default 5)\n"
+           "  --task NAME        passkey (default), or RULER-style: niah (one needle),\n"
+           "                     multikey (4 needles, ask one), multivalue (4 values of one key,\n"
+           "                     score = the share found), vt (variable tracking: a chain of 4\n"
+           "                     assignments, score = the share of the variables named); needles\n"
+           "                     are spread in order from the depth to the end\n"
            "  --chat             ask through the model's chat template\n"
            "  --out FILE         also write the results as TSV (len, depth, trials, correct)\n"
            "  -v, --verbose      print each answer\n"
@@ -202,6 +209,108 @@ done:
     return rc;
 }
 
+/* ---- the tasks: passkey and RULER-style needles (RULER: Hsieh et al. 2024, niah_single,
+ * niah_multikey, niah_multivalue, vt) ------------------------------------------------------ */
+
+typedef enum eval_task { T_PASSKEY, T_NIAH, T_MULTIKEY, T_MULTIVALUE, T_VT } eval_task;
+
+static const char *const k_task_names[] = {"passkey", "niah", "multikey", "multivalue", "vt"};
+
+#define MAX_NEEDLES 4
+
+/* One trial's texts: the needles (in prompt order), the question (with the answer's start in
+ * completion mode) and the strings the answer must contain (score = the share found). */
+typedef struct trial_text {
+    int  n_needles, n_expect, max_tokens;
+    char needle[MAX_NEEDLES][256];
+    char question[512];
+    char expect[MAX_NEEDLES][64];
+} trial_text;
+
+static const char *const k_words[] = {"apple",  "river",  "violin", "lantern", "falcon", "marble",
+                                      "canyon", "pepper", "orchid", "glacier", "harbor", "saddle",
+                                      "thimble", "walnut", "quartz", "meadow"};
+
+static void make_trial(eval_task task, bool chat, uint64_t *rng, trial_text *t) {
+    memset(t, 0, sizeof *t);
+    char num[MAX_NEEDLES][16];
+    for (int k = 0; k < MAX_NEEDLES; k++)
+        snprintf(num[k], sizeof num[k], "%07u", (unsigned)(rng_next(rng) % 9000000u + 1000000u));
+    const size_t nw = sizeof k_words / sizeof k_words[0];
+    const char  *word[MAX_NEEDLES];
+    const size_t w0 = (size_t)(rng_next(rng) % nw);
+    for (int k = 0; k < MAX_NEEDLES; k++) word[k] = k_words[(w0 + 3 * (size_t)k) % nw];
+    switch (task) {
+    case T_PASSKEY:
+        snprintf(num[0], sizeof num[0], "%05u", (unsigned)(rng_next(rng) % 90000u + 10000u));
+        t->n_needles = t->n_expect = 1;
+        snprintf(t->needle[0], sizeof t->needle[0],
+                 " The pass key is %s. Remember it. %s is the pass key.", num[0], num[0]);
+        snprintf(t->question, sizeof t->question, "%s",
+                 chat ? "\nWhat is the pass key? Answer with the number only."
+                      : "\nWhat is the pass key? The pass key is");
+        snprintf(t->expect[0], sizeof t->expect[0], "%s", num[0]);
+        t->max_tokens = chat ? 24 : 8;
+        return;
+    case T_NIAH:
+    case T_MULTIKEY:
+        t->n_needles = task == T_NIAH ? 1 : MAX_NEEDLES;
+        t->n_expect  = 1;
+        for (int k = 0; k < t->n_needles; k++)
+            snprintf(t->needle[k], sizeof t->needle[k],
+                     " One of the special magic numbers for %s is: %s.", word[k], num[k]);
+        {
+            /* ask for one of the keys (the first for niah) */
+            const int q = task == T_NIAH ? 0 : (int)(rng_next(rng) % MAX_NEEDLES);
+            snprintf(t->question, sizeof t->question,
+                     chat ? "\nWhat is the special magic number for %s mentioned in the provided "
+                            "text? Answer with the number only."
+                          : "\nWhat is the special magic number for %s mentioned in the provided "
+                            "text? The special magic number for %s mentioned in the provided text is",
+                     word[q], word[q]);
+            snprintf(t->expect[0], sizeof t->expect[0], "%s", num[q]);
+        }
+        t->max_tokens = chat ? 24 : 12;
+        return;
+    case T_MULTIVALUE:
+        t->n_needles = t->n_expect = MAX_NEEDLES;
+        for (int k = 0; k < MAX_NEEDLES; k++) {
+            snprintf(t->needle[k], sizeof t->needle[k],
+                     " One of the special magic numbers for %s is: %s.", word[0], num[k]);
+            snprintf(t->expect[k], sizeof t->expect[k], "%s", num[k]);
+        }
+        snprintf(t->question, sizeof t->question,
+                 chat ? "\nWhat are all the special magic numbers for %s mentioned in the provided "
+                        "text? Answer with the numbers only."
+                      : "\nWhat are all the special magic numbers for %s mentioned in the provided "
+                        "text? The special magic numbers for %s mentioned in the provided text are",
+                 word[0], word[0]);
+        t->max_tokens = 48;
+        return;
+    case T_VT: {
+        /* a chain of 4 variables: VAR A = num, VAR B = VAR A, ... */
+        char var[MAX_NEEDLES][8];
+        for (int k = 0; k < MAX_NEEDLES; k++) {
+            for (int c = 0; c < 5; c++) var[k][c] = (char)('A' + rng_next(rng) % 26);
+            var[k][5] = 0;
+            snprintf(t->expect[k], sizeof t->expect[k], "%s", var[k]);
+        }
+        t->n_needles = t->n_expect = MAX_NEEDLES;
+        snprintf(t->needle[0], sizeof t->needle[0], " VAR %s = %s.", var[0], num[0]);
+        for (int k = 1; k < MAX_NEEDLES; k++)
+            snprintf(t->needle[k], sizeof t->needle[k], " VAR %s = VAR %s.", var[k], var[k - 1]);
+        snprintf(t->question, sizeof t->question,
+                 chat ? "\nFind all variables that are assigned the value %s in the text above."
+                      : "\nFind all variables that are assigned the value %s in the text above. "
+                        "Answer: According to the chain(s) of variable assignment in the text "
+                        "above, 4 variables are assigned the value %s, they are:",
+                 num[0], num[0]);
+        t->max_tokens = 32;
+        return;
+    }
+    }
+}
+
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help();
@@ -221,6 +330,7 @@ int cmd_eval(int argc, char **argv) {
     int       n_depths   = 5;
     long long trials     = 5;
     bool      chat = false, verbose = false;
+    eval_task task = T_PASSKEY;
     const char *out_path = NULL, *dump_path = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -241,6 +351,17 @@ int cmd_eval(int argc, char **argv) {
         } else if (!strcmp(a, "--trials")) {
             if (!(v = cli_value("eval", argc, argv, &i)) || !cli_int("eval", a, v, 1, 100000, &trials))
                 return CLI_USAGE;
+        } else if (!strcmp(a, "--task")) {
+            if (!(v = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+            int found = -1;
+            for (int k = 0; k < (int)(sizeof k_task_names / sizeof k_task_names[0]); k++)
+                if (!strcmp(v, k_task_names[k])) found = k;
+            if (found < 0) {
+                fprintf(stderr, "longctx eval: --task: unknown task '%s' (known: passkey, niah, "
+                        "multikey, multivalue, vt)\n", v);
+                return CLI_USAGE;
+            }
+            task = (eval_task)found;
         } else if (!strcmp(a, "--chat")) {
             chat = true;
         } else if (!strcmp(a, "--out")) {
@@ -261,16 +382,14 @@ int cmd_eval(int argc, char **argv) {
     const lc_tokenizer *tok = lc_model_tokenizer(m);
     lc_context         *ctx = NULL;
     FILE               *out = NULL, *dump = NULL;
-    int32_t *t_intro = NULL, *t_fill = NULL, *t_q = NULL, *t_pre = NULL, *t_post = NULL;
-    size_t   n_intro = 0, n_fill = 0, n_q = 0, n_pre = 0, n_post = 0;
+    int32_t *t_intro = NULL, *t_fill = NULL, *t_pre = NULL, *t_post = NULL;
+    size_t   n_intro = 0, n_fill = 0, n_pre = 0, n_post = 0;
     tokbuf   prompt = {0};
     const char *intro = "There is an important piece of information hidden inside a lot of "
                         "irrelevant text. Find it and memorize it. I will quiz you about the "
                         "important information there.\n";
     const char *filler = " The grass is green. The sky is blue. The sun is yellow. Here we go. "
                          "There and back again.";
-    const char *question = "\nWhat is the pass key? The pass key is";
-    const char *q_chat   = "\nWhat is the pass key? Answer with the number only.";
     /* chat: the prompt is wrapped as a user turn; split the formatted text around a marker */
     if (chat) {
         char           *formatted = NULL;
@@ -288,8 +407,7 @@ int cmd_eval(int argc, char **argv) {
         }
         free(formatted);
     }
-    if (encode(tok, intro, false, &t_intro, &n_intro) || encode(tok, filler, false, &t_fill, &n_fill) ||
-        encode(tok, chat ? q_chat : question, false, &t_q, &n_q))
+    if (encode(tok, intro, false, &t_intro, &n_intro) || encode(tok, filler, false, &t_fill, &n_fill))
         goto done;
     if (out_path && !(out = fopen(out_path, "w"))) {
         fprintf(stderr, "longctx eval: cannot write %s\n", out_path);
@@ -304,25 +422,40 @@ int cmd_eval(int argc, char **argv) {
     for (int li = 0; li < n_lens; li++) max_len = (int64_t)lens[li] > max_len ? (int64_t)lens[li] : max_len;
     if (gen_context("eval", &o, m, max_len + 64, &ctx) != CLI_OK) goto done;
     uint64_t rng   = 0x5EED ^ o.sampling.seed;
-    printf("passkey retrieval (%s)\n%8s %8s %8s %8s\n", chat ? "chat" : "completion", "len",
+    printf("%s (%s)\n%8s %8s %8s %8s\n", k_task_names[task], chat ? "chat" : "completion", "len",
            "depth", "correct", "acc");
-    int64_t all_ok = 0, all_n = 0;
+    double  all_ok = 0;
+    int64_t all_n  = 0;
     for (int li = 0; li < n_lens; li++) {
         const int64_t len   = (int64_t)lens[li];
         for (int di = 0; di < n_depths; di++) {
-            int64_t ok = 0;
+            double ok = 0;
             for (long long tr = 0; tr < trials; tr++) {
-                char key[16], needle[128];
-                snprintf(key, sizeof key, "%05u", (unsigned)(rng_next(&rng) % 90000u + 10000u));
-                snprintf(needle, sizeof needle, " The pass key is %s. Remember it. %s is the pass key.", key, key);
-                int32_t *t_needle = NULL;
-                size_t   n_needle = 0;
-                if (encode(tok, needle, false, &t_needle, &n_needle)) goto done;
-                const int64_t fixed = (int64_t)(n_pre + n_intro + n_needle + n_q + n_post) +
+                trial_text tt;
+                make_trial(task, chat, &rng, &tt);
+                int32_t *t_nd[MAX_NEEDLES] = {0}, *t_qq = NULL;
+                size_t   n_nd[MAX_NEEDLES] = {0}, n_qq = 0, n_nd_all = 0;
+                bool     enc_ok = true;
+                for (int k = 0; k < tt.n_needles && enc_ok; k++) {
+                    enc_ok = encode(tok, tt.needle[k], false, &t_nd[k], &n_nd[k]) == LC_OK;
+                    n_nd_all += n_nd[k];
+                }
+                enc_ok = enc_ok && encode(tok, tt.question, false, &t_qq, &n_qq) == LC_OK;
+                if (!enc_ok) {
+                    for (int k = 0; k < MAX_NEEDLES; k++) free(t_nd[k]);
+                    free(t_qq);
+                    goto done;
+                }
+                const int64_t fixed = (int64_t)(n_pre + n_intro + n_nd_all + n_qq + n_post) +
                                       (lc_tokenizer_add_bos(tok) ? 1 : 0);
                 int64_t units = (len - fixed) / (int64_t)n_fill;
                 if (units < 1) units = 1;
-                const int64_t at = (int64_t)(depths[di] * (double)units + 0.5);
+                int64_t at[MAX_NEEDLES];
+                for (int k = 0; k < tt.n_needles; k++) {
+                    /* needle k: spread after the depth (in order, so chains read forwards) */
+                    const double d = depths[di] + (1.0 - depths[di]) * k / tt.n_needles;
+                    at[k]          = (int64_t)(d * (double)units + 0.5);
+                }
                 prompt.n         = 0;
                 bool okb         = true;
                 if (lc_tokenizer_add_bos(tok)) {
@@ -331,52 +464,58 @@ int cmd_eval(int argc, char **argv) {
                 }
                 okb = okb && tb_push(&prompt, t_pre, n_pre) && tb_push(&prompt, t_intro, n_intro);
                 for (int64_t u = 0; u <= units && okb; u++) {
-                    if (u == at) okb = tb_push(&prompt, t_needle, n_needle);
+                    for (int k = 0; k < tt.n_needles && okb; k++)
+                        if (at[k] == u) okb = tb_push(&prompt, t_nd[k], n_nd[k]);
                     if (u < units) okb = okb && tb_push(&prompt, t_fill, n_fill);
                 }
-                okb = okb && tb_push(&prompt, t_q, n_q) && tb_push(&prompt, t_post, n_post);
-                free(t_needle);
+                okb = okb && tb_push(&prompt, t_qq, n_qq) && tb_push(&prompt, t_post, n_post);
+                for (int k = 0; k < MAX_NEEDLES; k++) free(t_nd[k]);
+                free(t_qq);
                 if (!okb) {
                     fprintf(stderr, "longctx eval: out of memory\n");
                     goto done;
                 }
                 if (dump) {
-                    fprintf(dump, "%s", key);
+                    fprintf(dump, "%s", tt.expect[0]);
                     for (size_t t = 0; t < prompt.n; t++) fprintf(dump, " %d", prompt.ids[t]);
                     fputc('\n', dump);
                 }
-                lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n, .max_tokens = chat ? 24 : 8,
-                                  .sampling = o.sampling};
+                lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n,
+                                  .max_tokens = tt.max_tokens, .sampling = o.sampling};
                 req.sampling.temperature = 0.0f;
                 gen_result res;
                 if (gen_run("eval", ctx, &req, false, 1 << 30, &res) != CLI_OK) {
                     free(res.text);
                     goto done;
                 }
-                const bool hit = res.text && strstr(res.text, key) != NULL;
-                ok += hit;
+                int found = 0;
+                for (int k = 0; k < tt.n_expect; k++)
+                    found += res.text && strstr(res.text, tt.expect[k]) != NULL;
+                const double score = (double)found / tt.n_expect;
+                ok += score;
                 if (verbose)
-                    fprintf(stderr, "len %lld depth %.2f trial %lld key %s: %s -> \"%s\"\n",
-                            (long long)prompt.n, depths[di], tr, key, hit ? "ok" : "MISS",
+                    fprintf(stderr, "len %lld depth %.2f trial %lld expect %s%s: %d/%d -> \"%s\"\n",
+                            (long long)prompt.n, depths[di], tr, tt.expect[0],
+                            tt.n_expect > 1 ? ",..." : "", found, tt.n_expect,
                             res.text ? res.text : "");
                 free(res.text);
             }
-            printf("%8lld %8.2f %4lld/%-3lld %7.1f%%\n", (long long)len, depths[di], (long long)ok,
-                   trials, 100.0 * (double)ok / (double)trials);
+            printf("%8lld %8.2f %6.4g/%-3lld %7.1f%%\n", (long long)len, depths[di], ok, trials,
+                   100.0 * ok / (double)trials);
             fflush(stdout);
-            if (out) fprintf(out, "%lld\t%.4f\t%lld\t%lld\n", (long long)len, depths[di], trials, (long long)ok);
+            if (out) fprintf(out, "%lld\t%.4f\t%lld\t%.4g\n", (long long)len, depths[di], trials, ok);
             all_ok += ok;
             all_n += trials;
         }
     }
-    printf("overall: %lld/%lld = %.1f%%\n", (long long)all_ok, (long long)all_n,
-           100.0 * (double)all_ok / (double)all_n);
+    printf("overall: %.4g/%lld = %.1f%%\n", all_ok, (long long)all_n,
+           100.0 * all_ok / (double)all_n);
     rc = CLI_OK;
 done:
     if (out) fclose(out);
     if (dump) fclose(dump);
     free(prompt.ids);
-    free(t_intro), free(t_fill), free(t_q), free(t_pre), free(t_post);
+    free(t_intro), free(t_fill), free(t_pre), free(t_post);
     lc_context_free(ctx);
     lc_model_free(m);
     return rc;
