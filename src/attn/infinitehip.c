@@ -130,6 +130,26 @@ static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) 
 
 static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
 
+/* candidate keys of a block: [n_sink, win0) */
+static int32_t cand_of(const lc_infinitehip_params *p, const lc_hip_qblock *qb) {
+    return qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
+}
+
+/* The per-stage part of a stage call's arguments (the caller sets in / out): stage i of layer,
+ * blocks of at most max_rows rows with at most max_cand candidates each (first stage). */
+static void stage_setup(const hip_impl *h, int32_t layer, int32_t i, int32_t max_rows,
+                        int32_t max_cand, lc_hip_stage_args *sa) {
+    const lc_infinitehip_params *p = &h->p;
+    sa->chunk      = p->chunk[i];
+    sa->n_keep     = keep_of(h, layer, i);
+    sa->q_stride   = p->q_stride[i];
+    sa->max_rows   = max_rows;
+    sa->in_cap     = i ? keep_of(h, layer, i - 1) : 0;
+    sa->max_chunks = i ? keep_of(h, layer, i - 1) * (p->chunk[i - 1] / p->chunk[i])
+                       : ceil_div(max_cand, p->chunk[0]);
+    if (sa->max_chunks < 1) sa->max_chunks = 1;
+}
+
 static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                        const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                        void *const *states, const float *q, const float *q_raw, int32_t n_head,
@@ -152,7 +172,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (st != LC_OK) return st;
     const int32_t last_keep = keep_of(h, layer, N - 1);
     const int64_t budget    = (int64_t)last_keep * p->chunk[N - 1];
-    int32_t       n_pre = 0, max_window = 1;
+    int32_t       n_pre = 0, max_window = 1, pre_rows = 1, pre_cand = 0;
     int64_t       max_end = 0;
     bool          all_covered = true;
     int32_t       idx = 0;
@@ -178,9 +198,11 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     }
     n_qb = idx;
     for (int32_t i = 0; i < n_qb; i++) {
-        const lc_hip_qblock *qb = &h->h_qb[i];
-        const int32_t cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
+        const lc_hip_qblock *qb   = &h->h_qb[i];
+        const int32_t        cand = cand_of(p, qb);
         if (cand > budget) all_covered = false;
+        if (i < n_pre && qb->n_rows > pre_rows) pre_rows = qb->n_rows;
+        if (i < n_pre && cand > pre_cand) pre_cand = cand;
         const int32_t w = qb->pos0 + qb->n_rows - qb->win0;
         if (w > max_window) max_window = w;
         if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
@@ -210,6 +232,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     sa.n_sink   = p->n_sink;
     sa.n_stream = p->n_stream;
     sa.n_groups = h->n_groups;
+    sa.scan_rope = scan_rope;
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_sink;
@@ -220,38 +243,22 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 
     /* prefill blocks: every stage, outputs in the workspace */
     if (n_pre > 0) {
-        int32_t pre_rows = 1;
-        int32_t pre_cand = 0;
-        for (int32_t i = 0; i < n_pre; i++) {
-            const lc_hip_qblock *qb = &h->h_qb[i];
-            if (qb->n_rows > pre_rows) pre_rows = qb->n_rows;
-            const int32_t cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
-            if (cand > pre_cand) pre_cand = cand;
-        }
         for (int32_t i = 0; i < N && st == LC_OK; i++) {
-            sa.chunk      = p->chunk[i];
-            sa.n_keep     = keep_of(h, layer, i);
-            sa.q_stride   = p->q_stride[i];
-            sa.scan_rope  = scan_rope;
-            sa.max_rows   = pre_rows;
-            sa.in_cap     = i ? keep_of(h, layer, i - 1) : 0;
-            sa.max_chunks = i ? keep_of(h, layer, i - 1) * (p->chunk[i - 1] / p->chunk[i])
-                              : ceil_div(pre_cand, p->chunk[0]);
-            if (sa.max_chunks < 1) sa.max_chunks = 1;
-            sa.in   = i ? h->d_seg[i - 1] : NULL;
-            sa.in_n = i ? h->d_n[i - 1] : NULL;
-            sa.out  = h->d_seg[i];
+            stage_setup(h, layer, i, pre_rows, pre_cand, &sa);
+            sa.in    = i ? h->d_seg[i - 1] : NULL;
+            sa.in_n  = i ? h->d_n[i - 1] : NULL;
+            sa.out   = h->d_seg[i];
             sa.out_n = h->d_n[i];
             st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb, n_pre, q_raw, n_head, rope, &sa);
         }
         if (st != LC_OK) return st;
         h->last_sparse  = true;
         h->last_n_pre   = n_pre;
-        h->last_sel_cap = keep_of(h, layer, N - 1);
+        h->last_sel_cap = last_keep;
         aa.max_rows = pre_rows;
         aa.sel      = h->d_seg[N - 1];
         aa.sel_n    = h->d_n[N - 1];
-        aa.sel_cap  = keep_of(h, layer, N - 1);
+        aa.sel_cap  = last_keep;
         if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb, n_pre, q, n_head, rope, scale, &aa,
                                  out)) != LC_OK)
             return st;
@@ -266,16 +273,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         for (int32_t i = 0; i < N && from == N; i++)
             if (!hs->valid[i] || hs->step % p->refresh[i] == 0) from = i;
         for (int32_t i = from; i < N && st == LC_OK; i++) {
-            const int32_t cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
-            sa.chunk      = p->chunk[i];
-            sa.n_keep     = keep_of(h, layer, i);
-            sa.q_stride   = p->q_stride[i];
-            sa.scan_rope  = scan_rope;
-            sa.max_rows   = 1;
-            sa.in_cap     = i ? keep_of(h, layer, i - 1) : 0;
-            sa.max_chunks = i ? keep_of(h, layer, i - 1) * (p->chunk[i - 1] / p->chunk[i])
-                              : ceil_div(cand, p->chunk[0]);
-            if (sa.max_chunks < 1) sa.max_chunks = 1;
+            stage_setup(h, layer, i, 1, cand_of(p, qb), &sa);
             sa.in    = i ? hs->seg[i - 1] : NULL;
             sa.in_n  = i ? hs->n[i - 1] : NULL;
             sa.out   = hs->seg[i];
@@ -289,7 +287,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         aa.max_window = qb->pos0 + 1 - qb->win0;
         aa.sel        = hs->seg[N - 1];
         aa.sel_n      = hs->n[N - 1];
-        aa.sel_cap    = keep_of(h, layer, N - 1);
+        aa.sel_cap    = last_keep;
         st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb + j, 1, q, n_head, rope, scale, &aa, out);
     }
     return st;
