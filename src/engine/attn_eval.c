@@ -21,7 +21,6 @@ typedef struct probe_impl {
     lc_attn_method   *hip;
     int64_t           final_end; /* probe the forward whose rows end here */
     int32_t           top_k;
-    int32_t           n_layer;
     lc_attn_fidelity *res;
     float            *cos_h, *sin_h; /* the rope table on the host */
 } probe_impl;
@@ -228,7 +227,7 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
                                  info.n_ctx_train};
     int st = lc_attn_infinitehip_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;
-    probe_impl pi = {hip, n_tokens, top_k, info.n_layer, out, NULL, NULL};
+    probe_impl pi = {hip, n_tokens, top_k, out, NULL, NULL};
     for (int32_t l = 0; l < info.n_layer; l++) memset(&out[l], 0, sizeof out[l]);
     lc_attn_method probe = {.name = "fidelity probe", .impl = &pi, .needs_raw_q = true,
                             .graph_safe = false, .state_create = probe_state_create,
@@ -242,14 +241,13 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
     lc_context *c        = NULL;
     int32_t seq = -1;
     if (st == LC_OK) {
-        /* one request: prefill chunks are cut so that the last one is exactly n_rows */
+        /* one request; the engine cuts prefill chunks from the start, so the batch size is the
+         * largest divisor of the prefix (n_tokens - n_rows) in [n_rows, n_batch]: the last chunk
+         * is then exactly n_rows. Without such a divisor chunks of n_rows are used and the last
+         * one holds n_tokens mod n_rows rows (out[].rows says how many were probed). */
         const int64_t prefix = n_tokens - n_rows;
-        const int64_t chunk  = cp.n_batch;
-        /* the engine cuts chunks from the start, so pick a batch size that divides the prefix
-         * into whole chunks: the largest divisor of prefix not above chunk */
-        int64_t nb = chunk;
+        int64_t       nb     = cp.n_batch;
         while (nb > n_rows && prefix % nb) nb--;
-        if (prefix % nb) nb = n_rows; /* unreachable unless n_rows does not divide either */
         cp.n_batch = (int32_t)nb;
         st         = lc_context_create_with_method(m, &cp, &probe, &c);
         lc_request r = {.prompt = tokens, .n_prompt = (size_t)n_tokens, .max_tokens = 0,
