@@ -10,25 +10,14 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
+#define BENCH_NAME "bench_attention"
+#include "bench_util.h"
+
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRYC(x)                                                                               \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "bench_attention: %s: %s\n", #x, cudaGetErrorString(e_));         \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     if (argc < 6) {
@@ -69,12 +58,9 @@ int main(int argc, char **argv) {
         float       *h32   = malloc(4 * chunk);
         uint64_t     s     = 88172645463325252ull;
         for (size_t i = 0; i < chunk; i++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            const float f = bench_urand(&s);
             h32[i]        = f;
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            h16[i] = (uint16_t)(u >> 16);
+            h16[i] = bench_bf16_bits(f);
         }
         for (size_t off = 0; off < pool; off += chunk) {
             const size_t n = pool - off < chunk ? pool - off : chunk;
@@ -86,16 +72,7 @@ int main(int argc, char **argv) {
             TRYC(cudaMemcpy(dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
         free(h16), free(h32);
     }
-    lc_hparams hp;
-    memset(&hp, 0, sizeof hp);
-    hp.n_rot = D, hp.rope_base = 500000.0f;
-    {
-        float *hc = malloc(sizeof(float) * keys * half), *hs = malloc(sizeof(float) * keys * half);
-        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, (int32_t)keys, hc, hs) != LC_OK) return 1;
-        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * keys * half, cudaMemcpyHostToDevice));
-        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * keys * half, cudaMemcpyHostToDevice));
-        free(hc), free(hs);
-    }
+    if (bench_rope_upload(keys, D, dcs, dsn)) return 1;
     lc_rope_table rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
     int32_t      *pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;

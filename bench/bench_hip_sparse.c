@@ -21,27 +21,14 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
+#define BENCH_NAME "bench_hip_sparse"
+#include "bench_util.h"
+
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRYC(x)                                                                               \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "bench_hip_sparse: %s: %s\n", #x, cudaGetErrorString(e_));        \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
-#define TRYL(x)                                                                               \
-    do {                                                                                      \
-        if ((x) != LC_OK) {                                                                   \
-            fprintf(stderr, "bench_hip_sparse: %s: %s\n", #x, lc_last_error());               \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
 
 enum { H = 8, G = 4, NH = 32, D = 128, P = 64, N_SINK = 256, N_STREAM = 1024, N_SEGS = 256 };
 
@@ -49,11 +36,6 @@ static uint64_t rng = 88172645463325252ull;
 static uint32_t irand(uint32_t n) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (uint32_t)(rng % n);
-}
-
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
 }
 
 /* 256 random 8-token segments inside [lo, hi), sorted, into out; returns the count */
@@ -171,12 +153,9 @@ int main(int argc, char **argv) {
         float       *h32   = malloc(4 * chunk);
         uint64_t     s     = 0x2545F4914F6CDD1Dull;
         for (size_t i = 0; i < chunk; i++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            const float f = bench_urand(&s);
             h32[i]        = f;
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            h16[i] = (uint16_t)(u >> 16);
+            h16[i] = bench_bf16_bits(f);
         }
         for (size_t off = 0; off < pool; off += chunk) {
             const size_t n = pool - off < chunk ? pool - off : chunk;
@@ -188,16 +167,7 @@ int main(int argc, char **argv) {
             TRYC(cudaMemcpy(x.dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
         free(h16), free(h32);
     }
-    {
-        lc_hparams hp;
-        memset(&hp, 0, sizeof hp);
-        hp.n_rot = D, hp.rope_base = 500000.0f;
-        float *hc = malloc(sizeof(float) * max_ctx * (D / 2)), *hs = malloc(sizeof(float) * max_ctx * (D / 2));
-        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, (int32_t)max_ctx, hc, hs) != LC_OK) return 1;
-        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * max_ctx * (D / 2), cudaMemcpyHostToDevice));
-        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * max_ctx * (D / 2), cudaMemcpyHostToDevice));
-        free(hc), free(hs);
-    }
+    if (bench_rope_upload(max_ctx, D, dcs, dsn)) return 1;
     x.rope  = (lc_rope_table){(int32_t)max_ctx, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
     x.kv    = (lc_kv_layer_view){dk, dv, P, H, D};
     x.pages = malloc(sizeof(int32_t) * n_pages);

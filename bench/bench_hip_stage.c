@@ -17,33 +17,15 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
+#define BENCH_NAME "bench_hip_stage"
+#include "bench_util.h"
+
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define TRYC(x)                                                                               \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "bench_hip_stage: %s: %s\n", #x, cudaGetErrorString(e_));         \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
-#define TRYL(x)                                                                               \
-    do {                                                                                      \
-        if ((x) != LC_OK) {                                                                   \
-            fprintf(stderr, "bench_hip_stage: %s: %s\n", #x, lc_last_error());                \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
-
 enum { H = 8, G = 4, D = 128, P = 64, N_HEAD = H * G, B_Q = 64, N_SINK = 256, N_STREAM = 1024 };
-
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct bench_env {
     lc_backend      *b;
@@ -162,12 +144,9 @@ int main(int argc, char **argv) {
         float       *h32   = malloc(4 * chunk);
         uint64_t     s     = 88172645463325252ull;
         for (size_t i = 0; i < chunk; i++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            const float f = bench_urand(&s);
             h32[i]        = f;
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            h16[i] = (uint16_t)(u >> 16);
+            h16[i] = bench_bf16_bits(f);
         }
         /* shift the source window each copy so pages differ */
         for (size_t off = 0, k = 0; off < pool; off += chunk / 2, k++) {
@@ -179,16 +158,7 @@ int main(int argc, char **argv) {
             TRYC(cudaMemcpy(env.dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
         free(h16), free(h32);
     }
-    lc_hparams hp;
-    memset(&hp, 0, sizeof hp);
-    hp.n_rot = D, hp.rope_base = 500000.0f;
-    {
-        float *hc = malloc(sizeof(float) * n_pos * half), *hs = malloc(sizeof(float) * n_pos * half);
-        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, n_pos, hc, hs) != LC_OK) return 1;
-        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * n_pos * half, cudaMemcpyHostToDevice));
-        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * n_pos * half, cudaMemcpyHostToDevice));
-        free(hc), free(hs);
-    }
+    if (bench_rope_upload(n_pos, D, dcs, dsn)) return 1;
     env.rope  = (lc_rope_table){n_pos, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
     env.kv    = (lc_kv_layer_view){dk, dk, P, H, D};
     env.pages = malloc(sizeof(int32_t) * (size_t)n_pages);

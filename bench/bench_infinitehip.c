@@ -20,32 +20,14 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
+#define BENCH_NAME "bench_infinitehip"
+#include "bench_util.h"
+
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRYC(x)                                                                               \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "bench_infinitehip: %s: %s\n", #x, cudaGetErrorString(e_));       \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
-#define TRYL(x)                                                                               \
-    do {                                                                                      \
-        if ((x) != LC_OK) {                                                                   \
-            fprintf(stderr, "bench_infinitehip: %s\n", lc_last_error());                      \
-            return 1;                                                                         \
-        }                                                                                     \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 static float median(float *t, int n) {
     if (n <= 0) return 0;
@@ -62,15 +44,9 @@ static int fill_random(void *dst, size_t n, int bf16, uint64_t seed) {
     for (size_t off = 0; off < n; off += chunk) {
         const size_t m = n - off < chunk ? n - off : chunk;
         for (size_t i = 0; i < m; i++) {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            const float f = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-            if (bf16) {
-                uint32_t u;
-                memcpy(&u, &f, 4);
-                ((uint16_t *)h)[i] = (uint16_t)(u >> 16);
-            } else {
-                ((float *)h)[i] = f;
-            }
+            const float f = bench_urand(&s);
+            if (bf16) ((uint16_t *)h)[i] = bench_bf16_bits(f);
+            else ((float *)h)[i] = f;
         }
         if (cudaMemcpy((char *)dst + off * (bf16 ? 2 : 4), h, m * (bf16 ? 2 : 4),
                        cudaMemcpyHostToDevice) != cudaSuccess)
@@ -120,16 +96,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_infinitehip: filling the inputs failed\n");
         return 1;
     }
-    lc_hparams hp;
-    memset(&hp, 0, sizeof hp);
-    hp.n_rot = D, hp.rope_base = 500000.0f;
-    {
-        float *hc = malloc(sizeof(float) * keys * half), *hs = malloc(sizeof(float) * keys * half);
-        if (!hc || !hs || lc_rope_table_fill(&hp, NULL, (int32_t)keys, hc, hs) != LC_OK) return 1;
-        TRYC(cudaMemcpy(dcs, hc, sizeof(float) * keys * half, cudaMemcpyHostToDevice));
-        TRYC(cudaMemcpy(dsn, hs, sizeof(float) * keys * half, cudaMemcpyHostToDevice));
-        free(hc), free(hs);
-    }
+    if (bench_rope_upload(keys, D, dcs, dsn)) return 1;
     lc_rope_table    rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
     int32_t         *pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;
