@@ -4,10 +4,14 @@
   passkey:  accuracy vs prompt length, one line per method, from the TSV files that
             `longctx eval passkey --out FILE` writes (len, depth, trials, correct);
   fidelity: recall of the top-k attention mass and output error per layer, one line per
-            (file, length), from `longctx eval fidelity --out FILE` TSVs.
+            (file, length), from `longctx eval fidelity --out FILE` TSVs;
+  ppl:      perplexity of the window before each length vs the length, one line per method,
+            from `longctx eval ppl --out FILE` TSVs (attn, len, window, nll, ppl).
 
 usage: plot_infinitehip.py passkey OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
        plot_infinitehip.py fidelity OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
+       plot_infinitehip.py ppl OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
+(PLOT_TITLE overrides the passkey and ppl titles.)
 """
 import csv
 import sys
@@ -68,15 +72,38 @@ def fidelity(out, series):
     fig.savefig(out, dpi=120)
 
 
+def ppl(out, series, title):
+    plt.figure(figsize=(7, 4))
+    window = None
+    for label, path in series:
+        rows = sorted((int(r["len"]), float(r["ppl"]), int(r["window"])) for r in read(path))
+        window = rows[0][2] if rows else window
+        plt.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", label=label)
+    plt.xscale("log", base=2)
+    plt.yscale("log")
+    plt.xlabel("context length (tokens)")
+    plt.ylabel(f"perplexity of the last {window} tokens" if window else "perplexity")
+    plt.axvline(8192, color="grey", ls=":", lw=1)
+    plt.text(8192, plt.ylim()[1], " trained window", color="grey", fontsize=8, va="top")
+    plt.grid(alpha=0.3, which="both")
+    plt.legend()
+    plt.title(title)
+    plt.tight_layout()
+    plt.savefig(out, dpi=120)
+
+
 def main():
-    if len(sys.argv) < 4 or sys.argv[1] not in ("passkey", "fidelity"):
+    if len(sys.argv) < 4 or sys.argv[1] not in ("passkey", "fidelity", "ppl"):
         print(__doc__)
         return 2
     series = [a.rsplit("=", 1) for a in sys.argv[3:]]  # LABEL may contain "="
+    import os
     if sys.argv[1] == "passkey":
-        import os
         title = os.environ.get("PLOT_TITLE", "Passkey retrieval, SmolLM2-135M-Instruct")
         passkey(sys.argv[2], series, title)
+    elif sys.argv[1] == "ppl":
+        title = os.environ.get("PLOT_TITLE", "Perplexity vs context, SmolLM2-135M-Instruct")
+        ppl(sys.argv[2], series, title)
     else:
         fidelity(sys.argv[2], series)
     return 0

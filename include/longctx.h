@@ -502,6 +502,22 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
 const float *lc_context_logits(const lc_context *c, int32_t seq_id);
 int32_t      lc_context_n_vocab(const lc_context *c);
 
+/* Teacher-forced scoring (perplexity, prompt log-probs). A range of positions [begin, end) of
+ * a token sequence. */
+typedef struct lc_score_range {
+    int64_t begin, end;
+} lc_score_range;
+
+/* Evaluate tokens[0 .. n_tokens) as a new sequence of the context (prefill chunks of at most
+ * n_batch rows, the context's attention method) and write logprob[t] = log p(tokens[t] |
+ * tokens[0 .. t)) for every t in the ranges (sorted, disjoint, 1 <= begin < end <= n_tokens);
+ * other entries are left as they are. Its KV pages are returned before it returns; other
+ * sequences are not touched. Needs a second forward workspace (n_batch rows, 512 logit rows)
+ * while it runs. Progress (tokens done / n_tokens) goes to the context's prefill_progress.
+ * LC_ERR_CONTEXT when the tokens do not fit n_ctx or the free KV pages. */
+int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
+                     const lc_score_range *ranges, int32_t n_ranges, double *logprob);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,10 +3,12 @@
  * at a chosen depth of filler text, then asked back) and, with --task, RULER-style synthetic
  * tasks (single needle, multi-key, multi-value, variable tracking; RULER, Hsieh et al. 2024),
  * accuracy per depth and overall; `longctx eval fidelity`: InfiniteHiP vs dense attention on
- * the same queries and keys (lc_eval_attn_fidelity).
+ * the same queries and keys (lc_eval_attn_fidelity); `longctx eval ppl`: perplexity of a long
+ * text against context length (teacher-forced scoring, lc_context_score).
  */
 #include "gen.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,13 @@ static void help(void) {
            "                            [--chat] [--out FILE.tsv] [options]\n"
            "       longctx eval fidelity -m FILE -f TEXT --len N[,N...] [--mass-k K] [--rows R]\n"
            "                            [--preset NAME] [--hip-NAME=VALUE] [--out FILE.tsv]\n"
+           "       longctx eval ppl -m FILE -f TEXT --len N[,N...] [--window W] [--attn ...]\n"
+           "                            [--out FILE.tsv]\n"
+           "\n"
+           "ppl: perplexity of TEXT against context length: for each N, the mean negative log-\n"
+           "likelihood (and its exp) of tokens N-W .. N-1 given everything before them\n"
+           "(--window W, default 1024). One pass over the longest N serves every length (the\n"
+           "model is causal); --attn infinitehip runs the method as generation does.\n"
            "\n"
            "fidelity: run the model densely over the first N tokens of TEXT and, on the last R\n"
            "positions (default 64), run InfiniteHiP on the same queries and keys of every\n"
@@ -209,6 +218,141 @@ done:
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* `longctx eval ppl`: perplexity of a text's windows ending at each length, in one pass */
+static int eval_ppl(int argc, char **argv) {
+    gen_opts o;
+    gen_opts_default(&o);
+    double      lens[64] = {8192};
+    int         n_lens   = 1;
+    long long   window   = 1024;
+    const char *file = NULL, *out_path = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int         r = gen_opts_parse(&o, "eval", argc, argv, &i);
+        if (r < 0) return CLI_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help();
+            return CLI_OK;
+        } else if (!strcmp(a, "--len")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) ||
+                !parse_list(a, v, 2, 1 << 30, lens, &n_lens, 64))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(file = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+        } else if (!strcmp(a, "--window")) {
+            if (!(v = cli_value("eval", argc, argv, &i)) ||
+                !cli_int("eval", a, v, 1, 1 << 30, &window))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--out")) {
+            if (!(out_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
+        } else {
+            cli_unknown_option("eval", a);
+            return CLI_USAGE;
+        }
+    }
+    if (!file) {
+        fprintf(stderr, "longctx eval ppl: give a long natural text with -f FILE\n");
+        return CLI_USAGE;
+    }
+    if (!gen_opts_check(&o, "eval")) return CLI_USAGE;
+    qsort(lens, (size_t)n_lens, sizeof lens[0], cmp_double);
+    for (int i = 0; i < n_lens; i++)
+        if (window >= (long long)lens[i]) {
+            fprintf(stderr, "longctx eval ppl: --window %lld must be below every --len (%lld): "
+                    "the first token has no prediction\n", window, (long long)lens[i]);
+            return CLI_USAGE;
+        }
+    const int64_t max_len  = (int64_t)lens[n_lens - 1];
+    size_t        text_len = 0;
+    char         *text     = cli_read_file("eval", file, &text_len);
+    if (!text) return CLI_ERR;
+    lc_model *m  = NULL;
+    int       rc = gen_load("eval", &o, &m);
+    if (rc != CLI_OK) return free(text), rc;
+    rc                    = CLI_ERR;
+    int32_t        *ids   = NULL;
+    size_t          n_ids = 0;
+    FILE           *out   = NULL;
+    double         *lp    = NULL;
+    lc_score_range *rg    = calloc((size_t)n_lens, sizeof *rg);
+    lc_context     *c     = NULL;
+    cli_progress    pr;
+    cli_progress_begin(&pr, "scoring");
+    int st = lc_tokenizer_encode(lc_model_tokenizer(m), text, text_len, true, false, &ids, &n_ids);
+    if (st != LC_OK) {
+        cli_fail("eval", file, st);
+        goto done;
+    }
+    if ((size_t)max_len > n_ids) {
+        fprintf(stderr, "longctx eval ppl: %s has %zu tokens, fewer than --len %lld\n", file,
+                n_ids, (long long)max_len);
+        goto done;
+    }
+    lp = malloc(sizeof(double) * (size_t)max_len);
+    if (!rg || !lp) {
+        fprintf(stderr, "longctx eval ppl: out of memory\n");
+        goto done;
+    }
+    /* the windows, merged where they overlap */
+    int32_t n_rg = 0;
+    for (int i = 0; i < n_lens; i++) {
+        const int64_t b = (int64_t)lens[i] - window, e = (int64_t)lens[i];
+        if (n_rg && b <= rg[n_rg - 1].end) {
+            if (e > rg[n_rg - 1].end) rg[n_rg - 1].end = e;
+        } else {
+            rg[n_rg].begin = b, rg[n_rg].end = e, n_rg++;
+        }
+    }
+    if (out_path && !(out = fopen(out_path, "w"))) {
+        fprintf(stderr, "longctx eval: cannot write %s\n", out_path);
+        goto done;
+    }
+    if (gen_context_progress("eval", &o, m, max_len, fidelity_progress, &pr, &c) != CLI_OK)
+        goto done;
+    char desc[600];
+    gen_attn_describe(&o, desc, sizeof desc);
+    printf("perplexity of %s (%zu tokens), attention %s: the last %lld tokens before each "
+           "length\n", file, n_ids, desc, window);
+    fflush(stdout);
+    cli_progress_begin(&pr, "scoring");
+    const double t0 = cli_now();
+    st              = lc_context_score(c, ids, max_len, rg, n_rg, lp);
+    const double dt = cli_now() - t0;
+    cli_progress_end(&pr);
+    if (st != LC_OK) {
+        cli_fail("eval", "scoring", st);
+        goto done;
+    }
+    printf("\n%10s %8s %10s %12s\n", "len", "window", "nll", "perplexity");
+    if (out) fprintf(out, "attn\tlen\twindow\tnll\tppl\n");
+    for (int i = 0; i < n_lens; i++) {
+        const int64_t e = (int64_t)lens[i];
+        double        s = 0;
+        for (int64_t t = e - window; t < e; t++) s -= lp[t];
+        const double nll = s / (double)window;
+        printf("%10lld %8lld %10.4f %12.3f\n", (long long)e, window, nll, exp(nll));
+        if (out)
+            fprintf(out, "%s\t%lld\t%lld\t%.6f\t%.4f\n", lc_attn_kind_name(o.attn), (long long)e,
+                    window, nll, exp(nll));
+    }
+    printf("one pass over %lld tokens in %.1f s (%.0f tokens/s)\n", (long long)max_len, dt,
+           dt > 0 ? (double)max_len / dt : 0.0);
+    rc = CLI_OK;
+done:
+    cli_progress_end(&pr);
+    if (out) fclose(out);
+    lc_context_free(c);
+    free(lp), free(rg), free(ids), free(text);
+    lc_model_free(m);
+    return rc;
+}
+
 /* ---- the tasks: passkey and RULER-style needles (RULER: Hsieh et al. 2024, niah_single,
  * niah_multikey, niah_multivalue, vt) ------------------------------------------------------ */
 
@@ -317,8 +461,10 @@ int cmd_eval(int argc, char **argv) {
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (strcmp(argv[1], "fidelity") == 0) return eval_fidelity(argc, argv);
+    if (strcmp(argv[1], "ppl") == 0) return eval_ppl(argc, argv);
     if (strcmp(argv[1], "passkey") != 0) {
-        fprintf(stderr, "longctx eval: unknown task '%s' (known: passkey, fidelity)\n", argv[1]);
+        fprintf(stderr, "longctx eval: unknown task '%s' (known: passkey, fidelity, ppl)\n",
+                argv[1]);
         return CLI_USAGE;
     }
     gen_opts o;

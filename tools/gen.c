@@ -241,7 +241,14 @@ int gen_load(const char *cmd, const gen_opts *o, lc_model **model) {
 
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                 lc_context **ctx) {
+    return gen_context_progress(cmd, o, m, need_ctx, NULL, NULL, ctx);
+}
+
+int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                         lc_progress_fn progress, void *user, lc_context **ctx) {
     lc_context_params cp = lc_context_default_params();
+    cp.prefill_progress  = progress;
+    cp.progress_user     = user;
     lc_model_info     info;
     lc_model_get_info(m, &info);
     cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));

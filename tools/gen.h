@@ -40,6 +40,9 @@ void gen_attn_describe(const gen_opts *o, char *buf, size_t cap);
 int gen_load(const char *cmd, const gen_opts *o, lc_model **model);
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                 lc_context **ctx);
+/* The same, with the context's prefill progress going to progress(user). */
+int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                         lc_progress_fn progress, void *user, lc_context **ctx);
 
 typedef struct gen_result {
     char     *text; /* malloc'd, NUL-terminated */

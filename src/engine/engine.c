@@ -17,6 +17,8 @@
 #include "model/model.h"
 #include "util/util.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -553,4 +555,114 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             c->p.prefill_progress(s->n_done, s->n_prompt, c->p.progress_user);
     }
     return LC_OK;
+}
+
+/* ---- teacher-forced scoring ------------------------------------------------------------ */
+
+#define SCORE_LOGIT_ROWS 512 /* logit rows per forward while scoring (a [512][n_vocab] buffer) */
+
+/* the row of the k-th (0-based) scoring row at or after a; INT64_MAX when there is none */
+static int64_t score_nth_row(const lc_score_range *r, int32_t n_r, int64_t a, int64_t k) {
+    for (int32_t i = 0; i < n_r; i++) {
+        const int64_t lo = r[i].begin - 1 > a ? r[i].begin - 1 : a, hi = r[i].end - 1;
+        if (hi <= lo) continue;
+        if (k < hi - lo) return lo + k;
+        k -= hi - lo;
+    }
+    return INT64_MAX;
+}
+
+int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
+                     const lc_score_range *ranges, int32_t n_ranges, double *logprob) {
+    lc_clear_error();
+    if (!c || !tokens || (n_ranges > 0 && (!ranges || !logprob)) || n_ranges < 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_context_score: NULL argument");
+    const lc_hparams *hp = &c->model->hp;
+    const int32_t     V  = hp->n_vocab, L = hp->n_layer;
+    if (n_tokens < 1 || n_tokens > c->p.n_ctx)
+        return lc_fail(LC_ERR_CONTEXT, "scoring %lld tokens: the context holds 1 .. %d "
+                       "(raise -c/--ctx)", (long long)n_tokens, c->p.n_ctx);
+    for (int32_t i = 0; i < n_ranges; i++)
+        if (ranges[i].begin < 1 || ranges[i].end <= ranges[i].begin ||
+            ranges[i].end > n_tokens || (i > 0 && ranges[i].begin < ranges[i - 1].end))
+            return lc_fail(LC_ERR_INVALID_ARG, "score range %d [%lld, %lld) of %lld tokens: "
+                           "ranges must be sorted, disjoint and within [1, %lld]", i,
+                           (long long)ranges[i].begin, (long long)ranges[i].end,
+                           (long long)n_tokens, (long long)n_tokens);
+    for (int64_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return lc_fail(LC_ERR_INVALID_ARG, "token %lld has id %d outside the vocabulary "
+                           "(0 .. %d)", (long long)i, tokens[i], V - 1);
+    const int64_t need_pages = lc_kv_pages_for(c->kv, n_tokens);
+    if (need_pages > c->kv->n_free)
+        return lc_fail(LC_ERR_CONTEXT, "scoring %lld tokens needs %lld KV pages but only %lld "
+                       "of %lld are free", (long long)n_tokens, (long long)need_pages,
+                       (long long)c->kv->n_free, (long long)c->kv->n_pages);
+
+    lc_kv_seq      kvs    = {0};
+    lc_forward_ws *ws     = NULL;
+    void         **states = lc_calloc((size_t)L, sizeof(void *), "attention state");
+    const int32_t  NB     = c->p.n_batch;
+    int32_t *ids   = lc_malloc(sizeof(int32_t) * (size_t)NB, "score batch");
+    int32_t *pos   = lc_malloc(sizeof(int32_t) * (size_t)NB, "score batch");
+    int32_t *lrows = lc_malloc(sizeof(int32_t) * SCORE_LOGIT_ROWS, "score batch");
+    int64_t *lpos  = lc_malloc(sizeof(int64_t) * SCORE_LOGIT_ROWS, "score batch");
+    float   *lg    = lc_malloc(sizeof(float) * (size_t)V * SCORE_LOGIT_ROWS, "score logits");
+    int st = (!states || !ids || !pos || !lrows || !lpos || !lg) ? LC_ERR_NOMEM : LC_OK;
+    if (st == LC_OK && c->attn->state_create)
+        for (int32_t l = 0; l < L && st == LC_OK; l++)
+            st = c->attn->state_create(c->attn, l, &states[l]);
+    if (st == LC_OK) st = lc_kv_seq_reserve(c->kv, &kvs, n_tokens);
+    if (st == LC_OK) st = lc_forward_ws_create(c->model, NB, SCORE_LOGIT_ROWS, &ws);
+
+    for (int64_t p0 = 0; st == LC_OK && p0 < n_tokens;) {
+        int64_t take = n_tokens - p0 < NB ? n_tokens - p0 : NB;
+        /* at most SCORE_LOGIT_ROWS scoring rows per forward: end the chunk before the next
+         * one, on a multiple of 64 rows from p0 when that leaves any (query blocks stay
+         * aligned) */
+        const int64_t over = score_nth_row(ranges, n_ranges, p0, SCORE_LOGIT_ROWS);
+        if (over < p0 + take) {
+            const int64_t t64 = (over - p0) / 64 * 64;
+            take              = t64 > 0 ? t64 : over - p0;
+        }
+        int32_t nl = 0;
+        for (int64_t t = 0; t < take; t++) {
+            ids[t] = tokens[p0 + t];
+            pos[t] = (int32_t)(p0 + t);
+        }
+        for (int64_t k = 0;; k++) {
+            const int64_t row = score_nth_row(ranges, n_ranges, p0, k);
+            if (row >= p0 + take) break;
+            lrows[nl]  = (int32_t)(row - p0);
+            lpos[nl++] = row + 1; /* the token this row scores */
+        }
+        lc_attn_seq aseq = {.row0 = 0, .n_rows = (int32_t)take, .pos0 = (int32_t)p0,
+                            .page_table = kvs.pages};
+        void **sp[1] = {states};
+        lc_batch batch = {(int32_t)take, ids, pos, 1, &aseq, (void **const *)sp, nl, lrows,
+                          NULL, NULL, 0};
+        st = lc_model_forward(c->model, ws, c->kv, &c->rope, c->attn, &batch, NULL);
+        for (int32_t i = 0; i < nl && st == LC_OK; i++)
+            st = lc_forward_logits(c->model, ws, i, lg + (size_t)i * (size_t)V);
+        if (st == LC_OK) {
+#pragma omp parallel for schedule(static)
+            for (int32_t i = 0; i < nl; i++) {
+                const float *x  = lg + (size_t)i * (size_t)V;
+                double       mx = -INFINITY, sum = 0;
+                for (int32_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+                for (int32_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
+                logprob[lpos[i]] = (double)x[tokens[lpos[i]]] - mx - log(sum);
+            }
+        }
+        p0 += take;
+        if (st == LC_OK && c->p.prefill_progress)
+            c->p.prefill_progress(p0, n_tokens, c->p.progress_user);
+    }
+    if (ws) lc_forward_ws_free(c->model, ws);
+    if (kvs.pages) lc_kv_seq_release(c->kv, &kvs);
+    if (states && c->attn->state_free)
+        for (int32_t l = 0; l < L; l++)
+            if (states[l]) c->attn->state_free(c->attn, states[l]);
+    free(states), free(ids), free(pos), free(lrows), free(lpos), free(lg);
+    return st;
 }
