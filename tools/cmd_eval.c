@@ -19,12 +19,13 @@ static void help(void) {
            "       longctx eval fidelity -m FILE -f TEXT --len N[,N...] [--mass-k K] [--rows R]\n"
            "                            [--preset NAME] [--hip-NAME=VALUE] [--out FILE.tsv]\n"
            "       longctx eval ppl -m FILE -f TEXT --len N[,N...] [--window W] [--attn ...]\n"
-           "                            [--out FILE.tsv]\n"
+           "                            [-v] [--out FILE.tsv]\n"
            "\n"
            "ppl: perplexity of TEXT against context length: for each N, the mean negative log-\n"
            "likelihood (and its exp) of tokens N-W .. N-1 given everything before them\n"
            "(--window W, default 1024). One pass over the longest N serves every length (the\n"
-           "model is causal); --attn infinitehip runs the method as generation does.\n"
+           "model is causal); --attn infinitehip runs the method as generation does. -v shows\n"
+           "where each window starts in the text.\n"
            "\n"
            "fidelity: run the model densely over the first N tokens of TEXT and, on the last R\n"
            "positions (default 64), run InfiniteHiP on the same queries and keys of every\n"
@@ -230,6 +231,7 @@ static int eval_ppl(int argc, char **argv) {
     double      lens[64] = {8192};
     int         n_lens   = 1;
     long long   window   = 1024;
+    bool        verbose  = false;
     const char *file = NULL, *out_path = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -249,6 +251,8 @@ static int eval_ppl(int argc, char **argv) {
             if (!(v = cli_value("eval", argc, argv, &i)) ||
                 !cli_int("eval", a, v, 1, 1 << 30, &window))
                 return CLI_USAGE;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            verbose = true;
         } else if (!strcmp(a, "--out")) {
             if (!(out_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
         } else {
@@ -336,7 +340,23 @@ static int eval_ppl(int argc, char **argv) {
         double        s = 0;
         for (int64_t t = e - window; t < e; t++) s -= lp[t];
         const double nll = s / (double)window;
-        printf("%10lld %8lld %10.4f %12.3f\n", (long long)e, window, nll, exp(nll));
+        printf("%10lld %8lld %10.4f %12.3f", (long long)e, window, nll, exp(nll));
+        if (verbose) { /* where the window starts in the text */
+            fputs("   \"", stdout);
+            int shown = 0;
+            for (int64_t t = e - window; t < e && shown < 60; t++) {
+                size_t      nb = 0;
+                const char *tb = lc_tokenizer_token_bytes(lc_model_tokenizer(m), ids[t], &nb);
+                for (size_t k = 0; tb && k < nb && shown < 60; k++, shown++) {
+                    const unsigned char ch = (unsigned char)tb[k];
+                    if (ch == '\n') fputs("\\n", stdout);
+                    else if (ch < 32 || ch == 127) printf("\\x%02x", ch);
+                    else putchar(ch);
+                }
+            }
+            fputs("\"", stdout);
+        }
+        putchar('\n');
         if (out)
             fprintf(out, "%s\t%lld\t%lld\t%.6f\t%.4f\n", lc_attn_kind_name(o.attn), (long long)e,
                     window, nll, exp(nll));
