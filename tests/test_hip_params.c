@@ -33,6 +33,9 @@ static void check_presets(void) {
     CHECK(lc_infinitehip_preset("3k-fine", &p) == LC_OK);
     CHECK(p.chunk[2] == 1 && p.k[2] == 2048 && p.refresh[0] == 16);
     CHECK(lc_infinitehip_validate(&p) == LC_OK);
+    CHECK(lc_infinitehip_preset("3k-fine64", &p) == LC_OK);
+    CHECK(p.chunk[0] == 64 && p.chunk[1] == 16 && p.chunk[2] == 1 && p.k[0] == 32768);
+    CHECK(lc_infinitehip_validate(&p) == LC_OK);
     CHECK(lc_infinitehip_preset("4k", &p) == LC_ERR_NOT_FOUND && msg_has("3k, fast, flash, 5k"));
     CHECK(lc_infinitehip_preset(NULL, &p) == LC_ERR_NOT_FOUND);
     char d[512];
