@@ -13,7 +13,10 @@
  *
  * usage: bench_hip_stage [REPEATS [FILTER]]   (FILTER: run the cases whose label contains it)
  * prints one line per case: what, context, query rows, µs of stage 1/2/3, their sum, the chain
+ * LONGCTX_BENCH_ALSO="VAR=VAL,VAR=VAL;VAR=VAL..." runs each case again under each ';'-separated
+ * set of variables (the kernels' switches, e.g. LONGCTX_HIP_ROTATE=0), one line each.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -36,6 +39,19 @@ typedef struct bench_env {
     int              reps;
     cudaEvent_t      e0, e1;
 } bench_env;
+
+/* Set (on) or unset the variables of "VAR=VAL,VAR=VAL". */
+static void apply_vars(const char *set, int on) {
+    char one[512], *sv = NULL;
+    snprintf(one, sizeof one, "%s", set);
+    for (char *kv = strtok_r(one, ",", &sv); kv; kv = strtok_r(NULL, ",", &sv)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) continue;
+        *eq = 0;
+        if (on) setenv(kv, eq + 1, 1);
+        else unsetenv(kv);
+    }
+}
 
 /* One case: n_rows query rows ending at position T - 1, cut into 64-row blocks. */
 static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows, int32_t mode) {
@@ -190,6 +206,16 @@ int main(int argc, char **argv) {
         snprintf(label, sizeof label, "%s-%lldK", cases[i].what, (long long)(cases[i].T >> 10));
         if (filter && !strstr(label, filter)) continue;
         rc |= run_case(&env, cases[i].what, cases[i].T, cases[i].rows, cases[i].mode);
+        const char *also = getenv("LONGCTX_BENCH_ALSO");
+        char        vars[512], *sv = NULL;
+        snprintf(vars, sizeof vars, "%s", also ? also : "");
+        for (char *set = also ? strtok_r(vars, ";", &sv) : NULL; set; set = strtok_r(NULL, ";", &sv)) {
+            char what[160];
+            snprintf(what, sizeof what, "%s [%s]", cases[i].what, set);
+            apply_vars(set, 1);
+            rc |= run_case(&env, what, cases[i].T, cases[i].rows, cases[i].mode);
+            apply_vars(set, 0);
+        }
     }
     b->dealloc(b, dk), b->dealloc(b, env.dq), b->dealloc(b, dcs), b->dealloc(b, dsn);
     free(env.pages);

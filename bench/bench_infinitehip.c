@@ -15,7 +15,11 @@
  * LAYER picks the per-layer settings (layers below first-layers use chunk-indexed RoPE and
  * first-k); default 5. RoPE: the preset's auto mode with a 131072-token trained context
  * (Llama-3.1-8B), so contexts past 128K use the re-indexing strategies.
+ * Environment: LONGCTX_BENCH_DENSE=0 skips the dense reference; LONGCTX_BENCH_ALSO=
+ * "VAR=VAL,VAR=VAL;VAR=VAL..." (prefill) times the method again under each ';'-separated set of
+ * variables (the kernels' switches, e.g. LONGCTX_HIP_ROTATE=0), in the same process.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r */
 #include "attn/attn.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -119,9 +123,10 @@ int main(int argc, char **argv) {
            decode ? "decode" : "prefill", n_head, H, D, (long long)keys, layer, preset, desc);
 
     /* dense reference */
-    const int reps_dense = decode ? 50 : 3;
-    float    *td         = malloc(sizeof(float) * (size_t)(reps_dense > arg6 ? reps_dense : arg6 + 8));
-    for (int i = -2; i < reps_dense; i++) {
+    const char *nd         = getenv("LONGCTX_BENCH_DENSE");
+    const int   reps_dense = nd && !strcmp(nd, "0") ? 0 : (decode ? 50 : 3);
+    float      *td         = malloc(sizeof(float) * (size_t)(reps_dense > arg6 ? reps_dense : arg6 + 8));
+    for (int i = reps_dense > 0 ? -2 : 0; i < reps_dense; i++) {
         TRYL(b->batch_begin(b, &seq, 1, P));
         TRYC(cudaEventRecord(e0, s));
         TRYL(b->attn_dense(b, &kv, &seq, 1, dq, n_head, &rope, scale, dout));
@@ -132,18 +137,47 @@ int main(int argc, char **argv) {
     const float dense_us = 1000.0f * median(td, reps_dense);
 
     if (!decode) {
-        float t[3];
-        for (int i = -1; i < 3; i++) {
-            TRYL(b->batch_begin(b, &seq, 1, P));
-            TRYC(cudaEventRecord(e0, s));
-            TRYL(m->forward(m, b, layer, &kv, &seq, 1, states, dq, dqr, n_head, &rope, scale, dout));
-            TRYC(cudaEventRecord(e1, s));
-            TRYC(cudaEventSynchronize(e1));
-            if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
+        const char *also = getenv("LONGCTX_BENCH_ALSO");
+        char        vars[512];
+        snprintf(vars, sizeof vars, "%s", also ? also : "");
+        char *save = NULL, *set = NULL;
+        for (int variant = 0;; variant++) {
+            if (variant > 0) { /* the next ';'-separated set of VAR=VAL */
+                set = strtok_r(variant == 1 ? vars : NULL, ";", &save);
+                if (!set) break;
+                char  one[512], *s2 = NULL;
+                snprintf(one, sizeof one, "%s", set);
+                for (char *kvp = strtok_r(one, ",", &s2); kvp; kvp = strtok_r(NULL, ",", &s2)) {
+                    char *eq = strchr(kvp, '=');
+                    if (eq) *eq = 0, setenv(kvp, eq + 1, 1);
+                }
+            }
+            float t[3];
+            for (int i = -1; i < 3; i++) {
+                TRYL(b->batch_begin(b, &seq, 1, P));
+                TRYC(cudaEventRecord(e0, s));
+                TRYL(m->forward(m, b, layer, &kv, &seq, 1, states, dq, dqr, n_head, &rope, scale, dout));
+                TRYC(cudaEventRecord(e1, s));
+                TRYC(cudaEventSynchronize(e1));
+                if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
+            }
+            const float us = 1000.0f * median(t, 3);
+            if (variant == 0)
+                printf("prefill rows %d at %lld keys: infinitehip %.1f us, dense %.1f us, speed-up %.2fx\n",
+                       rows, (long long)keys, us, dense_us, dense_us / us);
+            else
+                printf("  with %s: infinitehip %.1f us, speed-up %.2fx\n", set, us, dense_us / us);
+            if (variant > 0) { /* unset the set's variables again */
+                char one[512], *s2 = NULL;
+                snprintf(one, sizeof one, "%s", set);
+                for (char *kvp = strtok_r(one, ",", &s2); kvp; kvp = strtok_r(NULL, ",", &s2)) {
+                    char *eq = strchr(kvp, '=');
+                    if (eq) *eq = 0;
+                    unsetenv(kvp);
+                }
+            }
+            if (!also) break;
         }
-        const float us = 1000.0f * median(t, 3);
-        printf("prefill rows %d at %lld keys: infinitehip %.1f us, dense %.1f us, speed-up %.2fx\n",
-               rows, (long long)keys, us, dense_us, dense_us / us);
     } else {
         /* the refresh class of step i, as the method decides it (state valid after step 0) */
         const int32_t N = hp_.n_stages;

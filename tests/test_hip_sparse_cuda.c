@@ -3,8 +3,10 @@
  * through the backend's attn_sparse: decode split kernel + merge for calls of 1-row blocks,
  * the list kernel + tensor-core prefill over gathered key tiles for the others — the wgmma
  * kernel on sm_90a; then a reduced list again with LONGCTX_SPARSE_PREFILL=mma and
- * LONGCTX_SPARSE_DECODE=prefill: the mma.sync kernel, decode calls through it too) against its
- * CPU twin lc_cpu_attn_sparse on the same bf16 K/V values.
+ * LONGCTX_SPARSE_DECODE=prefill: the mma.sync kernel, decode calls through it too; and again with
+ * LONGCTX_HIP_ROTATE=1: plain RoPE from keys and values rotated into fp16 tiles before the call,
+ * where the default run rotates in the kernel, calls this small not being worth the pass)
+ * against its CPU twin lc_cpu_attn_sparse on the same bf16 K/V values.
  * Cases as in test_hip_sparse.c: scattered page tables, several sequences per call, decode
  * blocks and prefill blocks up to 64 rows in one call (1-row blocks then take the prefill
  * path), both attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16,
@@ -232,6 +234,15 @@ int main(void) {
                "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
         unsetenv("LONGCTX_SPARSE_PREFILL");
         unsetenv("LONGCTX_SPARSE_DECODE");
+        /* the wgmma kernel's other key path: plain RoPE from keys and values rotated into fp16
+         * tiles first (forced; the calls' decode rows keep the in-kernel rotation) */
+        setenv("LONGCTX_HIP_ROTATE", "1", 1);
+        g_path = "rotated tiles: ";
+        worst_dec = worst_pre = worst_dense = 0;
+        run_cases(b, small, only, 1);
+        printf("rotated tiles: largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full "
+               "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
+        unsetenv("LONGCTX_HIP_ROTATE");
     }
     b->free(b);
     TEST_END();

@@ -1,19 +1,21 @@
 /*
  * test_hip_stage_cuda.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) against its CPU
  * twin lc_cpu_hip_stage and the double brute-force reference of test_hip_stage.c (included
- * here), on the same bf16 key values. The GPU multiplies bf16 queries (and, for PLAIN / CHUNK,
- * bf16 rotated keys) on the tensor cores, so its probe scores differ from the reference by up
- * to ~2·2^-9 of sum |q_i k_i|: a descent step closer than 2e-3 of that may go either way, and
+ * here), on the same bf16 key values. The GPU multiplies bf16 queries (and, for CHUNK, bf16
+ * rotated keys; PLAIN: fp16 queries and keys) on the tensor cores, so its probe scores differ
+ * from the reference by up to ~2·2^-9 of sum |q_i k_i|: a descent step closer than 2e-3 of that may go either way, and
  * kept chunks may swap with dropped ones only within that tolerance. Every other output must
  * match: out_n, segments that are exactly chunks of the list, sorted by start.
  * Cases: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and n_kv_head,
  * q_stride 1/2/4 with 16-64-row blocks, head dims 64/128, GQA 1/3/4/8, NORM / NEOX, partial
- * rotary), run twice: as launched, and with LONGCTX_HIP_STAGE_TEST=1 / LONGCTX_HIP_STAGE_S=1
- * (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global memory); blocks of
- * 128 and 256 pooled queries (8 and 16 m-tiles per unit); exact ties, keep-all, and the
+ * rotary), run three times: as launched; with LONGCTX_HIP_STAGE_TEST=1 / LONGCTX_HIP_STAGE_S=1
+ * (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global memory); its
+ * plain cases with LONGCTX_HIP_ROTATE=1 (the prefill sequences' keys rotated into fp16 tiles
+ * first, the decode row's block rotating its probes). Blocks of 128 and 256 pooled queries
+ * (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, and the
  * Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill blocks) through the 3k
- * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE,
- * and stage 1 chunk-indexed.
+ * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE
+ * (and again with rotated keys), and stage 1 chunk-indexed.
  * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
  * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
  * Skips (exit 77) where no GPU is present.
@@ -152,9 +154,13 @@ static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_s
 static const char *mode_name[] = {"plain", "relative", "chunk"};
 
 /* The CPU test's grid. pass 1 runs it with LONGCTX_HIP_STAGE_TEST=1 (every chunk wave of a
- * unit in one CTA, the select reading global memory) and one 8-chunk tile per warp. */
+ * unit in one CTA, the select reading global memory) and one 8-chunk tile per warp; pass 2 its
+ * plain-RoPE cases with the prefill sequences' keys rotated into fp16 tiles first
+ * (LONGCTX_HIP_ROTATE=1; the decode row's block still rotates its probes). */
+static const char *pass_name[] = {"", "[one CTA per unit] ", "[rotated keys] "};
 static void run_grid(lc_backend *b, int pass) {
-    if (pass) setenv("LONGCTX_HIP_STAGE_TEST", "1", 1), setenv("LONGCTX_HIP_STAGE_S", "1", 1);
+    if (pass == 1) setenv("LONGCTX_HIP_STAGE_TEST", "1", 1), setenv("LONGCTX_HIP_STAGE_S", "1", 1);
+    if (pass == 2) setenv("LONGCTX_HIP_ROTATE", "1", 1);
     const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {2, 4}, {1, 8}};
     int           k = 0;
     for (int di = 0; di < 2; di++)
@@ -162,6 +168,7 @@ static void run_grid(lc_backend *b, int pass) {
             for (int mode = 0; mode < 3; mode++)
                 for (int later = 0; later < 2; later++)
                     for (int gr = 0; gr < 2; gr++, k++) {
+                        if (pass == 2 && mode != LC_HIP_SCAN_PLAIN) continue;
                         const int32_t bq = k % 3 == 0 ? 64 : (k % 3 == 1 ? 16 : 48);
                         hs_case cs = {dims[di], gqa[gi][0], gqa[gi][1], k % 2 ? 16 : 64, dims[di],
                                       k % 5 == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 8, 32, 0, 1, 0,
@@ -178,7 +185,7 @@ static void run_grid(lc_backend *b, int pass) {
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
                         char what[200];
                         snprintf(what, sizeof what, "%sD%d H%d G%d %s %s groups %d b_q %d q_stride %d "
-                                 "l_c %d keep %d P%d rot%d %s", pass ? "[one CTA per unit] " : "",
+                                 "l_c %d keep %d P%d rot%d %s", pass_name[pass],
                                  cs.D, cs.H, cs.G, mode_name[mode], later ? "later" : "first", ng, bq,
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
@@ -191,13 +198,16 @@ static void run_grid(lc_backend *b, int pass) {
                         dev_world_free(b, &d);
                         hs_world_free(&w);
                     }
-    if (pass) unsetenv("LONGCTX_HIP_STAGE_TEST"), unsetenv("LONGCTX_HIP_STAGE_S");
+    unsetenv("LONGCTX_HIP_STAGE_TEST"), unsetenv("LONGCTX_HIP_STAGE_S"), unsetenv("LONGCTX_HIP_ROTATE");
 }
 
-/* Big blocks: 128 and 256 pooled queries (8 and 16 m-tiles per unit), all three modes. */
-static void run_big_blocks(lc_backend *b) {
+/* Big blocks: 128 and 256 pooled queries (8 and 16 m-tiles per unit), all three modes; then
+ * plain RoPE again with rotated keys (rot). */
+static void run_big_blocks(lc_backend *b, int rot) {
+    if (rot) setenv("LONGCTX_HIP_ROTATE", "1", 1);
     for (int big = 0; big < 2; big++)
         for (int mode = 0; mode < 3; mode++) {
+            if (rot && mode != LC_HIP_SCAN_PLAIN) continue;
             const int32_t bq = big ? 256 : 128;
             hs_case       cs = {128, 2, 4, 64, 128, mode == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 16, 64,
                                 0, 1, 0, 2, {2000, 900}, {bq + 40, 1}};
@@ -208,8 +218,8 @@ static void run_big_blocks(lc_backend *b) {
             hs_stage st;
             hs_stage_make(&w, &st, 16, 9, 1, mode, big ? 2 : 1, big, NULL, NULL, 0);
             char what[160];
-            snprintf(what, sizeof what, "%d-row blocks, q_stride 1, %s, %s stage", bq, mode_name[mode],
-                     big ? "later" : "first");
+            snprintf(what, sizeof what, "%s%d-row blocks, q_stride 1, %s, %s stage",
+                     rot ? "[rotated keys] " : "", bq, mode_name[mode], big ? "later" : "first");
             const int32_t n_pairs = w.n_qb * st.a.n_groups;
             lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * st.a.n_keep);
             int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
@@ -219,6 +229,7 @@ static void run_big_blocks(lc_backend *b) {
             dev_world_free(b, &d);
             hs_world_free(&w);
         }
+    unsetenv("LONGCTX_HIP_ROTATE");
 }
 
 int main(void) {
@@ -226,9 +237,9 @@ int main(void) {
     REQUIRE_CUDA_BACKEND(b);
     hs_rng = (uint64_t)time(NULL) * 2654435761u | 1;
     printf("seed %llu\n", (unsigned long long)hs_rng);
-    run_grid(b, 0);
-    run_grid(b, 1);
-    run_big_blocks(b);
+    for (int pass = 0; pass < 3; pass++) run_grid(b, pass);
+    run_big_blocks(b, 0);
+    run_big_blocks(b, 1);
     /* keep-all and exact ties (the later chunks are kept), then a stage on the tied output */
     for (int gr = 0; gr < 2; gr++) {
         hs_case  cs = {128, 2, 3, 16, 128, LC_ROPE_NORM, 64, 8, 16, 1, 1, 0, 2, {500, 0}, {70, 1}};
@@ -285,6 +296,17 @@ int main(void) {
         hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
         run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, plain RoPE", 0);
         hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        /* again with the prefill sequence's keys rotated into fp16 tiles first (the decode
+         * row's block rotates its probes in the same calls) */
+        setenv("LONGCTX_HIP_ROTATE", "1", 1);
+        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1, plain RoPE, rotated keys", 0);
+        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
+        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2, plain RoPE, rotated keys", 0);
+        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
+        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, plain RoPE, rotated keys", 0);
+        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        unsetenv("LONGCTX_HIP_ROTATE");
         free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
         dev_world_free(b, &d);
         hs_world_free(&w);

@@ -362,6 +362,39 @@ static int cuda_copy(lc_backend *, void *dst, const void *src, size_t bytes) {
     return LC_OK;
 }
 
+// InfiniteHiP with plain RoPE in a prefill-sized call: the prefill sequences' keys (and, for
+// the sparse attention, values) rotated once per call into fp16 tiles in the dense prefill's
+// scratch (lc_cuda_hip_rot; the dense prefill refills it whenever it runs), so that the
+// kernels read rotated keys instead of rotating each probe / gathered key with its own table
+// row — when the call reads keys at least twice as often as the pass touches them (`reads`, a
+// rough count). LONGCTX_HIP_ROTATE=1: always, =0: never.
+static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, bool eligible, double reads,
+                        lc_cuda_hip_rot *rot, bool *use) {
+    cuda_impl *im = impl_of(b);
+    *use          = false;
+    memset(rot, 0, sizeof *rot);
+    const char *e = getenv("LONGCTX_HIP_ROTATE");
+    if (!eligible || im->n_pre == 0 || (e && !strcmp(e, "0"))) return LC_OK;
+    int64_t tiles = 0;
+    for (int32_t i = 0; i < im->n_seqs; i++) {
+        const lc_attn_seq *sq = &im->host_seqs[i];
+        if (sq->n_rows > 1) tiles += ((int64_t)sq->pos0 + sq->n_rows + 63) / 64;
+    }
+    if (tiles == 0) return LC_OK;
+    if (!(e && !strcmp(e, "1")) && reads < 2.0 * (double)tiles * 64 * kv->n_kv_head) return LC_OK;
+    const size_t half_b = (size_t)tiles * (size_t)kv->n_kv_head * 64 * (size_t)kv->head_dim * 2;
+    const int    st     = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes, 2 * half_b,
+                                       "prefill attention scratch (rotated keys and values, fp16)");
+    if (st != LC_OK) return st;
+    rot->k     = im->pre_scratch;
+    rot->v     = (unsigned char *)im->pre_scratch + half_b;
+    rot->pre   = im->d_pre;
+    rot->n_pre = im->n_pre;
+    rot->tiles = tiles;
+    *use       = true;
+    return LC_OK;
+}
+
 static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                           int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
@@ -373,8 +406,16 @@ static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
     if (need > 0) st = grow_scratch(b, &im->hip_scratch, &im->hip_scratch_bytes, need,
                                     "InfiniteHiP stage scratch");
     if (st != LC_OK) return st;
-    return lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->hip_scratch,
-                             im->hip_scratch_bytes);
+    // probes: a descent of ceil(log2(l_c)) + 1 keys per chunk, (block, query head)
+    int steps = 1;
+    while ((1 << (steps - 1)) < a->chunk) steps++;
+    lc_cuda_hip_rot rot;
+    bool            use = false;
+    st = hip_rot_plan(b, kv, a->scan_rope == LC_HIP_SCAN_PLAIN && a->max_rows > 1,
+                      (double)n_qb * n_head * (a->max_chunks > 0 ? a->max_chunks : 0) * steps, &rot, &use);
+    if (st != LC_OK) return st;
+    return lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
+                             im->hip_scratch, im->hip_scratch_bytes);
 }
 
 static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -388,8 +429,18 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     if (need > 0) st = grow_scratch(b, &im->sparse_scratch, &im->sparse_scratch_bytes, need,
                                     "sparse attention scratch");
     if (st != LC_OK) return st;
+    // gathered keys: every list entry once per 128 packed rows of a (block, KV head)
+    const int32_t   H = kv->n_kv_head > 0 ? kv->n_kv_head : 1;
+    const double    list = (double)(a->n_sink > 0 ? a->n_sink : 0) + (a->max_sel > 0 ? a->max_sel : 0) +
+                           (a->max_window > 0 ? a->max_window : 0);
+    const double    ctas = (double)(((int64_t)a->max_rows * (n_head / H) + 127) / 128);
+    lc_cuda_hip_rot rot;
+    bool            use = false;
+    st = hip_rot_plan(b, kv, a->attn_rope == LC_HIP_ATTN_PLAIN && a->max_rows > 1,
+                      (double)n_qb * H * ctas * list, &rot, &use);
+    if (st != LC_OK) return st;
     return lc_cuda_attn_sparse(kv, im->d_seqs, qb, n_qb, q, n_head, rope, scale, a,
-                               im->sparse_scratch, im->sparse_scratch_bytes, out);
+                               use ? &rot : NULL, im->sparse_scratch, im->sparse_scratch_bytes, out);
 }
 
 static int cuda_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,

@@ -69,6 +69,17 @@ __device__ __forceinline__ float fast_exp2(float x) {
 __device__ __forceinline__ void named_barrier(int id, int n) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+// Element offset of (key r, dim c) inside one 64-key tile of 16-bit values: D / 64 column
+// blocks of [64 keys][64 dims], each 128-byte row's 16-byte chunks permuted by XOR with r mod 8
+// (the 128-byte-swizzled operand layout of Hopper's tensor cores; attention.cu's prefill scratch
+// and the InfiniteHiP rotated-key tiles). 8 consecutive dims (c % 8 == 0) stay contiguous.
+__device__ __forceinline__ int tile64_off(int r, int c) {
+    return ((c >> 6) * 64 + r) * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
+// cp.async of 16 bytes, L2 to shared memory without allocating in L1 (.cg)
+__device__ __forceinline__ void cp_async16_cg(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {

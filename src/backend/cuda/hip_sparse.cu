@@ -31,8 +31,15 @@
 //    (each thread one key's half: the table row in registers, loaded one tile ahead), and
 //    hands the stage to two consumer warpgroups (64 packed (row, head) rows each) that run
 //    S = Q Kᵀ and O += P V as asynchronous wgmma, overlapped with the online softmax; only the
-//    window keys are masked (causal). Elsewhere (sm_80, or LONGCTX_SPARSE_PREFILL=mma) an
-//    mma.sync FlashAttention-2 kernel over the same gathered tiles.
+//    window keys are masked (causal). With PLAIN RoPE in a prefill-sized call the backend
+//    passes the prefill sequences' keys and values rotated / converted once into fp16 tiles of
+//    the same swizzled layout (lc_cuda_hip_rot, filled here by hip_rotate_kernel, also for
+//    hip_stage): the list then names tile rows, and the producer of a block of such a sequence
+//    only copies them (no table rows, no pass over the stage; H100, 8B shape, 32K rows at
+//    128K: ~9.6 -> ~5 ms). Elsewhere (sm_80, or LONGCTX_SPARSE_PREFILL=mma) an mma.sync
+//    FlashAttention-2 kernel over the same gathered tiles, from the pages. (Streaming RoPE
+//    composed as R(base + 64 t) R(j) — one table row per tile, key j's own in registers — was
+//    tried instead of a row per key: 2.8 ms slower at 1M, reverted.)
 // The launch shapes depend only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
@@ -63,6 +70,10 @@ struct sp_params {
     int32_t              H, G, n_head, page_shift, n_groups, sel_cap, n_sink, streaming;
     int32_t              half_rot, n_pos;
     float                scale_log2; // softmax scale * log2(e)
+    // plain RoPE, rotated tiles (lc_cuda_hip_rot): blocks of the listed sequences read them
+    const __half        *rk, *rv;
+    const int32_t       *rpre;
+    int32_t              n_rpre;
 };
 
 // ---- small device helpers ------------------------------------------------------------------
@@ -209,6 +220,124 @@ __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bo
     }
 }
 
+// ---- rotated keys (plain RoPE, prefill-sized calls) -----------------------------------------
+
+struct rot_params {
+    const lc_attn_seq *seqs;
+    const int32_t     *pre;   // the rotated sequences
+    const lc_bf16     *kpool, *vpool;
+    const float       *cs, *sn;
+    __half            *ks, *vs; // [tiles][H][64][D] fp16, tile64_off layout
+    int32_t            H, P, p_shift, half_rot, neox, n_pos;
+};
+
+// First tile of the z-th rotated sequence (the layout of attention.cu's prefill scratch).
+__device__ __forceinline__ int64_t rot_base_tile(const lc_attn_seq *seqs, const int32_t *pre, int z) {
+    int64_t base = 0;
+    for (int i = 0; i < z; i++) {
+        const lc_attn_seq s = seqs[pre[i]];
+        base += (s.pos0 + s.n_rows + 63) / 64;
+    }
+    return base;
+}
+
+// Every key of a rotated sequence at its true position (clamped to the table), as the kernels
+// that read the pages rotate them: x0·c − x1·s, x0·s + x1·c in fp32 from the bf16 values,
+// rounded to fp16 (adjacent pairs 2i, 2i+1 or split halves i, i + n_rot/2 for i < n_rot/2; the
+// other dims converted); values converted to fp16 (exact). Rows past the sequence are not
+// written (no kernel reads them). A thread owns one 16-byte output chunk of one key and does it
+// for every KV head (the table values loaded once).
+// grid (tile strides, n_pre); block 256: one 64-token tile per CTA and stride
+template <int D>
+__global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r, int with_v) {
+    constexpr int CPR = D / 8;
+    const int         z  = blockIdx.y;
+    const lc_attn_seq sq = r.seqs[r.pre[z]];
+    const int         L = sq.pos0 + sq.n_rows, n_tiles = (L + 63) / 64, HR = r.half_rot;
+    const int64_t     base = rot_base_tile(r.seqs, r.pre, z);
+    const int64_t     hs_src = (int64_t)r.P * D, hs_dst = 64 * D; // one KV head further
+    for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+        for (int it = threadIdx.x; it < 64 * CPR; it += blockDim.x) {
+            const int j = it / CPR, c = it % CPR, tok = t * 64 + j, d0 = 8 * c;
+            if (tok >= L) continue;
+            const int64_t pos  = min(tok, r.n_pos - 1);
+            const int64_t page = sq.page_table[tok >> r.p_shift];
+            const int64_t src  = (page * r.H * r.P + (tok & (r.P - 1))) * D;
+            const int64_t dst  = (base + t) * r.H * 64 * D + tile64_off(j, d0);
+            if (with_v)
+#pragma unroll 4
+                for (int h = 0; h < r.H; h++) {
+                    const uint4     xv = *(const uint4 *)(r.vpool + src + h * hs_src + d0);
+                    const uint32_t *u  = (const uint32_t *)&xv;
+                    *(uint4 *)(r.vs + dst + h * hs_dst) =
+                        make_uint4(bf16x2_to_f16x2(u[0]), bf16x2_to_f16x2(u[1]), bf16x2_to_f16x2(u[2]),
+                                   bf16x2_to_f16x2(u[3]));
+                }
+            if (!r.neox) { // adjacent pairs: pair 4c + w in word w
+                float cc[4], ss[4];
+                bool  rot[4];
+#pragma unroll
+                for (int w = 0; w < 4; w++) {
+                    const int i = 4 * c + w;
+                    rot[w]      = i < HR;
+                    cc[w]       = rot[w] ? r.cs[pos * HR + i] : 1.f;
+                    ss[w]       = rot[w] ? r.sn[pos * HR + i] : 0.f;
+                }
+#pragma unroll 4
+                for (int h = 0; h < r.H; h++) {
+                    const uint4     xk = *(const uint4 *)(r.kpool + src + h * hs_src + d0);
+                    const uint32_t *u  = (const uint32_t *)&xk;
+                    uint32_t        o[4];
+#pragma unroll
+                    for (int w = 0; w < 4; w++) {
+                        const float x0 = bf16_lo(u[w]), x1 = bf16_hi(u[w]);
+                        o[w] = rot[w] ? pack_f16(x0 * cc[w] - x1 * ss[w], x0 * ss[w] + x1 * cc[w])
+                                      : bf16x2_to_f16x2(u[w]);
+                    }
+                    *(uint4 *)(r.ks + dst + h * hs_dst) = make_uint4(o[0], o[1], o[2], o[3]);
+                }
+                continue;
+            }
+            // split halves: dim d < HR pairs with d + HR (lower), HR <= d < 2 HR with d - HR (upper)
+            float cc[8], ss[8];
+            int   kind[8], part[8]; // 0: copy, 1: lower, 2: upper; partner dim
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int d = d0 + e;
+                kind[e]     = d < HR ? 1 : (d < 2 * HR ? 2 : 0);
+                const int i = kind[e] == 1 ? d : d - HR;
+                part[e]     = kind[e] == 1 ? d + HR : d - HR;
+                cc[e]       = kind[e] ? r.cs[pos * HR + i] : 1.f;
+                ss[e]       = kind[e] ? r.sn[pos * HR + i] : 0.f;
+            }
+            const bool vec = (HR & 7) == 0; // the partners form one aligned chunk
+            for (int h = 0; h < r.H; h++) {
+                const lc_bf16  *row = r.kpool + src + h * hs_src;
+                const uint4     xk  = *(const uint4 *)(row + d0);
+                const uint16_t *xo  = (const uint16_t *)&xk;
+                uint4           xp  = make_uint4(0, 0, 0, 0);
+                if (vec && kind[0]) xp = *(const uint4 *)(row + part[0]);
+                const uint16_t *xq = (const uint16_t *)&xp;
+                float           o[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const float x = __uint_as_float((uint32_t)xo[e] << 16);
+                    if (!kind[e]) {
+                        o[e] = x;
+                        continue;
+                    }
+                    const uint16_t pb = vec ? xq[e] : ((const uint16_t *)row)[part[e]];
+                    const float    y  = __uint_as_float((uint32_t)pb << 16);
+                    // lower: x0 = x (own), y0 = partner; upper: x0 = partner, y0 = x (own)
+                    o[e] = kind[e] == 1 ? x * cc[e] - y * ss[e] : y * ss[e] + x * cc[e];
+                }
+                *(uint4 *)(r.ks + dst + h * hs_dst) = make_uint4(pack_f16(o[0], o[1]), pack_f16(o[2], o[3]),
+                                                                 pack_f16(o[4], o[5]), pack_f16(o[6], o[7]));
+            }
+        }
+    }
+}
+
 // ---- list kernel (prefill calls) -----------------------------------------------------------
 
 // grid (n_qb, n_groups), block 256: lists[b][g][0 .. N) and hdr[b][g] = (N, n_pre, win0, 0)
@@ -229,19 +358,33 @@ __global__ void __launch_bounds__(256)
     const int base = win0 - n_pre;
     const int32_t *pt = a.seqs[B.seq].page_table;
     int2          *L  = lists + gl * L_cap;
+    // plain RoPE with rotated tiles: entries (position, 64 * tile + slot of the tiles)
+    int64_t rt = -1;
+    if (a.n_rpre > 0 && !a.streaming) {
+        int64_t t0 = 0;
+        for (int i = 0; i < a.n_rpre && rt < 0; i++) {
+            const lc_attn_seq sq = a.seqs[a.rpre[i]];
+            if (a.rpre[i] == B.seq) rt = t0;
+            t0 += (sq.pos0 + sq.n_rows + 63) / 64;
+        }
+    }
+    auto ent = [&](int tok, int pos) -> int2 {
+        if (rt < 0) return key_entry(a, pt, tok, pos);
+        return make_int2(min(max(pos, 0), a.n_pos - 1), (int)(rt * 64 + tok));
+    };
     for (int i = threadIdx.x; i < N; i += 256) {
-        if (i < n_s) L[i] = key_entry(a, pt, i, a.streaming ? base + i : i);
+        if (i < n_s) L[i] = ent(i, a.streaming ? base + i : i);
         else if (i >= n_pre) {
             const int tok = win0 + (i - n_pre);
-            L[i]          = key_entry(a, pt, tok, tok);
+            L[i]          = ent(tok, tok);
         }
     }
     const int r1 = min(n_pre, N) - n_s;
     if (r1 > 0)
         seg_emit(segs, j0, j1, off, a.n_sink, win0, 0, r1, [&](int r, int tok) {
-            L[n_s + r] = key_entry(a, pt, tok, a.streaming ? base + n_s + r : tok);
+            L[n_s + r] = ent(tok, a.streaming ? base + n_s + r : tok);
         });
-    if (threadIdx.x == 0) hdr[gl] = make_int4(N, min(n_pre, N), win0, 0);
+    if (threadIdx.x == 0) hdr[gl] = make_int4(N, min(n_pre, N), win0, rt >= 0 ? 1 : 0);
 }
 
 // ---- decode --------------------------------------------------------------------------------
@@ -887,6 +1030,45 @@ __global__ void __launch_bounds__(384, 1)
             const int x = t * 64 + j;
             return t < n_tiles && x < n_keys ? L[x] : make_int2(0, -1);
         };
+        int2 F[LA + 1]; // F[i] = entry(kt + 1 + i) at iteration kt
+        const int2 e0 = entry(0);
+#pragma unroll
+        for (int i = 0; i <= LA; i++) F[i] = entry(1 + i);
+        if (hd.w) {
+            // rotated fp16 tiles (plain RoPE): K and V of key j copied into the stage as they are
+            // (the tiles share the stage's swizzle, with the source row's phase)
+            auto issue_r = [&](int t, int2 e) {
+                const int s = t % NS;
+                if (t >= NS) mbar_wait(empty + s, ((t / NS) - 1) & 1);
+                const bool     valid = e.y >= 0;
+                const int64_t  tb    = valid ? ((int64_t)(e.y >> 6) * a.H + h) * (64 * D) : 0;
+                const int      r     = e.y & 63;
+                unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
+#pragma unroll
+                for (int q = 0; q < D / 16; q++) { // chunks 2q + hf: a lane pair reads 32 bytes
+                    const int c = 2 * q + hf, doff = 2 * tile_off(j, 8 * c), so = tile_off(r, 8 * c);
+                    cp_async16_zfill(kd + doff, valid ? a.rk + tb + so : a.rk, valid ? 16 : 0);
+                    cp_async16_zfill(vd + doff, valid ? a.rv + tb + so : a.rv, valid ? 16 : 0);
+                }
+            };
+#pragma unroll
+            for (int t = 0; t < LA; t++) {
+                if (t < n_tiles) issue_r(t, t == 0 ? e0 : F[t - 1]);
+                cp_async_commit();
+            }
+            for (int kt = 0; kt < n_tiles; kt++) {
+                cp_async_wait<LA - 1>(); // this thread's copies of tile kt landed
+                fence_proxy_async();     // the tensor cores read what they wrote
+                mbar_arrive(full + kt % NS);
+                if (kt + LA < n_tiles) issue_r(kt + LA, F[LA - 1]);
+                cp_async_commit();
+#pragma unroll
+                for (int i = 0; i < LA; i++) F[i] = F[i + 1];
+                F[LA] = entry(kt + LA + 2);
+            }
+            cp_async_wait_all();
+            return;
+        }
         // K and V of key j, tile t: raw bf16 into the swizzled places of stage t % NS
         auto issue_kv = [&](int t, int2 e) {
             const int s = t % NS;
@@ -902,8 +1084,8 @@ __global__ void __launch_bounds__(384, 1)
                 cp_async16_zfill(vd + off, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
             }
         };
-        // this thread's table values for key j: per rotated item m, cos and sin of its pairs
-        // (adjacent pairs: 4 of each; split halves: 8 of each)
+        // in-kernel rotation: this thread's table values for key j: per rotated item m, cos and
+        // sin of its pairs (adjacent pairs: 4 of each; split halves: 8 of each)
         constexpr int NM = NEOX ? D / 32 : D / 16; // items (chunks or chunk pairs) per thread
         float4        tab[NEOX ? 4 * NM : 2 * NM];
         auto load_tab_m = [&](int m, const float *cr, const float *sr) {
@@ -915,10 +1097,6 @@ __global__ void __launch_bounds__(384, 1)
                 tab[2 * m] = ldg_f4(cr + 4 * c), tab[2 * m + 1] = ldg_f4(sr + 4 * c);
             }
         };
-        int2 F[LA + 1]; // F[i] = entry(kt + 1 + i) at iteration kt
-        const int2 e0 = entry(0);
-#pragma unroll
-        for (int i = 0; i <= LA; i++) F[i] = entry(1 + i);
         {
             const int2 et = e0.y >= 0 ? e0 : make_int2(0, 0);
 #pragma unroll
@@ -1137,6 +1315,18 @@ int device_major(void) {
     return major;
 }
 
+int sm_count(void) {
+    static int n_sm = 0;
+    if (n_sm == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            n_sm = 132;
+        (void)cudaGetLastError();
+    }
+    return n_sm;
+}
+
 // Decode splits per (block, KV head): every split at most DEC_K list entries.
 int64_t dec_splits(int64_t n_max) {
     const int64_t s = (n_max + DEC_K - 1) / DEC_K;
@@ -1279,6 +1469,34 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
 
 } // namespace
 
+extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                  const lc_rope_table *rope, const lc_cuda_hip_rot *rot, bool with_v) {
+    const int D = kv->head_dim, P = kv->page_size;
+    if (!rot || rot->n_pre <= 0 || rot->tiles <= 0) return LC_OK;
+    if (!rot->k || (with_v && !rot->v) || !rot->pre || !seqs)
+        return lc_fail(LC_ERR_INVALID_ARG, "cuda hip_rotate: missing buffers");
+    if ((D != 64 && D != 128) || P <= 0 || (P & (P - 1)) || rope->n_rot < 0 || rope->n_rot > D ||
+        rope->n_rot % 2 || rope->n_pos < 1)
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda hip_rotate: head dim %d, page %d, n_rot %d", D, P,
+                       rope->n_rot);
+    rot_params r;
+    r.seqs = seqs, r.pre = rot->pre;
+    r.kpool = (const lc_bf16 *)kv->k, r.vpool = (const lc_bf16 *)kv->v;
+    r.cs = rope->cos, r.sn = rope->sin;
+    r.ks = (__half *)rot->k, r.vs = (__half *)rot->v;
+    r.H = kv->n_kv_head, r.P = P, r.p_shift = 0;
+    while ((1 << r.p_shift) < P) r.p_shift++;
+    r.half_rot = rope->n_rot / 2, r.neox = rope->pairing == LC_ROPE_NEOX, r.n_pos = rope->n_pos;
+    int64_t gx = (4 * (int64_t)sm_count() + rot->n_pre - 1) / rot->n_pre;
+    if (gx > rot->tiles) gx = rot->tiles;
+    if (gx < 1) gx = 1;
+    const dim3 grid((unsigned)gx, (unsigned)rot->n_pre);
+    if (D == 64) hip_rotate_kernel<64><<<grid, 256, 0, lc_cuda_stream()>>>(r, with_v ? 1 : 0);
+    else hip_rotate_kernel<128><<<grid, 256, 0, lc_cuda_stream()>>>(r, with_v ? 1 : 0);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
 extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
                                                     const lc_hip_sparse_args *a) {
     if (n_qb <= 0 || n_head <= 0 || !a) return 0;
@@ -1288,8 +1506,8 @@ extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head
 extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                                    const lc_hip_qblock *qb, int32_t n_qb, const float *q,
                                    int32_t n_head, const lc_rope_table *rope, float scale,
-                                   const lc_hip_sparse_args *a, void *scratch, size_t scratch_bytes,
-                                   float *out) {
+                                   const lc_hip_sparse_args *a, const lc_cuda_hip_rot *rot,
+                                   void *scratch, size_t scratch_bytes, float *out) {
     const int D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
     if (n_qb <= 0) return LC_OK;
     if (D != 64 && D != 128)
@@ -1324,8 +1542,15 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     p.streaming = a->attn_rope == LC_HIP_ATTN_STREAMING;
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
+    p.rk = p.rv = NULL, p.rpre = NULL, p.n_rpre = 0;
 
     unsigned char *sc = (unsigned char *)scratch;
+    if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && use_wgmma()) {
+        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot, true);
+        if (st != LC_OK) return st;
+        p.rk = (const __half *)rot->k, p.rv = (const __half *)rot->v;
+        p.rpre = rot->pre, p.n_rpre = rot->n_pre;
+    }
     if (pl.decode) {
         float *part = (float *)sc;
         return D == 64 ? (neox ? launch_decode<64, true>(p, n_qb, pl.splits, part)

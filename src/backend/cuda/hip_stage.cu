@@ -8,7 +8,7 @@
 //     cut into l_c pieces by a block scan, or the one segment [n_sink, win0) in the first
 //     stage), its scores and completion counter cleared; per (block, head, m-tile of 16) the
 //     pooled queries (rows rotated at the mode's query position, averaged over q_stride) as
-//     bf16 mma.sync A fragments. With RELATIVE RoPE the key rotation is folded into the query,
+//     mma.sync A fragments (PLAIN: fp16, as its keys; else bf16). With RELATIVE RoPE the key rotation is folded into the query,
 //     q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the left slot, 1 for the right) are kept
 //     and the keys go to the tensor cores exactly as the pages hold them.
 //  2. score + select: a unit = one (block, query head) = n_mt warps (one per m-tile, A
@@ -21,9 +21,14 @@
 //     is probed in both slots at once, the left one only where the descent goes on). The keys
 //     of a step (and, PLAIN / CHUNK, their table rows) are gathered from the pages into shared
 //     memory by cp.async (page-table entries cached per wave) — no registers held while in
-//     flight — rotated there in fp32 (PLAIN / CHUNK, one pass shared by the unit's m-tiles),
-//     and read by ldmatrix as B fragments of m16n8k16 (8 chunks × 16 queries per mma). The max
-//     over the queries is a shuffle reduction, across m-tiles a shared-memory exchange; each
+//     flight — rotated there in fp32 (PLAIN into fp16, CHUNK into bf16; one pass shared by the
+//     unit's m-tiles), and read by ldmatrix as B fragments of m16n8k16 (8 chunks × 16 queries
+//     per mma). With PLAIN RoPE in a prefill-sized call the backend passes the prefill
+//     sequences' keys rotated once into fp16 tiles (lc_cuda_hip_rot, filled here first): their
+//     blocks gather rotated rows, no table rows and no rotation (a probe moved 768 bytes and was
+//     rotated in every unit that probed it). The max over the queries is a shuffle reduction
+//     (four values per thread at once by recursive halving: 4 shuffles per pair of 8-column
+//     tiles instead of 12), across m-tiles a shared-memory exchange; each
 //     warp owns S tiles of 8 chunks for the descent state (kept in shared memory). A chunk's
 //     score (max over the group's heads) is an atomicMax on an order-preserving integer key;
 //     the last CTA to finish a (block, group) — a counter — selects its n_keep best by a
@@ -37,12 +42,14 @@
 // LONGCTX_HIP_STAGE_TEST=1 (tests) puts all chunk waves of a unit in one CTA (and up to 4
 // blocks in one CTA in the first stage) and makes the select read the scores from global
 // memory; LONGCTX_HIP_STAGE_S=1|2|4 sets the tiles per warp and LONGCTX_HIP_STAGE_WPT=N the
-// chunk waves per CTA (tuning).
-// H100 (bench_hip_stage, 8B shape, 3k preset, 32K rows at 128K): stages 6.2 / 9.1 / 14.3 ms
-// with relative RoPE, 10.5 / 15.2 / 15.7 with plain RoPE. Stages 1-2 move ~3 TB/s of 256-byte
-// key rows from L2 and are bound by it, not by latency (4x the descents in flight per warp
-// gave the same time) nor by DRAM locality (wave-major tile order: the same); stage 3 by the
-// mma pipe (7 m16n8k16 chains per chunk and head, relative RoPE).
+// chunk waves per CTA of the later stages, LONGCTX_HIP_STAGE_WPT1=N of the first (tuning).
+// H100 (bench_hip_stage, 8B shape, 3k preset, 32K rows at 128K), before the rotated tiles and
+// the halving reduction: stages 6.2 / 9.1 / 14.3 ms with relative RoPE, 10.5 / 15.2 / 15.7 with
+// plain RoPE. Stages 1-2 move ~2.6-3 TB/s of 256-byte key rows; loading each row once for the
+// 4 heads of a KV head (30-44% fewer bytes, the units in lockstep) and whole 128-byte lines per
+// instruction were both slower (H100, tried), more tiles per warp too. Stage 3 was bound by the
+// column-max shuffles (12 per tile and step, relative RoPE: ~12 of its 15.7 ms at one warp
+// shuffle per clock per SM).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/device_prims.cuh"
@@ -77,6 +84,10 @@ struct stage_params {
     const int32_t       *in_n;
     lc_hip_seg          *out;
     int32_t             *out_n;
+    // plain RoPE with rotated tiles (lc_cuda_hip_rot): units of the listed sequences read them
+    const uint16_t      *rk;     // fp16 [tiles][H][64][D], tile64_off layout
+    const int32_t       *rpre;
+    int32_t              n_rpre;
     int32_t             *n_ch;   // [n_pairs]
     int32_t             *cnt;    // [n_pairs] score CTAs done
     int2                *chunks; // [n_pairs][max_chunks]
@@ -287,7 +298,9 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
             if (p.mode == LC_HIP_SCAN_RELATIVE) // key slot v folded in: R(v)ᵀ R(n_stream+1) q
                 e0 = unrot_elem(y[row], d0, v, p), e1 = unrot_elem(y[row], d0 + 1, v, p);
             else e0 = y[row][d0], e1 = y[row][d0 + 1];
-            dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] = pack_bf16(e0, e1);
+            // plain RoPE multiplies in fp16 (its keys are rotated into fp16), the others in bf16
+            dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] =
+                p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(e0, e1) : pack_bf16(e0, e1);
         }
     }
 }
@@ -303,15 +316,19 @@ template <int D> __device__ __forceinline__ int kidx(int r, int d) {
     return r * D + ((((d >> 3) ^ (r & 7)) << 3) | (d & 7));
 }
 
-__device__ __forceinline__ uint32_t rot_norm(uint32_t x, float c, float s) {
+template <bool F16> __device__ __forceinline__ uint32_t pack16(float lo, float hi) {
+    return F16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
+}
+template <bool F16> __device__ __forceinline__ uint32_t rot_norm(uint32_t x, float c, float s) {
     const float x0 = bf16_lo(x), x1 = bf16_hi(x);
-    return pack_bf16(x0 * c - x1 * s, x0 * s + x1 * c);
+    return pack16<F16>(x0 * c - x1 * s, x0 * s + x1 * c);
 }
 
-// Rotate key row r (bf16, swizzled) in place by its staged table row tr (PLAIN / CHUNK); item it
-// of n_items: NORM 4 pairs (one 16-byte piece), NEOX 4 pairs (d, d + half), or with
-// n_rot / 2 not a multiple of 4 one pair.
-template <int D>
+// Rotate key row r (bf16, swizzled) in place by its staged table row tr (PLAIN / CHUNK) into
+// fp16 (F16: PLAIN) or bf16 (CHUNK); item it of n_items: NORM 4 pairs (one 16-byte piece), NEOX 4
+// pairs (d, d + half), or with n_rot / 2 not a multiple of 4 one pair. With F16 the dims past
+// n_rot are converted by convert_dim.
+template <int D, bool F16>
 __device__ __forceinline__ void rotate_item(uint16_t *kbuf, const float *tr, int r, int it, int half,
                                             bool neox, bool quad) {
     if (quad) {
@@ -319,27 +336,38 @@ __device__ __forceinline__ void rotate_item(uint16_t *kbuf, const float *tr, int
         if (!neox) {
             uint4 *pk = (uint4 *)(kbuf + kidx<D>(r, 8 * it));
             uint4  x  = *pk;
-            x.x = rot_norm(x.x, c.x, s.x), x.y = rot_norm(x.y, c.y, s.y);
-            x.z = rot_norm(x.z, c.z, s.z), x.w = rot_norm(x.w, c.w, s.w);
+            x.x = rot_norm<F16>(x.x, c.x, s.x), x.y = rot_norm<F16>(x.y, c.y, s.y);
+            x.z = rot_norm<F16>(x.z, c.z, s.z), x.w = rot_norm<F16>(x.w, c.w, s.w);
             *pk = x;
         } else {
             uint2 *pa = (uint2 *)(kbuf + kidx<D>(r, 4 * it)), *pb = (uint2 *)(kbuf + kidx<D>(r, 4 * it + half));
             const uint2 a = *pa, b = *pb;
             const float a0 = bf16_lo(a.x), a1 = bf16_hi(a.x), a2 = bf16_lo(a.y), a3 = bf16_hi(a.y);
             const float b0 = bf16_lo(b.x), b1 = bf16_hi(b.x), b2 = bf16_lo(b.y), b3 = bf16_hi(b.y);
-            *pa = make_uint2(pack_bf16(a0 * c.x - b0 * s.x, a1 * c.y - b1 * s.y),
-                             pack_bf16(a2 * c.z - b2 * s.z, a3 * c.w - b3 * s.w));
-            *pb = make_uint2(pack_bf16(a0 * s.x + b0 * c.x, a1 * s.y + b1 * c.y),
-                             pack_bf16(a2 * s.z + b2 * c.z, a3 * s.w + b3 * c.w));
+            *pa = make_uint2(pack16<F16>(a0 * c.x - b0 * s.x, a1 * c.y - b1 * s.y),
+                             pack16<F16>(a2 * c.z - b2 * s.z, a3 * c.w - b3 * s.w));
+            *pb = make_uint2(pack16<F16>(a0 * s.x + b0 * c.x, a1 * s.y + b1 * c.y),
+                             pack16<F16>(a2 * s.z + b2 * c.z, a3 * s.w + b3 * c.w));
         }
         return;
     }
     const float c = tr[it], s = tr[half + it];
     const int   i0 = neox ? it : 2 * it, i1 = neox ? it + half : 2 * it + 1;
-    __nv_bfloat16 *kb = (__nv_bfloat16 *)kbuf;
-    const float    x0 = __bfloat162float(kb[kidx<D>(r, i0)]), x1 = __bfloat162float(kb[kidx<D>(r, i1)]);
-    kb[kidx<D>(r, i0)] = __float2bfloat16_rn(x0 * c - x1 * s);
-    kb[kidx<D>(r, i1)] = __float2bfloat16_rn(x0 * s + x1 * c);
+    const float x0 = __uint_as_float((uint32_t)kbuf[kidx<D>(r, i0)] << 16);
+    const float x1 = __uint_as_float((uint32_t)kbuf[kidx<D>(r, i1)] << 16);
+    if (F16) {
+        kbuf[kidx<D>(r, i0)] = __half_as_ushort(__float2half_rn(x0 * c - x1 * s));
+        kbuf[kidx<D>(r, i1)] = __half_as_ushort(__float2half_rn(x0 * s + x1 * c));
+    } else {
+        kbuf[kidx<D>(r, i0)] = __bfloat16_as_ushort(__float2bfloat16_rn(x0 * c - x1 * s));
+        kbuf[kidx<D>(r, i1)] = __bfloat16_as_ushort(__float2bfloat16_rn(x0 * s + x1 * c));
+    }
+}
+// F16: the dims of key row r past the rotated ones (n_rot < D), bf16 -> fp16 in place; item it
+// of D - n_rot (single dims).
+template <int D> __device__ __forceinline__ void convert_dim(uint16_t *kbuf, int r, int d) {
+    const float x = __uint_as_float((uint32_t)kbuf[kidx<D>(r, d)] << 16);
+    kbuf[kidx<D>(r, d)] = __half_as_ushort(__float2half_rn(x));
 }
 
 // The n_keep best chunks of pair bg (all threads of the block call it; smem >= kSelHead ints).
@@ -444,19 +472,29 @@ __device__ __forceinline__ int probe_pos(int4 st, int step, bool *needL) {
     return mid;
 }
 
-// The maxima over this warp's valid query rows of one tile's scores (c: an m16n8 accumulator)
-// for its 8 columns; lanes 0-3 get columns 2·lane, 2·lane + 1.
-__device__ __forceinline__ float2 col_max(const float c[4], bool ok0, bool ok1) {
-    float m0 = -INFINITY, m1 = -INFINITY;
-    if (ok0) m0 = c[0], m1 = c[1];
-    if (ok1) m0 = fmaxf(m0, c[2]), m1 = fmaxf(m1, c[3]);
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-        m0 = fmaxf(m0, __shfl_xor_sync(kFull, m0, o));
-        m1 = fmaxf(m1, __shfl_xor_sync(kFull, m1, o));
-    }
-    return make_float2(m0, m1);
+// This thread's maxima over its two rows (g, g + 8; masked unless valid) of an m16n8
+// accumulator c, for its columns 2·cq and 2·cq + 1: v[0], v[1].
+__device__ __forceinline__ void row_pair_max(const float c[4], bool ok0, bool ok1, float *v) {
+    v[0] = ok0 ? c[0] : -INFINITY, v[1] = ok0 ? c[1] : -INFINITY;
+    if (ok1) v[0] = fmaxf(v[0], c[2]), v[1] = fmaxf(v[1], c[3]);
 }
+
+// Four values per thread (v[i], i < 4) maxed over the 8 row groups g of the warp (lanes with the
+// same cq) by recursive halving — 4 shuffles where maxing each value over the warp takes 12
+// (shuffles run at one warp instruction per clock per SM: stage 3 was bound by them). Lane
+// (g, cq) ends up with the maximum of value g >> 1.
+__device__ __forceinline__ float max4_over_rows(const float v[4], int g) {
+    const bool hi1 = g & 4, hi2 = g & 2;
+    float      k0 = hi1 ? v[2] : v[0], k1 = hi1 ? v[3] : v[1];
+    const float s0 = hi1 ? v[0] : v[2], s1 = hi1 ? v[1] : v[3];
+    k0 = fmaxf(k0, __shfl_xor_sync(kFull, s0, 16)); // values (hi1 ? 2 : 0) + {0, 1} over g, g ^ 4
+    k1 = fmaxf(k1, __shfl_xor_sync(kFull, s1, 16));
+    float       k = hi2 ? k1 : k0;
+    const float s = hi2 ? k0 : k1;
+    k = fmaxf(k, __shfl_xor_sync(kFull, s, 8)); // value g >> 1 over g ^ {0, 2, 4, 6}
+    return fmaxf(k, __shfl_xor_sync(kFull, k, 4));
+}
+
 
 // grid: (ceil(n_qb / nb) * H * n_hsub, chunk tiles of cpt ranks); block: 32 * nb * hpc * n_mt;
 // dynamic smem: smem_bytes. Warp w: unit u = w / n_mt (block u / hpc of the CTA's nb, head
@@ -467,8 +505,9 @@ template <int D, int MODE, int S>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int  QR  = D / 4;
-    constexpr bool REL = MODE == LC_HIP_SCAN_RELATIVE;
-    constexpr int  TP  = REL ? 1 : 2; // tiles per mma pass
+    constexpr bool REL   = MODE == LC_HIP_SCAN_RELATIVE;
+    constexpr bool PLAIN = MODE == LC_HIP_SCAN_PLAIN; // fp16 products (bf16 otherwise)
+    constexpr int  TP    = REL ? 1 : 2; // tiles per mma pass
     const int      lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, cq = lane & 3;
     const int      n_mt = p.n_mt, u = warp / n_mt, mt = warp - u * n_mt;
     const int      NT = S * n_mt, W = 8 * NT, npg = p.npg, sh = p.p_shift;
@@ -511,6 +550,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                     aR[4 * i] = x.x, aR[4 * i + 1] = x.y, aR[4 * i + 2] = x.z, aR[4 * i + 3] = x.w;
                 }
             }
+            // PLAIN with rotated tiles: the first tile of this block's sequence (-1: not rotated)
+            int64_t rtile = -1;
+            if (PLAIN && p.n_rpre > 0) {
+                int64_t t0 = 0;
+                for (int i = 0; i < p.n_rpre && rtile < 0; i++) {
+                    const lc_attn_seq sq = p.seqs[p.rpre[i]];
+                    if (p.rpre[i] == q.seq) rtile = t0;
+                    t0 += (sq.pos0 + sq.n_rows + 63) / 64;
+                }
+            }
+            const bool      rot_src = rtile >= 0;
             const uint16_t *kbase = p.k + (size_t)kvh * p.P * D;
             const size_t    page_stride = (size_t)p.H * p.P * D;
             const int       half = p.n_rot >> 1;
@@ -542,7 +592,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                                          "l"(chunks + rank + W) : "memory");
                         }
                     }
-                    if (v)
+                    if (v && !rot_src)
                         for (int e = cq; e < npg && p0 + e <= p1; e += 4)
                             cp_async4(pcache + ci * npg + e, pt + p0 + e);
                 }
@@ -566,13 +616,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         bool      needL;
                         const int pos = probe_pos(stt[ci], step, &needL);
                         if (pos < 0) continue;
+                        // the probe row, L2 to shared memory (no L1 allocation: measured 2-3%
+                        // faster than cp.async.ca): a rotated tile's row (piece pc at
+                        // tile64_off(pos & 63, 8 pc)) or the page's row (piece pc at 8 pc)
+                        if (rot_src) {
+                            const uint16_t *tb = p.rk + ((size_t)(rtile + (pos >> 6)) * p.H + kvh) * (64 * D);
+#pragma unroll
+                            for (int m = 0; m < D / 32; m++) {
+                                const int pc = cq + 4 * m;
+                                cp_async16_cg(kbuf + row * D + ((pc ^ (row & 7)) << 3), tb + tile64_off(pos & 63, 8 * pc));
+                            }
+                            continue;
+                        }
                         const int e = (pos >> sh) - fpg[ci];
                         const int page = e < npg ? pcache[ci * npg + e] : __ldg(pt + (pos >> sh));
                         const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
 #pragma unroll
                         for (int m = 0; m < D / 32; m++) {
                             const int pc = cq + 4 * m;
-                            cp_async16(kbuf + row * D + ((pc ^ (row & 7)) << 3), src + pc * 8);
+                            cp_async16_cg(kbuf + row * D + ((pc ^ (row & 7)) << 3), src + pc * 8);
                         }
                         if (!REL && half > 0) {
                             const int    tp = clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
@@ -593,16 +655,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                     }
                     cp_async_wait_all();
                     __syncwarp();
-                    if (!REL && half > 0) { // rotate the rows of this warp's tiles
+                    // rotate the rows of this warp's tiles (PLAIN into fp16, its other dims
+                    // converted; CHUNK in bf16); rotated tiles are ready as loaded
+                    if (!REL && !rot_src && (half > 0 || PLAIN)) {
                         for (int j = 0; j < S; j++) {
                             if (!(tact >> j & 1)) continue;
                             const int T = j * n_mt + mt;
 #pragma unroll 2
                             for (int idx = lane; idx < 8 * n_items; idx += 32) {
                                 const int r = T * 8 + (idx & 7);
-                                rotate_item<D>(kbuf, tab + (size_t)r * p.tab_stride, r, idx >> 3, half,
-                                               p.neox != 0, quad);
+                                rotate_item<D, PLAIN>(kbuf, tab + (size_t)r * p.tab_stride, r, idx >> 3, half,
+                                                      p.neox != 0, quad);
                             }
+                            if (PLAIN)
+                                for (int idx = lane; idx < 8 * (D - p.n_rot); idx += 32)
+                                    convert_dim<D>(kbuf, T * 8 + (idx & 7), p.n_rot + (idx >> 3));
                         }
                     }
                     if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
@@ -619,7 +686,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
 #pragma unroll
                         for (int t = 0; t < TP; t++) {
                             Ts[t] = T0 + t < NT ? T0 + t : T0;
-                            fs[t] = T0 + t < NT ? __shfl_sync(kFull, tf, Ts[t]) : 0;
+                            fs[t] = T0 + t < NT ? tflag[par * NT + Ts[t]] : 0;
                             fany |= fs[t];
                         }
                         if (!(fany & 1)) continue;
@@ -641,23 +708,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                                 for (int hk = 0; hk < 2; hk++)
 #pragma unroll
                                     for (int t = 0; t < TP; t++) {
-                                        mma_bf16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
+                                        if (PLAIN) mma_f16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
+                                        else mma_bf16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
                                         if (REL && doL)
                                             mma_bf16(cL[t], aL + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
                                     }
                             }
                         }
-#pragma unroll
-                        for (int t = 0; t < TP; t++) {
-                            const float2 r = col_max(cR[t], rows_valid && ok0, rows_valid && ok1);
-                            float2       l = r;
-                            if (doL) l = col_max(cL[t], rows_valid && ok0, rows_valid && ok1);
-                            if (lane < 4 && (fs[t] & 1)) { // columns 2·lane, 2·lane + 1 of the tile
-                                float *rr = red + (size_t)mt * 2 * W + Ts[t] * 8 + 2 * lane;
-                                *(float2 *)(rr + W) = r;
-                                if (doL) *(float2 *)rr = l;
-                            }
-                        }
+                        // the column maxima: four values per thread (REL: the right and left slot's
+                        // two columns; else two tiles' two columns) reduced together; lane
+                        // (g, cq) holds value g >> 1, lanes of even g write it
+                        float v[4];
+                        row_pair_max(cR[0], rows_valid && ok0, rows_valid && ok1, v);
+                        row_pair_max(REL ? cL[0] : cR[TP - 1], rows_valid && ok0, rows_valid && ok1, v + 2);
+                        const float mx = max4_over_rows(v, g);
+                        const int   vi = g >> 1, col = 2 * cq + (vi & 1);
+                        const bool  second = !REL && vi >= 2, left = REL && vi >= 2;
+                        const int   Tw = second ? Ts[TP - 1] : Ts[0], fw = second ? fs[TP - 1] : fs[0];
+                        if (!(g & 1) && (fw & 1) && (!left || doL))
+                            red[(size_t)mt * 2 * W + (left ? 0 : W) + Tw * 8 + col] = mx;
                     }
                     if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
                     else __syncwarp();
@@ -808,7 +877,8 @@ extern "C" size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, 
 extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                                  const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
                                  int32_t n_head, const lc_rope_table *rope,
-                                 const lc_hip_stage_args *a, void *scratch, size_t scratch_bytes) {
+                                 const lc_hip_stage_args *a, const lc_cuda_hip_rot *rot,
+                                 void *scratch, size_t scratch_bytes) {
     if (!kv || !rope || !a || n_qb < 0 || (n_qb > 0 && (!qb || !seqs || !q_raw)) || !a->out || !a->out_n)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: missing argument");
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size;
@@ -862,6 +932,12 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.chunks = (int2 *)(s + off[2]);
     p.scores = (uint32_t *)(s + off[3]);
     p.qfrag  = (uint32_t *)(s + off[4]);
+    p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
+    if (rot && rot->n_pre > 0 && rot->tiles > 0 && a->scan_rope == LC_HIP_SCAN_PLAIN) {
+        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot, false);
+        if (st != LC_OK) return st;
+        p.rk = (const uint16_t *)rot->k, p.rpre = rot->pre, p.n_rpre = rot->n_pre;
+    }
 
     // Score CTA: hpc query heads of one KV head x n_mt m-tiles, one warp each, about 4 warps
     // (small CTAs: several per SM drift apart, so one's loads overlap another's mma); nb
@@ -871,7 +947,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     const dev_info di   = device_info();
     const char    *test = getenv("LONGCTX_HIP_STAGE_TEST");
     const char    *es   = getenv("LONGCTX_HIP_STAGE_S");
-    const char    *ew   = getenv("LONGCTX_HIP_STAGE_WPT");
+    const char    *ew   = getenv(a->in ? "LONGCTX_HIP_STAGE_WPT" : "LONGCTX_HIP_STAGE_WPT1");
     p.global_select     = test && *test && *test != '0';
     const bool rel      = a->scan_rope == LC_HIP_SCAN_RELATIVE;
     p.hpc = 4 / p.n_mt;
