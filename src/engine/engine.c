@@ -559,7 +559,8 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
 
 /* ---- teacher-forced scoring ------------------------------------------------------------ */
 
-#define SCORE_LOGIT_ROWS 512 /* logit rows per forward while scoring (a [512][n_vocab] buffer) */
+#define SCORE_LOGIT_ROWS 512 /* logit rows per forward while scoring (a [512][n_vocab] buffer);
+                                LONGCTX_SCORE_ROWS=N (1 .. 512) lowers it (tests cut short texts) */
 
 /* the row of the k-th (0-based) scoring row at or after a; INT64_MAX when there is none */
 static int64_t score_nth_row(const lc_score_range *r, int32_t n_r, int64_t a, int64_t k) {
@@ -599,28 +600,30 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                        "of %lld are free", (long long)n_tokens, (long long)need_pages,
                        (long long)c->kv->n_free, (long long)c->kv->n_pages);
 
+    int32_t        max_lrows = SCORE_LOGIT_ROWS;
+    const char    *env_lr    = getenv("LONGCTX_SCORE_ROWS");
+    if (env_lr && atoi(env_lr) >= 1 && atoi(env_lr) < max_lrows) max_lrows = atoi(env_lr);
     lc_kv_seq      kvs    = {0};
     lc_forward_ws *ws     = NULL;
     void         **states = lc_calloc((size_t)L, sizeof(void *), "attention state");
     const int32_t  NB     = c->p.n_batch;
     int32_t *ids   = lc_malloc(sizeof(int32_t) * (size_t)NB, "score batch");
     int32_t *pos   = lc_malloc(sizeof(int32_t) * (size_t)NB, "score batch");
-    int32_t *lrows = lc_malloc(sizeof(int32_t) * SCORE_LOGIT_ROWS, "score batch");
-    int64_t *lpos  = lc_malloc(sizeof(int64_t) * SCORE_LOGIT_ROWS, "score batch");
-    float   *lg    = lc_malloc(sizeof(float) * (size_t)V * SCORE_LOGIT_ROWS, "score logits");
+    int32_t *lrows = lc_malloc(sizeof(int32_t) * (size_t)max_lrows, "score batch");
+    int64_t *lpos  = lc_malloc(sizeof(int64_t) * (size_t)max_lrows, "score batch");
+    float   *lg    = lc_malloc(sizeof(float) * (size_t)V * (size_t)max_lrows, "score logits");
     int st = (!states || !ids || !pos || !lrows || !lpos || !lg) ? LC_ERR_NOMEM : LC_OK;
     if (st == LC_OK && c->attn->state_create)
         for (int32_t l = 0; l < L && st == LC_OK; l++)
             st = c->attn->state_create(c->attn, l, &states[l]);
     if (st == LC_OK) st = lc_kv_seq_reserve(c->kv, &kvs, n_tokens);
-    if (st == LC_OK) st = lc_forward_ws_create(c->model, NB, SCORE_LOGIT_ROWS, &ws);
+    if (st == LC_OK) st = lc_forward_ws_create(c->model, NB, max_lrows, &ws);
 
     for (int64_t p0 = 0; st == LC_OK && p0 < n_tokens;) {
         int64_t take = n_tokens - p0 < NB ? n_tokens - p0 : NB;
-        /* at most SCORE_LOGIT_ROWS scoring rows per forward: end the chunk before the next
-         * one, on a multiple of 64 rows from p0 when that leaves any (query blocks stay
-         * aligned) */
-        const int64_t over = score_nth_row(ranges, n_ranges, p0, SCORE_LOGIT_ROWS);
+        /* at most max_lrows scoring rows per forward: end the chunk before the next one, on
+         * a multiple of 64 rows from p0 when that leaves any (query blocks stay aligned) */
+        const int64_t over = score_nth_row(ranges, n_ranges, p0, max_lrows);
         if (over < p0 + take) {
             const int64_t t64 = (over - p0) / 64 * 64;
             take              = t64 > 0 ? t64 : over - p0;
