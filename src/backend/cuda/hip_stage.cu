@@ -8,9 +8,10 @@
 //     cut into l_c pieces by a block scan, or the one segment [n_sink, win0) in the first
 //     stage), its scores and completion counter cleared; per (block, head, m-tile of 16) the
 //     pooled queries (rows rotated at the mode's query position, averaged over q_stride) as
-//     mma.sync A fragments (PLAIN: fp16, as its keys; else bf16). With RELATIVE RoPE the key rotation is folded into the query,
-//     q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the left slot, 1 for the right) are kept
-//     and the keys go to the tensor cores exactly as the pages hold them.
+//     mma.sync A fragments (PLAIN: fp16, as its keys; else bf16). With RELATIVE RoPE the key
+//     rotation is folded into the query, q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the
+//     left slot, 1 for the right) are kept and the keys go to the tensor cores exactly as the
+//     pages hold them.
 //  2. score + select: a unit = one (block, query head) = n_mt warps (one per m-tile, A
 //     fragments in registers); a CTA is about 4 warps: the units of up to 4 query heads of one
 //     KV head (small CTAs: several per SM drift apart, so one's loads overlap another's mma).
@@ -49,7 +50,9 @@
 // 4 heads of a KV head (30-44% fewer bytes, the units in lockstep) and whole 128-byte lines per
 // instruction were both slower (H100, tried), more tiles per warp too. Stage 3 was bound by the
 // column-max shuffles (12 per tile and step, relative RoPE: ~12 of its 15.7 ms at one warp
-// shuffle per clock per SM).
+// shuffle per clock per SM). A short-chunk kernel (every key of a wave's 8-key chunks copied
+// once for the 4 heads of a KV head in 16-warp CTAs, the descents then stepping from shared
+// memory with no round trip per step) was 1.7x slower on stage 3 (H100, tried, removed).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/device_prims.cuh"
@@ -988,9 +991,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     if (p.smem_bytes < (kSelHead + 64) * 4) p.smem_bytes = (kSelHead + 64) * 4;
     const int64_t by_smem = di.smem_sm / (p.smem_bytes + 1024);
     if (by_smem < per_sm) per_sm = by_smem > 0 ? by_smem : 1;
-    // chunk tiles (grid y): enough CTAs for two rounds of the resident ones. (One wave per CTA
-    // in the first stage, so that the CTAs resident at a time share chunks of the common grid,
-    // measured 5% slower on the H100: the stage is not bound by DRAM.)
+    // chunk tiles (grid y): enough CTAs for two rounds of the resident ones (or more, below).
     const int     W      = 8 * S * p.n_mt;
     const int64_t waves  = ((int64_t)a->max_chunks + W - 1) / W;
     const int64_t target = 2 * (int64_t)di.n_sm * per_sm;
@@ -998,6 +999,10 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     if (tiles > waves) tiles = waves;
     if (tiles < 1 || p.global_select) tiles = 1;
     int64_t wpt = (waves + tiles - 1) / tiles;
+    // first stage of a prefill: at most 4 waves per CTA, so that the CTAs resident at a time
+    // probe a narrower band of the common chunk grid (H100, 32K rows: stage 1 -3% at 1M, -2%
+    // at 128K; 1 wave per CTA was slower, its per-CTA setup repeated)
+    if (!a->in && a->max_rows > 1 && wpt > 4) wpt = 4;
     if (ew && atoi(ew) > 0 && !p.global_select) wpt = atoi(ew);
     if (wpt < 1) wpt = 1;
     while ((waves + wpt - 1) / wpt > 65535) wpt *= 2;
