@@ -147,25 +147,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_hip_sparse: %s\n", lc_last_error());
         return 1;
     }
-    { /* random data, a host chunk copied over and over (values do not change the speed) */
+    { /* random data, a host chunk uploaded over and over (values do not change the speed) */
         const size_t chunk = 1 << 24;
-        uint16_t    *h16   = malloc(2 * chunk);
-        float       *h32   = malloc(4 * chunk);
-        uint64_t     s     = 0x2545F4914F6CDD1Dull;
-        for (size_t i = 0; i < chunk; i++) {
-            const float f = bench_urand(&s);
-            h32[i]        = f;
-            h16[i] = bench_bf16_bits(f);
-        }
-        for (size_t off = 0; off < pool; off += chunk) {
-            const size_t n = pool - off < chunk ? pool - off : chunk;
-            TRYC(cudaMemcpy((uint16_t *)dk + off, h16, 2 * n, cudaMemcpyHostToDevice));
-            TRYC(cudaMemcpy((uint16_t *)dv + off, h16, 2 * n, cudaMemcpyHostToDevice));
-        }
-        const size_t qn = (size_t)pre_rows * NH * D;
-        for (size_t off = 0; off < qn; off += chunk)
-            TRYC(cudaMemcpy(x.dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
+        uint16_t    *h16   = NULL;
+        float       *h32   = NULL;
+        if (bench_random_chunk(0x2545F4914F6CDD1Dull, chunk, &h16, &h32)) return 1;
+        const int bad = bench_upload_repeat(dk, pool, h16, chunk, 2) ||
+                        bench_upload_repeat(dv, pool, h16, chunk, 2) ||
+                        bench_upload_repeat(x.dq, (size_t)pre_rows * NH * D, h32, chunk, 4);
         free(h16), free(h32);
+        if (bad) return 1;
     }
     if (bench_rope_upload(max_ctx, D, dcs, dsn)) return 1;
     x.rope  = (lc_rope_table){(int32_t)max_ctx, D, LC_ROPE_NORM, dcs, dsn, 1.0f};

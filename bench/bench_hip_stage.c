@@ -156,23 +156,17 @@ int main(int argc, char **argv) {
     }
     {
         const size_t chunk = 1 << 24;
-        uint16_t    *h16   = malloc(2 * chunk);
-        float       *h32   = malloc(4 * chunk);
-        uint64_t     s     = 88172645463325252ull;
-        for (size_t i = 0; i < chunk; i++) {
-            const float f = bench_urand(&s);
-            h32[i]        = f;
-            h16[i] = bench_bf16_bits(f);
-        }
+        uint16_t    *h16   = NULL;
+        float       *h32   = NULL;
+        if (bench_random_chunk(88172645463325252ull, chunk, &h16, &h32)) return 1;
         /* shift the source window each copy so pages differ */
         for (size_t off = 0, k = 0; off < pool; off += chunk / 2, k++) {
             const size_t n = pool - off < chunk / 2 ? pool - off : chunk / 2;
             TRYC(cudaMemcpy((uint16_t *)dk + off, h16 + (k * 7919) % (chunk / 2), 2 * n, cudaMemcpyHostToDevice));
         }
-        const size_t qn = (size_t)max_rows * N_HEAD * D;
-        for (size_t off = 0; off < qn; off += chunk)
-            TRYC(cudaMemcpy(env.dq + off, h32, 4 * (qn - off < chunk ? qn - off : chunk), cudaMemcpyHostToDevice));
+        const int bad = bench_upload_repeat(env.dq, (size_t)max_rows * N_HEAD * D, h32, chunk, 4);
         free(h16), free(h32);
+        if (bad) return 1;
     }
     if (bench_rope_upload(n_pos, D, dcs, dsn)) return 1;
     env.rope  = (lc_rope_table){n_pos, D, LC_ROPE_NORM, dcs, dsn, 1.0f};

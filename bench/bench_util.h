@@ -1,8 +1,9 @@
 /*
  * bench_util.h — pieces the kernel benchmarks (the programs in bench/) share: error macros that print the
  * program's name (define BENCH_NAME before including), the float comparison for medians, the
- * xorshift uniforms their random inputs come from (as fp32 or as bf16 bits), and the RoPE
- * table (base 500000, Llama-3 style, adjacent pairs) uploaded to the device.
+ * xorshift uniforms their random inputs come from (as fp32 or as bf16 bits), a host chunk of
+ * them uploaded over and over to fill large device arrays, and the RoPE table (base 500000,
+ * Llama-3 style, adjacent pairs) uploaded to the device.
  */
 #ifndef LC_BENCH_UTIL_H
 #define LC_BENCH_UTIL_H
@@ -50,6 +51,33 @@ static inline uint16_t bench_bf16_bits(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return (uint16_t)(u >> 16);
+}
+
+/* n uniforms of the xorshift stream from seed, as bf16 bits (*h16) and as floats (*h32), in
+ * host buffers the caller frees; 0 on success */
+static inline int bench_random_chunk(uint64_t seed, size_t n, uint16_t **h16, float **h32) {
+    *h16 = malloc(2 * n), *h32 = malloc(4 * n);
+    if (!*h16 || !*h32) {
+        free(*h16), free(*h32);
+        fprintf(stderr, BENCH_NAME ": out of host memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const float f = bench_urand(&seed);
+        (*h32)[i]     = f;
+        (*h16)[i]     = bench_bf16_bits(f);
+    }
+    return 0;
+}
+
+/* fill n elements of esz bytes at device dst with src[0 .. chunk) repeated (random inputs:
+ * the values do not change the speed); 0 on success */
+static inline int bench_upload_repeat(void *dst, size_t n, const void *src, size_t chunk,
+                                      size_t esz) {
+    for (size_t off = 0; off < n; off += chunk)
+        TRYC(cudaMemcpy((char *)dst + off * esz, src, esz * (n - off < chunk ? n - off : chunk),
+                        cudaMemcpyHostToDevice));
+    return 0;
 }
 
 /* cos/sin for positions [0, n_pos) of head dim D (rope base 500000, no scaling) into the
