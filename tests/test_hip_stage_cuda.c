@@ -288,24 +288,23 @@ int main(void) {
         hs_stage_make(&w, &s4, 256, 128, 4, LC_HIP_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &s4, g1, n1, "8B 128K stage 1, chunk-indexed RoPE", 0);
         hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3), hs_stage_free(&s4);
-        /* plain RoPE (a context inside the trained window): the three stages chained */
-        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
-        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1, plain RoPE", 0);
-        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
-        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2, plain RoPE", 0);
-        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
-        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, plain RoPE", 0);
-        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
-        /* again with the prefill sequence's keys rotated into fp16 tiles first (the decode
+        /* plain RoPE (a context inside the trained window): the three stages chained, then
+         * again with the prefill sequence's keys rotated into fp16 tiles first (the decode
          * row's block rotates its probes in the same calls) */
-        setenv("LONGCTX_HIP_ROTATE", "1", 1);
-        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
-        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1, plain RoPE, rotated keys", 0);
-        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
-        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2, plain RoPE, rotated keys", 0);
-        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
-        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, plain RoPE, rotated keys", 0);
-        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        for (int rotated = 0; rotated < 2; rotated++) {
+            if (rotated) setenv("LONGCTX_HIP_ROTATE", "1", 1);
+            char what[3][64];
+            for (int i = 0; i < 3; i++)
+                snprintf(what[i], sizeof what[i], "8B 128K stage %d, plain RoPE%s", i + 1,
+                         rotated ? ", rotated keys" : "");
+            hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
+            run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
+            hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
+            run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
+            hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
+            run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
+            hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        }
         unsetenv("LONGCTX_HIP_ROTATE");
         free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
         dev_world_free(b, &d);

@@ -195,6 +195,14 @@ typedef struct lc_hip_sparse_args {
     const int32_t    *sel_n;     /* [n_qb][n_groups] */
 } lc_hip_sparse_args;
 
+/* The contract checks both backends share (backend/hip_args.c): the arguments of hip_stage /
+ * attn_sparse that the host can see (not the blocks, which a device backend keeps in device
+ * memory); LC_ERR_INVALID_ARG naming the first bad one. */
+int lc_hip_stage_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                       const lc_rope_table *rope, const lc_hip_stage_args *a);
+int lc_hip_sparse_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_hip_sparse_args *a);
+
 /* The most candidates sampling considers after top-k (see the sampling notes above). */
 #define LC_SAMPLE_MAX_K 1024
 

@@ -61,19 +61,11 @@ static void build_list(const lc_hip_qblock *B, const lc_hip_sparse_args *a, int3
 static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const lc_hip_qblock *qb, int32_t n_qb, int32_t n_head,
                       const lc_rope_table *rope, const lc_hip_sparse_args *a) {
-    const int32_t H = kv->n_kv_head, D = kv->head_dim;
-    if (H <= 0 || n_head <= 0 || n_head % H != 0 || D <= 0 || D > 512 || kv->page_size <= 0)
-        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: bad head layout (%d query heads, %d kv "
-                       "heads, head dim %d, page size %d)", n_head, H, D, kv->page_size);
-    if (a->n_groups != 1 && a->n_groups != H)
-        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: n_groups %d (1 or n_kv_head %d)",
-                       a->n_groups, H);
-    if (a->n_sink < 0 || a->sel_cap < 0 || a->max_sel < 0 || a->max_window < 0 ||
-        a->max_rows < 1 || (a->attn_rope != LC_HIP_ATTN_PLAIN &&
-                            a->attn_rope != LC_HIP_ATTN_STREAMING))
-        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: bad arguments (n_sink %d, sel_cap %d, "
-                       "max_sel %d, max_window %d, max_rows %d, attn_rope %d)", a->n_sink,
-                       a->sel_cap, a->max_sel, a->max_window, a->max_rows, a->attn_rope);
+    int st = lc_hip_sparse_check(kv, n_head, a);
+    if (st != LC_OK) return st;
+    if (kv->head_dim > 512)
+        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: head dim %d on the CPU (at most 512)",
+                       kv->head_dim);
     for (int32_t b = 0; b < n_qb; b++) {
         const lc_hip_qblock *B = &qb[b];
         if (B->seq < 0 || B->seq >= n_seqs)

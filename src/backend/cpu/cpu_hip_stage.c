@@ -155,26 +155,13 @@ static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int
 }
 
 static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                      const lc_hip_qblock *qb, int32_t n_qb, int32_t n_head,
+                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                       const lc_rope_table *rope, const lc_hip_stage_args *a) {
-    if (!kv || !rope || !a || n_qb < 0 || (n_qb > 0 && (!qb || !seqs)) || !a->out || !a->out_n)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: missing argument");
-    const int32_t H = kv->n_kv_head, D = kv->head_dim;
-    if (H < 1 || D < 1 || D > HIP_MAX_D || kv->page_size < 1 || n_head < H || n_head % H)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad shape (%d heads, %d KV heads, dim %d)",
-                       n_head, H, D);
-    if (a->chunk < 1 || a->n_keep < 1 || a->q_stride < 1 || a->n_sink < 0 || a->n_stream < 0 ||
-        a->scan_rope < LC_HIP_SCAN_PLAIN || a->scan_rope > LC_HIP_SCAN_CHUNK ||
-        (a->n_groups != 1 && a->n_groups != H) || a->max_rows < 1 || a->max_chunks < 0 ||
-        (a->in && (!a->in_n || a->in_cap < 0)))
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad stage arguments (chunk %d, keep %d, "
-                       "q_stride %d, groups %d, scan_rope %d)", a->chunk, a->n_keep,
-                       a->q_stride, a->n_groups, a->scan_rope);
-    if (rope->n_rot > D || rope->n_rot < 0 || rope->n_rot % 2)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: n_rot %d with head dim %d", rope->n_rot, D);
-    if (a->scan_rope == LC_HIP_SCAN_RELATIVE && (int64_t)a->n_stream + 1 >= rope->n_pos)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: relative RoPE needs position %d, the "
-                       "table has %d", a->n_stream + 1, rope->n_pos);
+    int st = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st != LC_OK) return st;
+    if (kv->head_dim > HIP_MAX_D)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: head dim %d on the CPU (at most %d)",
+                       kv->head_dim, HIP_MAX_D);
     for (int32_t b = 0; b < n_qb; b++) {
         const lc_hip_qblock *q = &qb[b];
         if (q->seq < 0 || q->seq >= n_seqs)
@@ -197,7 +184,7 @@ static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
 int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                      const lc_rope_table *rope, const lc_hip_stage_args *a) {
-    int st = check_args(kv, seqs, n_seqs, qb, n_qb, n_head, rope, a);
+    int st = check_args(kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st != LC_OK || n_qb == 0) return st;
     const int32_t D = kv->head_dim, n_pairs = n_qb * a->n_groups;
     stage_job     j;

@@ -1510,6 +1510,8 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
                                    void *scratch, size_t scratch_bytes, float *out) {
     const int D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
     if (n_qb <= 0) return LC_OK;
+    const int st0 = lc_hip_sparse_check(kv, n_head, a);
+    if (st0 != LC_OK) return st0;
     if (D != 64 && D != 128)
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: head dim %d (64 and 128 supported)", D);
     if (H <= 0 || n_head % H != 0 || n_head / H > SP_MAXG)
@@ -1517,12 +1519,6 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
                        "(1..%d per KV head supported)", n_head, H, SP_MAXG);
     if (P <= 0 || (P & (P - 1)) != 0)
         return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: page size %d is not a power of two", P);
-    if (a->n_groups != 1 && a->n_groups != H)
-        return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: n_groups %d (1 or n_kv_head %d)",
-                       a->n_groups, H);
-    if (a->max_rows < 1 || a->sel_cap < 0 || a->n_sink < 0)
-        return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: max_rows %d, sel_cap %d, n_sink %d",
-                       a->max_rows, a->sel_cap, a->n_sink);
     const bool neox = rope->pairing == LC_ROPE_NEOX;
     if (rope->n_rot % 8 != 0 || rope->n_rot <= 0 || rope->n_rot > D || (neox && rope->n_rot != D))
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: %d rotated dims of %d (%s pairing)",

@@ -882,24 +882,11 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
                                  int32_t n_head, const lc_rope_table *rope,
                                  const lc_hip_stage_args *a, const lc_cuda_hip_rot *rot,
                                  void *scratch, size_t scratch_bytes) {
-    if (!kv || !rope || !a || n_qb < 0 || (n_qb > 0 && (!qb || !seqs || !q_raw)) || !a->out || !a->out_n)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: missing argument");
+    const int st0 = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st0 != LC_OK) return st0;
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size;
-    if (H < 1 || n_head < H || n_head % H || P < 1 || (P & (P - 1)))
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad shape (%d heads, %d KV heads, page %d)",
-                       n_head, H, P);
-    if (a->chunk < 1 || a->n_keep < 1 || a->q_stride < 1 || a->n_sink < 0 || a->n_stream < 0 ||
-        a->scan_rope < LC_HIP_SCAN_PLAIN || a->scan_rope > LC_HIP_SCAN_CHUNK ||
-        (a->n_groups != 1 && a->n_groups != H) || a->max_rows < 1 || a->max_chunks < 0 ||
-        (a->in && (!a->in_n || a->in_cap < 0)))
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad stage arguments (chunk %d, keep %d, "
-                       "q_stride %d, groups %d, scan_rope %d)", a->chunk, a->n_keep,
-                       a->q_stride, a->n_groups, a->scan_rope);
-    if (rope->n_rot > D || rope->n_rot < 0 || rope->n_rot % 2 || rope->n_pos < 1)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: n_rot %d with head dim %d", rope->n_rot, D);
-    if (a->scan_rope == LC_HIP_SCAN_RELATIVE && (int64_t)a->n_stream + 1 >= rope->n_pos)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: relative RoPE needs position %d, the "
-                       "table has %d", a->n_stream + 1, rope->n_pos);
+    if (P & (P - 1))
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: page size %d is not a power of two", P);
     if (D != 64 && D != 128)
         return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: head dim %d on CUDA (64 or 128)", D);
     if (n_qb == 0) return LC_OK;

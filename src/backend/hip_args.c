@@ -1,0 +1,51 @@
+/*
+ * hip_args.c — the argument checks of the InfiniteHiP backend ops (hip_stage, attn_sparse;
+ * contract in backend.h, paper 000_ced830aa0d9eb0ea.txt Alg. 1–3) that the CPU twins and the
+ * CUDA kernels share, so both refuse the same calls with the same message. Each backend adds
+ * what only it needs (head dims it has kernels for, page sizes, per-block checks).
+ */
+#include "backend/backend.h"
+#include "util/util.h"
+
+int lc_hip_stage_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                       const lc_rope_table *rope, const lc_hip_stage_args *a) {
+    if (!kv || !rope || !a || n_qb < 0 || (n_qb > 0 && (!qb || !seqs || !q_raw)) || !a->out ||
+        !a->out_n)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: missing argument");
+    const int32_t H = kv->n_kv_head, D = kv->head_dim;
+    if (H < 1 || D < 1 || kv->page_size < 1 || n_head < H || n_head % H)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad shape (%d heads, %d KV heads, dim %d, "
+                       "page %d)", n_head, H, D, kv->page_size);
+    if (a->chunk < 1 || a->n_keep < 1 || a->q_stride < 1 || a->n_sink < 0 || a->n_stream < 0 ||
+        a->scan_rope < LC_HIP_SCAN_PLAIN || a->scan_rope > LC_HIP_SCAN_CHUNK ||
+        (a->n_groups != 1 && a->n_groups != H) || a->max_rows < 1 || a->max_chunks < 0 ||
+        (a->in && (!a->in_n || a->in_cap < 0)))
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad stage arguments (chunk %d, keep %d, "
+                       "q_stride %d, groups %d, scan_rope %d)", a->chunk, a->n_keep,
+                       a->q_stride, a->n_groups, a->scan_rope);
+    if (rope->n_rot > D || rope->n_rot < 0 || rope->n_rot % 2 || rope->n_pos < 1)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: n_rot %d with head dim %d", rope->n_rot, D);
+    if (a->scan_rope == LC_HIP_SCAN_RELATIVE && (int64_t)a->n_stream + 1 >= rope->n_pos)
+        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: relative RoPE needs position %d, the "
+                       "table has %d", a->n_stream + 1, rope->n_pos);
+    return LC_OK;
+}
+
+int lc_hip_sparse_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_hip_sparse_args *a) {
+    if (!kv || !a) return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: missing argument");
+    const int32_t H = kv->n_kv_head, D = kv->head_dim;
+    if (H <= 0 || n_head <= 0 || n_head % H != 0 || D <= 0 || kv->page_size <= 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: bad head layout (%d query heads, %d kv "
+                       "heads, head dim %d, page size %d)", n_head, H, D, kv->page_size);
+    if (a->n_groups != 1 && a->n_groups != H)
+        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: n_groups %d (1 or n_kv_head %d)",
+                       a->n_groups, H);
+    if (a->n_sink < 0 || a->sel_cap < 0 || a->max_sel < 0 || a->max_window < 0 ||
+        a->max_rows < 1 || (a->attn_rope != LC_HIP_ATTN_PLAIN &&
+                            a->attn_rope != LC_HIP_ATTN_STREAMING))
+        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: bad arguments (n_sink %d, sel_cap %d, "
+                       "max_sel %d, max_window %d, max_rows %d, attn_rope %d)", a->n_sink,
+                       a->sel_cap, a->max_sel, a->max_window, a->max_rows, a->attn_rope);
+    return LC_OK;
+}
