@@ -203,6 +203,90 @@ int lc_hip_stage_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                        const lc_rope_table *rope, const lc_hip_stage_args *a);
 int lc_hip_sparse_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_hip_sparse_args *a);
 
+/* ---- TokenSelect token-level selection (op ts_select; attn/tokenselect.c; digest
+ * spec/tokenselect-and-sparseserve.md A.2–A.5; paper 001_823a2d0cdd44ac9c.txt Eq. 7, Alg. 1–2) ----
+ * One selection per query block b (lc_hip_qblock; the caller sets win0), shared by every
+ * head: the candidates are [n_init, win0) (none when win0 <= n_init). With n = the block's n_rows:
+ *   fingerprint  f_h = (1/n) sum_{i<n} rot(q_raw[row0 + i][h], fp_pos + i)   (rotated, then mean)
+ *   logits       s_h[t] = f_h · k_t[kv(h)]: the stored (pre-RoPE) key, not rotated; no scale;
+ *                kv(h) = h / (n_head / n_kv_head), or h % n_kv_head with gqa_mod (paper's code)
+ *   soft vote    score[t] = sum_h exp(s_h[t] - m_h) / Z_h   (per-head softmax over the block's
+ *                candidates: m_h = max_t s_h[t], Z_h = sum_t exp(s_h[t] - m_h); fp32)
+ *   selection    the k candidates of highest score (equal scores: the lower position first), all
+ *                of them when there are no more than k,
+ * written as segments: the maximal runs of consecutive selected positions, sorted by start
+ * (out_n[b] of them at out + b * out_cap).
+ * Selection cache (decode): with cache_q non-NULL (then n_qb == 1), f flattened over the heads
+ * (n_head * head_dim values) is compared with cache_q: when *cache_valid != 0 and
+ * cos(f, cache_q) >= theta (cos = f·c / (|f| |c|), taken as 0 when a norm is 0) the call is a hit:
+ * out, out_n, cache_q and cache_valid are left as they are (the previous selection stands) and
+ * counts[0] += 1; otherwise (a miss) the selection is computed, f is copied into cache_q,
+ * *cache_valid = 1 and counts[1] += 1. counts (may be NULL) accumulate. A backend decides hit or
+ * miss where the data is (the CUDA twin on the device: no host round trip; a hit costs only its
+ * early-returning launches), so a step never waits for the host.
+ */
+typedef struct lc_ts_select_args {
+    int32_t     n_init;      /* first candidate position (the sink [0, n_init) is not one) */
+    int32_t     k;           /* tokens selected per block, >= 1 */
+    int32_t     fp_pos;      /* fingerprint rotation position of a block's first row (n_local) */
+    int32_t     gqa_mod;     /* 0: kv(h) = h / group; 1: h % n_kv_head */
+    int32_t     max_rows;    /* >= every block's n_rows (launch size) */
+    int32_t     max_cand;    /* >= win0 - n_init of every block (launch size) */
+    int32_t     out_cap;     /* capacity of each block's list, >= min(k, max_cand) */
+    lc_hip_seg *out;         /* [n_qb][out_cap] */
+    int32_t    *out_n;       /* [n_qb] */
+    float      *cache_q;     /* [n_head * head_dim], or NULL: no selection cache */
+    int32_t    *cache_valid; /* [1] (with cache_q) */
+    float       theta;       /* cosine threshold of a hit */
+    int64_t    *counts;      /* [2]: hits, misses (accumulated); may be NULL */
+} lc_ts_select_args;
+
+/* ---- HiP hierarchical top-k mask estimation (op hip_mask; attn/hip.c; digest
+ * spec/infinitehip-and-hip.md §1.2–1.5; paper 004_b4c89dd3429c70a1.txt §3, Alg. 1) ----
+ * For query block b and group g (groups as in hip_stage: one of all query heads, or one per KV
+ * head) the candidates [n_sink, win0) are cut into key blocks of block_k tokens from n_sink:
+ * block j = [n_sink + j*block_k, min(win0, n_sink + (j+1)*block_k)), NB = ceil(cand / block_k)
+ * blocks; n_nodes = k / block_k.
+ *  - NB <= n_nodes: the selection is the whole candidate range (one segment; none when empty);
+ *  - otherwise nodes are half-open ranges of blocks, at first node j = [j*NB/n_nodes,
+ *    (j+1)*NB/n_nodes) (integer division; j < n_nodes). While some node has more than one block:
+ *    a node [f, l) with l - f >= 2 becomes two branches [f, m), [m, l), m = f + (l - f) / 2; a
+ *    one-block node is one branch [f, f + 1); every branch is scored, and the n_nodes branches of
+ *    highest score (equal scores: the lower f first) are the next nodes;
+ *  - a branch [f, l) is scored by its middle block r = f + (l - f - 1) / 2:
+ *      score = max over the group's query heads h, the block's sampled rows u (row0 + i*q_stride
+ *      for i*q_stride < n_rows) and block r's sampled keys t (its start + j*k_stride, inside it)
+ *      of rot(q_raw[u][h], a_u) · rot(k_t[kv(h)], a_t), no scale, kv(h) = h / (n_head / n_kv_head),
+ *      positions by scan_rope: PLAIN the row's and the key's true positions; RELATIVE every row
+ *      at n_stream + 1 and every key at 0 (CHUNK is refused).
+ * The final n_nodes blocks are written one segment per block (length block_k, shorter for the
+ * block that ends at win0), sorted by start: out_n[b][g] segments at out + (b*n_groups + g) *
+ * out_cap.
+ */
+typedef struct lc_hip_mask_args {
+    int32_t     k;         /* tokens per selection: a multiple of block_k, >= block_k */
+    int32_t     block_k;   /* b_k >= 1 */
+    int32_t     q_stride;  /* b_sq >= 1: every q_stride-th row of a block scores */
+    int32_t     k_stride;  /* b_sk in [1, block_k]: every k_stride-th key of a block scores */
+    int32_t     n_sink;
+    int32_t     n_stream;  /* for RELATIVE positions */
+    int32_t     scan_rope; /* LC_HIP_SCAN_PLAIN or LC_HIP_SCAN_RELATIVE */
+    int32_t     n_groups;  /* 1 or n_kv_head */
+    int32_t     max_rows;  /* >= every block's n_rows (launch size) */
+    int32_t     max_cand;  /* >= win0 - n_sink of every block (launch size) */
+    int32_t     out_cap;   /* capacity of each (block, group) list, >= k / block_k */
+    lc_hip_seg *out;       /* [n_qb][n_groups][out_cap] */
+    int32_t    *out_n;     /* [n_qb][n_groups] */
+} lc_hip_mask_args;
+
+/* Contract checks shared by both twins (backend/hip_args.c), as lc_hip_stage_check. */
+int lc_ts_select_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                       const lc_rope_table *rope, const lc_ts_select_args *a);
+int lc_hip_mask_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                      const lc_rope_table *rope, const lc_hip_mask_args *a);
+
 /* The most candidates sampling considers after top-k (see the sampling notes above). */
 #define LC_SAMPLE_MAX_K 1024
 
@@ -293,6 +377,14 @@ struct lc_backend {
                        int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale,
                        const lc_hip_sparse_args *a, float *out);
+    /* TokenSelect selection (semantics above): q_raw before RoPE; qb [n_qb] in backend memory. */
+    int (*ts_select)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                     int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                     int32_t n_head, const lc_rope_table *rope, const lc_ts_select_args *a);
+    /* HiP mask estimation (semantics above): q_raw before RoPE; qb in backend memory. */
+    int (*hip_mask)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                    int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                    int32_t n_head, const lc_rope_table *rope, const lc_hip_mask_args *a);
     /* ids[r] = the token drawn from row r of logits (row r at logits + r * ld, n_vocab floats)
      * under rows[r] (semantics at the top of this file); rows, pen_tokens and ids in backend
      * memory; logits are not modified. */

@@ -128,6 +128,18 @@ static int cpu_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_att
                          int32_t nh, const lc_rope_table *r, const lc_hip_stage_args *a) {
     return lc_cpu_hip_stage(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
+static int cpu_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                         int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                         int32_t nh, const lc_rope_table *r, const lc_ts_select_args *a) {
+    (void)b;
+    return lc_cpu_ts_select(kv, s, n, qb, n_qb, q_raw, nh, r, a);
+}
+static int cpu_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                        int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                        int32_t nh, const lc_rope_table *r, const lc_hip_mask_args *a) {
+    (void)b;
+    return lc_cpu_hip_mask(kv, s, n, qb, n_qb, q_raw, nh, r, a);
+}
 static int cpu_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                            int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
                            int32_t nh, const lc_rope_table *r, float scale,
@@ -184,6 +196,8 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->copy        = cpu_copy;
     b->hip_stage   = cpu_hip_stage;
     b->attn_sparse = cpu_attn_sparse;
+    b->ts_select   = cpu_ts_select;
+    b->hip_mask    = cpu_hip_mask;
     b->sample      = cpu_sample; /* no upload_async (upload is a memcpy) and no graphs */
     *out           = b;
     return LC_OK;

@@ -29,6 +29,13 @@ int lc_cpu_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int3
                        const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
                        const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
                        float *out);
+/* TokenSelect (cpu_ts_select.c) and HiP (cpu_hip_mask.c) selections (backend/backend.h) */
+int lc_cpu_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_ts_select_args *a);
+int lc_cpu_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                    const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                    const lc_rope_table *rope, const lc_hip_mask_args *a);
 int lc_cpu_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n_vocab,
                   const lc_sample_row *rows, const int32_t *pen_tokens, int32_t *ids);
 

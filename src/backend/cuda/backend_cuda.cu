@@ -61,6 +61,8 @@ struct cuda_impl {
     size_t             pre_scratch_bytes;
     void              *hip_scratch; // InfiniteHiP stage kernels
     size_t             hip_scratch_bytes;
+    void              *sel_scratch; // TokenSelect / HiP selection kernels
+    size_t             sel_scratch_bytes;
     void              *sparse_scratch; // sparse attention (split partials)
     size_t             sparse_scratch_bytes;
     void              *samp; // sampling scratch
@@ -443,6 +445,36 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
                                use ? &rot : NULL, im->sparse_scratch, im->sparse_scratch_bytes, out);
 }
 
+static int cuda_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
+                          const lc_ts_select_args *a) {
+    cuda_impl *im = impl_of(b);
+    int        st = check_batch(im, seqs, n_seqs, "ts_select");
+    if (st != LC_OK) return st;
+    const size_t need = lc_cuda_ts_select_scratch_bytes(kv, n_qb, n_head, a);
+    if (need > 0) st = grow_scratch(b, &im->sel_scratch, &im->sel_scratch_bytes, need,
+                                    "TokenSelect scratch");
+    if (st != LC_OK) return st;
+    return lc_cuda_ts_select(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->sel_scratch,
+                             im->sel_scratch_bytes);
+}
+
+static int cuda_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                         const float *q_raw, int32_t n_head, const lc_rope_table *rope,
+                         const lc_hip_mask_args *a) {
+    cuda_impl *im = impl_of(b);
+    int        st = check_batch(im, seqs, n_seqs, "hip_mask");
+    if (st != LC_OK) return st;
+    const size_t need = lc_cuda_hip_mask_scratch_bytes(kv, n_qb, n_head, a);
+    if (need > 0) st = grow_scratch(b, &im->sel_scratch, &im->sel_scratch_bytes, need,
+                                    "HiP mask scratch");
+    if (st != LC_OK) return st;
+    return lc_cuda_hip_mask(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->sel_scratch,
+                            im->sel_scratch_bytes);
+}
+
 static int cuda_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
                        int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen,
                        int32_t *ids) {
@@ -589,6 +621,7 @@ static void cuda_free(lc_backend *b) {
         cudaFree(im->samp);
         cudaFree(im->pre_scratch);
         cudaFree(im->hip_scratch);
+        cudaFree(im->sel_scratch);
         cudaFree(im->sparse_scratch);
         cudaFree(im->d_batch);
         cudaFreeHost(im->h_batch);
@@ -679,6 +712,8 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->copy        = cuda_copy;
     b->hip_stage   = cuda_hip_stage;
     b->attn_sparse = cuda_attn_sparse;
+    b->ts_select   = cuda_ts_select;
+    b->hip_mask    = cuda_hip_mask;
     b->sample      = cuda_sample;
     b->graph_begin = cuda_graph_begin;
     b->graph_end   = cuda_graph_end;

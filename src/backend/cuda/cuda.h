@@ -79,6 +79,22 @@ int    lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                            const lc_cuda_hip_rot *rot, void *scratch, size_t scratch_bytes,
                            float *out);
 
+/* TokenSelect and HiP selections (twins of lc_cpu_ts_select / lc_cpu_hip_mask;
+ * backend/backend.h): seqs, qb and every array in the args in device memory, the args struct on
+ * the host; scratch of at least the matching *_scratch_bytes (ts_select.cu, hip_mask.cu). */
+size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
+                                       const lc_ts_select_args *a);
+int    lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                         const lc_rope_table *rope, const lc_ts_select_args *a, void *scratch,
+                         size_t scratch_bytes);
+size_t lc_cuda_hip_mask_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
+                                      const lc_hip_mask_args *a);
+int    lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                        const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                        const lc_rope_table *rope, const lc_hip_mask_args *a, void *scratch,
+                        size_t scratch_bytes);
+
 /* Weights: GGUF tensor -> 16-bit [rows][cols] on the device (out_type LC_TYPE_BF16 or
  * LC_TYPE_F16), through a device staging buffer. */
 int lc_cuda_dequant16(uint32_t type, const void *src_dev, int64_t n, uint32_t out_type,
