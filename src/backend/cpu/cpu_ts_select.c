@@ -1,10 +1,200 @@
-/* cpu_ts_select.c — placeholder until the CPU twin of ts_select lands (backend/backend.h). */
+/*
+ * cpu_ts_select.c — TokenSelect token-level selection, the CPU reference twin of ts_select
+ * (contract: backend.h, "TokenSelect token-level selection"). Per query block: the fingerprint
+ * f_h (rows rotated at fp_pos + i, then mean), the logits f_h · k_t against the stored
+ * (pre-RoPE) keys of the candidates [n_init, win0), the per-head softmax soft vote, and the
+ * top-k by a radix select on the score bits (equal scores: the lower position first), written
+ * as maximal runs. The decode selection cache (cos(f, cache_q) >= theta: keep the previous
+ * selection) is decided first.
+ * Paper: TokenSelect (001_823a2d0cdd44ac9c.txt) Eq. 7, Alg. 1–2; digest
+ * spec/tokenselect-and-sparseserve.md A.2–A.5.
+ *
+ * Layouts: q_raw [rows][n_head][head_dim] (un-rotated); pages [page][kv_head][P][head_dim] fp32.
+ * Work: the logits of a block are computed in parallel over the candidates (every key row
+ * dotted with the query heads that read it); scores fp32, Z_h summed in double.
+ */
 #include "backend/cpu/cpu.h"
 #include "util/util.h"
 
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TS_MAX_D 1024 /* stack buffer of one rotated query row */
+
+/* The radix key of a score (scores are >= 0, so the float bits order them; NaN counts as 0). */
+static uint32_t ts_key(float s) {
+    uint32_t u;
+    if (!(s >= 0.0f)) s = 0.0f;
+    memcpy(&u, &s, sizeof u);
+    return u;
+}
+
+static int check_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                        const lc_hip_qblock *qb, int32_t n_qb, const lc_ts_select_args *a) {
+    if (kv->head_dim > TS_MAX_D)
+        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: head dim %d on the CPU (at most %d)",
+                       kv->head_dim, TS_MAX_D);
+    for (int32_t b = 0; b < n_qb; b++) {
+        const lc_hip_qblock *q = &qb[b];
+        if (q->seq < 0 || q->seq >= n_seqs)
+            return lc_fail(LC_ERR_INVALID_ARG, "ts_select: block %d: sequence %d of %d", b,
+                           q->seq, n_seqs);
+        const lc_attn_seq *s = &seqs[q->seq];
+        if (q->n_rows < 1 || q->n_rows > a->max_rows || q->row0 < s->row0 ||
+            q->row0 + q->n_rows > s->row0 + s->n_rows || q->pos0 != s->pos0 + (q->row0 - s->row0) ||
+            q->win0 < 0 || q->win0 > q->pos0 + q->n_rows)
+            return lc_fail(LC_ERR_INVALID_ARG, "ts_select: block %d (rows %d+%d, pos0 %d, win0 "
+                           "%d) does not fit its sequence or max_rows %d", b, q->row0, q->n_rows,
+                           q->pos0, q->win0, a->max_rows);
+        if ((int64_t)q->win0 - a->n_init > a->max_cand)
+            return lc_fail(LC_ERR_INVALID_ARG, "ts_select: block %d has %d candidates, max_cand "
+                           "is %d", b, q->win0 - a->n_init, a->max_cand);
+    }
+    return LC_OK;
+}
+
+/* f[n_head][D] of block q: its rows rotated at fp_pos + i, then the mean. */
+static void fingerprint(const lc_hip_qblock *q, const float *q_raw, int32_t n_head, int32_t D,
+                        const lc_rope_table *rope, int32_t fp_pos, float *f) {
+    float rot[TS_MAX_D];
+    memset(f, 0, sizeof(float) * (size_t)n_head * D);
+    for (int32_t i = 0; i < q->n_rows; i++)
+        for (int32_t h = 0; h < n_head; h++) {
+            lc_cpu_rope_copy(q_raw + ((int64_t)(q->row0 + i) * n_head + h) * D, rot, D, fp_pos + i,
+                             rope);
+            float *dst = f + (int64_t)h * D;
+            for (int32_t d = 0; d < D; d++) dst[d] += rot[d];
+        }
+    const float inv = 1.0f / (float)q->n_rows;
+    for (int64_t i = 0; i < (int64_t)n_head * D; i++) f[i] *= inv;
+}
+
+/* Selection of one block with n > k candidates: scores -> segments; returns the count. */
+static int32_t select_block(const lc_kv_layer_view *kv, const int32_t *pt, int32_t n_init,
+                            int32_t n, int32_t k, const float *f, int32_t n_head, int32_t gqa_mod,
+                            float *logit, double *mz, float *score, lc_hip_seg *out) {
+    const int64_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim;
+    const int32_t G = n_head / (int32_t)H;
+    /* logits [t][n_head] */
+#pragma omp parallel for schedule(static)
+    for (int32_t t = 0; t < n; t++) {
+        const int64_t pos = (int64_t)n_init + t, page = pt[pos / P];
+        for (int32_t h = 0; h < n_head; h++) {
+            const int64_t kvh = gqa_mod ? h % H : h / G;
+            const float  *kr  = (const float *)kv->k + ((page * H + kvh) * P + pos % P) * D;
+            const float  *fh  = f + (int64_t)h * D;
+            float         s   = 0.0f;
+#pragma omp simd reduction(+ : s)
+            for (int64_t d = 0; d < D; d++) s += fh[d] * kr[d];
+            logit[(int64_t)t * n_head + h] = s;
+        }
+    }
+    /* per-head max and sum of exp */
+    for (int32_t h = 0; h < n_head; h++) {
+        float m = -INFINITY;
+        for (int32_t t = 0; t < n; t++) m = fmaxf(m, logit[(int64_t)t * n_head + h]);
+        double z = 0.0;
+        for (int32_t t = 0; t < n; t++) z += exp((double)logit[(int64_t)t * n_head + h] - m);
+        mz[2 * h] = m, mz[2 * h + 1] = z;
+    }
+    /* soft vote */
+#pragma omp parallel for schedule(static)
+    for (int32_t t = 0; t < n; t++) {
+        float s = 0.0f;
+        for (int32_t h = 0; h < n_head; h++)
+            s += (float)(exp((double)logit[(int64_t)t * n_head + h] - mz[2 * h]) / mz[2 * h + 1]);
+        score[t] = s;
+    }
+    /* radix select of the k-th largest key: 11, 11, 10 bits */
+    static const int shifts[3] = {21, 10, 0}, widths[3] = {11, 11, 10};
+    uint32_t         prefix = 0, pmask = 0;
+    int64_t          krem = k; /* still to take among the keys matching the prefix */
+    int64_t          hist[2048];
+    for (int p = 0; p < 3; p++) {
+        const int      nb = 1 << widths[p];
+        const uint32_t bm = (uint32_t)nb - 1u;
+        memset(hist, 0, sizeof hist);
+        for (int32_t t = 0; t < n; t++) {
+            const uint32_t key = ts_key(score[t]);
+            if ((key & pmask) == prefix) hist[(key >> shifts[p]) & bm]++;
+        }
+        int64_t above = 0;
+        int     bin   = nb - 1;
+        for (; bin > 0; bin--) {
+            if (above + hist[bin] >= krem) break;
+            above += hist[bin];
+        }
+        krem -= above;
+        prefix |= (uint32_t)bin << shifts[p];
+        pmask |= bm << shifts[p];
+    }
+    /* position order: keys above the threshold, and the first krem ties */
+    int32_t nseg = 0, prev = -2;
+    int64_t ties = 0;
+    for (int32_t t = 0; t < n; t++) {
+        const uint32_t key = ts_key(score[t]);
+        int            sel = key > prefix;
+        if (key == prefix && ties < krem) sel = 1, ties++;
+        if (!sel) continue;
+        const int32_t pos = n_init + t;
+        if (pos == prev + 1) out[nseg - 1].len++;
+        else out[nseg++] = (lc_hip_seg){pos, 1};
+        prev = pos;
+    }
+    return nseg;
+}
+
 int lc_cpu_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-               const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-               const lc_rope_table *rope, const lc_ts_select_args *a) {
-    (void)kv, (void)seqs, (void)n_seqs, (void)qb, (void)n_qb, (void)q_raw, (void)n_head, (void)rope, (void)a;
-    return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: not implemented yet");
+                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_ts_select_args *a) {
+    int st = lc_ts_select_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st != LC_OK) return st;
+    st = check_blocks(kv, seqs, n_seqs, qb, n_qb, a);
+    if (st != LC_OK || n_qb == 0) return st;
+    const int32_t D = kv->head_dim;
+    const int64_t nf = (int64_t)n_head * D;
+    int32_t       max_n = 0;
+    for (int32_t b = 0; b < n_qb; b++) {
+        const int32_t n = qb[b].win0 - a->n_init;
+        if (n > a->k && n > max_n) max_n = n;
+    }
+    float  *f     = lc_malloc(sizeof(float) * (size_t)nf, "ts_select fingerprint");
+    double *mz    = lc_malloc(sizeof(double) * 2 * (size_t)n_head, "ts_select softmax");
+    float  *logit = max_n ? lc_malloc(sizeof(float) * (size_t)max_n * n_head, "ts_select logits") : NULL;
+    float  *score = max_n ? lc_malloc(sizeof(float) * (size_t)max_n, "ts_select scores") : NULL;
+    if (!f || !mz || (max_n && (!logit || !score))) {
+        st = LC_ERR_NOMEM;
+        goto done;
+    }
+    for (int32_t b = 0; b < n_qb; b++) {
+        const lc_hip_qblock *q = &qb[b];
+        fingerprint(q, q_raw, n_head, D, rope, a->fp_pos, f);
+        if (a->cache_q) { /* the selection cache (n_qb == 1) */
+            double dot = 0.0, nf2 = 0.0, nc2 = 0.0;
+            for (int64_t i = 0; i < nf; i++) {
+                dot += (double)f[i] * a->cache_q[i];
+                nf2 += (double)f[i] * f[i];
+                nc2 += (double)a->cache_q[i] * a->cache_q[i];
+            }
+            const double c = nf2 > 0.0 && nc2 > 0.0 ? dot / sqrt(nf2 * nc2) : 0.0;
+            if (*a->cache_valid != 0 && c >= (double)a->theta) {
+                if (a->counts) a->counts[0] += 1;
+                continue;
+            }
+            memcpy(a->cache_q, f, sizeof(float) * (size_t)nf);
+            *a->cache_valid = 1;
+            if (a->counts) a->counts[1] += 1;
+        }
+        const int32_t n   = q->win0 - a->n_init;
+        lc_hip_seg   *out = a->out + (int64_t)b * a->out_cap;
+        if (n <= 0) a->out_n[b] = 0;
+        else if (n <= a->k) out[0] = (lc_hip_seg){a->n_init, n}, a->out_n[b] = 1;
+        else
+            a->out_n[b] = select_block(kv, seqs[q->seq].page_table, a->n_init, n, a->k, f, n_head,
+                                       a->gqa_mod, logit, mz, score, out);
+    }
+done:
+    free(f), free(mz), free(logit), free(score);
+    return st;
 }
