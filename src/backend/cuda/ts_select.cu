@@ -1,9 +1,712 @@
-// ts_select.cu — placeholder until the CUDA twin of ts_select lands (backend/backend.h).
+// ts_select.cu — TokenSelect token-level selection on CUDA, the twin of lc_cpu_ts_select
+// (contract: backend.h "TokenSelect token-level selection"; paper 001_823a2d0cdd44ac9c.txt
+// Eq. 7, Alg. 1–2; digest spec/tokenselect-and-sparseserve.md A.2–A.5). bf16 KV pools
+// [page][kv_head][P][D] read in place through each sequence's page table.
+// Kernels, in stream order (every one reads the device hit flag first and returns on a hit, so
+// a cached decode step costs only these early-returning launches and never waits for the host):
+//   1 fp:      fingerprints f[b][h] (rows rotated at fp_pos + i, mean); with the selection
+//              cache (one block) the cosine against cache_q decides hit / miss on the device,
+//              counts are bumped, cache_q and cache_valid updated on a miss; the per-slot
+//              select state is zeroed.
+//   2 logits:  persistent CTAs over (key tile, block) items, tile-major so CTAs of different
+//              blocks that read the same keys run together (prefill: L2 reuse); each warp
+//              reads rows of one KV head (8 lanes x 16 bytes per row, 4 rows per step) and dots
+//              them with the fp32 fingerprints of the query heads that map to it (GQA div or
+//              mod); logits fp32 to scratch, per-tile (max, sum exp) partials per head.
+//   3 reduce:  per (block, head) m_h and Z_h from the partials.
+//   4 vote:    score[t] = sum_h exp(s_h[t] - m_h) / Z_h (fp32, >= 0), and the first pass of a
+//              radix select on the score bits (11 / 11 / 10 bits): a shared histogram per CTA,
+//              added to the block's global one; the last CTA (atomic ticket) finds the bin of
+//              the k-th largest and zeroes the histogram.
+//   5,6 hist:  the next two radix passes over the keys that match the prefix found so far.
+//              After them: the threshold key T and krem, the ties at T to take.
+//   7 count:   contiguous chunks of candidates per CTA count keys > T and == T; the last CTA
+//              scans the chunks: each chunk's output offset (ties: the lowest positions first).
+//   8 collect: each CTA writes its chunk's selected positions in order (block scans), so the
+//              token list is already sorted by position.
+//   9 seg:     the sorted list as maximal runs (one CTA per block); candidates <= k: the whole
+//              range as one segment, none when empty.
+// Prefill calls with many blocks run kernels 2-9 over groups of blocks whose scratch (logits
+// [group][n_head][max_cand] fp32 and scores) stays under a budget (256 MiB; the environment
+// variable LONGCTX_TS_SELECT_NB caps the blocks per group, for tests).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
-size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *, int32_t, int32_t, const lc_ts_select_args *) { return 0; }
-int lc_cuda_ts_select(const lc_kv_layer_view *, const lc_attn_seq *, const lc_hip_qblock *, int32_t,
-                const float *, int32_t, const lc_rope_table *, const lc_ts_select_args *, void *, size_t) {
-    return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: not implemented yet");
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+namespace {
+
+constexpr int      kTT      = 128;  // candidate tokens per logits tile
+constexpr int      kThreads = 256;  // threads of the grid-stride kernels
+constexpr int      kBins    = 2048; // radix bins per pass (11 bits; the last pass uses 1024)
+constexpr unsigned kFull    = 0xffffffffu;
+constexpr size_t   kBudget  = (size_t)256 << 20;
+
+struct ts_params {
+    const lc_attn_seq   *seqs;
+    const lc_hip_qblock *qb;
+    const float         *q_raw;
+    const uint16_t      *kp; // bf16 [n_pages][H][P][D]
+    const float         *cs, *sn;
+    int32_t n_head, H, G, D, P, p_shift, n_rot, neox, n_pos;
+    int32_t n_init, k, fp_pos, gqa_mod, max_rows, max_cand;
+    lc_hip_seg *out;
+    int32_t    *out_n;
+    int32_t     out_cap;
+    float      *cache_q;
+    int32_t    *cache_valid;
+    float       theta;
+    long long  *counts;
+    // scratch
+    float    *fp;    // [n_qb][n_head][D]
+    int32_t  *flag;  // [1]: 1 = cache hit
+    float    *logit; // [NB][n_head][max_cand]
+    float2   *part;  // [NB][n_tiles][n_head] (max, sum exp)
+    float2   *mz;    // [NB][n_head] (m, Z)
+    float    *score; // [NB][max_cand]
+    uint32_t *hist;  // [NB][kBins]
+    uint32_t *done;  // [NB][4] tickets (3 radix passes, count)
+    uint2    *sel;   // [NB] (threshold prefix, krem)
+    int4     *chunk; // [NB][nch] (gt, eq, base, eq before)
+    int32_t  *list;  // [NB][list_cap]
+    int32_t   list_cap, n_tiles, nch, ch_len, nb_slots;
+    int32_t   b0;    // first block of the group being processed
+};
+
+__device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
+    return pos < 0 ? 0 : (pos >= n_pos ? n_pos - 1 : pos);
+}
+
+// Candidates of block b, clamped to the launch size (the CPU twin refuses larger ones).
+__device__ __forceinline__ int cand_of(const ts_params &p, int b) {
+    const int n = p.qb[b].win0 - p.n_init;
+    return n < 0 ? 0 : (n > p.max_cand ? p.max_cand : n);
+}
+
+// Element d of x rotated by position pos with the table (as lc_cpu_rope_copy).
+__device__ __forceinline__ float rot_elem(const float *x, int d, int pos, const ts_params &p) {
+    const int half = p.n_rot >> 1;
+    if (d >= p.n_rot) return x[d];
+    if (!p.neox) {
+        const int   i = d >> 1;
+        const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
+        const float x0 = x[d & ~1], x1 = x[d | 1];
+        return (d & 1) ? x0 * s + x1 * c : x0 * c - x1 * s;
+    }
+    const int   i = d < half ? d : d - half;
+    const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
+    const float x0 = x[i], x1 = x[i + half];
+    return d < half ? x0 * c - x1 * s : x0 * s + x1 * c;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+    return v;
+}
+
+// Sum over the block of v (blockDim a multiple of 32); every thread gets it. smem: 32 slots.
+template <typename T> __device__ T block_sum(T v, T *smem) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+    __syncthreads();
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    T s = 0;
+    for (int i = 0; i < nw; i++) s += smem[i];
+    return s;
+}
+
+// Exclusive prefix sum over the block (blockDim a multiple of 32); *total gets the sum.
+// smem: 32 ints. Every thread must call it.
+__device__ int block_excl_scan(int v, int *total, int *smem) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int       x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(kFull, x, o);
+        if (lane >= o) x += y;
+    }
+    __syncthreads();
+    if (lane == 31) smem[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        int w = lane < nw ? smem[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(kFull, w, o);
+            if (lane >= o) w += y;
+        }
+        if (lane < nw) smem[lane] = w; // inclusive sums of the warps
+    }
+    __syncthreads();
+    const int before = warp > 0 ? smem[warp - 1] : 0;
+    *total           = smem[nw - 1];
+    return before + x - v;
+}
+
+__device__ __forceinline__ uint32_t score_key(float s) {
+    return s >= 0.0f ? __float_as_uint(s) : 0u; // scores are >= 0 (NaN counts as 0)
+}
+
+// ---- 1: fingerprints and the selection cache ----
+__global__ void __launch_bounds__(kThreads) ts_fp_kernel(ts_params p) {
+    __shared__ double red[32];
+    __shared__ int    s_hit;
+    const int         b = blockIdx.x;
+    const lc_hip_qblock q = p.qb[b];
+    const int         n = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
+    const float       inv = 1.0f / (float)n;
+    for (int h = blockIdx.y; h < p.n_head; h += gridDim.y)
+        for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int i = 0; i < n; i++)
+                acc += rot_elem(p.q_raw + ((size_t)(q.row0 + i) * p.n_head + h) * p.D, d,
+                                clamp_pos(p.fp_pos + i, p.n_pos), p);
+            p.fp[((size_t)b * p.n_head + h) * p.D + d] = acc * inv;
+        }
+    // zero the select state of slot b (kernels 4-7 leave it zeroed after use)
+    if (b < p.nb_slots && blockIdx.y == 0) {
+        for (int i = threadIdx.x; i < kBins; i += blockDim.x) p.hist[(size_t)b * kBins + i] = 0u;
+        if (threadIdx.x < 4) p.done[b * 4 + threadIdx.x] = 0u;
+    }
+    if (b != 0 || blockIdx.y != 0) return;
+    if (!p.cache_q) {
+        if (threadIdx.x == 0) *p.flag = 0;
+        return;
+    }
+    // the cache: this kernel ran as one CTA over every head (n_qb == 1)
+    __syncthreads();
+    const int nf  = p.n_head * p.D;
+    double    dot = 0.0, n1 = 0.0, n2 = 0.0;
+    for (int i = threadIdx.x; i < nf; i += blockDim.x) {
+        const double f = p.fp[i], c = p.cache_q[i];
+        dot += f * c, n1 += f * f, n2 += c * c;
+    }
+    dot = block_sum(dot, red);
+    n1  = block_sum(n1, red);
+    n2  = block_sum(n2, red);
+    if (threadIdx.x == 0) {
+        const double c   = n1 > 0.0 && n2 > 0.0 ? dot / sqrt(n1 * n2) : 0.0;
+        const int    hit = *p.cache_valid != 0 && c >= (double)p.theta;
+        s_hit            = hit;
+        *p.flag          = hit;
+        if (p.counts) p.counts[hit ? 0 : 1] += 1;
+        if (!hit) *p.cache_valid = 1;
+    }
+    __syncthreads();
+    if (!s_hit)
+        for (int i = threadIdx.x; i < nf; i += blockDim.x) p.cache_q[i] = p.fp[i];
+}
+
+// ---- 2: logits ----
+// Warp unit: KV head kvh, 32 tokens of the tile, query heads [hc*GM, hc*GM + GM) of its group.
+// Lane: row lane / 8 of each 4-row step, dims seg*8 .. +8 (and 64 + seg*8 .. +8 for D 128).
+template <int D, int GM>
+__global__ void __launch_bounds__(kThreads, GM <= 4 ? 2 : 1) ts_logits_kernel(ts_params p, int nbg) {
+    if (*p.flag) return;
+    extern __shared__ float smem[];
+    float        *f_s = smem;                          // [n_head][D]
+    float        *l_s = smem + (size_t)p.n_head * D;   // [n_head][kTT]
+    constexpr int NV = D / 64;                         // 16-byte loads per lane per row
+    const int     lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int     seg = lane & 7, rsub = lane >> 3;
+    const int     n_hc = (p.G + GM - 1) / GM, units = p.H * (kTT / 32) * n_hc;
+    const int     items = nbg * p.n_tiles;
+    int           loaded = -1;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+        const int tile = item / nbg, bs = item % nbg, b = p.b0 + bs;
+        const int cand = cand_of(p, b);
+        if (cand <= p.k || tile * kTT >= cand) continue; // uniform over the CTA
+        const int32_t *pt = p.seqs[p.qb[b].seq].page_table;
+        if (loaded != b) {
+            __syncthreads();
+            const float4 *src = (const float4 *)(p.fp + (size_t)b * p.n_head * D);
+            for (int i = threadIdx.x; i < p.n_head * D / 4; i += blockDim.x) ((float4 *)f_s)[i] = src[i];
+            loaded = b;
+        }
+        __syncthreads();
+        for (int u = warp; u < units; u += nw) {
+            const int kvh = u % p.H, rest = u / p.H, sub = rest % (kTT / 32), hc = rest / (kTT / 32);
+            float     f[GM][8 * NV];
+            int       hh[GM];
+#pragma unroll
+            for (int g = 0; g < GM; g++) {
+                const int j = hc * GM + g;
+                hh[g]       = j < p.G ? (p.gqa_mod ? j * p.H + kvh : kvh * p.G + j) : -1;
+                const float *fs = f_s + (size_t)(hh[g] < 0 ? 0 : hh[g]) * D;
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++) f[g][8 * v + e] = hh[g] < 0 ? 0.0f : fs[64 * v + seg * 8 + e];
+            }
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                uint4 raw[4][NV];
+#pragma unroll
+                for (int s = 0; s < 4; s++) {
+                    const int r = sub * 32 + (half * 4 + s) * 4 + rsub, t = tile * kTT + r;
+#pragma unroll
+                    for (int v = 0; v < NV; v++) raw[s][v] = make_uint4(0u, 0u, 0u, 0u);
+                    if (t < cand) {
+                        const int      pos = p.n_init + t;
+                        const int64_t  page = pt[pos >> p.p_shift];
+                        const uint4   *row  = (const uint4 *)(p.kp + ((size_t)(page * p.H + kvh) * p.P + (pos & (p.P - 1))) * D);
+#pragma unroll
+                        for (int v = 0; v < NV; v++) raw[s][v] = __ldg(row + 8 * v + seg);
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < 4; s++) {
+                    const int r = sub * 32 + (half * 4 + s) * 4 + rsub, t = tile * kTT + r;
+                    float     kf[8 * NV];
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const uint32_t w[4] = {raw[s][v].x, raw[s][v].y, raw[s][v].z, raw[s][v].w};
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            kf[8 * v + 2 * e]     = __uint_as_float(w[e] << 16);
+                            kf[8 * v + 2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+                        }
+                    }
+                    float acc[GM];
+#pragma unroll
+                    for (int g = 0; g < GM; g++) {
+                        float a = 0.0f;
+#pragma unroll
+                        for (int e = 0; e < 8 * NV; e++) a = fmaf(f[g][e], kf[e], a);
+                        acc[g] = a;
+                    }
+#pragma unroll
+                    for (int g = 0; g < GM; g++) {
+                        acc[g] += __shfl_xor_sync(kFull, acc[g], 1);
+                        acc[g] += __shfl_xor_sync(kFull, acc[g], 2);
+                        acc[g] += __shfl_xor_sync(kFull, acc[g], 4);
+                    }
+                    float mine = acc[0];
+#pragma unroll
+                    for (int g = 1; g < GM; g++)
+                        if (seg == g) mine = acc[g];
+                    int hm = hh[0];
+#pragma unroll
+                    for (int g = 1; g < GM; g++)
+                        if (seg == g) hm = hh[g];
+                    if (seg < GM && hm >= 0 && t < cand) l_s[(size_t)hm * kTT + r] = mine;
+                }
+            }
+        }
+        __syncthreads();
+        // logits out (coalesced) and the tile's (max, sum exp) per head
+        for (int h = warp; h < p.n_head; h += nw) {
+            float m = -INFINITY;
+            for (int r = lane; r < kTT; r += 32) {
+                const int t = tile * kTT + r;
+                if (t < cand) {
+                    const float v = l_s[(size_t)h * kTT + r];
+                    p.logit[((size_t)bs * p.n_head + h) * p.max_cand + t] = v;
+                    m = fmaxf(m, v);
+                }
+            }
+            m       = warp_max(m);
+            float z = 0.0f;
+            for (int r = lane; r < kTT; r += 32)
+                if (tile * kTT + r < cand) z += expf(l_s[(size_t)h * kTT + r] - m);
+            z = warp_sum(z);
+            if (lane == 0) p.part[((size_t)bs * p.n_tiles + tile) * p.n_head + h] = make_float2(m, z);
+        }
+    }
+}
+
+// ---- 3: m_h, Z_h ----
+__global__ void __launch_bounds__(kThreads) ts_reduce_kernel(ts_params p) {
+    if (*p.flag) return;
+    __shared__ float red[32];
+    const int h = blockIdx.x, bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
+    if (cand <= p.k) return;
+    const int     nt   = (cand + kTT - 1) / kTT;
+    const float2 *part = p.part + (size_t)bs * p.n_tiles * p.n_head + h;
+    float         m    = -INFINITY;
+    for (int i = threadIdx.x; i < nt; i += blockDim.x) m = fmaxf(m, part[(size_t)i * p.n_head].x);
+    m = warp_max(m);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = -INFINITY;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) m = fmaxf(m, red[i]);
+    float z = 0.0f;
+    for (int i = threadIdx.x; i < nt; i += blockDim.x) {
+        const float2 pr = part[(size_t)i * p.n_head];
+        if (pr.y > 0.0f) z += pr.y * expf(pr.x - m);
+    }
+    z = block_sum(z, red);
+    if (threadIdx.x == 0) p.mz[(size_t)bs * p.n_head + h] = make_float2(m, z);
+}
+
+// The histogram of a CTA (shared) into the block's global one, then the last CTA of the pass
+// finds the bin of the krem-th largest key and updates the select state of slot bs.
+__device__ void hist_finish(const ts_params &p, int bs, int pass, uint32_t *hs, int *scan_smem) {
+    uint32_t *gh = p.hist + (size_t)bs * kBins;
+    __syncthreads();
+    for (int i = threadIdx.x; i < kBins; i += blockDim.x)
+        if (hs[i]) atomicAdd(gh + i, hs[i]);
+    __threadfence();
+    __syncthreads();
+    __shared__ int s_last;
+    if (threadIdx.x == 0) s_last = atomicAdd(p.done + bs * 4 + pass, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const uint2 st     = pass == 0 ? make_uint2(0u, (uint32_t)p.k) : p.sel[bs];
+    const int   shift  = pass == 0 ? 21 : (pass == 1 ? 10 : 0);
+    const int   per    = kBins / blockDim.x; // bins per thread, thread 0 the highest
+    int         local  = 0;
+    for (int j = 0; j < per; j++) local += (int)__ldcg(gh + (kBins - 1 - per * threadIdx.x - j));
+    int       total;
+    int       above = block_excl_scan(local, &total, scan_smem);
+    const int krem  = (int)st.y;
+    for (int j = 0; j < per; j++) {
+        const int bin = kBins - 1 - per * threadIdx.x - j;
+        const int c   = (int)__ldcg(gh + bin);
+        if (above < krem && above + c >= krem)
+            p.sel[bs] = make_uint2(st.x | ((uint32_t)bin << shift), (uint32_t)(krem - above));
+        above += c;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < kBins; i += blockDim.x) gh[i] = 0u;
+    if (threadIdx.x == 0) p.done[bs * 4 + pass] = 0u;
+}
+
+// ---- 4: soft vote + radix pass 0 ----
+__global__ void __launch_bounds__(kThreads) ts_vote_kernel(ts_params p) {
+    if (*p.flag) return;
+    const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
+    if (cand <= p.k) return;
+    __shared__ uint32_t hs[kBins];
+    __shared__ int      scan_smem[32];
+    extern __shared__ float2 mz_s[]; // [n_head] (m, Z)
+    for (int i = threadIdx.x; i < kBins; i += blockDim.x) hs[i] = 0u;
+    for (int h = threadIdx.x; h < p.n_head; h += blockDim.x) mz_s[h] = p.mz[(size_t)bs * p.n_head + h];
+    __syncthreads();
+    const float *lg = p.logit + (size_t)bs * p.n_head * p.max_cand;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < cand; t += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int h = 0; h < p.n_head; h++) {
+            const float2 mz = mz_s[h];
+            s += expf(lg[(size_t)h * p.max_cand + t] - mz.x) / mz.y;
+        }
+        p.score[(size_t)bs * p.max_cand + t] = s;
+        atomicAdd(&hs[score_key(s) >> 21], 1u);
+    }
+    hist_finish(p, bs, 0, hs, scan_smem);
+}
+
+// ---- 5, 6: radix passes 1 and 2 ----
+__global__ void __launch_bounds__(kThreads) ts_hist_kernel(ts_params p, int pass) {
+    if (*p.flag) return;
+    const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
+    if (cand <= p.k) return;
+    __shared__ uint32_t hs[kBins];
+    __shared__ int      scan_smem[32];
+    for (int i = threadIdx.x; i < kBins; i += blockDim.x) hs[i] = 0u;
+    __syncthreads();
+    const uint32_t prefix = p.sel[bs].x;
+    const uint32_t mask   = pass == 1 ? 0xffe00000u : 0xfffffc00u;
+    const int      shift  = pass == 1 ? 10 : 0;
+    const uint32_t bm     = pass == 1 ? 2047u : 1023u;
+    const float   *sc     = p.score + (size_t)bs * p.max_cand;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < cand; t += gridDim.x * blockDim.x) {
+        const uint32_t key = score_key(sc[t]);
+        if ((key & mask) == prefix) atomicAdd(&hs[(key >> shift) & bm], 1u);
+    }
+    hist_finish(p, bs, pass, hs, scan_smem);
+}
+
+// ---- 7: per-chunk counts; the last CTA turns them into output offsets ----
+__global__ void __launch_bounds__(kThreads) ts_count_kernel(ts_params p) {
+    if (*p.flag) return;
+    const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
+    if (cand <= p.k) return;
+    __shared__ int scan_smem[32];
+    __shared__ int s_last;
+    const uint2    st = p.sel[bs];
+    const int      c  = blockIdx.x, t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
+    const float   *sc = p.score + (size_t)bs * p.max_cand;
+    int            gt = 0, eq = 0;
+    for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+        const uint32_t key = score_key(sc[t]);
+        gt += key > st.x, eq += key == st.x;
+    }
+    int tot_gt, tot_eq;
+    block_excl_scan(gt, &tot_gt, scan_smem);
+    block_excl_scan(eq, &tot_eq, scan_smem);
+    int4 *ch = p.chunk + (size_t)bs * p.nch;
+    if (threadIdx.x == 0) ch[c] = make_int4(tot_gt, tot_eq, 0, 0);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(p.done + bs * 4 + 3, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const int krem = (int)st.y;
+    int       cgt = 0, ceq = 0; // carried over the previous rounds
+    for (int i0 = 0; i0 < p.nch; i0 += blockDim.x) {
+        const int i = i0 + threadIdx.x;
+        int4      v = make_int4(0, 0, 0, 0);
+        if (i < p.nch) {
+            const int *src = (const int *)(ch + i);
+            v.x = __ldcg(src), v.y = __ldcg(src + 1);
+        }
+        int       sg, se;
+        const int bg = block_excl_scan(v.x, &sg, scan_smem);
+        const int be = block_excl_scan(v.y, &se, scan_smem);
+        if (i < p.nch) {
+            const int eqb = ceq + be;
+            ch[i]         = make_int4(v.x, v.y, cgt + bg + min(eqb, krem), eqb);
+        }
+        cgt += sg, ceq += se;
+    }
+    if (threadIdx.x == 0) p.done[bs * 4 + 3] = 0u;
+}
+
+// ---- 8: the selected positions, in order ----
+__global__ void __launch_bounds__(kThreads) ts_collect_kernel(ts_params p) {
+    if (*p.flag) return;
+    const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
+    if (cand <= p.k) return;
+    __shared__ int scan_smem[32];
+    const uint2    st   = p.sel[bs];
+    const int      krem = (int)st.y;
+    const int      c = blockIdx.x, t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
+    const int4     ch = p.chunk[(size_t)bs * p.nch + c];
+    const float   *sc = p.score + (size_t)bs * p.max_cand;
+    int32_t       *list = p.list + (size_t)bs * p.list_cap;
+    int            run_eq = ch.w, run_out = ch.z;
+    for (int s0 = t0; s0 < t1; s0 += blockDim.x) {
+        const int      t   = s0 + threadIdx.x;
+        const uint32_t key = t < t1 ? score_key(sc[t]) : 0u;
+        const int      is_eq = t < t1 && key == st.x, is_gt = t < t1 && key > st.x;
+        int            n_eq, n_sel;
+        const int      er  = run_eq + block_excl_scan(is_eq, &n_eq, scan_smem);
+        const int      sel = is_gt || (is_eq && er < krem);
+        const int      at  = run_out + block_excl_scan(sel, &n_sel, scan_smem);
+        if (sel && at < p.list_cap) list[at] = p.n_init + t;
+        run_eq += n_eq, run_out += n_sel;
+    }
+}
+
+// ---- 9: maximal runs ----
+__global__ void __launch_bounds__(1024) ts_seg_kernel(ts_params p) {
+    if (*p.flag) return;
+    __shared__ int scan_smem[32];
+    const int      bs = blockIdx.x, b = p.b0 + bs, cand = cand_of(p, b);
+    lc_hip_seg    *out = p.out + (size_t)b * p.out_cap;
+    if (cand <= p.k) {
+        if (threadIdx.x == 0) {
+            if (cand > 0) out[0] = lc_hip_seg{p.n_init, cand};
+            p.out_n[b] = cand > 0 ? 1 : 0;
+        }
+        return;
+    }
+    const int32_t *list = p.list + (size_t)bs * p.list_cap;
+    const int      n    = p.k;
+    int            nseg = 0;
+    for (int i0 = 0; i0 < n; i0 += blockDim.x) {
+        const int i     = i0 + threadIdx.x;
+        const int tok   = i < n ? list[i] : 0;
+        const int start = i < n && (i == 0 || list[i - 1] != tok - 1);
+        const int end   = i < n && (i == n - 1 || list[i + 1] != tok + 1);
+        int       ns;
+        const int s = nseg + block_excl_scan(start, &ns, scan_smem) + start - 1;
+        if (start && s < p.out_cap) out[s].start = tok;
+        if (end && s >= 0 && s < p.out_cap) out[s].len = tok + 1; // the end, made a length below
+        nseg += ns;
+    }
+    __threadfence_block();
+    __syncthreads();
+    for (int s = threadIdx.x; s < nseg && s < p.out_cap; s += blockDim.x) out[s].len -= out[s].start;
+    if (threadIdx.x == 0) p.out_n[b] = nseg < p.out_cap ? nseg : p.out_cap;
+}
+
+struct layout {
+    int32_t nb, n_tiles, nch, ch_len, list_cap;
+    size_t  off[12], total;
+};
+
+size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+// Scratch plan: fp of every block, then NB slots of the per-block buffers.
+void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, layout *L) {
+    const int64_t mc = a->max_cand > 0 ? a->max_cand : 1;
+    L->n_tiles  = (int32_t)((mc + kTT - 1) / kTT);
+    L->nch      = (int32_t)((mc + 4095) / 4096);
+    if (L->nch > 1024) L->nch = 1024;
+    L->ch_len   = (int32_t)(((mc + L->nch - 1) / L->nch + 255) / 256 * 256);
+    L->list_cap = a->k < mc ? a->k : (int32_t)mc;
+    const size_t per = align256(sizeof(float) * (size_t)n_head * mc) +
+                       align256(sizeof(float2) * (size_t)L->n_tiles * n_head) +
+                       align256(sizeof(float2) * (size_t)n_head) + align256(sizeof(float) * mc) +
+                       align256(sizeof(uint32_t) * kBins) + align256(16) + align256(8) +
+                       align256(sizeof(int4) * (size_t)L->nch) + align256(sizeof(int32_t) * L->list_cap);
+    int64_t nb = (int64_t)(kBudget / per);
+    if (nb < 1) nb = 1;
+    if (nb > n_qb) nb = n_qb;
+    const char *env = getenv("LONGCTX_TS_SELECT_NB");
+    if (env && atoi(env) > 0 && atoi(env) < nb) nb = atoi(env);
+    L->nb = (int32_t)(nb > 0 ? nb : 1);
+    const size_t sz[11] = {sizeof(float) * (size_t)n_qb * n_head * D, 16,
+                           sizeof(float) * (size_t)L->nb * n_head * mc,
+                           sizeof(float2) * (size_t)L->nb * L->n_tiles * n_head,
+                           sizeof(float2) * (size_t)L->nb * n_head,
+                           sizeof(float) * (size_t)L->nb * mc,
+                           sizeof(uint32_t) * (size_t)L->nb * kBins,
+                           sizeof(uint32_t) * 4 * (size_t)L->nb,
+                           sizeof(uint2) * (size_t)L->nb,
+                           sizeof(int4) * (size_t)L->nb * L->nch,
+                           sizeof(int32_t) * (size_t)L->nb * L->list_cap};
+    size_t o = 0;
+    for (int i = 0; i < 11; i++) L->off[i] = o, o += align256(sz[i] ? sz[i] : 1);
+    L->total = o;
+}
+
+int n_sms(void) {
+    static int n = 0;
+    if (n == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
+            n = 132;
+    }
+    return n;
+}
+
+template <int D, int GM> int launch_logits(const ts_params &p, int nbg, int grid, size_t smem) {
+    static size_t set = 0;
+    if (smem > 48 * 1024 && smem > set) {
+        LC_CUDA_TRY(cudaFuncSetAttribute(ts_logits_kernel<D, GM>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        set = smem;
+    }
+    ts_logits_kernel<D, GM><<<grid, kThreads, smem, lc_cuda_stream()>>>(p, nbg);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
+} // namespace
+
+extern "C" size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb,
+                                                  int32_t n_head, const lc_ts_select_args *a) {
+    if (!kv || !a || n_qb <= 0 || n_head <= 0 || kv->head_dim <= 0 || a->k < 1) return 0;
+    layout L;
+    plan(n_qb, n_head, kv->head_dim, a, &L);
+    return L.total;
+}
+
+extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                 const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+                                 int32_t n_head, const lc_rope_table *rope,
+                                 const lc_ts_select_args *a, void *scratch, size_t scratch_bytes) {
+    const int st0 = lc_ts_select_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st0 != LC_OK) return st0;
+    const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size, G = n_head / H;
+    if (P & (P - 1))
+        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: page size %d is not a power of two", P);
+    if (D != 64 && D != 128)
+        return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: head dim %d on CUDA (64 or 128)", D);
+    if (n_qb == 0) return LC_OK;
+    layout L;
+    plan(n_qb, n_head, D, a, &L);
+    if (!scratch || scratch_bytes < L.total)
+        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: scratch of %zu bytes, %zu needed",
+                       scratch_bytes, L.total);
+    const size_t smem_l = sizeof(float) * (size_t)n_head * (D + kTT);
+    int          dev = 0, optin = 0;
+    LC_CUDA_TRY(cudaGetDevice(&dev));
+    LC_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (smem_l > (size_t)optin)
+        return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: %d query heads of dim %d need %zu bytes of "
+                       "shared memory (%d available)", n_head, D, smem_l, optin);
+    if ((int64_t)n_qb * n_head * D > 0x7fffffff || (int64_t)L.n_tiles * L.nb > 0x7fffffff)
+        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: %d blocks is too many", n_qb);
+
+    ts_params p;
+    memset(&p, 0, sizeof p);
+    p.seqs = seqs, p.qb = qb, p.q_raw = q_raw, p.kp = (const uint16_t *)kv->k;
+    p.cs = rope->cos, p.sn = rope->sin;
+    p.n_head = n_head, p.H = H, p.G = G, p.D = D, p.P = P;
+    while ((1 << p.p_shift) < P) p.p_shift++;
+    p.n_rot = rope->n_rot, p.neox = rope->pairing == LC_ROPE_NEOX, p.n_pos = rope->n_pos;
+    p.n_init = a->n_init, p.k = a->k, p.fp_pos = a->fp_pos, p.gqa_mod = a->gqa_mod;
+    p.max_rows = a->max_rows, p.max_cand = a->max_cand > 0 ? a->max_cand : 1;
+    p.out = a->out, p.out_n = a->out_n, p.out_cap = a->out_cap;
+    p.cache_q = a->cache_q, p.cache_valid = a->cache_valid, p.theta = a->theta;
+    p.counts = (long long *)a->counts;
+    char *s = (char *)scratch;
+    p.fp    = (float *)(s + L.off[0]);
+    p.flag  = (int32_t *)(s + L.off[1]);
+    p.logit = (float *)(s + L.off[2]);
+    p.part  = (float2 *)(s + L.off[3]);
+    p.mz    = (float2 *)(s + L.off[4]);
+    p.score = (float *)(s + L.off[5]);
+    p.hist  = (uint32_t *)(s + L.off[6]);
+    p.done  = (uint32_t *)(s + L.off[7]);
+    p.sel   = (uint2 *)(s + L.off[8]);
+    p.chunk = (int4 *)(s + L.off[9]);
+    p.list  = (int32_t *)(s + L.off[10]);
+    p.list_cap = L.list_cap, p.n_tiles = L.n_tiles, p.nch = L.nch, p.ch_len = L.ch_len;
+    p.nb_slots = L.nb;
+    cudaStream_t stream = lc_cuda_stream();
+
+    // 1: fingerprints (one CTA for all heads with the cache, else one per block and head)
+    const dim3 g1((unsigned)n_qb, a->cache_q ? 1u : (unsigned)n_head);
+    ts_fp_kernel<<<g1, 128, 0, stream>>>(p);
+    LC_CUDA_LAUNCHED();
+
+    const int sms = n_sms();
+    for (int32_t b0 = 0; b0 < n_qb; b0 += L.nb) {
+        const int nbg = n_qb - b0 < L.nb ? n_qb - b0 : L.nb;
+        p.b0          = b0;
+        // 2: logits, persistent CTAs (a few per SM)
+        int64_t items = (int64_t)nbg * L.n_tiles, grid = (int64_t)sms * 4;
+        if (grid > items) grid = items;
+        const int GMn = G <= 4 ? 4 : 8;
+        int       st  = LC_OK;
+        if (D == 64) st = GMn == 4 ? launch_logits<64, 4>(p, nbg, (int)grid, smem_l)
+                                   : launch_logits<64, 8>(p, nbg, (int)grid, smem_l);
+        else st = GMn == 4 ? launch_logits<128, 4>(p, nbg, (int)grid, smem_l)
+                           : launch_logits<128, 8>(p, nbg, (int)grid, smem_l);
+        if (st != LC_OK) return st;
+        // 3: m, Z
+        ts_reduce_kernel<<<dim3((unsigned)n_head, (unsigned)nbg), kThreads, 0, stream>>>(p);
+        LC_CUDA_LAUNCHED();
+        // 4-6: vote and the radix passes: about 4 CTAs per SM over the group
+        int64_t cpb = ((int64_t)p.max_cand + 8 * kThreads - 1) / (8 * kThreads);
+        int64_t lim = ((int64_t)sms * 4 + nbg - 1) / nbg;
+        if (cpb > lim) cpb = lim;
+        if (cpb < 1) cpb = 1;
+        const dim3 gv((unsigned)cpb, (unsigned)nbg);
+        ts_vote_kernel<<<gv, kThreads, sizeof(float2) * (size_t)n_head, stream>>>(p);
+        LC_CUDA_LAUNCHED();
+        for (int pass = 1; pass < 3; pass++) {
+            ts_hist_kernel<<<gv, kThreads, 0, stream>>>(p, pass);
+            LC_CUDA_LAUNCHED();
+        }
+        // 7-8: the ordered collection over contiguous chunks
+        const dim3 gc((unsigned)L.nch, (unsigned)nbg);
+        ts_count_kernel<<<gc, kThreads, 0, stream>>>(p);
+        LC_CUDA_LAUNCHED();
+        ts_collect_kernel<<<gc, kThreads, 0, stream>>>(p);
+        LC_CUDA_LAUNCHED();
+        // 9: segments
+        ts_seg_kernel<<<(unsigned)nbg, 1024, 0, stream>>>(p);
+        LC_CUDA_LAUNCHED();
+    }
+    return LC_OK;
 }

@@ -1,0 +1,229 @@
+/*
+ * test_ts_select_cuda.c — the CUDA TokenSelect selection (ts_select.cu) against its CPU twin
+ * lc_cpu_ts_select and the double reference of test_ts_select.c (included here), on the same
+ * bf16 key values (the worlds' keys are bf16-representable; the GPU reads them as a bf16 pool).
+ * The GPU's logits differ from the CPU's by rounding, so a selection passes with the
+ * reference's tolerance check (selected tokens' scores >= the k-th - eps, dropped ones <= it +
+ * eps, sorted disjoint maximal runs inside [n_init, win0), min(k, candidates) tokens); the
+ * tie worlds (three distinct key rows) must equal the CPU twin's output exactly (lower
+ * positions first at the threshold). Every case: both GQA maps; as launched and with
+ * LONGCTX_TS_SELECT_NB=1 (the blocks processed one group each); outputs poisoned before each
+ * call; a second call must give the same bytes. The selection cache on the device: a miss
+ * (valid 0) writes the selection, cache_q and counts; a hit leaves the poisoned outputs alone;
+ * theta edges around a known cosine; a zero cache_q (cos 0). A larger 8B-shape world (32/8
+ * heads, D 128, ~24K keys, decode and two 512-row blocks) unless LC_TEST_SMALL=1.
+ * Skips (exit 77) where no GPU is present.
+ */
+#define TS_SELECT_TEST_NO_MAIN
+#include "test_ts_select.c"
+
+#include "backend/cuda/cuda.h"
+#include "util/util.h"
+
+#include <time.h>
+
+typedef struct dev_world {
+    void          *k;
+    float         *q, *cs, *sn;
+    lc_hip_qblock *qb;
+    lc_hip_seg    *out;
+    int32_t       *out_n;
+} dev_world;
+
+static void dev_make(lc_backend *b, const world *w, int32_t out_cap, dev_world *d) {
+    const int64_t pool = (int64_t)w->n_pages * w->c.H * w->c.P * w->c.D;
+    const size_t  qn = (size_t)w->rows * w->n_head * w->c.D, tn = (size_t)w->rope.n_pos * (w->c.n_rot / 2);
+    uint16_t     *kb = malloc(2 * (size_t)pool);
+    for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_bf16(w->k[i]);
+    d->k     = b->alloc(b, 2 * (size_t)pool, "k");
+    d->q     = b->alloc(b, sizeof(float) * qn, "q");
+    d->cs    = b->alloc(b, sizeof(float) * tn, "cos");
+    d->sn    = b->alloc(b, sizeof(float) * tn, "sin");
+    d->qb    = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)w->n_qb, "qb");
+    d->out   = b->alloc(b, sizeof(lc_hip_seg) * (size_t)w->n_qb * out_cap, "out");
+    d->out_n = b->alloc(b, sizeof(int32_t) * (size_t)w->n_qb, "out_n");
+    CHECK(d->k && d->q && d->cs && d->sn && d->qb && d->out && d->out_n);
+    b->upload(b, d->k, kb, 2 * (size_t)pool);
+    b->upload(b, d->q, w->q, sizeof(float) * qn);
+    b->upload(b, d->cs, w->rope.cos, sizeof(float) * tn);
+    b->upload(b, d->sn, w->rope.sin, sizeof(float) * tn);
+    b->upload(b, d->qb, w->qb, sizeof(lc_hip_qblock) * (size_t)w->n_qb);
+    free(kb);
+}
+
+static void dev_free(lc_backend *b, dev_world *d) {
+    b->dealloc(b, d->k), b->dealloc(b, d->q), b->dealloc(b, d->cs), b->dealloc(b, d->sn);
+    b->dealloc(b, d->qb), b->dealloc(b, d->out), b->dealloc(b, d->out_n);
+}
+
+/* One GPU call (args a with host-side cache pointers replaced by the caller): poisoned
+ * outputs, results into out / out_n (host). */
+static int gpu_run(lc_backend *b, const world *w, const dev_world *d, const lc_ts_select_args *a,
+                   lc_hip_seg *out, int32_t *out_n) {
+    const size_t ob = sizeof(lc_hip_seg) * (size_t)w->n_qb * a->out_cap, nb = sizeof(int32_t) * (size_t)w->n_qb;
+    memset(out, 0xff, ob), memset(out_n, 0xff, nb);
+    b->upload(b, d->out, out, ob);
+    b->upload(b, d->out_n, out_n, nb);
+    lc_ts_select_args x = *a;
+    x.out = d->out, x.out_n = d->out_n;
+    lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
+    lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D};
+    CHECK(b->batch_begin(b, w->seqs, w->n_seqs, w->c.P) == LC_OK);
+    int rc = b->ts_select(b, &kv, w->seqs, w->n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &x);
+    if (rc == LC_OK) rc = lc_cuda_sync();
+    if (rc == LC_OK) b->download(b, out, d->out, ob), b->download(b, out_n, d->out_n, nb);
+    return rc;
+}
+
+static int same_sel(const world *w, const lc_ts_select_args *a, const lc_hip_seg *x,
+                    const int32_t *xn, const lc_hip_seg *y, const int32_t *yn) {
+    for (int32_t b = 0; b < w->n_qb; b++) {
+        if (xn[b] != yn[b]) return 0;
+        if (xn[b] > 0 && memcmp(x + (int64_t)b * a->out_cap, y + (int64_t)b * a->out_cap,
+                                sizeof(lc_hip_seg) * (size_t)xn[b]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
+    for (int gm = 0; gm < 2; gm++) {
+        world w;
+        rng = seed;
+        ts_world(&w, s);
+        lc_ts_select_args a = ts_args(&w, s->k, gm);
+        dev_world         d;
+        dev_make(b, &w, a.out_cap, &d);
+        const size_t ob = sizeof(lc_hip_seg) * (size_t)w.n_qb * a.out_cap, nb = sizeof(int32_t) * (size_t)w.n_qb;
+        lc_hip_seg  *co = malloc(ob), *go = malloc(ob), *g2 = malloc(ob);
+        int32_t     *cn = malloc(nb), *gn = malloc(nb), *g2n = malloc(nb);
+        CHECKF(ts_run_cpu(&w, &a, co, cn) == LC_OK, "%s: CPU: %s", s->name, lc_last_error());
+        ts_ref r;
+        ts_reference(&w, &a, &r);
+        for (int grouped = 0; grouped < 2; grouped++) {
+            if (grouped) setenv("LONGCTX_TS_SELECT_NB", "1", 1);
+            char lbl[200];
+            snprintf(lbl, sizeof lbl, "%s (gqa_mod %d%s) [GPU]", s->name, gm, grouped ? ", one block a group" : "");
+            int rc = gpu_run(b, &w, &d, &a, go, gn);
+            CHECKF(rc == LC_OK, "%s: %s", lbl, lc_last_error());
+            if (rc == LC_OK) {
+                ts_check(&w, &a, &r, go, gn, 1e-3, s->ties, lbl);
+                if (s->ties) CHECKF(same_sel(&w, &a, go, gn, co, cn), "%s: differs from the CPU twin", lbl);
+                rc = gpu_run(b, &w, &d, &a, g2, g2n);
+                CHECKF(rc == LC_OK && same_sel(&w, &a, go, gn, g2, g2n), "%s: a second run differs", lbl);
+            }
+            if (grouped) unsetenv("LONGCTX_TS_SELECT_NB");
+        }
+        /* differing tokens vs the CPU twin (information) */
+        int64_t diff = 0, tot = 0;
+        for (int32_t i = 0; i < w.n_qb; i++) {
+            const lc_hip_seg *x = go + (int64_t)i * a.out_cap, *y = co + (int64_t)i * a.out_cap;
+            for (int32_t j = 0; j < gn[i] && gn[i] > 0; j++) tot += x[j].len;
+            int64_t cx = 0, cy = 0;
+            for (int32_t j = 0; j < gn[i]; j++) cx += x[j].len;
+            for (int32_t j = 0; j < cn[i]; j++) cy += y[j].len;
+            CHECKF(cx == cy, "%s: block %d: GPU %lld tokens, CPU %lld", s->name, i, (long long)cx, (long long)cy);
+            diff += cx != cy || !same_sel(&w, &a, go, gn, co, cn);
+        }
+        printf("%-40s gqa_mod %d: %d blocks, %lld tokens selected, %lld blocks not byte-equal to the CPU twin\n",
+               s->name, gm, w.n_qb, (long long)tot, (long long)diff);
+        ts_ref_free(&r);
+        free(co), free(go), free(g2), free(cn), free(gn), free(g2n);
+        dev_free(b, &d);
+        world_free(&w);
+    }
+}
+
+static void test_cache(lc_backend *b) {
+    const ts_spec s = {"cache", 128, 8, 4, 16, 128, 512, 1, 256, LC_ROPE_NORM, 128, 0, 0, 1,
+                       {{6000, 1, 0, 0}}};
+    world w;
+    rng = 777;
+    ts_world(&w, &s);
+    lc_ts_select_args a = ts_args(&w, s.k, 0);
+    dev_world         d;
+    dev_make(b, &w, a.out_cap, &d);
+    const int32_t nf = w.n_head * s.D;
+    float        *dq = b->alloc(b, sizeof(float) * nf, "cache_q");
+    int32_t      *dv = b->alloc(b, sizeof(int32_t), "cache_valid");
+    int64_t      *dc = b->alloc(b, sizeof(int64_t) * 2, "counts");
+    float        *hq = calloc((size_t)nf, sizeof(float)), *f = malloc(sizeof(float) * nf);
+    int32_t       zero = 0, hv = 0;
+    int64_t       hc[2] = {0, 0};
+    b->upload(b, dq, hq, sizeof(float) * nf), b->upload(b, dv, &zero, 4), b->upload(b, dc, hc, 16);
+    lc_hip_seg *co = malloc(sizeof(lc_hip_seg) * a.out_cap), *go = malloc(sizeof(lc_hip_seg) * a.out_cap);
+    int32_t     cn, gn;
+    CHECK(ts_run_cpu(&w, &a, co, &cn) == LC_OK);
+    ts_ref r;
+    ts_reference(&w, &a, &r);
+    for (int32_t i = 0; i < nf; i++) f[i] = (float)r.fp[i];
+    lc_ts_select_args x = a;
+    x.cache_q = dq, x.cache_valid = dv, x.counts = dc, x.theta = -1.0f;
+    /* miss */
+    CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
+    b->download(b, &hv, dv, 4), b->download(b, hc, dc, 16), b->download(b, hq, dq, sizeof(float) * nf);
+    CHECKF(hv == 1 && hc[0] == 0 && hc[1] == 1, "miss: valid %d counts %lld %lld", hv, (long long)hc[0], (long long)hc[1]);
+    ts_check(&w, &a, &r, go, &gn, 1e-3, 0, "cache miss [GPU]");
+    double md = 0;
+    for (int32_t i = 0; i < nf; i++) md = fmax(md, fabs(hq[i] - f[i]));
+    CHECKF(md < 1e-4, "cache_q is not the fingerprint (max diff %g)", md);
+    /* hit */
+    x.theta = 0.999f;
+    CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
+    b->download(b, hc, dc, 16);
+    CHECKF(gn == -1 && ((int32_t *)go)[0] == -1 && hc[0] == 1 && hc[1] == 1, "hit: out_n %d counts %lld %lld", gn,
+           (long long)hc[0], (long long)hc[1]);
+    /* theta edges */
+    for (int side = 0; side < 2; side++) {
+        double dot = 0, n1 = 0, n2 = 0;
+        for (int32_t i = 0; i < nf; i++) {
+            hq[i] = f[i] + 0.6f * frand();
+            dot += (double)hq[i] * f[i], n1 += (double)f[i] * f[i], n2 += (double)hq[i] * hq[i];
+        }
+        b->upload(b, dq, hq, sizeof(float) * nf);
+        const double c = dot / sqrt(n1 * n2);
+        x.theta        = (float)(side ? c + 1e-3 : c - 1e-3);
+        int64_t h0[2];
+        b->download(b, h0, dc, 16);
+        CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
+        b->download(b, hc, dc, 16);
+        if (side) CHECKF(hc[1] == h0[1] + 1 && gn == cn, "theta %g above cos %g: not a miss", x.theta, c);
+        else CHECKF(hc[0] == h0[0] + 1 && gn == -1, "theta %g below cos %g: not a hit", x.theta, c);
+    }
+    /* zero cache_q: cos 0 */
+    memset(hq, 0, sizeof(float) * nf);
+    b->upload(b, dq, hq, sizeof(float) * nf);
+    x.theta = 0.0f;
+    CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK && gn == -1);
+    x.theta = 1e-6f, x.counts = NULL;
+    CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK && gn > 0);
+    ts_check(&w, &a, &r, go, &gn, 1e-3, 0, "cache miss after a zero cache_q [GPU]");
+    ts_ref_free(&r);
+    b->dealloc(b, dq), b->dealloc(b, dv), b->dealloc(b, dc);
+    free(hq), free(f), free(co), free(go);
+    dev_free(b, &d);
+    world_free(&w);
+}
+
+int main(void) {
+    lc_backend *b = NULL;
+    REQUIRE_CUDA_BACKEND(b);
+    const uint64_t seed0 = (uint64_t)time(NULL);
+    printf("seed %llu\n", (unsigned long long)seed0);
+    for (int i = 0; i < TS_N_SPECS; i++) run_spec(b, &ts_specs[i], seed0 * 2654435761u + (uint64_t)i + 1);
+    test_cache(b);
+    const char *small = getenv("LC_TEST_SMALL");
+    if (!(small && *small == '1')) {
+        const ts_spec big[] = {
+            {"8B 24K decode", 128, 8, 4, 64, 128, 512, 1, 2048, LC_ROPE_NORM, 128, 0, 0, 2,
+             {{24000, 1, 0, 0}, {17000, 1, 0, 0}}},
+            {"8B 24K prefill", 128, 8, 4, 64, 128, 512, 512, 2048, LC_ROPE_NEOX, 128, 0, 0, 1,
+             {{22000, 1024, 0, 0}}},
+            {"smol 24K ties", 64, 3, 3, 64, 128, 512, 512, 2048, LC_ROPE_NEOX, 64, 0, 1, 1,
+             {{22000, 700, 0, 0}}},
+        };
+        for (int i = 0; i < 3; i++) run_spec(b, &big[i], seed0 + 99u * (uint64_t)i);
+    }
+    b->free(b);
+    TEST_END();
+}
