@@ -13,17 +13,28 @@
 //     (fp32); its warps take batches of 8 probes (branch, sampled key of the branch's middle
 //     block): the bf16 key rows gathered through the page table into a per-warp buffer, rotated
 //     there in fp32 from the table rows (PLAIN: the key's position; RELATIVE: row 0), and dotted
-//     with every query of the KV head (a lane computes 4 queries of one probe over a slice of
-//     the dims; slices reduced by shuffles). A probe's max goes to the branch's score by an
+//     with every query of the KV head (prefill: a lane computes 2 probes x 4 queries over all
+//     dims; decode: 1 probe x 4 queries over a slice of the dims, slices reduced by shuffles;
+//     the 4 queries of a lane are nquads rows apart, so a warp's shared-memory reads are
+//     conflict-free). A probe's max goes to the branch's score by an
 //     atomicMax on an order-preserving integer key (max over keys, heads, rows and the group's
 //     KV heads). The last CTA of a pair (a counter) selects the n_nodes best branches: radix
-//     select (4 passes of 8 bits) of the n_nodes-th largest key, the ones above it and, among
+//     select (4 passes of 8 bits, warp-aggregated histogram atomics: the scores share their
+//     high bytes; plain atomics timed the same) of the n_nodes-th largest key, the ones above
+//     it and, among
 //     those equal to it, the lowest branches (= lowest starts: nodes are kept in start order)
 //     first, compacted in start order by block scans into the next nodes; when every node is
 //     one block the pair's segments are written and the pair marked done.
 // All arithmetic in fp32 on the CUDA cores: the scores differ from the CPU twin's only by the
 // order of the sums (~1e-6 relative), so the selections agree except at near ties.
 //
+// H100 (bench_hip_mask, 8B shape, block_k 2): decode 160 us (k 512) / 275 us (k 2048) at 128K,
+// 220 / 415 us at 1M, the same for 1 and 8 groups: ~20 us per iteration with 256 nodes, ~47 us
+// with 1024, though each iteration moves ~1 MB — the chain of dependent global loads in the
+// scoring CTAs, the serial select of the last CTA and the launch gaps (not profiled yet; a
+// kernel that keeps a pair's nodes on chip across iterations, e.g. a thread-block cluster per
+// pair, is the next step). Prefill (32K rows in 32-row blocks, 8 groups): 67 / 151 ms at 32K,
+// 115 / 318 ms at 128K, fp32 FMA-bound (~20 TFLOP/s; tensor cores not used yet).
 // Limits: head_dim 64 or 128; n_nodes = k / block_k at most 2048; page size a power of two;
 // the query rows of one KV head's heads in shared memory. Launch sizes (max_rows, max_cand)
 // are trusted: rows past max_rows are not sampled, candidates past max_cand not considered
@@ -183,9 +194,13 @@ __device__ void select_pair(const mask_params &p, int bg, int cand, unsigned cha
     for (int shift = 24; shift >= 0; shift -= 8) {
         hist[tid] = 0; // kThreads == 256 bins
         __syncthreads();
-        for (int beta = tid; beta < n_br; beta += kThreads) {
-            const uint32_t s = sc[beta];
-            if ((s & mask) == prefix) atomicAdd(&hist[(s >> shift) & 255], 1);
+        // warp-aggregated: the scores share their high bytes, so most lanes hit one bin
+        for (int base = 0; base < n_br; base += kThreads) {
+            const int      beta = base + tid;
+            const uint32_t s    = beta < n_br ? sc[beta] : 0u;
+            const int      bin  = beta < n_br && (s & mask) == prefix ? (int)((s >> shift) & 255) : 256;
+            const unsigned same = __match_any_sync(kFull, bin);
+            if (bin < 256 && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
         }
         __syncthreads();
         if (tid < 32) { // lane L owns bins 255 - 8L - 7 .. 255 - 8L (descending)
@@ -361,37 +376,71 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
                 }
             }
         __syncwarp();
-        // dots: unit u = (probe u % kBatch, queries 4 (u / kBatch) .. +3), dims sliced ds ways
-        for (int rnd = 0; rnd < rounds; rnd++) {
-            const int  u = rnd * lpr + lane / ds, sl = lane % ds;
-            const bool valid = u < units;
-            const int  e = u % kBatch, qd = u / kBatch;
-            float      acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (valid) {
-                const float *kr = kw + e * QS + sl * dlen;
-                const float *q0 = qs + (size_t)min(4 * qd + 0, nq - 1) * QS + sl * dlen;
-                const float *q1 = qs + (size_t)min(4 * qd + 1, nq - 1) * QS + sl * dlen;
-                const float *q2 = qs + (size_t)min(4 * qd + 2, nq - 1) * QS + sl * dlen;
-                const float *q3 = qs + (size_t)min(4 * qd + 3, nq - 1) * QS + sl * dlen;
-#pragma unroll 4
-                for (int d = 0; d < dlen; d += 4) {
-                    const float4 kv = *(const float4 *)(kr + d);
-                    const float4 a = *(const float4 *)(q0 + d), bq = *(const float4 *)(q1 + d);
-                    const float4 c = *(const float4 *)(q2 + d), dq = *(const float4 *)(q3 + d);
-                    acc[0] += a.x * kv.x + a.y * kv.y + a.z * kv.z + a.w * kv.w;
-                    acc[1] += bq.x * kv.x + bq.y * kv.y + bq.z * kv.z + bq.w * kv.w;
-                    acc[2] += c.x * kv.x + c.y * kv.y + c.z * kv.z + c.w * kv.w;
-                    acc[3] += dq.x * kv.x + dq.y * kv.y + dq.z * kv.z + dq.w * kv.w;
+        // dots. Quad qd = queries qd + i * nquads (i < 4; consecutive rows across lanes: no
+        // bank conflicts). Many queries (prefill): a lane takes 2 probes x 1 quad over all dims;
+        // few (decode): 1 probe x 1 quad over a 1/ds slice of the dims, slices reduced by shuffles.
+        if (nquads >= 8) {
+            const int units2 = (kBatch / 2) * nquads, rounds2 = (units2 + 31) / 32;
+            for (int rnd = 0; rnd < rounds2; rnd++) {
+                const int  u = rnd * 32 + lane;
+                const bool valid = u < units2;
+                const int  ep = u % (kBatch / 2), qd = u / (kBatch / 2);
+                float      a0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                if (valid) {
+                    const float *k0 = kw + (2 * ep) * QS, *k1 = k0 + QS;
+                    const float *qp[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) qp[i] = qs + (size_t)min(qd + i * nquads, nq - 1) * QS;
+#pragma unroll 2
+                    for (int d = 0; d < D; d += 4) {
+                        const float4 x0 = *(const float4 *)(k0 + d), x1 = *(const float4 *)(k1 + d);
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            const float4 y = *(const float4 *)(qp[i] + d);
+                            a0[i] += y.x * x0.x + y.y * x0.y + y.z * x0.z + y.w * x0.w;
+                            a1[i] += y.x * x1.x + y.y * x1.y + y.z * x1.z + y.w * x1.w;
+                        }
+                    }
+                }
+                float m0 = -INFINITY, m1 = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (qd + i * nquads < nq) m0 = fmaxf(m0, a0[i]), m1 = fmaxf(m1, a1[i]);
+                if (valid) {
+                    atomicMax(&wmax[warp][2 * ep], score_key(m0));
+                    atomicMax(&wmax[warp][2 * ep + 1], score_key(m1));
                 }
             }
-            for (int o = 1; o < ds; o <<= 1)
+        } else {
+            for (int rnd = 0; rnd < rounds; rnd++) {
+                const int  u = rnd * lpr + lane / ds, sl = lane % ds;
+                const bool valid = u < units;
+                const int  e = u % kBatch, qd = u / kBatch;
+                float      acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                if (valid) {
+                    const float *kr = kw + e * QS + sl * dlen;
+                    const float *qp[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) acc[i] += __shfl_xor_sync(kFull, acc[i], o);
-            float m = -INFINITY;
+                    for (int i = 0; i < 4; i++) qp[i] = qs + (size_t)min(qd + i * nquads, nq - 1) * QS + sl * dlen;
+#pragma unroll 4
+                    for (int d = 0; d < dlen; d += 4) {
+                        const float4 kv = *(const float4 *)(kr + d);
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                if (4 * qd + i < nq) m = fmaxf(m, acc[i]);
-            if (valid && sl == 0) atomicMax(&wmax[warp][e], score_key(m));
+                        for (int i = 0; i < 4; i++) {
+                            const float4 y = *(const float4 *)(qp[i] + d);
+                            acc[i] += y.x * kv.x + y.y * kv.y + y.z * kv.z + y.w * kv.w;
+                        }
+                    }
+                }
+                for (int o = 1; o < ds; o <<= 1)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) acc[i] += __shfl_xor_sync(kFull, acc[i], o);
+                float m = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (qd + i * nquads < nq) m = fmaxf(m, acc[i]);
+                if (valid && sl == 0) atomicMax(&wmax[warp][e], score_key(m));
+            }
         }
         __syncwarp();
 #pragma unroll
