@@ -343,9 +343,14 @@ typedef enum lc_attn_kind {
     LC_ATTN_DENSE       = 0, /* every query reads every earlier key */
     LC_ATTN_INFINITEHIP = 1, /* InfiniteHiP: multi-stage hierarchical pruning + block-sparse
                                 attention, RoPE re-indexing past the trained window */
+    LC_ATTN_HIP         = 2, /* HiP: iterative hierarchical top-k of key blocks per query
+                                block, the mask refreshed every few decode steps */
+    LC_ATTN_TOKENSELECT = 3, /* TokenSelect: token-level top-k by a per-head soft vote over
+                                every cached key, with a selection cache in decode */
 } lc_attn_kind;
 
-/* "dense", "infinitehip"; LC_ERR_NOT_FOUND (with a message listing them) for other names. */
+/* "dense", "infinitehip", "hip", "tokenselect"; LC_ERR_NOT_FOUND (with a message listing
+ * them) for other names. */
 int         lc_attn_kind_from_name(const char *name, lc_attn_kind *out);
 const char *lc_attn_kind_name(lc_attn_kind k);
 
@@ -400,27 +405,81 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p);
 /* One line describing the settings (for logs and result files). */
 int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t cap);
 
-/* ---- evaluation: InfiniteHiP against dense attention on a real forward ----------------- */
+/* HiP settings (spec/infinitehip-and-hip.md §1.10; paper 004 Alg. 1–2). Each query block of
+ * block_q rows keeps k tokens as k / block_k key blocks found by the iterative hierarchical
+ * top-k, besides the n_sink first and the n_stream most recent tokens; rows are sampled every
+ * q_stride, keys every k_stride; decode recomputes the mask every refresh steps. */
+typedef struct lc_hipattn_params {
+    int32_t k;            /* tokens kept: a multiple of block_k (512 or 2048 in the paper) */
+    int32_t block_q;      /* b_q: rows per query block in prefill, 1 .. 512 */
+    int32_t block_k;      /* b_k: tokens per key block, 1 .. 64 */
+    int32_t q_stride;     /* b_sq: every q_stride-th row of a block scores, 1 .. block_q */
+    int32_t k_stride;     /* b_sk: every k_stride-th key of a key block scores, 1 .. block_k */
+    int32_t n_sink;       /* first tokens always attended */
+    int32_t n_stream;     /* most recent tokens always attended, >= 1 */
+    int32_t dense_layers; /* l_d: layers [0, dense_layers) run dense attention */
+    int32_t refresh;      /* r_m: decode steps between mask estimations, >= 1 */
+    int32_t rope;         /* lc_hip_rope_mode, as InfiniteHiP: past the trained window (auto)
+                             the mask scores at relative positions and the attention
+                             re-indexes StreamingLLM-style (our addition; HiP has none) */
+    int32_t per_group;    /* 1: one mask per KV head (max over its query heads; HiP's masks are
+                             per head), 0: one for all heads */
+} lc_hipattn_params;
+
+/* "512" (the default: k 512) or "2k" (k 2048); LC_ERR_NOT_FOUND otherwise. */
+int lc_hipattn_preset(const char *name, lc_hipattn_params *out);
+/* One knob by name, as --hip-NAME=VALUE with --attn hip: k block-q block-k q-stride k-stride
+ * sink stream dense-layers refresh rope=auto|extend|plain|stream heads=all|group. */
+int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *value);
+int lc_hipattn_validate(const lc_hipattn_params *p);
+int lc_hipattn_describe(const lc_hipattn_params *p, char *buf, size_t cap);
+
+/* TokenSelect settings (spec/tokenselect-and-sparseserve.md A.3, A.7). Every query (decode) or
+ * prefill chunk of `chunk` rows reads the n_init first tokens, the k tokens of highest soft vote
+ * among the others and the n_local most recent; a decode step reuses the previous selection of
+ * its (sequence, layer) while its query's cosine with the cached one is >= theta. */
+typedef struct lc_tokenselect_params {
+    int32_t k;            /* tokens selected, >= 1 (2048) */
+    int32_t n_init;       /* sink tokens (128) */
+    int32_t n_local;      /* most recent tokens (512), >= chunk (a chunk sees itself) */
+    int32_t chunk;        /* prefill rows sharing one selection (512), 1 .. 4096 */
+    float   theta;        /* selection-cache threshold in [-1, 1] (0.9); > 1 (e.g. 2): no cache */
+    int32_t gqa_mod;      /* 1: score query head h against KV head h mod n_kv_head (the paper's
+                             code); 0: the model's own mapping h / group (default) */
+    int32_t rope;         /* lc_hip_rope_mode: auto (re-index past the trained window), extend
+                             (always), plain (never); stream is the same as auto */
+    int32_t dense_layers; /* layers [0, dense_layers) run dense attention (0) */
+} lc_tokenselect_params;
+
+lc_tokenselect_params lc_tokenselect_default(void);
+/* One knob by name, as --ts-NAME=VALUE: k init local chunk theta gqa=group|mod
+ * rope=auto|extend|plain dense-layers. */
+int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *value);
+int lc_tokenselect_validate(const lc_tokenselect_params *p);
+int lc_tokenselect_describe(const lc_tokenselect_params *p, char *buf, size_t cap);
+
+/* ---- evaluation: a sparse method against dense attention on a real forward -------------- */
 
 /* One layer's numbers over the probed rows (the last n_rows positions of the text). */
 typedef struct lc_attn_fidelity {
     double  recall;     /* mean over probed rows and query heads of: the part of the true
                            attention mass of the row's top_k keys that falls on keys the method
                            reads (1 = every top key read) */
-    double  out_rel_l2; /* ||o_infinitehip - o_dense|| / ||o_dense|| over the probed rows */
+    double  out_rel_l2; /* ||o_method - o_dense|| / ||o_dense|| over the probed rows */
     double  keys_read;  /* mean keys a probed row reads (sink + selection + window) */
     int32_t rows;       /* rows probed */
     bool    sparse;     /* false: this layer read every key (a dense layer, or a context the
                            budgets cover) */
 } lc_attn_fidelity;
 
+struct lc_context_params;
 /* Run the model densely over tokens (prefill chunks of n_batch; the last n_rows tokens in a
- * chunk of their own), and at that last chunk run InfiniteHiP (settings p) on the same
- * queries and paged keys of every layer: out[layer] compares it with dense attention. The
- * true attention probabilities are computed in double on the host (keys rotated at their true
- * positions). out: n_layer entries. */
+ * chunk of their own), and at that last chunk run the sparse method p->attn (with its settings
+ * from p; not dense) on the same queries and paged keys of every layer: out[layer] compares it
+ * with dense attention. The true attention probabilities are computed in double on the host
+ * (keys rotated at their true positions). out: n_layer entries. */
 int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
-                          const lc_infinitehip_params *p, int32_t top_k, int32_t n_rows,
+                          const struct lc_context_params *p, int32_t top_k, int32_t n_rows,
                           int32_t n_batch, lc_progress_fn progress, void *user,
                           lc_attn_fidelity *out);
 
@@ -436,8 +495,10 @@ typedef struct lc_context_params {
     int64_t        kv_tokens; /* KV capacity in tokens over all sequences; 0: n_ctx*n_seq_max */
     lc_progress_fn prefill_progress; /* prompt tokens done/total per step, may be NULL */
     void          *progress_user;
-    lc_attn_kind          attn;      /* default dense */
-    lc_infinitehip_params hip;       /* used when attn is LC_ATTN_INFINITEHIP; default "3k" */
+    lc_attn_kind          attn;        /* default dense */
+    lc_infinitehip_params hip;         /* used when attn is LC_ATTN_INFINITEHIP; default "3k" */
+    lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; default "512" */
+    lc_tokenselect_params tokenselect; /* used when attn is LC_ATTN_TOKENSELECT */
 } lc_context_params;
 
 lc_context_params lc_context_default_params(void);
@@ -502,6 +563,16 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
  * step. NULL if the sequence has not evaluated anything. */
 const float *lc_context_logits(const lc_context *c, int32_t seq_id);
 int32_t      lc_context_n_vocab(const lc_context *c);
+
+/* Decode selection counters of the context's attention method since the context was made,
+ * summed over sequences and layers (zeros for dense and InfiniteHiP): how many (sequence,
+ * layer) decode steps computed a new selection and how many reused the previous one
+ * (TokenSelect: selection-cache misses and hits; HiP: mask estimations and steps between). */
+typedef struct lc_attn_stats {
+    int64_t selected; /* steps that computed a selection */
+    int64_t reused;   /* steps that reused the previous one */
+} lc_attn_stats;
+int lc_context_attn_stats(const lc_context *c, lc_attn_stats *out);
 
 /* Teacher-forced scoring (perplexity, prompt log-probs). A range of positions [begin, end) of
  * a token sequence. */

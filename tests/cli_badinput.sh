@@ -53,9 +53,24 @@ expect 2 "kv-tokens" -- "$BIN" run -m "$MODEL" -p hi --kv-tokens -5
 expect 1 "KV|pages" -- "$BIN" run -m "$MODEL" -p "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty" --kv-tokens 16 --page-size 16
 expect 2 "not one of cpu, cuda" -- "$BIN" run -m "$MODEL" -p hi --device tpu
 expect 2 "unknown template 'jinja9'" -- "$BIN" run -m "$MODEL" -p hi --chat-template jinja9
-# attention methods and InfiniteHiP knobs: refused before anything runs, naming the option
+# attention methods and their knobs (InfiniteHiP, HiP, TokenSelect): refused before anything
+# runs, naming the option
 expect 2 "unknown method 'sparse9'" -- "$BIN" run -m "$MODEL" -p hi --attn sparse9
-expect 2 "need --attn infinitehip" -- "$BIN" run -m "$MODEL" -p hi --hip-k=4096
+expect 2 "hip-k needs --attn infinitehip or hip" -- "$BIN" run -m "$MODEL" -p hi --hip-k=4096
+expect 2 "ts-k needs --attn tokenselect" -- "$BIN" run -m "$MODEL" -p hi --attn hip --ts-k=4096
+expect 2 "unknown HiP preset" -- "$BIN" run -m "$MODEL" -p hi --attn hip --preset 3k
+expect 2 "preset needs --attn infinitehip" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --preset 3k
+expect 2 "hip-k=1001.*multiple of block-k 2" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-k=1001
+expect 2 "hip-k-stride=4.*block-k \\(2\\)" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-k-stride=4
+expect 2 "hip-q-stride=64.*block-q \\(32\\)" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-q-stride=64
+expect 2 "hip-refresh=0" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-refresh=0
+expect 2 "unknown HiP option --hip-chunks" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-chunks=64
+expect 2 "ts-k=0: expected an integer" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-k=0
+expect 2 "ts-theta=nan" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-theta=nan
+expect 2 "ts-local=256.*chunk \\(512\\)" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-local=256
+expect 2 "ts-gqa=div" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-gqa=div
+expect 2 "ts-rope=stream: expected auto, extend, plain" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-rope=stream
+expect 2 "unknown TokenSelect option --ts-bogus" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-bogus=1
 expect 2 "unknown InfiniteHiP preset" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --preset 9k
 expect 2 "hip-k.*multiple of its chunk 256" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=1000,512,256
 expect 2 "hip-chunks.*power of two" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,48,8
@@ -70,7 +85,7 @@ expect 2 "give a long natural text" -- "$BIN" eval fidelity -m "$MODEL" --len 40
 expect 2 "give a long natural text" -- "$BIN" eval ppl -m "$MODEL" --len 4096
 expect 2 "--window 4096 must be below every --len" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --len 8192,4096 --window 4096
 expect 1 "has [0-9]+ tokens, fewer than --len 100000" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --len 100000
-expect 2 "need --attn infinitehip" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --preset 3k
+expect 2 "preset needs --attn infinitehip" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --preset 3k
 expect 2 "unknown task 'ruler9'" -- "$BIN" eval passkey -m "$MODEL" --task ruler9
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
 expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x

@@ -558,8 +558,9 @@ int cmd_bench(int argc, char **argv) {
     char attn_desc[640];
     gen_attn_describe(&o, attn_desc, sizeof attn_desc);
     printf("attention: %s\n", attn_desc);
-    snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s%s.md", out_dir, dslug, wname, mslug,
-             o.attn == LC_ATTN_INFINITEHIP ? "infinitehip-" : "", date);
+    snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s%s%s.md", out_dir, dslug, wname, mslug,
+             o.attn == LC_ATTN_DENSE ? "" : lc_attn_kind_name(o.attn),
+             o.attn == LC_ATTN_DENSE ? "" : "-", date);
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "<!-- attention: %s -->\n", attn_desc);

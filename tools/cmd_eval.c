@@ -2,7 +2,7 @@
  * cmd_eval.c — `longctx eval passkey`: the passkey-retrieval test (a random 5-digit key hidden
  * at a chosen depth of filler text, then asked back) and, with --task, RULER-style synthetic
  * tasks (single needle, multi-key, multi-value, variable tracking; RULER, Hsieh et al. 2024),
- * accuracy per depth and overall; `longctx eval fidelity`: InfiniteHiP vs dense attention on
+ * accuracy per depth and overall; `longctx eval fidelity`: a sparse method vs dense attention on
  * the same queries and keys (lc_eval_attn_fidelity); `longctx eval ppl`: perplexity of a long
  * text against context length (teacher-forced scoring, lc_context_score).
  */
@@ -17,18 +17,20 @@ static void help(void) {
     printf("usage: longctx eval passkey -m FILE --len N[,N...] [--depths D,D,...] [--trials K]\n"
            "                            [--chat] [--out FILE.tsv] [options]\n"
            "       longctx eval fidelity -m FILE -f TEXT --len N[,N...] [--mass-k K] [--rows R]\n"
-           "                            [--preset NAME] [--hip-NAME=VALUE] [--out FILE.tsv]\n"
+           "                            [--attn METHOD] [--preset NAME] [--hip-NAME=VALUE]\n"
+           "                            [--ts-NAME=VALUE] [--out FILE.tsv]\n"
            "       longctx eval ppl -m FILE -f TEXT --len N[,N...] [--window W] [--attn ...]\n"
            "                            [-v] [--out FILE.tsv]\n"
            "\n"
            "ppl: perplexity of TEXT against context length: for each N, the mean negative log-\n"
            "likelihood (and its exp) of tokens N-W .. N-1 given everything before them\n"
            "(--window W, default 1024). One pass over the longest N serves every length (the\n"
-           "model is causal); --attn infinitehip runs the method as generation does. -v shows\n"
+           "model is causal); --attn METHOD runs the method as generation does. -v shows\n"
            "where each window starts in the text.\n"
            "\n"
            "fidelity: run the model densely over the first N tokens of TEXT and, on the last R\n"
-           "positions (default 64), run InfiniteHiP on the same queries and keys of every\n"
+           "positions (default 64), run the sparse method (--attn infinitehip (default), hip or\n"
+           "tokenselect) on the same queries and keys of every\n"
            "layer: the share of the true top-K attention mass (--mass-k, default 2048) on the keys it\n"
            "reads, and the relative L2 error of its output vs dense.\n"
            "\npasskey: (and RULER-style tasks with --task)\n"
@@ -152,7 +154,10 @@ static int eval_fidelity(int argc, char **argv) {
         fprintf(stderr, "longctx eval fidelity: give a long natural text with -f FILE\n");
         return CLI_USAGE;
     }
-    o.attn = LC_ATTN_INFINITEHIP; /* the method under test */
+    if (o.attn == LC_ATTN_DENSE) o.attn = LC_ATTN_INFINITEHIP; /* the method under test */
+    if (!gen_opts_check(&o, "eval")) return CLI_USAGE;
+    lc_context_params mp = lc_context_default_params();
+    gen_context_attn(&o, &mp);
     size_t text_len = 0;
     char  *text     = cli_read_file("eval", file, &text_len);
     if (!text) return CLI_ERR;
@@ -191,7 +196,7 @@ static int eval_fidelity(int argc, char **argv) {
         }
         cli_progress pr;
         cli_progress_begin(&pr, "prefill");
-        st = lc_eval_attn_fidelity(m, ids, len, &o.hip, (int32_t)top_k, (int32_t)rows,
+        st = lc_eval_attn_fidelity(m, ids, len, &mp, (int32_t)top_k, (int32_t)rows,
                                    (int32_t)o.n_batch, fidelity_progress, &pr, res);
         cli_progress_end(&pr);
         if (st != LC_OK) {

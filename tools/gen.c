@@ -18,6 +18,8 @@ void gen_opts_default(gen_opts *o) {
     o->chat_template = LC_CHAT_TEMPLATE_NONE;
     o->attn          = LC_ATTN_DENSE;
     lc_infinitehip_preset("3k", &o->hip);
+    lc_hipattn_preset("512", &o->hipattn);
+    o->ts = lc_tokenselect_default();
 }
 
 const char *gen_opts_help(void) {
@@ -45,11 +47,11 @@ const char *gen_opts_help(void) {
            "  --seed S                random seed (default fixed, so runs repeat)\n"
            "  --chat-template NAME    chatml | llama3 | mistral (default: from the model)\n"
            "\nattention options:\n"
-           "  --attn dense|infinitehip  attention method (default dense)\n"
-           "  --preset NAME           InfiniteHiP preset: 3k (default), fast, flash, 5k, 3k-fine,\n"
-           "                          3k-fine64\n"
-           "                          (3k with single tokens, not 8-token chunks, in the last stage)\n"
-           "  --hip-NAME=VALUE        one InfiniteHiP knob (after --preset), e.g.\n"
+           "  --attn dense|infinitehip|hip|tokenselect  attention method (default dense)\n"
+           "  --preset NAME           InfiniteHiP preset: 3k (default), fast, flash, 5k, 3k-fine\n"
+           "                          (single tokens in the last stage), 3k-fine64; HiP: 512\n"
+           "                          (default), 2k\n"
+           "  --hip-NAME=VALUE        one InfiniteHiP knob (applied after --preset), e.g.\n"
            "                          --hip-chunks=256,32,8 --hip-k=32768,8192,2048\n"
            "                          --hip-refresh=16,8,4 --hip-q-stride=4,4,1 --hip-block-q=64\n"
            "                          --hip-sink=256 --hip-stream=1024 --hip-first-layers=3\n"
@@ -58,7 +60,15 @@ const char *gen_opts_help(void) {
            "                          the context fits the model's trained window; stream: score\n"
            "                          at true positions, re-index only in the attention)\n"
            "                          --hip-heads=all|group (one selection for all heads, or per\n"
-           "                          KV head)\n";
+           "                          KV head)\n"
+           "                          with --attn hip: --hip-k=512 --hip-block-q=32 --hip-block-k=2\n"
+           "                          --hip-q-stride=2 --hip-k-stride=1 --hip-sink=128\n"
+           "                          --hip-stream=512 --hip-dense-layers=3 --hip-refresh=8\n"
+           "                          --hip-rope=auto|extend|plain|stream --hip-heads=group|all\n"
+           "  --ts-NAME=VALUE         one TokenSelect knob: --ts-k=2048 --ts-init=128 --ts-local=512\n"
+           "                          --ts-chunk=512 --ts-theta=0.9 (selection-cache threshold;\n"
+           "                          above 1: no cache) --ts-gqa=group|mod --ts-rope=auto|extend|plain\n"
+           "                          --ts-dense-layers=0\n";
 }
 
 int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) {
@@ -139,42 +149,31 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--attn")) {
         VAL();
         if (lc_attn_kind_from_name(v, &o->attn) != LC_OK) {
-            fprintf(stderr, "longctx %s: --attn: unknown method '%s' (known: dense, infinitehip)\n",
-                    cmd, v);
+            fprintf(stderr, "longctx %s: --attn: unknown method '%s' (known: dense, infinitehip, "
+                    "hip, tokenselect)\n", cmd, v);
             return -1;
         }
     } else if (!strcmp(a, "--preset")) {
         VAL();
-        if (lc_infinitehip_preset(v, &o->hip) != LC_OK) {
-            fprintf(stderr, "longctx %s: --preset: %s\n", cmd, lc_last_error());
+        o->preset = v;
+    } else if (!strncmp(a, "--hip-", 6) || !strncmp(a, "--ts-", 5)) {
+        const bool  ts  = a[2] == 't';
+        const char *nm  = a + (ts ? 5 : 6);
+        const char *eq  = strchr(nm, '=');
+        const size_t len = eq ? (size_t)(eq - nm) : strlen(nm);
+        if (len == 0 || len >= sizeof o->knob_buf[0] ||
+            o->n_knobs == (int)(sizeof o->knob_name / sizeof o->knob_name[0])) {
+            fprintf(stderr, "longctx %s: bad option '%s'\n", cmd, a);
             return -1;
         }
-        o->hip_set = true;
-    } else if (!strncmp(a, "--hip-", 6)) {
-        const char *eq = strchr(a, '=');
-        char        name[64];
-        if (eq) {
-            size_t len = (size_t)(eq - (a + 6));
-            if (len == 0 || len >= sizeof name) {
-                fprintf(stderr, "longctx %s: bad option '%s'\n", cmd, a);
-                return -1;
-            }
-            memcpy(name, a + 6, len);
-            name[len] = 0;
-            v         = eq + 1;
-        } else {
-            if (strlen(a + 6) >= sizeof name) {
-                fprintf(stderr, "longctx %s: bad option '%s'\n", cmd, a);
-                return -1;
-            }
-            strcpy(name, a + 6);
-            VAL();
-        }
-        if (lc_infinitehip_set(&o->hip, name, v) != LC_OK) {
-            fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
-            return -1;
-        }
-        o->hip_set = true;
+        if (eq) v = eq + 1;
+        else VAL();
+        char *buf = o->knob_buf[o->n_knobs];
+        memcpy(buf, nm, len);
+        buf[len]                      = 0;
+        o->knob_prefix[o->n_knobs]    = ts ? "ts" : "hip";
+        o->knob_name[o->n_knobs]      = buf;
+        o->knob_val[o->n_knobs++]     = v;
     } else if (!strcmp(a, "--chat-template")) {
         VAL();
         if (lc_chat_template_from_name(v, &o->chat_template) != LC_OK) {
@@ -189,12 +188,49 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     return 1;
 }
 
-bool gen_opts_check(const gen_opts *o, const char *cmd) {
-    if (o->hip_set && o->attn != LC_ATTN_INFINITEHIP) {
-        fprintf(stderr, "longctx %s: --preset / --hip-* options need --attn infinitehip\n", cmd);
-        return false;
+bool gen_opts_check(gen_opts *o, const char *cmd) {
+    const char *method = lc_attn_kind_name(o->attn);
+    if (o->preset) {
+        int st = LC_ERR_INVALID_ARG;
+        if (o->attn == LC_ATTN_INFINITEHIP) st = lc_infinitehip_preset(o->preset, &o->hip);
+        else if (o->attn == LC_ATTN_HIP) st = lc_hipattn_preset(o->preset, &o->hipattn);
+        else {
+            fprintf(stderr, "longctx %s: --preset needs --attn infinitehip (presets %s) or --attn "
+                    "hip (512, 2k)\n", cmd, lc_infinitehip_preset_names());
+            return false;
+        }
+        if (st != LC_OK) {
+            fprintf(stderr, "longctx %s: --preset: %s\n", cmd, lc_last_error());
+            return false;
+        }
+        o->preset = NULL; /* applied */
     }
-    if (o->attn == LC_ATTN_INFINITEHIP && lc_infinitehip_validate(&o->hip) != LC_OK) {
+    for (int i = 0; i < o->n_knobs; i++) {
+        const bool ts = !strcmp(o->knob_prefix[i], "ts");
+        int        st;
+        if (ts && o->attn == LC_ATTN_TOKENSELECT)
+            st = lc_tokenselect_set(&o->ts, o->knob_name[i], o->knob_val[i]);
+        else if (!ts && o->attn == LC_ATTN_INFINITEHIP)
+            st = lc_infinitehip_set(&o->hip, o->knob_name[i], o->knob_val[i]);
+        else if (!ts && o->attn == LC_ATTN_HIP)
+            st = lc_hipattn_set(&o->hipattn, o->knob_name[i], o->knob_val[i]);
+        else {
+            fprintf(stderr, "longctx %s: --%s-%s needs --attn %s (the method is %s)\n", cmd,
+                    o->knob_prefix[i], o->knob_name[i], ts ? "tokenselect" : "infinitehip or hip",
+                    method);
+            return false;
+        }
+        if (st != LC_OK) {
+            fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
+            return false;
+        }
+    }
+    o->n_knobs = 0; /* applied */
+    int st = LC_OK;
+    if (o->attn == LC_ATTN_INFINITEHIP) st = lc_infinitehip_validate(&o->hip);
+    else if (o->attn == LC_ATTN_HIP) st = lc_hipattn_validate(&o->hipattn);
+    else if (o->attn == LC_ATTN_TOKENSELECT) st = lc_tokenselect_validate(&o->ts);
+    if (st != LC_OK) {
         fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
         return false;
     }
@@ -202,20 +238,27 @@ bool gen_opts_check(const gen_opts *o, const char *cmd) {
 }
 
 void gen_attn_describe(const gen_opts *o, char *buf, size_t cap) {
-    if (o->attn != LC_ATTN_INFINITEHIP) {
-        snprintf(buf, cap, "dense");
-        return;
-    }
     char d[512];
-    if (lc_infinitehip_describe(&o->hip, d, sizeof d) != LC_OK) d[0] = 0;
-    snprintf(buf, cap, "infinitehip (%s)", d);
+    int  st = LC_ERR_INVALID_ARG;
+    if (o->attn == LC_ATTN_INFINITEHIP) st = lc_infinitehip_describe(&o->hip, d, sizeof d);
+    else if (o->attn == LC_ATTN_HIP) st = lc_hipattn_describe(&o->hipattn, d, sizeof d);
+    else if (o->attn == LC_ATTN_TOKENSELECT) st = lc_tokenselect_describe(&o->ts, d, sizeof d);
+    if (o->attn == LC_ATTN_DENSE) snprintf(buf, cap, "dense");
+    else snprintf(buf, cap, "%s (%s)", lc_attn_kind_name(o->attn), st == LC_OK ? d : "?");
+}
+
+void gen_context_attn(const gen_opts *o, lc_context_params *cp) {
+    cp->attn        = o->attn;
+    cp->hip         = o->hip;
+    cp->hipattn     = o->hipattn;
+    cp->tokenselect = o->ts;
 }
 
 static void load_progress(int64_t done, int64_t total, void *user) {
     cli_progress_update(user, done, total, "tensors");
 }
 
-int gen_load(const char *cmd, const gen_opts *o, lc_model **model) {
+int gen_load(const char *cmd, gen_opts *o, lc_model **model) {
     if (!gen_opts_check(o, cmd)) return CLI_USAGE;
     if (!o->model) {
         fprintf(stderr, "longctx %s: no model given (-m FILE)\n", cmd);
@@ -255,8 +298,7 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
     cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));
     cp.n_batch   = (int32_t)o->n_batch;
     cp.page_size = (int32_t)o->page_size;
-    cp.attn      = o->attn;
-    cp.hip       = o->hip;
+    gen_context_attn(o, &cp);
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
     if (o->kv_gb > 0) {
         /* bf16 KV on the GPU, fp32 on the CPU */

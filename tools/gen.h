@@ -22,8 +22,15 @@ typedef struct gen_opts {
     lc_chat_template chat_template; /* NONE: the model's */
     int              profile;       /* lc_profile_mode for the load (bench) */
     lc_attn_kind          attn;     /* --attn */
-    lc_infinitehip_params hip;      /* --preset, --hip-NAME=VALUE */
-    bool                  hip_set;  /* a --preset or --hip-* option was given */
+    lc_infinitehip_params hip;      /* --preset, --hip-NAME=VALUE with --attn infinitehip */
+    lc_hipattn_params     hipattn;  /* --preset, --hip-NAME=VALUE with --attn hip */
+    lc_tokenselect_params ts;       /* --ts-NAME=VALUE */
+    /* --preset / --hip-* / --ts-* as given, applied by gen_opts_check once the method is known
+     * (so their order relative to --attn does not matter) */
+    const char *preset;
+    int         n_knobs;
+    const char *knob_prefix[64], *knob_name[64], *knob_val[64];
+    char        knob_buf[64][64];
 } gen_opts;
 
 void gen_opts_default(gen_opts *o);
@@ -31,13 +38,15 @@ void gen_opts_default(gen_opts *o);
  * bad value (message printed). */
 int  gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i);
 const char *gen_opts_help(void);
-/* Check option combinations after parsing (e.g. --hip-* without --attn infinitehip). Returns
- * false after printing a message. */
-bool gen_opts_check(const gen_opts *o, const char *cmd);
-/* "dense" or "infinitehip (3k: chunks=... )" for reports. */
+/* Apply the method options to the chosen method's settings and check them (e.g. --hip-*
+ * without a method that has them). Returns false after printing a message. Idempotent. */
+bool gen_opts_check(gen_opts *o, const char *cmd);
+/* "dense" or "infinitehip (chunks=... )" for reports. */
 void gen_attn_describe(const gen_opts *o, char *buf, size_t cap);
 
-int gen_load(const char *cmd, const gen_opts *o, lc_model **model);
+int gen_load(const char *cmd, gen_opts *o, lc_model **model);
+/* The attention method settings of the options into context parameters. */
+void gen_context_attn(const gen_opts *o, lc_context_params *cp);
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                 lc_context **ctx);
 /* The same, with the context's prefill progress going to progress(user). */

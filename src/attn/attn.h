@@ -11,6 +11,8 @@
 
 #include "backend/backend.h"
 
+struct lc_hip_last;
+
 typedef struct lc_attn_method {
     const char *name;
     void       *impl;        /* the method's settings and workspace; NULL for dense */
@@ -26,6 +28,10 @@ typedef struct lc_attn_method {
                    void *const *states, const float *q, const float *q_raw, int32_t n_head,
                    const lc_rope_table *rope, float scale, float *out);
     void (*destroy)(struct lc_attn_method *m); /* NULL for static instances */
+    /* The last forward's prefill selections (evaluation); NULL for dense. */
+    int (*last)(const struct lc_attn_method *m, struct lc_hip_last *out);
+    /* Decode selection counters since creation; NULL: none kept. */
+    int (*stats)(const struct lc_attn_method *m, lc_attn_stats *out);
 } lc_attn_method;
 
 extern const lc_attn_method lc_attn_dense;
@@ -39,8 +45,8 @@ typedef struct lc_attn_shape {
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_infinitehip_params *p, lc_attn_method **out);
 
-/* The query blocks and final selections of an infinitehip instance's last forward (prefill
- * blocks only), as host copies (evaluation: recall of the true attention mass). */
+/* The query blocks and final selections of a sparse method's last forward (prefill blocks
+ * only), as host copies (evaluation: recall of the true attention mass). */
 typedef struct lc_hip_last {
     bool           sparse;   /* false: that forward fell back to dense (every key read) */
     int32_t        n_sink, n_groups, n_qb, sel_cap;
@@ -49,7 +55,19 @@ typedef struct lc_hip_last {
     int32_t       *sel_n;    /* [n_qb][n_groups] */
 } lc_hip_last;
 int  lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out);
+/* Any method: its last() (LC_ERR_UNSUPPORTED for dense). */
+int  lc_attn_last(const lc_attn_method *m, lc_hip_last *out);
 void lc_attn_hip_last_free(lc_hip_last *l);
+
+/* HiP (attn/hip.c) and TokenSelect (attn/tokenselect.c) instances; p validated here. */
+int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
+                           lc_attn_method **out);
+int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
+                               const lc_tokenselect_params *p, lc_attn_method **out);
+/* The method a context's settings name (p->attn with its settings): the static dense instance
+ * or a new one (free with lc_attn_method_free). */
+int lc_attn_create(lc_backend *b, const lc_attn_shape *shape, const lc_context_params *p,
+                   lc_attn_method **out);
 
 /* Free an instance made by a *_create (static instances are left alone). */
 void lc_attn_method_free(lc_attn_method *m);

@@ -369,6 +369,7 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     m->state_free   = hip_state_free;
     m->forward      = hip_forward;
     m->destroy      = hip_destroy;
+    m->last         = lc_attn_infinitehip_last;
     *out            = m;
     return LC_OK;
 }

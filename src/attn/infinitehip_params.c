@@ -5,6 +5,7 @@
  * kernel sees it. Also the attention-method names of the public API.
  */
 #include "longctx.h"
+#include "attn/params_parse.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -15,7 +16,10 @@
 int lc_attn_kind_from_name(const char *name, lc_attn_kind *out) {
     if (name && strcmp(name, "dense") == 0) return *out = LC_ATTN_DENSE, LC_OK;
     if (name && strcmp(name, "infinitehip") == 0) return *out = LC_ATTN_INFINITEHIP, LC_OK;
-    return lc_fail(LC_ERR_NOT_FOUND, "unknown attention method \"%s\" (known: dense, infinitehip)",
+    if (name && strcmp(name, "hip") == 0) return *out = LC_ATTN_HIP, LC_OK;
+    if (name && strcmp(name, "tokenselect") == 0) return *out = LC_ATTN_TOKENSELECT, LC_OK;
+    return lc_fail(LC_ERR_NOT_FOUND, "unknown attention method \"%s\" (known: dense, "
+                   "infinitehip, hip, tokenselect)",
                    name ? name : "(null)");
 }
 
@@ -23,6 +27,8 @@ const char *lc_attn_kind_name(lc_attn_kind k) {
     switch (k) {
     case LC_ATTN_DENSE: return "dense";
     case LC_ATTN_INFINITEHIP: return "infinitehip";
+    case LC_ATTN_HIP: return "hip";
+    case LC_ATTN_TOKENSELECT: return "tokenselect";
     }
     return "unknown";
 }
@@ -88,14 +94,7 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
 const char *lc_infinitehip_preset_names(void) { return "3k, fast, flash, 5k, 3k-fine, 3k-fine64"; }
 
 static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int32_t *out) {
-    char *end = NULL;
-    errno     = 0;
-    long long x = strtoll(v, &end, 10);
-    if (!v[0] || errno || !end || *end || x < lo || x > hi)
-        return lc_fail(LC_ERR_INVALID_ARG, "--hip-%s=%s: expected an integer in %lld .. %lld", opt,
-                       v, (long long)lo, (long long)hi);
-    *out = (int32_t)x;
-    return LC_OK;
+    return lc_opt_int("hip", opt, v, lo, hi, out);
 }
 
 /* "a,b,c" into dst (1 .. LC_HIP_MAX_STAGES values); *n = how many */
@@ -125,14 +124,7 @@ static int parse_list(const char *opt, const char *v, int64_t lo, int64_t hi, in
     return LC_OK;
 }
 
-/* option names compare with '-' and '_' alike */
-static bool same_opt(const char *a, const char *b) {
-    for (; *a && *b; a++, b++) {
-        char x = *a == '_' ? '-' : *a, y = *b == '_' ? '-' : *b;
-        if (x != y) return false;
-    }
-    return *a == *b;
-}
+#define same_opt lc_same_opt
 
 #define HIP_MAX_TOKENS (1 << 30)
 
@@ -160,14 +152,7 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     if (same_opt(name, "first-layers")) return parse_int(name, value, 0, 1 << 16, &p->first_layers);
     if (same_opt(name, "first-k")) return parse_int(name, value, 1, HIP_MAX_TOKENS, &p->first_k);
     if (same_opt(name, "dense-layers")) return parse_int(name, value, 0, 1 << 16, &p->dense_layers);
-    if (same_opt(name, "rope")) {
-        if (strcmp(value, "auto") == 0) return p->rope = LC_HIP_ROPE_AUTO, LC_OK;
-        if (strcmp(value, "extend") == 0) return p->rope = LC_HIP_ROPE_EXTEND, LC_OK;
-        if (strcmp(value, "plain") == 0) return p->rope = LC_HIP_ROPE_PLAIN, LC_OK;
-        if (strcmp(value, "stream") == 0) return p->rope = LC_HIP_ROPE_STREAM, LC_OK;
-        return lc_fail(LC_ERR_INVALID_ARG, "--hip-rope=%s: expected auto, extend, plain or stream",
-                       value);
-    }
+    if (same_opt(name, "rope")) return lc_opt_rope("hip", value, true, &p->rope);
     if (same_opt(name, "heads")) {
         if (strcmp(value, "all") == 0) return p->per_group = 0, LC_OK;
         if (strcmp(value, "group") == 0) return p->per_group = 1, LC_OK;
@@ -256,10 +241,7 @@ int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t ca
     PUT(" block-q=%d sink=%d stream=%d first-layers=%d first-k=%d dense-layers=%d rope=%s "
         "heads=%s",
         p->block_q, p->n_sink, p->n_stream, p->first_layers, p->first_k, p->dense_layers,
-        p->rope == LC_HIP_ROPE_EXTEND   ? "extend"
-        : p->rope == LC_HIP_ROPE_PLAIN  ? "plain"
-        : p->rope == LC_HIP_ROPE_STREAM ? "stream"
-                                        : "auto",
+        lc_rope_mode_name(p->rope),
         p->per_group ? "group" : "all");
 #undef PUT
     if (at >= cap) return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);

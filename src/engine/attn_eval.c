@@ -1,8 +1,8 @@
 /*
- * attn_eval.c — InfiniteHiP against dense attention on real queries and keys (the issue's
- * recall and output-error evaluation; InfiniteHiP paper Fig. 6 measures the same recall of the
- * top-k attention mass). The model runs densely; at the forward of the last n_rows tokens a
- * probe attention method also runs the InfiniteHiP method on the same queries and paged KV of
+ * attn_eval.c — a sparse attention method (InfiniteHiP, HiP, TokenSelect) against dense
+ * attention on real queries and keys (recall of the true top-k attention mass, as InfiniteHiP
+ * paper Fig. 6, and output error). The model runs densely; at the forward of the last n_rows
+ * tokens a probe attention method also runs the method under test on the same queries and paged KV of
  * every layer, then compares: the selected key set against the true attention probabilities
  * (keys downloaded, rotated at their true positions, softmax in double on the host), and the
  * two outputs.
@@ -18,7 +18,7 @@
 #include <string.h>
 
 typedef struct probe_impl {
-    lc_attn_method   *hip;
+    lc_attn_method   *method; /* the sparse method under test */
     int64_t           final_end; /* probe the forward whose rows end here */
     int32_t           top_k;
     lc_attn_fidelity *res;
@@ -27,12 +27,12 @@ typedef struct probe_impl {
 
 static int probe_state_create(const lc_attn_method *m, int32_t layer, void **state) {
     const probe_impl *pi = m->impl;
-    return pi->hip->state_create(pi->hip, layer, state);
+    return pi->method->state_create(pi->method, layer, state);
 }
 
 static void probe_state_free(const lc_attn_method *m, void *state) {
     const probe_impl *pi = m->impl;
-    pi->hip->state_free(pi->hip, state);
+    pi->method->state_free(pi->method, state);
 }
 
 /* k-th largest of x[0..n) (k >= 1), reordering x (quickselect) */
@@ -69,11 +69,11 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     memset(res, 0, sizeof *res);
     float *tmp = b->alloc(b, sizeof(float) * W * (size_t)(seq->row0 + R), "fidelity probe");
     if (!tmp) return LC_ERR_NOMEM;
-    int st = pi->hip->forward(pi->hip, b, layer, kv, seq, 1, states, q, q_raw, n_head, rope,
+    int st = pi->method->forward(pi->method, b, layer, kv, seq, 1, states, q, q_raw, n_head, rope,
                               scale, tmp);
     lc_hip_last last;
     memset(&last, 0, sizeof last);
-    if (st == LC_OK) st = lc_attn_infinitehip_last(pi->hip, &last);
+    if (st == LC_OK) st = lc_attn_last(pi->method, &last);
     float  *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     float  *od = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     float  *os = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
@@ -210,7 +210,7 @@ static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 }
 
 int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
-                          const lc_infinitehip_params *p, int32_t top_k, int32_t n_rows,
+                          const lc_context_params *p, int32_t top_k, int32_t n_rows,
                           int32_t n_batch, lc_progress_fn progress, void *user,
                           lc_attn_fidelity *out) {
     lc_clear_error();
@@ -225,7 +225,9 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
     lc_attn_method *hip = NULL;
     const lc_attn_shape shape = {info.n_layer, info.n_head, info.n_head_kv, info.head_dim,
                                  info.n_ctx_train};
-    int st = lc_attn_infinitehip_create(m->backend, &shape, p, &hip);
+    if (p->attn == LC_ATTN_DENSE)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: the method under test is dense");
+    int st = lc_attn_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;
     probe_impl pi = {hip, n_tokens, top_k, out, NULL, NULL};
     for (int32_t l = 0; l < info.n_layer; l++) memset(&out[l], 0, sizeof out[l]);

@@ -69,11 +69,19 @@ struct lc_context {
     int64_t        pen_cap;
 };
 
+int lc_context_attn_stats(const lc_context *c, lc_attn_stats *out) {
+    if (!c || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_attn_stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    return c->attn && c->attn->stats ? c->attn->stats(c->attn, out) : LC_OK;
+}
+
 lc_context_params lc_context_default_params(void) {
     lc_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .page_size = 64,
                            .kv_tokens = 0, .prefill_progress = NULL, .progress_user = NULL,
                            .attn = LC_ATTN_DENSE};
     lc_infinitehip_preset("3k", &p.hip);
+    lc_hipattn_preset("512", &p.hipattn);
+    p.tokenselect = lc_tokenselect_default();
     return p;
 }
 
@@ -149,21 +157,16 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     int         st;
     if (method) {
         c->attn = method;
-    } else if (p.attn == LC_ATTN_DENSE) {
-        c->attn = &lc_attn_dense;
-    } else if (p.attn == LC_ATTN_INFINITEHIP) {
+    } else {
         const lc_attn_shape shape = {hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim,
                                      hp->n_ctx_train};
         lc_attn_method     *am    = NULL;
-        if ((st = lc_attn_infinitehip_create(b, &shape, &p.hip, &am)) != LC_OK) {
+        if ((st = lc_attn_create(b, &shape, &p, &am)) != LC_OK) {
             free(c);
             return st;
         }
         c->attn       = am;
-        c->attn_owned = true;
-    } else {
-        free(c);
-        return lc_fail(LC_ERR_INVALID_ARG, "unknown attention method %d", (int)p.attn);
+        c->attn_owned = am != &lc_attn_dense;
     }
     const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size;
     if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,

@@ -1,0 +1,39 @@
+/*
+ * select_common.h — what the single-selection sparse methods (HiP, attn/hip.c; TokenSelect,
+ * attn/tokenselect.c) share around their selection op: cutting a batch into query blocks
+ * (prefill blocks first, then one block per decode sequence), the workspace of the prefill
+ * selections, and the copy of the last prefill selections for evaluation (lc_hip_last).
+ */
+#ifndef LC_SELECT_COMMON_H
+#define LC_SELECT_COMMON_H
+
+#include "attn/attn.h"
+
+typedef struct sel_ws {
+    lc_backend    *b;
+    int32_t        n_groups; /* selections per block */
+    int32_t        sel_cap;  /* segments per (block, group) list */
+    int32_t        n_sink;   /* for lc_hip_last */
+    lc_hip_qblock *h_qb, *d_qb;
+    int32_t        qb_cap;
+    lc_hip_seg    *d_sel;    /* [qb_cap][n_groups][sel_cap] prefill selections */
+    int32_t       *d_n;      /* [qb_cap][n_groups] */
+    bool           last_sparse;
+    int32_t        last_n_pre;
+} sel_ws;
+
+/* win0 of a block of n_rows rows from pos0 (the method's sink / window rule) */
+typedef int32_t (*sel_win0_fn)(const void *params, int32_t pos0, int32_t n_rows);
+
+/* Cut the batch into blocks (prefill sequences into blocks of at most block_rows rows ending at
+ * multiples of block_rows in position, then one per decode sequence) into w->h_qb, growing the workspace; *n_pre = prefill blocks. Returns the
+ * block count, or a negative status. */
+int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                   sel_win0_fn win0, const void *params, int32_t *n_pre);
+void    sel_ws_release(sel_ws *w);
+/* the last forward's prefill selections (lc_attn_method.last) */
+int     sel_ws_last(const sel_ws *w, lc_hip_last *out);
+/* upload the blocks (asynchronously when the backend can) */
+int     sel_upload_blocks(sel_ws *w, int32_t n_qb);
+
+#endif

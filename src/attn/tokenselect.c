@@ -1,0 +1,259 @@
+/*
+ * tokenselect.c — the TokenSelect attention method (paper 001_823a2d0cdd44ac9c.txt §3; digest
+ * spec/tokenselect-and-sparseserve.md A.3–A.6): per layer, every decode query and every prefill
+ * chunk of `chunk` rows picks the k cached tokens of highest per-head-softmax soft vote (backend
+ * op ts_select, one selection shared by all heads), and block-sparse attention (attn_sparse)
+ * reads the n_init first tokens, the selection and the n_local most recent tokens from the paged
+ * KV in place.
+ *
+ * Local window: a block of rows [pos0, pos0 + n) sees [N - n_local, its own position], N = pos0 +
+ * n, as TokenSelect's code (a 512-row chunk with n_local 512 sees itself, causally); the
+ * candidates are [n_init, N - n_local). (At the start of a sequence the window starts no later
+ * than the block's first row, so the sink stays causal.)
+ * Selection cache (Alg. 1): each (sequence, layer) keeps the last computed selection and the
+ * fingerprint it came from; a decode step whose fingerprint's cosine with it is >= theta reuses
+ * it. The decision is the op's, on the backend (no host round trip); a prefill resets the cache.
+ * RoPE: the fingerprint scores unrotated keys with the query rotated at n_local (+ its row), as
+ * the paper's code; the attention re-indexes positions StreamingLLM-style (the selected tokens
+ * just before the window: the same relative distances as TokenSelect's compact positions) once
+ * a sequence passes the model's trained context (rope=auto), always (extend), or never (plain).
+ * Dense: while every block's candidates fit in k the method calls dense attention (the same
+ * result), and in layers [0, dense_layers).
+ */
+#include "attn/select_common.h"
+#include "util/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ts_impl {
+    lc_backend           *b;
+    lc_tokenselect_params p;
+    lc_attn_shape         shape;
+    sel_ws                ws;
+    bool                  no_shortcut; /* LONGCTX_HIP_SPARSE_ALWAYS=1 (tests) */
+    int64_t              *d_counts;    /* [n_layer][2] hits, misses (with the cache) */
+    int64_t               uncached;    /* decode selections made without the cache */
+} ts_impl;
+
+typedef struct ts_state {
+    lc_backend *b;
+    lc_hip_seg *sel;   /* [k] */
+    int32_t    *sel_n; /* [1] */
+    float      *cache_q; /* [n_head * head_dim] */
+    int32_t    *cache_valid;
+} ts_state;
+
+static int32_t ts_win0(const void *params, int32_t pos0, int32_t n_rows) {
+    const lc_tokenselect_params *p = params;
+    const int32_t                N = pos0 + n_rows;
+    /* the sink never reaches past the block's first row (causal for every row) */
+    const int32_t                a = p->n_init < pos0 + 1 ? p->n_init : pos0 + 1;
+    const int32_t                w = N - p->n_local;
+    return a > w ? a : w;
+}
+
+static void ts_state_free(const lc_attn_method *m, void *state) {
+    (void)m;
+    ts_state *s = state;
+    if (!s) return;
+    lc_backend *b = s->b;
+    if (s->sel) b->dealloc(b, s->sel);
+    if (s->sel_n) b->dealloc(b, s->sel_n);
+    if (s->cache_q) b->dealloc(b, s->cache_q);
+    if (s->cache_valid) b->dealloc(b, s->cache_valid);
+    free(s);
+}
+
+static int ts_state_create(const lc_attn_method *m, int32_t layer, void **out) {
+    (void)layer;
+    const ts_impl *t = m->impl;
+    lc_backend    *b = t->b;
+    ts_state      *s = lc_calloc(1, sizeof *s, "TokenSelect layer state");
+    if (!s) return LC_ERR_NOMEM;
+    s->b           = b;
+    s->sel         = b->alloc(b, sizeof(lc_hip_seg) * (size_t)t->p.k, "TokenSelect selection cache");
+    s->sel_n       = b->alloc(b, sizeof(int32_t), "TokenSelect selection cache");
+    s->cache_q     = b->alloc(b, sizeof(float) * (size_t)t->shape.n_head * (size_t)t->shape.head_dim,
+                              "TokenSelect selection cache");
+    s->cache_valid = b->alloc(b, sizeof(int32_t), "TokenSelect selection cache");
+    const int32_t zero = 0;
+    if (!s->sel || !s->sel_n || !s->cache_q || !s->cache_valid ||
+        b->upload(b, s->cache_valid, &zero, sizeof zero) != LC_OK ||
+        b->upload(b, s->sel_n, &zero, sizeof zero) != LC_OK) {
+        ts_state_free(m, s);
+        return LC_ERR_NOMEM;
+    }
+    *out = s;
+    return LC_OK;
+}
+
+static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
+                      const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                      void *const *states, const float *q, const float *q_raw, int32_t n_head,
+                      const lc_rope_table *rope, float scale, float *out) {
+    ts_impl                     *t = m->impl;
+    const lc_tokenselect_params *p = &t->p;
+    t->ws.last_sparse              = false;
+    if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (!q_raw || !b->ts_select || !b->attn_sparse)
+        return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend lacks the sparse ops",
+                       b->name);
+    int32_t       n_pre = 0;
+    const int32_t n_qb  = sel_blocks(&t->ws, seqs, n_seqs, p->chunk, ts_win0, p, &n_pre);
+    if (n_qb < 0) return n_qb;
+    int32_t pre_rows = 1, max_cand = 0;
+    int64_t max_end  = 0;
+    bool    covered  = true;
+    for (int32_t i = 0; i < n_qb; i++) {
+        const lc_hip_qblock *qb   = &t->ws.h_qb[i];
+        const int32_t        cand = qb->win0 > p->n_init ? qb->win0 - p->n_init : 0;
+        if (cand > p->k) covered = false;
+        if (cand > max_cand) max_cand = cand;
+        if (i < n_pre && qb->n_rows > pre_rows) pre_rows = qb->n_rows;
+        if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
+    }
+    /* a prefill resets the selection caches of its sequences */
+    int st = LC_OK;
+    for (int32_t s = 0; s < n_seqs && st == LC_OK; s++)
+        if (seqs[s].n_rows > 1 && states && states[s]) {
+            const int32_t zero = 0;
+            st = b->upload(b, ((ts_state *)states[s])->cache_valid, &zero, sizeof zero);
+        }
+    if (st != LC_OK) return st;
+    if (covered && !t->no_shortcut) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+
+    const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
+                        (p->rope != LC_HIP_ROPE_PLAIN && max_end > t->shape.n_ctx_train);
+    if ((st = sel_upload_blocks(&t->ws, n_qb)) != LC_OK) return st;
+
+    lc_ts_select_args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.n_init   = p->n_init;
+    sa.k        = p->k;
+    sa.fp_pos   = p->n_local;
+    sa.gqa_mod  = p->gqa_mod;
+    sa.max_cand = max_cand;
+    sa.out_cap  = p->k;
+    sa.theta    = p->theta;
+    lc_hip_sparse_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.n_sink     = p->n_init;
+    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.n_groups   = 1;
+    aa.sel_cap    = p->k;
+    aa.max_sel    = p->k;
+    aa.max_window = p->n_local;
+
+    if (n_pre > 0) {
+        sa.max_rows = pre_rows;
+        sa.out      = t->ws.d_sel;
+        sa.out_n    = t->ws.d_n;
+        if ((st = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa)) != LC_OK)
+            return st;
+        t->ws.last_sparse = true;
+        t->ws.last_n_pre  = n_pre;
+        aa.max_rows       = pre_rows;
+        aa.sel            = t->ws.d_sel;
+        aa.sel_n          = t->ws.d_n;
+        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q, n_head, rope, scale,
+                                 &aa, out)) != LC_OK)
+            return st;
+    }
+    /* decode blocks: one sequence at a time, each with its selection cache */
+    for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
+        const lc_hip_qblock *qb = &t->ws.h_qb[j];
+        ts_state            *ss = states ? states[qb->seq] : NULL;
+        if (!ss) return lc_fail(LC_ERR_INTERNAL, "tokenselect: a decode sequence has no state");
+        sa.max_rows = 1;
+        sa.out      = ss->sel;
+        sa.out_n    = ss->sel_n;
+        const bool cache = p->theta <= 1.0f;
+        sa.cache_q     = cache ? ss->cache_q : NULL;
+        sa.cache_valid = cache ? ss->cache_valid : NULL;
+        sa.counts      = t->d_counts + 2 * (size_t)layer;
+        if (!cache) t->uncached++;
+        st = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q_raw, n_head, rope, &sa);
+        if (st != LC_OK) return st;
+        aa.max_rows   = 1;
+        aa.max_window = qb->pos0 + 1 - qb->win0;
+        aa.sel        = ss->sel;
+        aa.sel_n      = ss->sel_n;
+        st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q, n_head, rope, scale, &aa, out);
+    }
+    return st;
+}
+
+static int ts_last(const lc_attn_method *m, lc_hip_last *out) {
+    return sel_ws_last(&((const ts_impl *)m->impl)->ws, out);
+}
+
+static int ts_stats(const lc_attn_method *m, lc_attn_stats *out) {
+    const ts_impl *t = m->impl;
+    const int32_t  L = t->shape.n_layer;
+    int64_t       *c = lc_malloc(sizeof(int64_t) * 2 * (size_t)L, "TokenSelect counters");
+    if (!c) return LC_ERR_NOMEM;
+    const int st = t->b->download(t->b, c, t->d_counts, sizeof(int64_t) * 2 * (size_t)L);
+    memset(out, 0, sizeof *out);
+    for (int32_t l = 0; st == LC_OK && l < L; l++) out->reused += c[2 * l], out->selected += c[2 * l + 1];
+    out->selected += t->uncached;
+    free(c);
+    return st;
+}
+
+static void ts_destroy(lc_attn_method *m) {
+    if (!m) return;
+    ts_impl *t = m->impl;
+    if (t) {
+        sel_ws_release(&t->ws);
+        if (t->d_counts) t->b->dealloc(t->b, t->d_counts);
+        free(t);
+    }
+    free(m);
+}
+
+int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
+                               const lc_tokenselect_params *p, lc_attn_method **out) {
+    *out   = NULL;
+    int st = lc_tokenselect_validate(p);
+    if (st != LC_OK) return st;
+    if (!b->ts_select || !b->attn_sparse)
+        return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend has no sparse attention",
+                       b->name);
+    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
+    ts_impl        *t = lc_calloc(1, sizeof *t, "attention method");
+    if (!m || !t) {
+        free(m), free(t);
+        return LC_ERR_NOMEM;
+    }
+    t->b           = b;
+    t->p           = *p;
+    t->shape       = *shape;
+    t->ws.b        = b;
+    t->ws.n_groups = 1;
+    t->ws.sel_cap  = p->k;
+    t->ws.n_sink   = p->n_init;
+    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
+    t->no_shortcut     = always && always[0] == '1';
+    const size_t cb    = sizeof(int64_t) * 2 * (size_t)(shape->n_layer > 0 ? shape->n_layer : 1);
+    t->d_counts        = b->alloc(b, cb, "TokenSelect counters");
+    int64_t *zeros     = lc_calloc(1, cb, "TokenSelect counters");
+    st = t->d_counts && zeros ? b->upload(b, t->d_counts, zeros, cb) : LC_ERR_NOMEM;
+    free(zeros);
+    m->name         = "tokenselect";
+    m->impl         = t;
+    m->needs_raw_q  = true;
+    m->graph_safe   = false;
+    m->state_create = ts_state_create;
+    m->state_free   = ts_state_free;
+    m->forward      = ts_forward;
+    m->destroy      = ts_destroy;
+    m->last         = ts_last;
+    m->stats        = ts_stats;
+    if (st != LC_OK) {
+        ts_destroy(m);
+        return st;
+    }
+    *out = m;
+    return LC_OK;
+}

@@ -1,0 +1,237 @@
+/*
+ * test_select_engine.c — the HiP and TokenSelect methods inside the engine on the real model
+ * (CPU):
+ *   1. with budgets that keep every candidate, the sparse path (forced with
+ *      LONGCTX_HIP_SPARSE_ALWAYS=1, so the selection ops and the sparse attention really run)
+ *      gives dense attention's logits and greedy tokens, with plain and re-indexed RoPE;
+ *   2. with real pruning two sequences batched in one context produce exactly the tokens each
+ *      produces alone (HiP; per-sequence masks, prefill blocks of two sequences in one call), or
+ *      (TokenSelect, whose token-level top-k amplifies the last-bit differences of batched
+ *      GEMMs) a batched run repeats exactly;
+ *   3. the decode counters: HiP estimates its mask every `refresh` steps; TokenSelect's cache
+ *      never hits with theta above 1, always hits after the first step with theta -1, and every
+ *      decode step of every sparse layer is counted once.
+ * How well the selections keep the model's answers is measured by `longctx eval`, not here.
+ */
+#include "longctx.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+#define N_GEN 8
+
+typedef struct run_out {
+    int32_t tokens[N_GEN];
+    int32_t n;
+    float  *logits; /* of the last prompt position */
+} run_out;
+
+/* the passkey prompt: filler with a key in the middle, then the question */
+static int32_t *make_prompt(const lc_model *m, int n_fill, const char *key, size_t *n) {
+    const char *filler = " The grass is green. The sky is blue. The sun is yellow. Here we go. "
+                         "There and back again.";
+    size_t cap = (size_t)n_fill * strlen(filler) + 512;
+    char  *text = malloc(cap);
+    text[0]     = 0;
+    strcat(text, "There is an important piece of information hidden inside a lot of irrelevant "
+                 "text. Find it and memorize it.\n");
+    for (int i = 0; i < n_fill; i++) {
+        if (i == n_fill / 2) {
+            char needle[128];
+            snprintf(needle, sizeof needle, " The pass key is %s. Remember it. %s is the pass key.",
+                     key, key);
+            strcat(text, needle);
+        }
+        strcat(text, filler);
+    }
+    strcat(text, "\nWhat is the pass key? The pass key is");
+    int32_t *ids = NULL;
+    CHECK(lc_tokenizer_encode(lc_model_tokenizer(m), text, strlen(text), true, false, &ids, n) ==
+          LC_OK);
+    free(text);
+    return ids;
+}
+
+/* Generate N_GEN greedy tokens for each prompt, all in one context (batched). */
+static int run(lc_model *m, const lc_context_params *cp, int32_t *const *prompts,
+               const size_t *n_prompt, int n_req, run_out *outs, lc_attn_stats *stats) {
+    lc_context *c = NULL;
+    int         st = lc_context_create(m, cp, &c);
+    if (st != LC_OK) return st;
+    int32_t ids[4];
+    for (int i = 0; i < n_req && st == LC_OK; i++) {
+        lc_request r = {.prompt = prompts[i], .n_prompt = n_prompt[i], .max_tokens = N_GEN,
+                        .sampling = lc_sampling_default(), .ignore_eos = true};
+        r.sampling.temperature = 0;
+        st = lc_context_add(c, &r, &ids[i]);
+        outs[i].n = 0;
+    }
+    const int32_t V = lc_context_n_vocab(c);
+    for (int guard = 0; guard < 1000 && st == LC_OK; guard++) {
+        lc_event ev[8];
+        size_t   n_ev = 0;
+        if ((st = lc_context_step(c, ev, 8, &n_ev)) != LC_OK || n_ev == 0) break;
+        for (size_t e = 0; e < n_ev; e++)
+            for (int i = 0; i < n_req; i++) {
+                if (ev[e].seq_id != ids[i]) continue;
+                /* logits of the last prompt position: the step that sampled the first token */
+                if (ev[e].token >= 0 && outs[i].n == 0 && outs[i].logits) {
+                    const float *lg = lc_context_logits(c, ids[i]);
+                    if (lg) memcpy(outs[i].logits, lg, sizeof(float) * (size_t)V);
+                }
+                if (ev[e].token >= 0 && outs[i].n < N_GEN) outs[i].tokens[outs[i].n++] = ev[e].token;
+            }
+    }
+    if (stats && st == LC_OK) st = lc_context_attn_stats(c, stats);
+    if (st != LC_OK) fprintf(stderr, "run: %s\n", lc_last_error());
+    lc_context_free(c);
+    return st;
+}
+
+static double max_logprob_diff(const float *a, const float *b, int32_t n) {
+    double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0, d = 0;
+    for (int32_t i = 0; i < n; i++) ma = fmax(ma, a[i]), mb = fmax(mb, b[i]);
+    for (int32_t i = 0; i < n; i++) sa += exp(a[i] - ma), sb += exp(b[i] - mb);
+    for (int32_t i = 0; i < n; i++) {
+        double x = fabs((a[i] - ma - log(sa)) - (b[i] - mb - log(sb)));
+        if (x > d) d = x;
+    }
+    return d;
+}
+
+static void set_method(lc_context_params *cp, lc_attn_kind kind, bool full, const char *rope) {
+    cp->attn = kind;
+    if (kind == LC_ATTN_HIP) {
+        CHECK(lc_hipattn_preset("512", &cp->hipattn) == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "k", full ? "2048" : "256") == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "block-q", "32") == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "sink", "32") == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "stream", "128") == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "refresh", "3") == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "dense-layers", full ? "0" : "2") == LC_OK);
+        CHECK(lc_hipattn_set(&cp->hipattn, "rope", rope) == LC_OK);
+    } else {
+        cp->tokenselect = lc_tokenselect_default();
+        CHECK(lc_tokenselect_set(&cp->tokenselect, "k", full ? "2048" : "256") == LC_OK);
+        CHECK(lc_tokenselect_set(&cp->tokenselect, "init", "32") == LC_OK);
+        CHECK(lc_tokenselect_set(&cp->tokenselect, "chunk", "128") == LC_OK);
+        CHECK(lc_tokenselect_set(&cp->tokenselect, "local", "128") == LC_OK);
+        CHECK(lc_tokenselect_set(&cp->tokenselect, "dense-layers", full ? "0" : "2") == LC_OK);
+        CHECK(lc_tokenselect_set(&cp->tokenselect, "rope", rope) == LC_OK);
+    }
+}
+
+int main(void) {
+    REQUIRE_MODEL(MODEL);
+    lc_model       *m  = NULL;
+    lc_model_params mp = lc_model_default_params();
+    mp.device          = LC_DEVICE_CPU;
+    CHECK(lc_model_load(MODEL, &mp, &m) == LC_OK);
+    if (!m) TEST_END();
+    lc_model_info info;
+    lc_model_get_info(m, &info);
+    const int32_t V = info.n_vocab, L = info.n_layer;
+
+    size_t   n_a = 0, n_b = 0;
+    int32_t *pa = make_prompt(m, 48, "52817", &n_a); /* ~1K tokens */
+    int32_t *pb = make_prompt(m, 40, "40963", &n_b);
+    CHECKF(n_a > 900 && n_b > 700, "prompts of %zu and %zu tokens", n_a, n_b);
+
+    lc_context_params dense = lc_context_default_params();
+    dense.n_ctx             = 2048;
+    dense.n_seq_max         = 2;
+    dense.n_batch           = 512;
+    run_out ref = {0}, got = {0};
+    ref.logits  = malloc(sizeof(float) * (size_t)V);
+    got.logits  = malloc(sizeof(float) * (size_t)V);
+    CHECK(run(m, &dense, &pa, &n_a, 1, &ref, NULL) == LC_OK);
+    CHECK(ref.n == N_GEN);
+
+    const lc_attn_kind kinds[2] = {LC_ATTN_HIP, LC_ATTN_TOKENSELECT};
+    for (int ki = 0; ki < 2; ki++) {
+        const lc_attn_kind kind = kinds[ki];
+        const char        *name = lc_attn_kind_name(kind);
+        /* 1. full budgets through the sparse path == dense */
+        setenv("LONGCTX_HIP_SPARSE_ALWAYS", "1", 1);
+        for (int mode = 0; mode < 2; mode++) {
+            lc_context_params cp = dense;
+            set_method(&cp, kind, true, mode ? "extend" : "plain");
+            memset(got.tokens, 0, sizeof got.tokens);
+            CHECK(run(m, &cp, &pa, &n_a, 1, &got, NULL) == LC_OK);
+            const double d = max_logprob_diff(ref.logits, got.logits, V);
+            CHECKF(d < 1e-3, "%s rope %s: max |d log-prob| %.3g vs dense", name,
+                   mode ? "extend" : "plain", d);
+            CHECKF(memcmp(ref.tokens, got.tokens, sizeof ref.tokens) == 0,
+                   "%s rope %s: greedy tokens differ from dense", name, mode ? "extend" : "plain");
+        }
+        unsetenv("LONGCTX_HIP_SPARSE_ALWAYS");
+
+        /* 2. real pruning: batched == alone. A block's selection depends on its rows (a
+         * prefill block's fingerprint is the mean of the rows it has), so the batch holds both
+         * prompts whole: the blocks are then the same alone and batched */
+        lc_context_params sp = dense;
+        sp.n_batch           = 2048;
+        set_method(&sp, kind, false, "auto");
+        run_out alone[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}}, both[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};
+        int32_t      *ps[2] = {pa, pb};
+        size_t        ns[2] = {n_a, n_b};
+        lc_attn_stats st_a = {0}, st_both = {0};
+        CHECK(run(m, &sp, &ps[0], &ns[0], 1, &alone[0], &st_a) == LC_OK);
+        CHECK(run(m, &sp, &ps[1], &ns[1], 1, &alone[1], NULL) == LC_OK);
+        CHECK(run(m, &sp, ps, ns, 2, both, &st_both) == LC_OK);
+        /* HiP: exactly. TokenSelect's token-level top-k turns the last-bit differences of a
+         * batched GEMM (other row counts) into other selections, so there: the batched run
+         * repeats exactly, and every sequence gets its tokens */
+        run_out again[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};
+        if (kind == LC_ATTN_TOKENSELECT) CHECK(run(m, &sp, ps, ns, 2, again, NULL) == LC_OK);
+        for (int i = 0; i < 2; i++) {
+            if (kind == LC_ATTN_HIP)
+                CHECKF(alone[i].n == N_GEN &&
+                           memcmp(alone[i].tokens, both[i].tokens, sizeof both[i].tokens) == 0,
+                       "%s sequence %d: batched tokens differ from alone", name, i);
+            else
+                CHECKF(alone[i].n == N_GEN && both[i].n == N_GEN &&
+                           memcmp(again[i].tokens, both[i].tokens, sizeof both[i].tokens) == 0,
+                       "%s sequence %d: a batched run does not repeat", name, i);
+        }
+
+        /* 3. counters: N_GEN - 1 decode forwards per sequence, each layer past the dense ones */
+        const int64_t steps = (int64_t)(N_GEN - 1) * (L - 2);
+        CHECKF(st_a.selected + st_a.reused == steps, "%s: %lld + %lld decode selections, want %lld",
+               name, (long long)st_a.selected, (long long)st_a.reused, (long long)steps);
+        CHECKF(st_both.selected + st_both.reused == 2 * steps, "%s batched: %lld + %lld, want %lld",
+               name, (long long)st_both.selected, (long long)st_both.reused, (long long)(2 * steps));
+        if (kind == LC_ATTN_HIP) {
+            /* refresh 3: steps 0, 3, 6 of 7 estimate */
+            CHECKF(st_a.selected == 3 * (L - 2), "hip: %lld estimations, want %d",
+                   (long long)st_a.selected, 3 * (L - 2));
+        } else {
+            CHECKF(st_a.selected >= L - 2, "tokenselect: %lld misses, want >= %d (the first step)",
+                   (long long)st_a.selected, L - 2);
+            for (int t = 0; t < 2; t++) {
+                lc_context_params cp = sp;
+                CHECK(lc_tokenselect_set(&cp.tokenselect, "theta", t ? "-1" : "2") == LC_OK);
+                lc_attn_stats s = {0};
+                run_out       o = {{0}, 0, NULL};
+                CHECK(run(m, &cp, &ps[0], &ns[0], 1, &o, &s) == LC_OK);
+                const int64_t want_sel = t ? L - 2 : steps;
+                CHECKF(s.selected == want_sel && s.reused == steps - want_sel,
+                       "tokenselect theta %s: %lld misses %lld hits, want %lld / %lld",
+                       t ? "-1" : "2", (long long)s.selected, (long long)s.reused,
+                       (long long)want_sel, (long long)(steps - want_sel));
+            }
+        }
+    }
+    /* dense keeps no counters */
+    lc_attn_stats s = {1, 1};
+    CHECK(run(m, &dense, &pa, &n_a, 1, &got, &s) == LC_OK);
+    CHECK(s.selected == 0 && s.reused == 0);
+
+    free(ref.logits), free(got.logits), free(pa), free(pb);
+    lc_model_free(m);
+    TEST_END();
+}
