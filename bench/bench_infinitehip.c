@@ -33,33 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float median(float *t, int n) {
-    if (n <= 0) return 0;
-    qsort(t, (size_t)n, sizeof(float), cmp_float);
-    return t[n / 2];
-}
-
-/* fill n bf16 (or fp32) values with uniform [-1, 1) */
-static int fill_random(void *dst, size_t n, int bf16, uint64_t seed) {
-    const size_t chunk = 1 << 22;
-    void        *h     = malloc(4 * chunk);
-    if (!h) return 1;
-    uint64_t s = seed | 1;
-    for (size_t off = 0; off < n; off += chunk) {
-        const size_t m = n - off < chunk ? n - off : chunk;
-        for (size_t i = 0; i < m; i++) {
-            const float f = bench_urand(&s);
-            if (bf16) ((uint16_t *)h)[i] = bench_bf16_bits(f);
-            else ((float *)h)[i] = f;
-        }
-        if (cudaMemcpy((char *)dst + off * (bf16 ? 2 : 4), h, m * (bf16 ? 2 : 4),
-                       cudaMemcpyHostToDevice) != cudaSuccess)
-            return free(h), 1;
-    }
-    free(h);
-    return 0;
-}
-
 int main(int argc, char **argv) {
     if (argc < 6) {
         fprintf(stderr, "usage: bench_infinitehip decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS "
@@ -95,8 +68,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_infinitehip: %s\n", lc_last_error());
         return 1;
     }
-    if (fill_random(dk, pool, 1, 1) || fill_random(dv, pool, 1, 2) || fill_random(dq, qn, 0, 3) ||
-        fill_random(dqr, qn, 0, 4)) {
+    if (bench_fill_random(dk, pool, 1, 1) || bench_fill_random(dv, pool, 1, 2) || bench_fill_random(dq, qn, 0, 3) ||
+        bench_fill_random(dqr, qn, 0, 4)) {
         fprintf(stderr, "bench_infinitehip: filling the inputs failed\n");
         return 1;
     }
@@ -134,7 +107,7 @@ int main(int argc, char **argv) {
         TRYC(cudaEventSynchronize(e1));
         if (i >= 0) TRYC(cudaEventElapsedTime(&td[i], e0, e1));
     }
-    const float dense_us = 1000.0f * median(td, reps_dense);
+    const float dense_us = 1000.0f * bench_median(td, reps_dense);
 
     if (!decode) {
         const char *also = getenv("LONGCTX_BENCH_ALSO");
@@ -161,7 +134,7 @@ int main(int argc, char **argv) {
                 TRYC(cudaEventSynchronize(e1));
                 if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
             }
-            const float us = 1000.0f * median(t, 3);
+            const float us = 1000.0f * bench_median(t, 3);
             if (variant == 0)
                 printf("prefill rows %d at %lld keys: infinitehip %.1f us, dense %.1f us, speed-up %.2fx\n",
                        rows, (long long)keys, us, dense_us, dense_us / us);
@@ -213,9 +186,9 @@ int main(int argc, char **argv) {
                "speed-up %.2fx\n", (long long)keys, arg6, avg, dense_us, dense_us / avg);
         for (int c = 0; c <= N; c++) {
             if (c < N) printf("  steps recomputing stages %d..%d: %d, median %.1f us\n", c + 1, N,
-                              n_cls[c], median(cls[c], n_cls[c]));
+                              n_cls[c], bench_median(cls[c], n_cls[c]));
             else printf("  steps with every stage cached: %d, median %.1f us\n", n_cls[c],
-                        median(cls[c], n_cls[c]));
+                        bench_median(cls[c], n_cls[c]));
             free(cls[c]);
         }
     }

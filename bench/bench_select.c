@@ -30,33 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float median(float *t, int n) {
-    if (n <= 0) return 0;
-    qsort(t, (size_t)n, sizeof(float), cmp_float);
-    return t[n / 2];
-}
-
-/* fill n bf16 (or fp32) values with uniform [-1, 1) */
-static int fill_random(void *dst, size_t n, int bf16, uint64_t seed) {
-    const size_t chunk = 1 << 22;
-    void        *h     = malloc(4 * chunk);
-    if (!h) return 1;
-    uint64_t s = seed | 1;
-    for (size_t off = 0; off < n; off += chunk) {
-        const size_t m = n - off < chunk ? n - off : chunk;
-        for (size_t i = 0; i < m; i++) {
-            const float f = bench_urand(&s);
-            if (bf16) ((uint16_t *)h)[i] = bench_bf16_bits(f);
-            else ((float *)h)[i] = f;
-        }
-        if (cudaMemcpy((char *)dst + off * (bf16 ? 2 : 4), h, m * (bf16 ? 2 : 4),
-                       cudaMemcpyHostToDevice) != cudaSuccess)
-            return free(h), 1;
-    }
-    free(h);
-    return 0;
-}
-
 int main(int argc, char **argv) {
     if (argc < 7) {
         fprintf(stderr, "usage: bench_select decode|prefill hip|tokenselect N_KV_HEADS GROUP "
@@ -105,8 +78,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_select: %s\n", lc_last_error());
         return 1;
     }
-    if (fill_random(dk, pool, 1, 1) || fill_random(dv, pool, 1, 2) || fill_random(dq, qn, 0, 3) ||
-        fill_random(dqr, qn, 0, 4)) {
+    if (bench_fill_random(dk, pool, 1, 1) || bench_fill_random(dv, pool, 1, 2) || bench_fill_random(dq, qn, 0, 3) ||
+        bench_fill_random(dqr, qn, 0, 4)) {
         fprintf(stderr, "bench_select: filling the inputs failed\n");
         return 1;
     }
@@ -143,7 +116,7 @@ int main(int argc, char **argv) {
         TRYC(cudaEventSynchronize(e1));
         if (i >= 0) TRYC(cudaEventElapsedTime(&td[i], e0, e1));
     }
-    const float dense_us = 1000.0f * median(td, reps_dense);
+    const float dense_us = 1000.0f * bench_median(td, reps_dense);
     if (!decode) {
         float t[3];
         for (int i = -1; i < 3; i++) {
@@ -155,7 +128,7 @@ int main(int argc, char **argv) {
             TRYC(cudaEventSynchronize(e1));
             if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
         }
-        const float us = 1000.0f * median(t, 3);
+        const float us = 1000.0f * bench_median(t, 3);
         printf("prefill rows %d at %lld keys: %s %.1f us, dense %.1f us, speed-up %.2fx\n", rows,
                (long long)keys, argv[2], us, dense_us, dense_us / us);
     } else {
@@ -188,7 +161,7 @@ int main(int argc, char **argv) {
             cls[c][n_cls[c]++] = 1000.0f * ms;
         }
         const double avg = 1000.0 * sum / arg7;
-        const float  sel = median(cls[0], n_cls[0]), reu = median(cls[1], n_cls[1]);
+        const float  sel = bench_median(cls[0], n_cls[0]), reu = bench_median(cls[1], n_cls[1]);
         printf("decode %lld keys, %d steps: %s average %.1f us/step, dense %.1f us, speed-up %.2fx\n",
                (long long)keys, arg7, argv[2], avg, dense_us, dense_us / avg);
         printf("  steps computing a selection: %d, median %.1f us; reusing one: %d, median %.1f us\n",

@@ -96,4 +96,31 @@ static inline int bench_rope_upload(int64_t n_pos, int32_t D, float *dcs, float 
     return bad;
 }
 
+static inline float bench_median(float *t, int n) {
+    if (n <= 0) return 0;
+    qsort(t, (size_t)n, sizeof(float), cmp_float);
+    return t[n / 2];
+}
+
+/* fill n device bf16 (or fp32) values with uniform [-1, 1) */
+static inline int bench_fill_random(void *dst, size_t n, int bf16, uint64_t seed) {
+    const size_t chunk = 1 << 22;
+    void        *h     = malloc(4 * chunk);
+    if (!h) return 1;
+    uint64_t s = seed | 1;
+    for (size_t off = 0; off < n; off += chunk) {
+        const size_t m = n - off < chunk ? n - off : chunk;
+        for (size_t i = 0; i < m; i++) {
+            const float f = bench_urand(&s);
+            if (bf16) ((uint16_t *)h)[i] = bench_bf16_bits(f);
+            else ((float *)h)[i] = f;
+        }
+        if (cudaMemcpy((char *)dst + off * (bf16 ? 2 : 4), h, m * (bf16 ? 2 : 4),
+                       cudaMemcpyHostToDevice) != cudaSuccess)
+            return free(h), 1;
+    }
+    free(h);
+    return 0;
+}
+
 #endif
