@@ -40,9 +40,7 @@ typedef struct hipa_state {
 static int32_t hipa_win0(const void *params, int32_t pos0, int32_t n_rows) {
     (void)n_rows;
     const lc_hipattn_params *p = params;
-    const int32_t            a = p->n_sink < pos0 + 1 ? p->n_sink : pos0 + 1;
-    const int32_t            w = pos0 + 1 - p->n_stream;
-    return a > w ? a : w;
+    return sel_win0_stream(p->n_sink, p->n_stream, pos0);
 }
 
 static void hipa_state_free(const lc_attn_method *m, void *state) {

@@ -19,6 +19,7 @@
  * all of them, and the method calls dense attention (the same result; cheaper).
  */
 #include "attn/attn.h"
+#include "attn/select_common.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -59,9 +60,7 @@ static int32_t keep_of(const hip_impl *h, int32_t layer, int32_t i) {
 }
 
 static int32_t win0_of(const lc_infinitehip_params *p, int32_t pos0) {
-    int32_t a = p->n_sink < pos0 + 1 ? p->n_sink : pos0 + 1;
-    int32_t w = pos0 + 1 - p->n_stream;
-    return a > w ? a : w;
+    return sel_win0_stream(p->n_sink, p->n_stream, pos0);
 }
 
 static void ws_release(hip_impl *h) {

@@ -22,6 +22,14 @@ typedef struct sel_ws {
     int32_t        last_n_pre;
 } sel_ws;
 
+/* The sink + streaming-window rule of InfiniteHiP and HiP (backend.h): the first window key of a
+ * block whose first row is at pos0. */
+static inline int32_t sel_win0_stream(int32_t n_sink, int32_t n_stream, int32_t pos0) {
+    const int32_t a = n_sink < pos0 + 1 ? n_sink : pos0 + 1;
+    const int32_t w = pos0 + 1 - n_stream;
+    return a > w ? a : w;
+}
+
 /* win0 of a block of n_rows rows from pos0 (the method's sink / window rule) */
 typedef int32_t (*sel_win0_fn)(const void *params, int32_t pos0, int32_t n_rows);
 
