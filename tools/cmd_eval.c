@@ -480,6 +480,20 @@ static void make_trial(eval_task task, bool chat, uint64_t *rng, trial_text *t) 
     }
 }
 
+/* The decode selection counters of the method (TokenSelect: selection-cache misses and hits;
+ * HiP: mask estimations and the steps that reused one) between two readings, one line; nothing
+ * for methods that do not count (dense, InfiniteHiP). len 0: the whole run. */
+static void print_selection_stats(int64_t len, const lc_attn_stats *a, const lc_attn_stats *b) {
+    const long long sel = (long long)(b->selected - a->selected);
+    const long long reu = (long long)(b->reused - a->reused);
+    if (sel + reu <= 0) return;
+    char where[48];
+    if (len > 0) snprintf(where, sizeof where, "%lld", (long long)len);
+    else snprintf(where, sizeof where, "all");
+    printf("decode selections (%s, per sequence and layer): %lld computed, %lld reused = %.1f%% "
+           "reused\n", where, sel, reu, 100.0 * (double)reu / (double)(sel + reu));
+}
+
 int cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         help();
@@ -597,8 +611,12 @@ int cmd_eval(int argc, char **argv) {
            "depth", "correct", "acc");
     double  all_ok = 0;
     int64_t all_n  = 0;
+    lc_attn_stats st_all0 = {0, 0};
+    if (lc_context_attn_stats(ctx, &st_all0) != LC_OK) goto done;
     for (int li = 0; li < n_lens; li++) {
         const int64_t len   = (int64_t)lens[li];
+        lc_attn_stats st0   = {0, 0};
+        if (lc_context_attn_stats(ctx, &st0) != LC_OK) goto done;
         for (int di = 0; di < n_depths; di++) {
             double ok = 0;
             for (long long tr = 0; tr < trials; tr++) {
@@ -678,9 +696,15 @@ int cmd_eval(int argc, char **argv) {
             all_ok += ok;
             all_n += trials;
         }
+        lc_attn_stats st1 = {0, 0};
+        if (lc_context_attn_stats(ctx, &st1) != LC_OK) goto done;
+        print_selection_stats(len, &st0, &st1);
     }
     printf("overall: %.4g/%lld = %.1f%%\n", all_ok, (long long)all_n,
            100.0 * all_ok / (double)all_n);
+    lc_attn_stats st_all1 = {0, 0};
+    if (lc_context_attn_stats(ctx, &st_all1) != LC_OK) goto done;
+    print_selection_stats(0, &st_all0, &st_all1);
     rc = CLI_OK;
 done:
     if (out) fclose(out);
