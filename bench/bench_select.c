@@ -12,11 +12,15 @@
  *   TokenSelect's cache hits after its first step unless theta > 1); each step is timed alone
  *   and classed by whether it computed a selection (the method's counters); prints both classes'
  *   medians, the average over the steps, and dense decode's median. For TokenSelect the average
- *   at another hit rate h is h * hit + (1 - h) * miss from the two medians.
+ *   at another hit rate h is h * hit + (1 - h) * miss from the two medians. Then, for TokenSelect,
+ *   where a hit step's time goes: the method's forward, the query block's upload, ts_select (a
+ *   hit) and attn_sparse each alone on the backend's ops (GPU time between events and the host's
+ *   time to issue them, medians of 30), and attn_sparse over the same number of tokens as 8-token
+ *   runs and as one run (what the selection's many 1-token segments cost).
  * prefill: ROWS query rows at the end of a KEYS-token context (one chunk), medians of 3 runs.
  * RoPE: auto with a 131072-token trained context (Llama-3.1-8B): contexts past 128K re-index.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r */
+#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r, clock_gettime */
 #include "attn/attn.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -29,6 +33,138 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
+}
+
+/* What a piece of work costs: the median over REPS runs (each after a synchronise) of the GPU
+ * time between two events around it and of the host's time to issue it. */
+typedef int (*piece_fn)(void *ctx);
+static int time_piece(const char *name, piece_fn fn, void *ctx, cudaStream_t s, cudaEvent_t e0,
+                      cudaEvent_t e1) {
+    enum { REPS = 30 };
+    float gpu[REPS], host[REPS];
+    for (int i = -3; i < REPS; i++) {
+        TRYC(cudaStreamSynchronize(s));
+        TRYC(cudaEventRecord(e0, s));
+        const double h0 = now_us();
+        if (fn(ctx)) return 1;
+        const double h1 = now_us();
+        TRYC(cudaEventRecord(e1, s));
+        TRYC(cudaEventSynchronize(e1));
+        if (i >= 0) {
+            TRYC(cudaEventElapsedTime(&gpu[i], e0, e1));
+            gpu[i] *= 1000.0f, host[i] = (float)(h1 - h0);
+        }
+    }
+    printf("  %-58s GPU %7.1f us, host issue %7.1f us\n", name, bench_median(gpu, REPS),
+           bench_median(host, REPS));
+    return 0;
+}
+
+/* The pieces of a TokenSelect decode step (hit), each alone on the backend's ops. */
+typedef struct ts_pieces {
+    lc_attn_method    *m;
+    lc_backend        *b;
+    void              *state;
+    lc_kv_layer_view  *kv;
+    lc_attn_seq       *seq;
+    const float       *dq, *dqr;
+    float             *dout;
+    int32_t            n_head;
+    lc_rope_table     *rope;
+    float              scale;
+    lc_hip_qblock      hqb;
+    lc_hip_qblock     *dqb;
+    lc_ts_select_args  sa;
+    lc_hip_sparse_args aa;
+} ts_pieces;
+
+static int piece_forward(void *c) {
+    ts_pieces  *x         = c;
+    void *const states[1] = {x->state};
+    if (x->m->forward(x->m, x->b, 5, x->kv, x->seq, 1, states, x->dq, x->dqr, x->n_head, x->rope,
+                      x->scale, x->dout) != LC_OK)
+        return fprintf(stderr, "bench_select: %s\n", lc_last_error()), 1;
+    return 0;
+}
+static int piece_upload(void *c) {
+    ts_pieces *x = c;
+    int (*up)(lc_backend *, void *, const void *, size_t) = x->b->upload_async ? x->b->upload_async
+                                                                              : x->b->upload;
+    return up(x->b, x->dqb, &x->hqb, sizeof x->hqb) != LC_OK;
+}
+static int piece_select(void *c) {
+    ts_pieces *x = c;
+    return x->b->ts_select(x->b, x->kv, x->seq, 1, x->dqb, 1, x->dqr, x->n_head, x->rope, &x->sa) != LC_OK;
+}
+static int piece_sparse(void *c) {
+    ts_pieces *x = c;
+    return x->b->attn_sparse(x->b, x->kv, x->seq, 1, x->dqb, 1, x->dq, x->n_head, x->rope, x->scale,
+                             &x->aa, x->dout) != LC_OK;
+}
+static int piece_select_sparse(void *c) { return piece_select(c) || piece_sparse(c); }
+static int piece_all_ops(void *c) { return piece_upload(c) || piece_select(c) || piece_sparse(c); }
+
+static int ts_breakdown(ts_pieces *x, int64_t keys, const lc_tokenselect_params *tp, cudaStream_t s,
+                        cudaEvent_t e0, cudaEvent_t e1) {
+    lc_backend   *b = x->b;
+    const int32_t k = tp->k, pos0 = (int32_t)keys - 1;
+    int32_t       win0 = pos0 + 1 - tp->n_local;
+    if (win0 < (tp->n_init < pos0 + 1 ? tp->n_init : pos0 + 1)) win0 = tp->n_init < pos0 + 1 ? tp->n_init : pos0 + 1;
+    x->hqb = (lc_hip_qblock){0, 0, 1, pos0, win0};
+    const int32_t nf = x->n_head * x->kv->head_dim;
+    x->dqb           = b->alloc(b, sizeof(lc_hip_qblock), "qb");
+    lc_hip_seg *sel  = b->alloc(b, sizeof(lc_hip_seg) * (size_t)k, "sel");
+    int32_t    *seln = b->alloc(b, sizeof(int32_t), "sel_n");
+    float      *cq   = b->alloc(b, sizeof(float) * (size_t)nf, "cache_q");
+    int32_t    *cv   = b->alloc(b, sizeof(int32_t), "cache_valid");
+    lc_hip_seg *syn  = malloc(sizeof(lc_hip_seg) * (size_t)k);
+    if (!x->dqb || !sel || !seln || !cq || !cv || !syn) return fprintf(stderr, "bench_select: out of memory\n"), 1;
+    const int32_t zero = 0;
+    TRYL(b->upload(b, x->dqb, &x->hqb, sizeof x->hqb));
+    TRYL(b->upload(b, cv, &zero, sizeof zero));
+    memset(&x->sa, 0, sizeof x->sa);
+    x->sa.n_init = tp->n_init, x->sa.k = k, x->sa.fp_pos = tp->n_local, x->sa.gqa_mod = tp->gqa_mod;
+    x->sa.max_rows = 1, x->sa.max_cand = win0 - tp->n_init, x->sa.out_cap = k;
+    x->sa.out = sel, x->sa.out_n = seln, x->sa.cache_q = cq, x->sa.cache_valid = cv, x->sa.theta = 2.0f;
+    TRYL(piece_select(x)); /* a miss: the selection and a valid cache */
+    x->sa.theta = -1.0f;   /* then every call hits */
+    memset(&x->aa, 0, sizeof x->aa);
+    x->aa.n_sink = tp->n_init, x->aa.n_groups = 1, x->aa.sel_cap = k, x->aa.max_sel = k;
+    x->aa.attn_rope  = keys > 131072 ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    x->aa.max_rows   = 1, x->aa.max_window = pos0 + 1 - win0;
+    x->aa.sel = sel, x->aa.sel_n = seln;
+    int32_t n_seg = 0;
+    TRYL(b->download(b, &n_seg, seln, sizeof n_seg));
+    printf("# hit-step pieces at %lld keys (selection: %d segments for %d tokens; sink %d, window %d)\n",
+           (long long)keys, n_seg, k, tp->n_init, pos0 + 1 - win0);
+    int rc = time_piece("method forward (a cache hit)", piece_forward, x, s, e0, e1);
+    rc |= time_piece("upload of the query block (20 bytes)", piece_upload, x, s, e0, e1);
+    rc |= time_piece("ts_select, a hit", piece_select, x, s, e0, e1);
+    rc |= time_piece("attn_sparse over that selection", piece_sparse, x, s, e0, e1);
+    rc |= time_piece("ts_select hit + attn_sparse", piece_select_sparse, x, s, e0, e1);
+    rc |= time_piece("upload + ts_select hit + attn_sparse", piece_all_ops, x, s, e0, e1);
+    /* the same number of tokens as 8-token runs and as one run (segment count vs cost) */
+    const int32_t cand = win0 - tp->n_init;
+    for (int len = 8; len <= k && cand >= k; len = len == 8 ? k : k + 1) {
+        const int32_t ns = k / len;
+        for (int32_t i = 0; i < ns; i++)
+            syn[i] = (lc_hip_seg){tp->n_init + (int32_t)((int64_t)i * (cand - len) / (ns > 1 ? ns - 1 : 1)), len};
+        TRYL(b->upload(b, sel, syn, sizeof(lc_hip_seg) * (size_t)ns));
+        TRYL(b->upload(b, seln, &ns, sizeof ns));
+        char name[96];
+        snprintf(name, sizeof name, "attn_sparse over %d segments of %d tokens", ns, len);
+        rc |= time_piece(name, piece_sparse, x, s, e0, e1);
+    }
+    b->dealloc(b, x->dqb), b->dealloc(b, sel), b->dealloc(b, seln), b->dealloc(b, cq), b->dealloc(b, cv);
+    free(syn);
+    return rc;
+}
 
 int main(int argc, char **argv) {
     if (argc < 7) {
@@ -173,6 +309,13 @@ int main(int argc, char **argv) {
                    100.0 * h20, reu, sel, dense_us / 20.0);
         }
         free(cls[0]), free(cls[1]);
+        if (kind == LC_ATTN_TOKENSELECT) { /* where a hit step's time goes */
+            ts_pieces x;
+            memset(&x, 0, sizeof x);
+            x.m = m, x.b = b, x.state = state, x.kv = &kv, x.seq = &seq, x.dq = dq, x.dqr = dqr;
+            x.dout = dout, x.n_head = n_head, x.rope = &rope, x.scale = scale;
+            if (ts_breakdown(&x, keys, &cp.tokenselect, s, e0, e1)) return 1;
+        }
     }
     free(td), free(pages);
     m->state_free(m, state);

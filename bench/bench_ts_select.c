@@ -10,6 +10,8 @@
  * CUDA-event timing: two warm-ups, then the median (and minimum) of REPEATS runs, each run
  * synchronised before it (the host's launch time counts).
  * usage: bench_ts_select [REPEATS [TABLE.md]]  (TABLE.md: the table is also written there)
+ * The path follows LONGCTX_TS_SELECT_PATH=kernels|fused and LONGCTX_TS_SELECT_LAUNCHES=1|2|3
+ * (ts_select.cu; the title names them): decode calls take the fused kernel by default.
  */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -168,11 +170,13 @@ int main(int argc, char **argv) {
     }
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
-    char line[2048];
+    char        line[2048];
+    const char *pe = getenv("LONGCTX_TS_SELECT_PATH"), *le = getenv("LONGCTX_TS_SELECT_LAUNCHES");
     snprintf(line, sizeof line, "bench_ts_select on %s: Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV, "
              "page 64), n_init %d, n_local %d, k %d; median (min) of %d runs, us; copy bandwidth "
-             "%.0f GB/s\n\n| case | keys | rows | blocks | miss | hit (1 call) | hit (20 back to back, per call) | K bytes / copy BW |\n"
-             "|---|---|---|---|---|---|---|---|\n", prop.name, N_INIT, N_LOCAL, K, env.reps, env.copy_gbs);
+             "%.0f GB/s; path %s, launches %s\n\n| case | keys | rows | blocks | miss | hit (1 call) | hit (20 back to back, per call) | K bytes / copy BW |\n"
+             "|---|---|---|---|---|---|---|---|\n", prop.name, N_INIT, N_LOCAL, K, env.reps, env.copy_gbs,
+             pe ? pe : "as launched", le ? le : "default");
     out_line(&env, line);
     static const struct {
         int64_t T;

@@ -6,11 +6,13 @@
  * reference's tolerance check (selected tokens' scores >= the k-th - eps, dropped ones <= it +
  * eps, sorted disjoint maximal runs inside [n_init, win0), min(k, candidates) tokens); the
  * tie worlds (three distinct key rows) must equal the CPU twin's output exactly (lower
- * positions first at the threshold). Every case: both GQA maps; as launched and with
- * LONGCTX_TS_SELECT_NB=1 (the blocks processed one group each); outputs poisoned before each
- * call; a second call must give the same bytes. The selection cache on the device: a miss
+ * positions first at the threshold). Every case: both GQA maps; each path of ts_select.cu
+ * (ts_paths: the 9-kernel path and the fused cooperative kernel with 3, 2 or 1 launches, some
+ * with LONGCTX_TS_SELECT_NB=1, the blocks processed one group each), every path's bytes equal
+ * to the 9-kernel path's; outputs poisoned before each call; a second call must give the same
+ * bytes. The selection cache on the device: a miss
  * (valid 0) writes the selection, cache_q and counts; a hit leaves the poisoned outputs alone;
- * theta edges around a known cosine; a zero cache_q (cos 0). A larger 8B-shape world (32/8
+ * theta edges around a known cosine; a zero cache_q (cos 0); on every path. A larger 8B-shape world (32/8
  * heads, D 128, ~24K keys, decode and two 512-row blocks) unless LC_TEST_SMALL=1.
  * Skips (exit 77) where no GPU is present.
  */
@@ -75,6 +77,32 @@ static int gpu_run(lc_backend *b, const world *w, const dev_world *d, const lc_t
     return rc;
 }
 
+/* The paths of ts_select.cu: the 9-kernel one and the fused kernel with 3, 2 or 1 launches,
+ * each also with one block a group (LONGCTX_TS_SELECT_NB=1). */
+typedef struct ts_path {
+    const char *name, *path, *launches, *nb;
+} ts_path;
+static const ts_path ts_paths[] = {
+    {"9 kernels", "kernels", NULL, NULL},
+    {"9 kernels, one block a group", "kernels", NULL, "1"},
+    {"as launched", NULL, NULL, NULL},
+    {"fused, 3 launches", "fused", "3", NULL},
+    {"fused, 2 launches", "fused", "2", NULL},
+    {"fused, 1 launch", "fused", "1", NULL},
+    {"fused, 1 launch, one block a group", "fused", "1", "1"},
+    {"fused, 3 launches, one block a group", "fused", "3", "1"},
+};
+#define TS_N_PATHS ((int)(sizeof ts_paths / sizeof ts_paths[0]))
+
+static void ts_path_env(const ts_path *p) {
+    unsetenv("LONGCTX_TS_SELECT_PATH"), unsetenv("LONGCTX_TS_SELECT_LAUNCHES");
+    unsetenv("LONGCTX_TS_SELECT_NB");
+    if (!p) return;
+    if (p->path) setenv("LONGCTX_TS_SELECT_PATH", p->path, 1);
+    if (p->launches) setenv("LONGCTX_TS_SELECT_LAUNCHES", p->launches, 1);
+    if (p->nb) setenv("LONGCTX_TS_SELECT_NB", p->nb, 1);
+}
+
 static int same_sel(const world *w, const lc_ts_select_args *a, const lc_hip_seg *x,
                     const int32_t *xn, const lc_hip_seg *y, const int32_t *yn) {
     for (int32_t b = 0; b < w->n_qb; b++) {
@@ -100,20 +128,28 @@ static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
         CHECKF(ts_run_cpu(&w, &a, co, cn) == LC_OK, "%s: CPU: %s", s->name, lc_last_error());
         ts_ref r;
         ts_reference(&w, &a, &r);
-        for (int grouped = 0; grouped < 2; grouped++) {
-            if (grouped) setenv("LONGCTX_TS_SELECT_NB", "1", 1);
-            char lbl[200];
-            snprintf(lbl, sizeof lbl, "%s (gqa_mod %d%s) [GPU]", s->name, gm, grouped ? ", one block a group" : "");
+        /* the 9-kernel path first (its output kept in ko / kn), then the fused kernel's
+         * variants, which must give the same bytes */
+        lc_hip_seg *ko = malloc(ob);
+        int32_t    *kn = malloc(nb);
+        for (int v = 0; v < TS_N_PATHS; v++) {
+            const ts_path *pv = &ts_paths[v];
+            ts_path_env(pv);
+            char lbl[240];
+            snprintf(lbl, sizeof lbl, "%s (gqa_mod %d, %s) [GPU]", s->name, gm, pv->name);
             int rc = gpu_run(b, &w, &d, &a, go, gn);
             CHECKF(rc == LC_OK, "%s: %s", lbl, lc_last_error());
             if (rc == LC_OK) {
                 ts_check(&w, &a, &r, go, gn, 1e-3, s->ties, lbl);
                 if (s->ties) CHECKF(same_sel(&w, &a, go, gn, co, cn), "%s: differs from the CPU twin", lbl);
+                if (v == 0) memcpy(ko, go, ob), memcpy(kn, gn, nb);
+                else CHECKF(same_sel(&w, &a, go, gn, ko, kn), "%s: differs from the 9-kernel path", lbl);
                 rc = gpu_run(b, &w, &d, &a, g2, g2n);
                 CHECKF(rc == LC_OK && same_sel(&w, &a, go, gn, g2, g2n), "%s: a second run differs", lbl);
             }
-            if (grouped) unsetenv("LONGCTX_TS_SELECT_NB");
+            ts_path_env(NULL);
         }
+        free(ko), free(kn);
         /* differing tokens vs the CPU twin (information) */
         int64_t diff = 0, tot = 0;
         for (int32_t i = 0; i < w.n_qb; i++) {
@@ -134,7 +170,7 @@ static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
     }
 }
 
-static void test_cache(lc_backend *b) {
+static void test_cache(lc_backend *b, const char *path) {
     const ts_spec s = {"cache", 128, 8, 4, 16, 128, 512, 1, 256, LC_ROPE_NORM, 128, 0, 0, 1,
                        {{6000, 1, 0, 0}}};
     world w;
@@ -162,16 +198,16 @@ static void test_cache(lc_backend *b) {
     /* miss */
     CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
     b->download(b, &hv, dv, 4), b->download(b, hc, dc, 16), b->download(b, hq, dq, sizeof(float) * nf);
-    CHECKF(hv == 1 && hc[0] == 0 && hc[1] == 1, "miss: valid %d counts %lld %lld", hv, (long long)hc[0], (long long)hc[1]);
+    CHECKF(hv == 1 && hc[0] == 0 && hc[1] == 1, "%s: miss: valid %d counts %lld %lld", path, hv, (long long)hc[0], (long long)hc[1]);
     ts_check(&w, &a, &r, go, &gn, 1e-3, 0, "cache miss [GPU]");
     double md = 0;
     for (int32_t i = 0; i < nf; i++) md = fmax(md, fabs(hq[i] - f[i]));
-    CHECKF(md < 1e-4, "cache_q is not the fingerprint (max diff %g)", md);
+    CHECKF(md < 1e-4, "%s: cache_q is not the fingerprint (max diff %g)", path, md);
     /* hit */
     x.theta = 0.999f;
     CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
     b->download(b, hc, dc, 16);
-    CHECKF(gn == -1 && ((int32_t *)go)[0] == -1 && hc[0] == 1 && hc[1] == 1, "hit: out_n %d counts %lld %lld", gn,
+    CHECKF(gn == -1 && ((int32_t *)go)[0] == -1 && hc[0] == 1 && hc[1] == 1, "%s: hit: out_n %d counts %lld %lld", path, gn,
            (long long)hc[0], (long long)hc[1]);
     /* theta edges */
     for (int side = 0; side < 2; side++) {
@@ -187,17 +223,19 @@ static void test_cache(lc_backend *b) {
         b->download(b, h0, dc, 16);
         CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
         b->download(b, hc, dc, 16);
-        if (side) CHECKF(hc[1] == h0[1] + 1 && gn == cn, "theta %g above cos %g: not a miss", x.theta, c);
-        else CHECKF(hc[0] == h0[0] + 1 && gn == -1, "theta %g below cos %g: not a hit", x.theta, c);
+        if (side) CHECKF(hc[1] == h0[1] + 1 && gn == cn, "%s: theta %g above cos %g: not a miss", path, x.theta, c);
+        else CHECKF(hc[0] == h0[0] + 1 && gn == -1, "%s: theta %g below cos %g: not a hit", path, x.theta, c);
     }
     /* zero cache_q: cos 0 */
     memset(hq, 0, sizeof(float) * nf);
     b->upload(b, dq, hq, sizeof(float) * nf);
     x.theta = 0.0f;
-    CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK && gn == -1);
+    CHECKF(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK && gn == -1, "%s: zero cache_q, theta 0: not a hit", path);
     x.theta = 1e-6f, x.counts = NULL;
-    CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK && gn > 0);
-    ts_check(&w, &a, &r, go, &gn, 1e-3, 0, "cache miss after a zero cache_q [GPU]");
+    CHECKF(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK && gn > 0, "%s: zero cache_q, theta 1e-6: not a miss", path);
+    char lbl[160];
+    snprintf(lbl, sizeof lbl, "cache miss after a zero cache_q (%s) [GPU]", path);
+    ts_check(&w, &a, &r, go, &gn, 1e-3, 0, lbl);
     ts_ref_free(&r);
     b->dealloc(b, dq), b->dealloc(b, dv), b->dealloc(b, dc);
     free(hq), free(f), free(co), free(go);
@@ -211,7 +249,12 @@ int main(void) {
     const uint64_t seed0 = (uint64_t)time(NULL);
     printf("seed %llu\n", (unsigned long long)seed0);
     for (int i = 0; i < TS_N_SPECS; i++) run_spec(b, &ts_specs[i], seed0 * 2654435761u + (uint64_t)i + 1);
-    test_cache(b);
+    for (int v = 0; v < TS_N_PATHS; v++) {
+        if (ts_paths[v].nb) continue; /* one block: groups change nothing */
+        ts_path_env(&ts_paths[v]);
+        test_cache(b, ts_paths[v].name);
+        ts_path_env(NULL);
+    }
     const char *small = getenv("LC_TEST_SMALL");
     if (!(small && *small == '1')) {
         const ts_spec big[] = {

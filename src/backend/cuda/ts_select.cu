@@ -32,6 +32,8 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
+#include <cooperative_groups.h>
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +68,7 @@ struct ts_params {
     float2   *part;  // [NB][n_tiles][n_head] (max, sum exp)
     float2   *mz;    // [NB][n_head] (m, Z)
     float    *score; // [NB][max_cand]
-    uint32_t *hist;  // [NB][kBins]
+    uint32_t *hist;  // [NB][3][kBins] (the kernels path uses region 0; the fused one all 3)
     uint32_t *done;  // [NB][4] tickets (3 radix passes, count)
     uint2    *sel;   // [NB] (threshold prefix, krem)
     int4     *chunk; // [NB][nch] (gt, eq, base, eq before)
@@ -175,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) ts_fp_kernel(ts_params p) {
         }
     // zero the select state of slot b (kernels 4-7 leave it zeroed after use)
     if (b < p.nb_slots && blockIdx.y == 0) {
-        for (int i = threadIdx.x; i < kBins; i += blockDim.x) p.hist[(size_t)b * kBins + i] = 0u;
+        for (int i = threadIdx.x; i < kBins; i += blockDim.x) p.hist[(size_t)b * 3 * kBins + i] = 0u;
         if (threadIdx.x < 4) p.done[b * 4 + threadIdx.x] = 0u;
     }
     if (b != 0 || blockIdx.y != 0) return;
@@ -210,10 +212,10 @@ __global__ void __launch_bounds__(kThreads) ts_fp_kernel(ts_params p) {
 // ---- 2: logits ----
 // Warp unit: KV head kvh, 32 tokens of the tile, query heads [hc*GM, hc*GM + GM) of its group.
 // Lane: row lane / 8 of each 4-row step, dims seg*8 .. +8 (and 64 + seg*8 .. +8 for D 128).
+// The items (key tile, block) of this CTA (blockIdx.x + i * gridDim.x): the standalone kernel's
+// whole work and the fused kernel's logits phase. smem: n_head * (D + kTT) floats.
 template <int D, int GM>
-__global__ void __launch_bounds__(kThreads, GM <= 4 ? 2 : 1) ts_logits_kernel(ts_params p, int nbg) {
-    if (*p.flag) return;
-    extern __shared__ float smem[];
+__device__ __forceinline__ void logits_phase(const ts_params &p, int nbg, float *smem) {
     float        *f_s = smem;                          // [n_head][D]
     float        *l_s = smem + (size_t)p.n_head * D;   // [n_head][kTT]
     constexpr int NV = D / 64;                         // 16-byte loads per lane per row
@@ -325,6 +327,13 @@ __global__ void __launch_bounds__(kThreads, GM <= 4 ? 2 : 1) ts_logits_kernel(ts
     }
 }
 
+template <int D, int GM>
+__global__ void __launch_bounds__(kThreads, GM <= 4 ? 2 : 1) ts_logits_kernel(ts_params p, int nbg) {
+    if (*p.flag) return;
+    extern __shared__ float smem[];
+    logits_phase<D, GM>(p, nbg, smem);
+}
+
 // ---- 3: m_h, Z_h ----
 __global__ void __launch_bounds__(kThreads) ts_reduce_kernel(ts_params p) {
     if (*p.flag) return;
@@ -353,7 +362,7 @@ __global__ void __launch_bounds__(kThreads) ts_reduce_kernel(ts_params p) {
 // The histogram of a CTA (shared) into the block's global one, then the last CTA of the pass
 // finds the bin of the krem-th largest key and updates the select state of slot bs.
 __device__ void hist_finish(const ts_params &p, int bs, int pass, uint32_t *hs, int *scan_smem) {
-    uint32_t *gh = p.hist + (size_t)bs * kBins;
+    uint32_t *gh = p.hist + (size_t)bs * 3 * kBins; // region 0 of the slot
     __syncthreads();
     for (int i = threadIdx.x; i < kBins; i += blockDim.x)
         if (hs[i]) atomicAdd(gh + i, hs[i]);
@@ -535,6 +544,300 @@ __global__ void __launch_bounds__(1024) ts_seg_kernel(ts_params p) {
     if (threadIdx.x == 0) p.out_n[b] = nseg < p.out_cap ? nseg : p.out_cap;
 }
 
+// ---- the fused path (calls of few blocks: decode, short prefill chunks) ----
+// One cooperative persistent kernel (every CTA co-resident, grid-wide barriers between the
+// phases) instead of kernels 3-9, optionally with the logits (FIRST 1) and the fingerprints +
+// cache decision (FIRST 0) in it too: a cached decode step then costs 3, 2 or 1 early-returning
+// launches instead of 9 (the host's launch cost was the whole hit step). The phases compute
+// every value exactly as the kernels above (same per-element arithmetic and order, integer
+// histograms and counts), so both paths give the same bytes. The state between phases: the
+// three radix passes' histograms in separate slot regions (zeroed in the first phase), the
+// threshold state in each CTA's shared memory (every CTA finds the bin itself from the global
+// histogram: no extra barrier), the chunk offsets summed by the CTA that collects the chunk.
+constexpr int kMaxFused      = 8; // blocks per group of the fused kernel
+constexpr int kFusedLaunches = 1; // launches of a fused call by default (1, 2 or 3; H100: 1 is best)
+
+__device__ __forceinline__ uint32_t *hist_of(const ts_params &p, int bs, int pass) {
+    return p.hist + ((size_t)bs * 3 + pass) * kBins;
+}
+
+// The bin of the krem-th largest key of pass `pass` of slot bs (as hist_finish), into s_sel[bs].
+__device__ void fused_find_bin(const ts_params &p, int bs, int pass, uint2 *s_sel, int *scan_smem) {
+    const uint32_t *gh    = hist_of(p, bs, pass);
+    const uint2     st    = pass == 0 ? make_uint2(0u, (uint32_t)p.k) : s_sel[bs];
+    const int       shift = pass == 0 ? 21 : (pass == 1 ? 10 : 0);
+    const int       per   = kBins / blockDim.x;
+    int             local = 0;
+    for (int j = 0; j < per; j++) local += (int)__ldcg(gh + (kBins - 1 - per * threadIdx.x - j));
+    int       total;
+    int       above = block_excl_scan(local, &total, scan_smem); // (its barriers order st's reads)
+    const int krem  = (int)st.y;
+    for (int j = 0; j < per; j++) {
+        const int bin = kBins - 1 - per * threadIdx.x - j;
+        const int c   = (int)__ldcg(gh + bin);
+        if (above < krem && above + c >= krem)
+            s_sel[bs] = make_uint2(st.x | ((uint32_t)bin << shift), (uint32_t)(krem - above));
+        above += c;
+    }
+    __syncthreads();
+}
+
+// The CTA's shared histogram into the slot's global one for pass `pass`, then cleared.
+__device__ __forceinline__ void fused_flush(const ts_params &p, int bs, int pass, uint32_t *hs) {
+    __syncthreads();
+    uint32_t *gh = hist_of(p, bs, pass);
+    for (int i = threadIdx.x; i < kBins; i += blockDim.x) {
+        const uint32_t v = hs[i];
+        if (v) atomicAdd(gh + i, v), hs[i] = 0u;
+    }
+    __syncthreads();
+}
+
+// FIRST 0: fingerprints + cache decision, logits, selection; 1: logits, selection; 2: selection.
+// grid: co-resident CTAs of kThreads (cooperative launch); nbg <= kMaxFused blocks from p.b0.
+template <int D, int GM, int FIRST>
+__global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
+    ts_fused_kernel(ts_params p, int nbg) {
+    namespace cg = cooperative_groups;
+    cg::grid_group grid = cg::this_grid();
+    extern __shared__ float smem[];
+    __shared__ uint2  s_sel[kMaxFused];
+    __shared__ int    scan_smem[32];
+    __shared__ float  red[32];
+    __shared__ double dred[32];
+    __shared__ int    s_hit;
+    const int tid = threadIdx.x, nct = gridDim.x;
+    const int gtid = blockIdx.x * blockDim.x + tid, gthreads = nct * blockDim.x;
+
+    if constexpr (FIRST == 0) {
+        // fingerprints (as ts_fp_kernel); with the cache (one block) CTA 0 does them all and
+        // decides, the others only wait at the barrier
+        if (p.cache_q) {
+            if (blockIdx.x == 0) {
+                const lc_hip_qblock q   = p.qb[0];
+                const int           n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
+                const float         inv = 1.0f / (float)n;
+                const int           nf  = p.n_head * D;
+                double              dot = 0.0, n1 = 0.0, n2 = 0.0;
+#pragma unroll 4
+                for (int i = tid; i < nf; i += blockDim.x) {
+                    const int h = i / D, d = i % D;
+                    float     acc = 0.0f;
+                    for (int r = 0; r < n; r++)
+                        acc += rot_elem(p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D, d,
+                                        clamp_pos(p.fp_pos + r, p.n_pos), p);
+                    const float  f = acc * inv;
+                    const double c = p.cache_q[i];
+                    p.fp[i]        = f;
+                    dot += (double)f * c, n1 += (double)f * f, n2 += c * c;
+                }
+                dot = block_sum(dot, dred);
+                n1  = block_sum(n1, dred);
+                n2  = block_sum(n2, dred);
+                if (tid == 0) {
+                    const double c   = n1 > 0.0 && n2 > 0.0 ? dot / sqrt(n1 * n2) : 0.0;
+                    const int    hit = *p.cache_valid != 0 && c >= (double)p.theta;
+                    s_hit            = hit;
+                    *p.flag          = hit;
+                    if (p.counts) p.counts[hit ? 0 : 1] += 1;
+                    if (!hit) *p.cache_valid = 1;
+                }
+                __syncthreads();
+                if (!s_hit)
+                    for (int i = tid; i < nf; i += blockDim.x) p.cache_q[i] = p.fp[i]; // its own writes
+            }
+        } else {
+            const int per_b = p.n_head * D, ne = nbg * per_b;
+            for (int e = gtid; e < ne; e += gthreads) {
+                const int           b = p.b0 + e / per_b, h = (e % per_b) / D, d = e % D;
+                const lc_hip_qblock q = p.qb[b];
+                const int   n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
+                float       acc = 0.0f;
+                for (int r = 0; r < n; r++)
+                    acc += rot_elem(p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D, d,
+                                    clamp_pos(p.fp_pos + r, p.n_pos), p);
+                p.fp[((size_t)b * p.n_head + h) * D + d] = acc * (1.0f / (float)n);
+            }
+            if (gtid == 0) *p.flag = 0;
+        }
+    } else {
+        if (*p.flag) return; // a cache hit: nothing to do
+    }
+    // the three histograms of the group's slots start at zero (written after the next barrier)
+    for (int i = gtid; i < nbg * 3 * kBins; i += gthreads) p.hist[i] = 0u;
+    bool any = false; // a block of the group has more candidates than k (uniform)
+    for (int bs = 0; bs < nbg; bs++) any |= cand_of(p, p.b0 + bs) > p.k;
+    if constexpr (FIRST == 0) {
+        grid.sync();
+        if (p.cache_q && __ldcg(p.flag)) return;
+    }
+    if (any) {
+        if constexpr (FIRST <= 1) {
+            logits_phase<D, GM>(p, nbg, smem);
+            grid.sync();
+        }
+        // m_h, Z_h (as ts_reduce_kernel) per (block, head) item
+        for (int it = blockIdx.x; it < nbg * p.n_head; it += nct) {
+            const int bs = it / p.n_head, h = it % p.n_head, cand = cand_of(p, p.b0 + bs);
+            if (cand <= p.k) continue;
+            const int     nt   = (cand + kTT - 1) / kTT;
+            const float2 *part = p.part + (size_t)bs * p.n_tiles * p.n_head + h;
+            float         m    = -INFINITY;
+            for (int i = tid; i < nt; i += blockDim.x) m = fmaxf(m, __ldcg(&part[(size_t)i * p.n_head].x));
+            m = warp_max(m);
+            __syncthreads();
+            if ((tid & 31) == 0) red[tid >> 5] = m;
+            __syncthreads();
+            m = -INFINITY;
+            for (int i = 0; i < (int)(blockDim.x >> 5); i++) m = fmaxf(m, red[i]);
+            float z = 0.0f;
+            for (int i = tid; i < nt; i += blockDim.x) {
+                const float2 pr = __ldcg(&part[(size_t)i * p.n_head]);
+                if (pr.y > 0.0f) z += pr.y * expf(pr.x - m);
+            }
+            z = block_sum(z, red);
+            if (tid == 0) p.mz[(size_t)bs * p.n_head + h] = make_float2(m, z);
+        }
+        grid.sync();
+        uint32_t *hs   = (uint32_t *)smem;           // [kBins]
+        float2   *mz_s = (float2 *)(smem + kBins);   // [n_head]
+        for (int i = tid; i < kBins; i += blockDim.x) hs[i] = 0u;
+        // soft vote + radix pass 0 (as ts_vote_kernel; 8 heads' logits loaded at once)
+        for (int bs = 0; bs < nbg; bs++) {
+            const int cand = cand_of(p, p.b0 + bs);
+            if (cand <= p.k) continue;
+            __syncthreads();
+            for (int h = tid; h < p.n_head; h += blockDim.x) mz_s[h] = __ldcg(p.mz + (size_t)bs * p.n_head + h);
+            __syncthreads();
+            const float *lg = p.logit + (size_t)bs * p.n_head * p.max_cand;
+            for (int t = gtid; t < cand; t += gthreads) {
+                float s = 0.0f;
+                int   h = 0;
+                for (; h + 8 <= p.n_head; h += 8) {
+                    float v[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) v[j] = __ldcg(lg + (size_t)(h + j) * p.max_cand + t);
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        const float2 mz = mz_s[h + j];
+                        s += expf(v[j] - mz.x) / mz.y;
+                    }
+                }
+                for (; h < p.n_head; h++) {
+                    const float2 mz = mz_s[h];
+                    s += expf(__ldcg(lg + (size_t)h * p.max_cand + t) - mz.x) / mz.y;
+                }
+                p.score[(size_t)bs * p.max_cand + t] = s;
+                atomicAdd(&hs[score_key(s) >> 21], 1u);
+            }
+            fused_flush(p, bs, 0, hs);
+        }
+        grid.sync();
+        for (int bs = 0; bs < nbg; bs++)
+            if (cand_of(p, p.b0 + bs) > p.k) fused_find_bin(p, bs, 0, s_sel, scan_smem);
+        // radix passes 1 and 2 (as ts_hist_kernel; this thread's candidates as in the vote)
+        for (int pass = 1; pass < 3; pass++) {
+            const uint32_t mask  = pass == 1 ? 0xffe00000u : 0xfffffc00u;
+            const int      shift = pass == 1 ? 10 : 0;
+            const uint32_t bm    = pass == 1 ? 2047u : 1023u;
+            for (int bs = 0; bs < nbg; bs++) {
+                const int cand = cand_of(p, p.b0 + bs);
+                if (cand <= p.k) continue;
+                const uint32_t prefix = s_sel[bs].x;
+                const float   *sc     = p.score + (size_t)bs * p.max_cand;
+                for (int t = gtid; t < cand; t += gthreads) {
+                    const uint32_t key = score_key(sc[t]);
+                    if ((key & mask) == prefix) atomicAdd(&hs[(key >> shift) & bm], 1u);
+                }
+                fused_flush(p, bs, pass, hs);
+            }
+            grid.sync();
+            for (int bs = 0; bs < nbg; bs++)
+                if (cand_of(p, p.b0 + bs) > p.k) fused_find_bin(p, bs, pass, s_sel, scan_smem);
+        }
+        // per-chunk counts (as ts_count_kernel), then each chunk's offsets summed by its collector
+        for (int it = blockIdx.x; it < nbg * p.nch; it += nct) {
+            const int bs = it / p.nch, c = it % p.nch, cand = cand_of(p, p.b0 + bs);
+            if (cand <= p.k) continue;
+            const uint2  st = s_sel[bs];
+            const int    t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
+            const float *sc = p.score + (size_t)bs * p.max_cand;
+            int          gt = 0, eq = 0;
+            for (int t = t0 + tid; t < t1; t += blockDim.x) {
+                const uint32_t key = score_key(__ldcg(sc + t));
+                gt += key > st.x, eq += key == st.x;
+            }
+            gt = block_sum(gt, scan_smem);
+            eq = block_sum(eq, scan_smem);
+            if (tid == 0) p.chunk[(size_t)bs * p.nch + c] = make_int4(gt, eq, 0, 0);
+        }
+        grid.sync();
+        for (int it = blockIdx.x; it < nbg * p.nch; it += nct) {
+            const int bs = it / p.nch, c = it % p.nch, cand = cand_of(p, p.b0 + bs);
+            if (cand <= p.k) continue;
+            const int4 *ch = p.chunk + (size_t)bs * p.nch;
+            int         gb = 0, eb = 0; // counts of the chunks before c
+            for (int i = tid; i < c; i += blockDim.x) {
+                const int *src = (const int *)(ch + i);
+                gb += __ldcg(src), eb += __ldcg(src + 1);
+            }
+            gb = block_sum(gb, scan_smem);
+            eb = block_sum(eb, scan_smem);
+            // the selected positions of chunk c, in order (as ts_collect_kernel)
+            const uint2  st   = s_sel[bs];
+            const int    krem = (int)st.y;
+            const int    t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
+            const float *sc   = p.score + (size_t)bs * p.max_cand;
+            int32_t     *list = p.list + (size_t)bs * p.list_cap;
+            int          run_eq = eb, run_out = gb + min(eb, krem);
+            for (int s0 = t0; s0 < t1; s0 += blockDim.x) {
+                const int      t     = s0 + tid;
+                const uint32_t key   = t < t1 ? score_key(__ldcg(sc + t)) : 0u;
+                const int      is_eq = t < t1 && key == st.x, is_gt = t < t1 && key > st.x;
+                int            n_eq, n_sel;
+                const int      er  = run_eq + block_excl_scan(is_eq, &n_eq, scan_smem);
+                const int      sel = is_gt || (is_eq && er < krem);
+                const int      at  = run_out + block_excl_scan(sel, &n_sel, scan_smem);
+                if (sel && at < p.list_cap) list[at] = p.n_init + t;
+                run_eq += n_eq, run_out += n_sel;
+            }
+        }
+        grid.sync();
+    }
+    // segments (as ts_seg_kernel): one CTA per block, each thread a contiguous share of the list
+    for (int bs = blockIdx.x; bs < nbg; bs += nct) {
+        const int   b = p.b0 + bs, cand = cand_of(p, b);
+        lc_hip_seg *out = p.out + (size_t)b * p.out_cap;
+        if (cand <= p.k) {
+            if (tid == 0) {
+                if (cand > 0) out[0] = lc_hip_seg{p.n_init, cand};
+                p.out_n[b] = cand > 0 ? 1 : 0;
+            }
+            continue;
+        }
+        const int32_t *list = p.list + (size_t)bs * p.list_cap;
+        const int      n = p.k, per = (n + blockDim.x - 1) / blockDim.x;
+        const int      i0 = min(n, tid * per), i1 = min(n, i0 + per);
+        int            starts = 0;
+        for (int i = i0; i < i1; i++) starts += i == 0 || __ldcg(list + i - 1) != __ldcg(list + i) - 1;
+        int       nseg;
+        int       s = block_excl_scan(starts, &nseg, scan_smem) - 1; // segment of entry i0 - 1
+        for (int i = i0; i < i1; i++) {
+            const int tok   = __ldcg(list + i);
+            const int start = i == 0 || __ldcg(list + i - 1) != tok - 1;
+            const int end   = i == n - 1 || __ldcg(list + i + 1) != tok + 1;
+            s += start;
+            if (start && s < p.out_cap) out[s].start = tok;
+            if (end && s >= 0 && s < p.out_cap) out[s].len = tok + 1; // the end, made a length below
+        }
+        __threadfence_block();
+        __syncthreads();
+        for (int j = tid; j < nseg && j < p.out_cap; j += blockDim.x) out[j].len -= out[j].start;
+        if (tid == 0) p.out_n[b] = nseg < p.out_cap ? nseg : p.out_cap;
+        __syncthreads();
+    }
+}
+
 struct layout {
     int32_t nb, n_tiles, nch, ch_len, list_cap;
     size_t  off[12], total;
@@ -553,7 +856,7 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, l
     const size_t per = align256(sizeof(float) * (size_t)n_head * mc) +
                        align256(sizeof(float2) * (size_t)L->n_tiles * n_head) +
                        align256(sizeof(float2) * (size_t)n_head) + align256(sizeof(float) * mc) +
-                       align256(sizeof(uint32_t) * kBins) + align256(16) + align256(8) +
+                       align256(sizeof(uint32_t) * 3 * kBins) + align256(16) + align256(8) +
                        align256(sizeof(int4) * (size_t)L->nch) + align256(sizeof(int32_t) * L->list_cap);
     int64_t nb = (int64_t)(kBudget / per);
     if (nb < 1) nb = 1;
@@ -566,7 +869,7 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, l
                            sizeof(float2) * (size_t)L->nb * L->n_tiles * n_head,
                            sizeof(float2) * (size_t)L->nb * n_head,
                            sizeof(float) * (size_t)L->nb * mc,
-                           sizeof(uint32_t) * (size_t)L->nb * kBins,
+                           sizeof(uint32_t) * 3 * (size_t)L->nb * kBins,
                            sizeof(uint32_t) * 4 * (size_t)L->nb,
                            sizeof(uint2) * (size_t)L->nb,
                            sizeof(int4) * (size_t)L->nb * L->nch,
@@ -599,6 +902,59 @@ template <int D, int GM> int launch_logits(const ts_params &p, int nbg, int grid
     return LC_OK;
 }
 
+// The fused kernel as a cooperative launch over at most `need` co-resident CTAs (a few per SM).
+template <int D, int GM, int FIRST> int launch_fused(const ts_params &p, int nbg, int64_t need, size_t smem) {
+    static size_t set = 0, occ_smem = 0;
+    static int    occ = 0;
+    const void   *fn  = (const void *)ts_fused_kernel<D, GM, FIRST>;
+    if (smem > 48 * 1024 && smem > set) {
+        LC_CUDA_TRY(cudaFuncSetAttribute(ts_fused_kernel<D, GM, FIRST>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        set = smem;
+    }
+    if (occ == 0 || occ_smem != smem) {
+        LC_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ts_fused_kernel<D, GM, FIRST>,
+                                                                  kThreads, smem));
+        occ_smem = smem;
+    }
+    if (occ < 1) return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: the fused kernel does not fit an SM");
+    int64_t grid = (int64_t)(occ < 4 ? occ : 4) * n_sms();
+    if (grid > need) grid = need;
+    if (grid < 1) grid = 1;
+    ts_params pp  = p;
+    int       nb  = nbg;
+    void     *args[2] = {&pp, &nb};
+    LC_CUDA_TRY(cudaLaunchCooperativeKernel(fn, dim3((unsigned)grid), dim3(kThreads), args, smem,
+                                            lc_cuda_stream()));
+    return LC_OK;
+}
+
+// Cooperative launches on this device (cached).
+bool coop_ok(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, v = 0;
+        ok = cudaGetDevice(&dev) == cudaSuccess &&
+             cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess && v;
+        (void)cudaGetLastError();
+    }
+    return ok != 0;
+}
+
+// Largest opt-in shared memory per CTA (cached).
+int smem_optin(void) {
+    static int n = -1;
+    if (n < 0) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            v = 48 * 1024;
+        (void)cudaGetLastError();
+        n = v;
+    }
+    return n;
+}
+
 } // namespace
 
 extern "C" size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb,
@@ -627,9 +983,7 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
         return lc_fail(LC_ERR_INVALID_ARG, "ts_select: scratch of %zu bytes, %zu needed",
                        scratch_bytes, L.total);
     const size_t smem_l = sizeof(float) * (size_t)n_head * (D + kTT);
-    int          dev = 0, optin = 0;
-    LC_CUDA_TRY(cudaGetDevice(&dev));
-    LC_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int    optin  = smem_optin();
     if (smem_l > (size_t)optin)
         return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: %d query heads of dim %d need %zu bytes of "
                        "shared memory (%d available)", n_head, D, smem_l, optin);
@@ -664,20 +1018,61 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.nb_slots = L.nb;
     cudaStream_t stream = lc_cuda_stream();
 
+    // The path: calls of at most kMaxFused blocks (decode; short prefill chunks) take the fused
+    // kernel, FUSED_LAUNCHES launches in all (LONGCTX_TS_SELECT_LAUNCHES=1|2|3 overrides);
+    // LONGCTX_TS_SELECT_PATH=kernels|fused forces one path (tests, benchmarks).
+    const char *pe     = getenv("LONGCTX_TS_SELECT_PATH");
+    const char *le     = getenv("LONGCTX_TS_SELECT_LAUNCHES");
+    const bool  fused  = coop_ok() && !(pe && !strcmp(pe, "kernels")) &&
+                        ((pe && !strcmp(pe, "fused")) || n_qb <= kMaxFused);
+    const int   gsz    = fused ? (L.nb < kMaxFused ? L.nb : kMaxFused) : L.nb;
+    int         nlaunch = le && atoi(le) >= 1 && atoi(le) <= 3 ? atoi(le) : kFusedLaunches;
+    if (fused && nlaunch == 1 && gsz < n_qb) nlaunch = 2; // fingerprints in the kernel: one group only
+    const int GMn = G <= 4 ? 4 : 8;
+
     // 1: fingerprints (one CTA for all heads with the cache, else one per block and head)
-    const dim3 g1((unsigned)n_qb, a->cache_q ? 1u : (unsigned)n_head);
-    ts_fp_kernel<<<g1, 128, 0, stream>>>(p);
-    LC_CUDA_LAUNCHED();
+    if (!fused || nlaunch > 1) {
+        const dim3 g1((unsigned)n_qb, a->cache_q ? 1u : (unsigned)n_head);
+        ts_fp_kernel<<<g1, 128, 0, stream>>>(p);
+        LC_CUDA_LAUNCHED();
+    }
 
     const int sms = n_sms();
-    for (int32_t b0 = 0; b0 < n_qb; b0 += L.nb) {
-        const int nbg = n_qb - b0 < L.nb ? n_qb - b0 : L.nb;
+    for (int32_t b0 = 0; b0 < n_qb; b0 += gsz) {
+        const int nbg = n_qb - b0 < gsz ? n_qb - b0 : gsz;
         p.b0          = b0;
         // 2: logits, persistent CTAs (a few per SM)
         int64_t items = (int64_t)nbg * L.n_tiles, grid = (int64_t)sms * 4;
         if (grid > items) grid = items;
-        const int GMn = G <= 4 ? 4 : 8;
-        int       st  = LC_OK;
+        int64_t cpb = ((int64_t)p.max_cand + 8 * kThreads - 1) / (8 * kThreads);
+        int st = LC_OK;
+        if (fused) {
+            // CTAs worth having: the largest phase's items
+            int64_t need = (int64_t)nbg * (n_head > L.nch ? n_head : L.nch);
+            if ((int64_t)nbg * cpb > need) need = (int64_t)nbg * cpb;
+            if (nlaunch < 3 && items > need) need = items;
+            const size_t smem_s = sizeof(uint32_t) * kBins + sizeof(float2) * (size_t)n_head;
+            const size_t smem_f = smem_l > smem_s ? smem_l : smem_s;
+            if (nlaunch == 3) {
+                st = D == 64 ? (GMn == 4 ? launch_logits<64, 4>(p, nbg, (int)grid, smem_l)
+                                         : launch_logits<64, 8>(p, nbg, (int)grid, smem_l))
+                             : (GMn == 4 ? launch_logits<128, 4>(p, nbg, (int)grid, smem_l)
+                                         : launch_logits<128, 8>(p, nbg, (int)grid, smem_l));
+                if (st == LC_OK) st = launch_fused<64, 4, 2>(p, nbg, need, smem_s);
+            } else if (nlaunch == 2) {
+                st = D == 64 ? (GMn == 4 ? launch_fused<64, 4, 1>(p, nbg, need, smem_f)
+                                         : launch_fused<64, 8, 1>(p, nbg, need, smem_f))
+                             : (GMn == 4 ? launch_fused<128, 4, 1>(p, nbg, need, smem_f)
+                                         : launch_fused<128, 8, 1>(p, nbg, need, smem_f));
+            } else {
+                st = D == 64 ? (GMn == 4 ? launch_fused<64, 4, 0>(p, nbg, need, smem_f)
+                                         : launch_fused<64, 8, 0>(p, nbg, need, smem_f))
+                             : (GMn == 4 ? launch_fused<128, 4, 0>(p, nbg, need, smem_f)
+                                         : launch_fused<128, 8, 0>(p, nbg, need, smem_f));
+            }
+            if (st != LC_OK) return st;
+            continue;
+        }
         if (D == 64) st = GMn == 4 ? launch_logits<64, 4>(p, nbg, (int)grid, smem_l)
                                    : launch_logits<64, 8>(p, nbg, (int)grid, smem_l);
         else st = GMn == 4 ? launch_logits<128, 4>(p, nbg, (int)grid, smem_l)
@@ -687,7 +1082,6 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
         ts_reduce_kernel<<<dim3((unsigned)n_head, (unsigned)nbg), kThreads, 0, stream>>>(p);
         LC_CUDA_LAUNCHED();
         // 4-6: vote and the radix passes: about 4 CTAs per SM over the group
-        int64_t cpb = ((int64_t)p.max_cand + 8 * kThreads - 1) / (8 * kThreads);
         int64_t lim = ((int64_t)sms * 4 + nbg - 1) / nbg;
         if (cpb > lim) cpb = lim;
         if (cpb < 1) cpb = 1;
