@@ -12,8 +12,11 @@
 //
 //  * decode (a call whose blocks are all one row, max_rows == 1): Flash-Decoding with small
 //    CTAs, all in flight at once. A CTA owns (block, KV head, split): at most 64 consecutive
-//    list entries, built in shared memory by the CTA itself from a block-wide scan of the
-//    segment list, and all G query heads of the KV head, so each K/V byte is read once. Each
+//    list entries, built in shared memory by the CTA itself from a scan of the segment list
+//    (lists of more than 4 segments a thread, e.g. TokenSelect's ~2000 one-token segments: each
+//    warp a contiguous range of segments, its lanes reading consecutive ones, coalesced; shorter
+//    lists: per-thread ranges; LONGCTX_SPARSE_DECODE_SCAN=thread|warp forces one), and all G
+//    query heads of the KV head, so each K/V byte is read once. Each
 //    thread looks up the pages of its two keys and issues every load of the CTA at once: K
 //    into registers (16-byte loads; the head dims are permuted identically in the query and
 //    key fragments, so a loaded chunk is directly an mma operand), V and the keys' table rows
@@ -74,6 +77,8 @@ struct sp_params {
     const __half        *rk, *rv;
     const int32_t       *rpre;
     int32_t              n_rpre;
+    int32_t              dec_warp_scan; // decode list: 1 seg_scan_warp past 4 segments a thread, else
+                                        // seg_scan; 0 always seg_scan, 2 always seg_scan_warp
 };
 
 // ---- small device helpers ------------------------------------------------------------------
@@ -184,6 +189,58 @@ __device__ void seg_emit(const lc_hip_seg *s, int j0, int j1, int off, int lo, i
         const int b0 = max(off, r0), b1 = min(off + len, r1);
         for (int r = b0; r < b1; r++) f(r, a + (r - off));
         off += len;
+    }
+}
+
+// The decode kernel's list from a long list of short segments (TokenSelect: ~2000 one-token
+// runs): warp w owns a contiguous range of segments [j0, j1) and its lanes read consecutive
+// segments (coalesced: the per-thread ranges of seg_scan cost one L2 request per segment and
+// lane, ~10 us per call on H100 for 2048 one-token segments). Returns the total; wsum = the
+// warp's tokens, off = tokens before j0.
+template <int NT>
+__device__ int seg_scan_warp(const lc_hip_seg *s, int ns, int lo, int hi, int &j0, int &j1, int &off,
+                             int &wsum, int *red) {
+    constexpr int NW   = NT / 32;
+    const int     lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = (ns + NW - 1) / NW;
+    j0 = min(ns, warp * per), j1 = min(ns, j0 + per);
+    int sum = 0, f;
+    for (int j = j0 + lane; j < j1; j += 32) sum += clip_len(s[j], lo, hi, &f);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) red[warp] = sum;
+    __syncthreads();
+    int before = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < NW; w++) {
+        const int v = red[w];
+        before += w < warp ? v : 0;
+        total += v;
+    }
+    off = before, wsum = sum;
+    __syncthreads(); // red may be reused
+    return total;
+}
+
+// f(r, token) for the selected tokens of rank r in [r0, r1) among the warp's segments (every
+// lane of the warp calls it).
+template <typename F>
+__device__ void seg_emit_warp(const lc_hip_seg *s, int j0, int j1, int off, int wsum, int lo, int hi,
+                              int r0, int r1, F f) {
+    if (off >= r1 || off + wsum <= r0) return; // (uniform over the warp)
+    const int lane = threadIdx.x & 31;
+    for (int jj = j0; jj < j1 && off < r1; jj += 32) {
+        const int j = jj + lane;
+        int       a = 0;
+        const int len = j < j1 ? clip_len(s[j], lo, hi, &a) : 0;
+        int       incl = len;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += y;
+        }
+        const int my = off + incl - len, b0 = max(my, r0), b1 = min(my + len, r1);
+        for (int r = b0; r < b1; r++) f(r, a + (r - my));
+        off += __shfl_sync(0xffffffffu, incl, 31);
     }
 }
 
@@ -441,8 +498,12 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
     const int         ns   = min(max(ns_in, 0), a.sel_cap);
     const int p = B.pos0, win0 = min(max(B.win0, 0), p + 1), n_s = min(a.n_sink, win0);
-    int       j0, j1, off;
-    const int n_sel = seg_scan<DEC_NT>(segs, ns, a.n_sink, win0, j0, j1, off, red);
+    int       j0, j1, off, wsum = 0;
+    // the warp scan for long lists only (> 4 segments a thread; H100: 2042 one-token segments
+    // 31 -> 25 us a call, while 256 8-token ones were ~0.7 us slower with it than without)
+    const bool wscan = a.dec_warp_scan > 1 || (a.dec_warp_scan == 1 && ns > 4 * DEC_NT);
+    const int  n_sel = wscan ? seg_scan_warp<DEC_NT>(segs, ns, a.n_sink, win0, j0, j1, off, wsum, red)
+                             : seg_scan<DEC_NT>(segs, ns, a.n_sink, win0, j0, j1, off, red);
     const int n_pre = n_s + n_sel, N = n_pre + (p - win0 + 1);
     const int per   = (N + n_splits - 1) / n_splits;
     const int i0 = min(N, split * per), nk = min(min(N, i0 + per) - i0, DEC_K);
@@ -460,11 +521,14 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     }
     {
         const int r0 = max(i0, n_s) - n_s, r1 = min(i0 + nk, n_pre) - n_s;
-        if (r1 > r0)
-            seg_emit(segs, j0, j1, off, a.n_sink, win0, r0, r1, [&](int r, int tok) {
-                const int i = n_s + r;
-                ent[i - i0] = make_int2(min(max(a.streaming ? base + i : tok, 0), last), tok);
-            });
+        auto      put = [&](int r, int tok) {
+            const int i = n_s + r;
+            ent[i - i0] = make_int2(min(max(a.streaming ? base + i : tok, 0), last), tok);
+        };
+        if (r1 > r0) {
+            if (wscan) seg_emit_warp(segs, j0, j1, off, wsum, a.n_sink, win0, r0, r1, put);
+            else seg_emit(segs, j0, j1, off, a.n_sink, win0, r0, r1, put);
+        }
     }
     __syncthreads();
 
@@ -1539,6 +1603,14 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
     p.rk = p.rv = NULL, p.rpre = NULL, p.n_rpre = 0;
+    {   // LONGCTX_SPARSE_DECODE_SCAN=thread|warp: one segment scan for every list (comparisons)
+        static int warp_scan = -1;
+        if (warp_scan < 0) {
+            const char *e = getenv("LONGCTX_SPARSE_DECODE_SCAN");
+            warp_scan     = e && !strcmp(e, "thread") ? 0 : (e && !strcmp(e, "warp") ? 2 : 1);
+        }
+        p.dec_warp_scan = warp_scan;
+    }
 
     unsigned char *sc = (unsigned char *)scratch;
     if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && use_wgmma()) {

@@ -2,8 +2,8 @@
 // (contract: backend.h "TokenSelect token-level selection"; paper 001_823a2d0cdd44ac9c.txt
 // Eq. 7, Alg. 1–2; digest spec/tokenselect-and-sparseserve.md A.2–A.5). bf16 KV pools
 // [page][kv_head][P][D] read in place through each sequence's page table.
-// Kernels, in stream order (every one reads the device hit flag first and returns on a hit, so
-// a cached decode step costs only these early-returning launches and never waits for the host):
+// Kernels of the many-block path, in stream order (every one reads the device hit flag first and
+// returns on a hit; a step never waits for the host):
 //   1 fp:      fingerprints f[b][h] (rows rotated at fp_pos + i, mean); with the selection
 //              cache (one block) the cosine against cache_q decides hit / miss on the device,
 //              counts are bumped, cache_q and cache_valid updated on a miss; the per-slot
@@ -26,6 +26,14 @@
 //              token list is already sorted by position.
 //   9 seg:     the sorted list as maximal runs (one CTA per block); candidates <= k: the whole
 //              range as one segment, none when empty.
+// Calls of at most kMaxFused (8) blocks (decode, short chunks) run instead one cooperative
+// persistent kernel, ts_fused_kernel, whose phases are the work of kernels 1-9 separated by
+// grid-wide barriers (the fingerprints spread over the grid, each CTA's share of the cosine
+// sums summed in a fixed order by every CTA after the first barrier: all decide alike; a hit
+// returns there), so a cached decode step is one launch, not nine early-returning ones (H100,
+// 8B shape, 1M keys: hit 44 -> 19 us, one call; miss 1127 -> 1002 us). LONGCTX_TS_SELECT_LAUNCHES
+// =2|3 keeps kernel 1 (and 2) as their own launches; LONGCTX_TS_SELECT_PATH=kernels|fused forces
+// a path. Both paths give the same bytes (test_ts_select_cuda).
 // Prefill calls with many blocks run kernels 2-9 over groups of blocks whose scratch (logits
 // [group][n_head][max_cand] fp32 and scores) stays under a budget (256 MiB; the environment
 // variable LONGCTX_TS_SELECT_NB caps the blocks per group, for tests).
@@ -64,6 +72,7 @@ struct ts_params {
     // scratch
     float    *fp;    // [n_qb][n_head][D]
     int32_t  *flag;  // [1]: 1 = cache hit
+    double   *cosp;  // [CTAs with fingerprints][4] the fused kernel's per-CTA cosine sums
     float    *logit; // [NB][n_head][max_cand]
     float2   *part;  // [NB][n_tiles][n_head] (max, sum exp)
     float2   *mz;    // [NB][n_head] (m, Z)
@@ -610,17 +619,18 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
     const int gtid = blockIdx.x * blockDim.x + tid, gthreads = nct * blockDim.x;
 
     if constexpr (FIRST == 0) {
-        // fingerprints (as ts_fp_kernel); with the cache (one block) CTA 0 does them all and
-        // decides, the others only wait at the barrier
+        // fingerprints (as ts_fp_kernel), spread over the grid; with the cache (one block) each
+        // CTA that has some also sums its share of f·c, |f|², |c|² into cosp[CTA] (read after
+        // the barrier by every CTA in the same order: the same decision everywhere)
         if (p.cache_q) {
-            if (blockIdx.x == 0) {
-                const lc_hip_qblock q   = p.qb[0];
-                const int           n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
-                const float         inv = 1.0f / (float)n;
-                const int           nf  = p.n_head * D;
-                double              dot = 0.0, n1 = 0.0, n2 = 0.0;
-#pragma unroll 4
-                for (int i = tid; i < nf; i += blockDim.x) {
+            const lc_hip_qblock q   = p.qb[0];
+            const int           n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
+            const float         inv = 1.0f / (float)n;
+            const int           nf  = p.n_head * D;
+            if (tid == 0) s_hit = *p.cache_valid; // read before CTA 0 may set it (after the barrier)
+            if (blockIdx.x * blockDim.x < nf) {   // uniform over the CTA
+                double dot = 0.0, n1 = 0.0, n2 = 0.0;
+                for (int i = gtid; i < nf; i += gthreads) {
                     const int h = i / D, d = i % D;
                     float     acc = 0.0f;
                     for (int r = 0; r < n; r++)
@@ -635,16 +645,9 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
                 n1  = block_sum(n1, dred);
                 n2  = block_sum(n2, dred);
                 if (tid == 0) {
-                    const double c   = n1 > 0.0 && n2 > 0.0 ? dot / sqrt(n1 * n2) : 0.0;
-                    const int    hit = *p.cache_valid != 0 && c >= (double)p.theta;
-                    s_hit            = hit;
-                    *p.flag          = hit;
-                    if (p.counts) p.counts[hit ? 0 : 1] += 1;
-                    if (!hit) *p.cache_valid = 1;
+                    double *cp = p.cosp + 4 * blockIdx.x;
+                    cp[0] = dot, cp[1] = n1, cp[2] = n2;
                 }
-                __syncthreads();
-                if (!s_hit)
-                    for (int i = tid; i < nf; i += blockDim.x) p.cache_q[i] = p.fp[i]; // its own writes
             }
         } else {
             const int per_b = p.n_head * D, ne = nbg * per_b;
@@ -669,7 +672,29 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
     for (int bs = 0; bs < nbg; bs++) any |= cand_of(p, p.b0 + bs) > p.k;
     if constexpr (FIRST == 0) {
         grid.sync();
-        if (p.cache_q && __ldcg(p.flag)) return;
+        if (p.cache_q) { // the cache decision (as ts_fp_kernel), made alike by every CTA
+            const int nf = p.n_head * D, ncp = min(nct, (nf + (int)blockDim.x - 1) / (int)blockDim.x);
+            __syncthreads();
+            if (tid == 0) {
+                double dot = 0.0, n1 = 0.0, n2 = 0.0;
+                for (int c = 0; c < ncp; c++) {
+                    dot += __ldcg(p.cosp + 4 * c), n1 += __ldcg(p.cosp + 4 * c + 1);
+                    n2 += __ldcg(p.cosp + 4 * c + 2);
+                }
+                const double c   = n1 > 0.0 && n2 > 0.0 ? dot / sqrt(n1 * n2) : 0.0;
+                const int    hit = s_hit != 0 && c >= (double)p.theta;
+                s_hit            = hit;
+                if (blockIdx.x == 0) {
+                    *p.flag = hit;
+                    if (p.counts) p.counts[hit ? 0 : 1] += 1;
+                    if (!hit) *p.cache_valid = 1;
+                }
+            }
+            __syncthreads();
+            if (s_hit) return;
+            // a miss: cache_q = f (every CTA read its share of cache_q before the barrier)
+            for (int i = gtid; i < nf; i += gthreads) p.cache_q[i] = __ldcg(p.fp + i);
+        }
     }
     if (any) {
         if constexpr (FIRST <= 1) {
@@ -864,7 +889,7 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, l
     const char *env = getenv("LONGCTX_TS_SELECT_NB");
     if (env && atoi(env) > 0 && atoi(env) < nb) nb = atoi(env);
     L->nb = (int32_t)(nb > 0 ? nb : 1);
-    const size_t sz[11] = {sizeof(float) * (size_t)n_qb * n_head * D, 16,
+    const size_t sz[12] = {sizeof(float) * (size_t)n_qb * n_head * D, 16,
                            sizeof(float) * (size_t)L->nb * n_head * mc,
                            sizeof(float2) * (size_t)L->nb * L->n_tiles * n_head,
                            sizeof(float2) * (size_t)L->nb * n_head,
@@ -873,9 +898,10 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, l
                            sizeof(uint32_t) * 4 * (size_t)L->nb,
                            sizeof(uint2) * (size_t)L->nb,
                            sizeof(int4) * (size_t)L->nb * L->nch,
-                           sizeof(int32_t) * (size_t)L->nb * L->list_cap};
+                           sizeof(int32_t) * (size_t)L->nb * L->list_cap,
+                           4 * sizeof(double) * (size_t)((n_head * D + kThreads - 1) / kThreads)};
     size_t o = 0;
-    for (int i = 0; i < 11; i++) L->off[i] = o, o += align256(sz[i] ? sz[i] : 1);
+    for (int i = 0; i < 12; i++) L->off[i] = o, o += align256(sz[i] ? sz[i] : 1);
     L->total = o;
 }
 
@@ -1014,6 +1040,7 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.sel   = (uint2 *)(s + L.off[8]);
     p.chunk = (int4 *)(s + L.off[9]);
     p.list  = (int32_t *)(s + L.off[10]);
+    p.cosp  = (double *)(s + L.off[11]);
     p.list_cap = L.list_cap, p.n_tiles = L.n_tiles, p.nch = L.nch, p.ch_len = L.ch_len;
     p.nb_slots = L.nb;
     cudaStream_t stream = lc_cuda_stream();
