@@ -43,7 +43,19 @@
 // LONGCTX_HIP_STAGE_TEST=1 (tests) puts all chunk waves of a unit in one CTA (and up to 4
 // blocks in one CTA in the first stage) and makes the select read the scores from global
 // memory; LONGCTX_HIP_STAGE_S=1|2|4 sets the tiles per warp and LONGCTX_HIP_STAGE_WPT=N the
-// chunk waves per CTA of the later stages, LONGCTX_HIP_STAGE_WPT1=N of the first (tuning).
+// chunk waves per CTA of the later stages, LONGCTX_HIP_STAGE_WPT1=N of the first,
+// LONGCTX_HIP_STAGE_TP=1 one tile per mma pass with relative RoPE (tuning).
+// Tiles of a step: S <= 2 keep their probe positions in registers and issue their loads unrolled
+// (independent address chains); relative RoPE scores two tiles per mma pass (four independent
+// mma chains instead of two). H100, same run vs before (bench_hip_stage, 32K rows): stage 3
+// 13.3 -> 11.5 ms (relative), 9.5 -> 9.2 (plain); stage 2 plain 7.85 -> 7.58. Profile (ncu, H100):
+// the score kernels run 16 warps per SM (limited by 128 registers and by the 16 named barriers
+// a CTA reserves), issue an instruction every ~7 cycles per warp, the largest stall being fixed-
+// latency dependencies (~36%); L2 throughput 48% (stage 1 at 1M) to 72% (stage 1 plain at 128K).
+// Tried (H100, same run, removed): probing 2-3 descent levels per round (the candidate subtree
+// of each chunk, fewer dependent round trips, more probes) made every stage slower (stage 1 at
+// 1M 55 -> 88 ms with 2 levels, stage 3 10.4 -> 21.5 ms with the whole 8-key chunk in one
+// round); 96-register CTAs (5 per SM) were slower (spills; the barrier limit kept 4 per SM).
 // H100 (bench_hip_stage, 8B shape, 3k preset, 32K rows at 128K), before the rotated tiles and
 // the halving reduction: stages 6.2 / 9.1 / 14.3 ms with relative RoPE, 10.5 / 15.2 / 15.7 with
 // plain RoPE. Stages 1-2 move ~2.6-3 TB/s of 256-byte key rows; loading each row once for the
@@ -504,13 +516,15 @@ __device__ __forceinline__ float max4_over_rows(const float v[4], int g) {
 // u % hpc of its KV head's subset), m-tile w % n_mt; it owns tiles T = j * n_mt + mt (j < S)
 // of every wave: issues their loads, rotates their keys and steps their descents (state in
 // shared memory). A wave starts by caching its chunks' page-table entries (npg per chunk).
-template <int D, int MODE, int S>
+template <int D, int MODE, int S, int TPR>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int  QR  = D / 4;
     constexpr bool REL   = MODE == LC_HIP_SCAN_RELATIVE;
     constexpr bool PLAIN = MODE == LC_HIP_SCAN_PLAIN; // fp16 products (bf16 otherwise)
-    constexpr int  TP    = REL ? 1 : 2; // tiles per mma pass
+    // tiles per mma pass: independent mma chains (a tile's 8 k-steps are one dependent chain);
+    // RELATIVE: TPR tiles of two slots each
+    constexpr int  TP    = REL ? TPR : 2;
     const int      lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, cq = lane & 3;
     const int      n_mt = p.n_mt, u = warp / n_mt, mt = warp - u * n_mt;
     const int      NT = S * n_mt, W = 8 * NT, npg = p.npg, sh = p.p_shift;
@@ -602,8 +616,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                 cp_async_wait_all();
                 __syncwarp();
                 for (int step = 0;; step++, par ^= 1) {
-                    // the probes of this step: step 0 the first key, then the mid
-                    unsigned tact = 0;
+                    // the probes of this step: step 0 the first key, then the mid (S <= 2: kept
+                    // in registers for the loads, which are unrolled — independent address
+                    // chains; S = 4 recomputes them in a rolled loop: fewer live registers)
+                    constexpr bool KEEP = S <= 2;
+                    unsigned       tact = 0;
+                    int            pj[S];
 #pragma unroll
                     for (int j = 0; j < S; j++) {
                         const int      T = j * n_mt + mt;
@@ -612,12 +630,17 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         const unsigned bR = __ballot_sync(kFull, pos >= 0), bL = __ballot_sync(kFull, needL);
                         if (lane == 0) tflag[par * NT + T] = (bR ? 1 : 0) | (REL && bL ? 2 : 0);
                         if (bR) tact |= 1u << j;
+                        if constexpr (KEEP) pj[j] = pos;
                     }
-#pragma unroll 1
+#pragma unroll(KEEP ? S : 1)
                     for (int j = 0; j < S; j++) {
                         const int T = j * n_mt + mt, ci = T * 8 + g, row = ci;
-                        bool      needL;
-                        const int pos = probe_pos(stt[ci], step, &needL);
+                        int       pos;
+                        if constexpr (KEEP) pos = pj[j];
+                        else {
+                            bool needL;
+                            pos = probe_pos(stt[ci], step, &needL);
+                        }
                         if (pos < 0) continue;
                         // the probe row, L2 to shared memory (no L1 allocation: measured 2-3%
                         // faster than cp.async.ca): a rotated tile's row (piece pc at
@@ -721,27 +744,31 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         // the column maxima: four values per thread (REL: the right and left slot's
                         // two columns; else two tiles' two columns) reduced together; lane
                         // (g, cq) holds value g >> 1, lanes of even g write it
-                        float v[4];
-                        row_pair_max(cR[0], rows_valid && ok0, rows_valid && ok1, v);
-                        row_pair_max(REL ? cL[0] : cR[TP - 1], rows_valid && ok0, rows_valid && ok1, v + 2);
-                        const float mx = max4_over_rows(v, g);
-                        const int   vi = g >> 1, col = 2 * cq + (vi & 1);
-                        const bool  second = !REL && vi >= 2, left = REL && vi >= 2;
-                        const int   Tw = second ? Ts[TP - 1] : Ts[0], fw = second ? fs[TP - 1] : fs[0];
-                        if (!(g & 1) && (fw & 1) && (!left || doL))
-                            red[(size_t)mt * 2 * W + (left ? 0 : W) + Tw * 8 + col] = mx;
+#pragma unroll
+                        for (int t2 = 0; t2 < (REL ? TP : 1); t2++) {
+                            float v[4];
+                            row_pair_max(cR[t2], rows_valid && ok0, rows_valid && ok1, v);
+                            row_pair_max(REL ? cL[t2] : cR[TP - 1], rows_valid && ok0, rows_valid && ok1, v + 2);
+                            const float mx = max4_over_rows(v, g);
+                            const int   vi = g >> 1, col = 2 * cq + (vi & 1);
+                            const bool  second = !REL && vi >= 2, left = REL && vi >= 2;
+                            const int   Tw = REL ? Ts[t2] : second ? Ts[TP - 1] : Ts[0];
+                            const int   fw = REL ? fs[t2] : second ? fs[TP - 1] : fs[0];
+                            if (!(g & 1) && (fw & 1) && (!left || doL))
+                                red[(size_t)mt * 2 * W + (left ? 0 : W) + Tw * 8 + col] = mx;
+                        }
                     }
                     if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
                     else __syncwarp();
                     // the descent steps of this warp's chunks: the left probe's score is the
                     // winner's, known from an earlier step
-#pragma unroll 2
+#pragma unroll
                     for (int j = 0; j < S; j++) {
                         const int ci = (j * n_mt + mt) * 8 + g;
                         int4      st = stt[ci];
-                        bool      needL;
-                        const int pj = probe_pos(st, step, &needL); // this step's probe (as issued)
-                        if (pj >= 0) {
+                        bool      needL; // (recomputed, not kept from the loads: fewer live registers)
+                        const int pjj = probe_pos(st, step, &needL); // this step's probe (as issued)
+                        if (pjj >= 0) {
                             float sR = -INFINITY, sL = -INFINITY;
                             for (int m = 0; m < n_mt; m++) {
                                 sR = fmaxf(sR, red[(size_t)m * 2 * W + W + ci]);
@@ -750,11 +777,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                             if (!REL) sL = sR;
                             if (step == 0) st.z = __float_as_int(sL), st.w = __float_as_int(sR);
                             else if (sR > __int_as_float(st.z))
-                                st.x = pj, st.z = __float_as_int(sL), st.w = __float_as_int(sR);
-                            else st.y = pj;
+                                st.x = pjj, st.z = __float_as_int(sL), st.w = __float_as_int(sR);
+                            else st.y = pjj;
                         }
                         __syncwarp(); // every lane of the quad has read the state
-                        if (pj >= 0 && cq == 0) stt[ci] = st;
+                        if (pjj >= 0 && cq == 0) stt[ci] = st;
                     }
                     __syncwarp();
                 }
@@ -828,23 +855,31 @@ dev_info device_info(void) {
     return di;
 }
 
-template <int D, int MODE, int S> int launch_score(const stage_params &p, dim3 grid, int threads) {
+template <int D, int MODE, int S, int TPR> int launch_score(const stage_params &p, dim3 grid, int threads) {
     static bool configured = false;
     if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(hip_score_kernel<D, MODE, S>,
+        LC_CUDA_TRY(cudaFuncSetAttribute(hip_score_kernel<D, MODE, S, TPR>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          device_info().smem_optin));
         configured = true;
     }
-    hip_score_kernel<D, MODE, S><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
+    hip_score_kernel<D, MODE, S, TPR><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
 
+// RELATIVE: two tiles per mma pass where a warp has two or more (LONGCTX_HIP_STAGE_TP=1: one)
 template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int threads) {
-    return p.S == 1   ? launch_score<D, MODE, 1>(p, grid, threads)
-           : p.S == 2 ? launch_score<D, MODE, 2>(p, grid, threads)
-                      : launch_score<D, MODE, 4>(p, grid, threads);
+    if constexpr (MODE == LC_HIP_SCAN_RELATIVE) {
+        const char *e = getenv("LONGCTX_HIP_STAGE_TP");
+        if (!(e && atoi(e) == 1) && p.S * p.n_mt >= 2)
+            return p.S == 1   ? launch_score<D, MODE, 1, 2>(p, grid, threads)
+                   : p.S == 2 ? launch_score<D, MODE, 2, 2>(p, grid, threads)
+                              : launch_score<D, MODE, 4, 2>(p, grid, threads);
+    }
+    return p.S == 1   ? launch_score<D, MODE, 1, 1>(p, grid, threads)
+           : p.S == 2 ? launch_score<D, MODE, 2, 1>(p, grid, threads)
+                      : launch_score<D, MODE, 4, 1>(p, grid, threads);
 }
 
 template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
@@ -957,7 +992,9 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     const int64_t ctas_x = (int64_t)(n_qb + p.nb - 1) / p.nb * H * p.n_hsub;
     int64_t       per_sm = kMaxWarps / (units * p.n_mt);
     if (per_sm < 1) per_sm = 1;
-    int S = p.n_mt == 1 ? (rel ? 4 : 2) : (p.n_mt <= 8 ? 2 : 1);
+    // (relative RoPE in a prefill-sized call: 2, with two tiles per mma pass — H100, 32K rows:
+    // stage 1 at 1M 45.4 -> 44.2 ms, at 128K 5.78 -> 5.63 ms vs 4)
+    int S = p.n_mt == 1 ? (rel && a->max_rows == 1 ? 4 : 2) : (p.n_mt <= 8 ? 2 : 1);
     while (S > 1 && ctas_x * (((int64_t)a->max_chunks + 4 * S * p.n_mt - 1) / (4 * S * p.n_mt)) <=
                         (int64_t)di.n_sm * per_sm)
         S /= 2;
