@@ -598,7 +598,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "longctx eval: cannot write %s\n", out_path);
         goto done;
     }
-    if (out) fprintf(out, "len\tdepth\ttrials\tcorrect\n");
+    if (out) fprintf(out, "len\tdepth\ttrials\tcorrect\n"), fflush(out);
     if (dump_path && !(dump = fopen(dump_path, "a"))) {
         fprintf(stderr, "longctx eval: cannot write %s\n", dump_path);
         goto done;
@@ -692,7 +692,10 @@ int cmd_eval(int argc, char **argv) {
             printf("%8lld %8.2f %6.4g/%-3lld %7.1f%%\n", (long long)len, depths[di], ok, trials,
                    100.0 * ok / (double)trials);
             fflush(stdout);
-            if (out) fprintf(out, "%lld\t%.4f\t%lld\t%.4g\n", (long long)len, depths[di], trials, ok);
+            if (out) { /* flushed per row: a run cut short keeps the rows it finished */
+                fprintf(out, "%lld\t%.4f\t%lld\t%.4g\n", (long long)len, depths[di], trials, ok);
+                fflush(out);
+            }
             all_ok += ok;
             all_n += trials;
         }
