@@ -6,11 +6,15 @@
   fidelity: recall of the top-k attention mass and output error per layer, one line per
             (file, length), from `longctx eval fidelity --out FILE` TSVs;
   ppl:      perplexity of the window before each length vs the length, one line per method,
-            from `longctx eval ppl --out FILE` TSVs (attn, len, window, nll, ppl).
+            from `longctx eval ppl --out FILE` TSVs (attn, len, window, nll, ppl);
+  latency:  attention µs per layer vs context, one line per method, from one TSV with the
+            columns method, keys, us (e.g. bench/results/methods-decode-h100-2026-11-22.tsv,
+            copied from the benchmarks' output); FILE.tsv names that TSV, LABEL its y-axis.
 
 usage: plot_infinitehip.py passkey OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
        plot_infinitehip.py fidelity OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
        plot_infinitehip.py ppl OUT.png LABEL=FILE.tsv [LABEL=FILE.tsv ...]
+       plot_infinitehip.py latency OUT.png LABEL=FILE.tsv
 (PLOT_TITLE overrides the passkey and ppl titles.)
 """
 import csv
@@ -92,8 +96,27 @@ def ppl(out, series, title):
     plt.savefig(out, dpi=120)
 
 
+def latency(out, ylabel, path, title):
+    by_method = defaultdict(list)
+    for r in read(path):
+        by_method[r["method"]].append((int(r["keys"]), float(r["us"])))
+    plt.figure(figsize=(7, 4))
+    for method, pts in by_method.items():
+        pts.sort()
+        plt.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method)
+    plt.xscale("log", base=2)
+    plt.yscale("log")
+    plt.xlabel("context (keys)")
+    plt.ylabel(ylabel)
+    plt.grid(alpha=0.3, which="both")
+    plt.legend(fontsize=8)
+    plt.title(title)
+    plt.tight_layout()
+    plt.savefig(out, dpi=120)
+
+
 def main():
-    if len(sys.argv) < 4 or sys.argv[1] not in ("passkey", "fidelity", "ppl"):
+    if len(sys.argv) < 4 or sys.argv[1] not in ("passkey", "fidelity", "ppl", "latency"):
         print(__doc__)
         return 2
     series = [a.rsplit("=", 1) for a in sys.argv[3:]]  # LABEL may contain "="
@@ -101,6 +124,9 @@ def main():
     if sys.argv[1] == "passkey":
         title = os.environ.get("PLOT_TITLE", "Passkey retrieval, SmolLM2-135M-Instruct")
         passkey(sys.argv[2], series, title)
+    elif sys.argv[1] == "latency":
+        title = os.environ.get("PLOT_TITLE", "Attention per layer")
+        latency(sys.argv[2], series[0][0], series[0][1], title)
     elif sys.argv[1] == "ppl":
         title = os.environ.get("PLOT_TITLE", "Perplexity vs context, SmolLM2-135M-Instruct")
         ppl(sys.argv[2], series, title)
