@@ -176,6 +176,14 @@ int cmd_run(int argc, char **argv) {
                     res.prompt_s > 0 ? (double)res.n_prompt / res.prompt_s : 0.0, res.n_generated,
                     res.gen_s, res.gen_s > 0 && res.n_generated > 1 ? (res.n_generated - 1) / res.gen_s : 0.0,
                     why[res.finish]);
+            lc_attn_stats as = {0, 0};
+            if (lc_context_attn_stats(ctx, &as) == LC_OK && as.selected + as.reused > 0)
+                fprintf(stderr,
+                        "longctx: %s decode selections (per layer and step): %lld computed, %lld "
+                        "reused (%.1f%%)\n",
+                        lc_attn_kind_name(o.attn), (long long)as.selected,
+                        (long long)as.reused,
+                        100.0 * (double)as.reused / (double)(as.selected + as.reused));
         }
     }
     free(res.text);
