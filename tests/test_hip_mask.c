@@ -23,6 +23,7 @@
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
 #include "model/model.h"
+#include "rope_ref.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -183,19 +184,6 @@ static inline void hm_args_free(hm_args *x) { free(x->out), free(x->out_n); }
 
 /* ---- the reference ---- */
 
-static inline void hm_rot(const float *x, double *y, int32_t D, int32_t pos, const lc_rope_table *r) {
-    const int32_t half = r->n_rot / 2;
-    const float  *c = r->cos + (int64_t)pos * half, *s = r->sin + (int64_t)pos * half;
-    for (int32_t i = 0; i < D; i++) y[i] = x[i];
-    for (int32_t i = 0; i < half; i++) {
-        const int32_t i0 = r->pairing == LC_ROPE_NORM ? 2 * i : i;
-        const int32_t i1 = r->pairing == LC_ROPE_NORM ? 2 * i + 1 : i + half;
-        const double  x0 = x[i0], x1 = x[i1];
-        y[i0]            = x0 * c[i] - x1 * s[i];
-        y[i1]            = x0 * s[i] + x1 * c[i];
-    }
-}
-
 /* One pair's reference: the selected block indices (sorted) and whether a cut was close. */
 typedef struct hm_ref {
     int32_t  n;         /* expected out_n */
@@ -230,7 +218,7 @@ static inline double hm_block_score(hm_pair_ctx *c, int32_t r, double *mag) {
         if (t >= c->q->win0) break;
         for (int32_t h = h0; h < h1; h++) {
             const float *k = w->k + (((int64_t)pt[t / P] * H + h / G) * P + t % P) * D;
-            hm_rot(k, kr, D, a->scan_rope == LC_HIP_SCAN_PLAIN ? t : 0, &w->rope);
+            rope_ref_rotate(k, kr, D, a->scan_rope == LC_HIP_SCAN_PLAIN ? t : 0, &w->rope);
             for (int32_t i = 0; i < c->nsr; i++) {
                 const double *qv = c->qr + ((int64_t)h * c->nsr + i) * D;
                 double        s = 0, m = 0;
@@ -266,7 +254,7 @@ static inline void hm_reference_pair(const hm_world *w, const lc_hip_mask_args *
         for (int32_t i = 0; i < c.nsr; i++) {
             const int32_t row = q->row0 + i * a->q_stride;
             const int32_t pos = a->scan_rope == LC_HIP_SCAN_PLAIN ? q->pos0 + i * a->q_stride : a->n_stream + 1;
-            hm_rot(w->q + ((int64_t)row * w->n_head + h) * D, c.qr + ((int64_t)h * c.nsr + i) * D, D, pos, &w->rope);
+            rope_ref_rotate(w->q + ((int64_t)row * w->n_head + h) * D, c.qr + ((int64_t)h * c.nsr + i) * D, D, pos, &w->rope);
         }
     int32_t *nf = malloc(sizeof(int32_t) * (size_t)n_nodes), *nl = malloc(sizeof(int32_t) * (size_t)n_nodes);
     int32_t *bf = malloc(sizeof(int32_t) * 2 * (size_t)n_nodes), *bl = malloc(sizeof(int32_t) * 2 * (size_t)n_nodes);
@@ -356,6 +344,36 @@ static inline int32_t hm_check_pair(const hm_world *w, const lc_hip_mask_args *a
 static const char *hm_mode_name[] = {"plain", "relative"};
 static const char *hm_keys_name[] = {"random", "levels", "equal"};
 
+/* The case grid the CPU and the GPU test both run: head dims 64 and 128, GQA 3:3 and 8:4, plain
+ * and relative scans, the three key worlds, one mask or one per KV head; run(ctx, case, k,
+ * block_k, q_stride, k_stride, n_groups) for each. */
+typedef void (*hm_grid_run)(void *ctx, const hm_case *cs, int32_t k, int32_t block_k,
+                            int32_t q_stride, int32_t k_stride, int32_t n_groups);
+static void hm_case_grid(hm_grid_run run, void *ctx) {
+    const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 3}, {8, 4}};
+    int           n = 0;
+    for (int di = 0; di < 2; di++)
+        for (int gi = 0; gi < 2; gi++)
+            for (int mode = 0; mode < 2; mode++)
+                for (int keys = 0; keys < 3; keys++)
+                    for (int gr = 0; gr < 2; gr++, n++) {
+                        if (keys == HM_EQUAL && (gr || di)) continue;
+                        const int32_t D = dims[di];
+                        /* a decode row far out, a prefill run of 32-row blocks (the last one
+                         * ragged), a short sequence (NB <= n_nodes) and one with no candidates */
+                        hm_case cs = {D, gqa[gi][0], gqa[gi][1], n % 2 ? 16 : 32, D,
+                                      n % 3 == 1 ? LC_ROPE_NEOX : LC_ROPE_NORM, 32, 4 + n % 13,
+                                      16 + 8 * (n % 5), keys, mode, 4,
+                                      {1500 + 37 * n, 900 + 11 * n, 40 + n % 7, 2}, {1, 45, 3, 2}};
+                        if (n % 4 == 3 || (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN))
+                            cs.n_rot = D / 2; /* partial rotary */
+                        const int32_t block_k  = n % 3 == 0 ? 2 : (n % 3 == 1 ? 1 : 4);
+                        const int32_t n_nodes  = n % 4 == 0 ? 64 : (n % 4 == 1 ? 16 : (n % 4 == 2 ? 4 : 40));
+                        const int32_t q_stride = n % 2 ? 2 : 1, k_stride = block_k > 1 && n % 5 < 2 ? 2 : 1;
+                        run(ctx, &cs, n_nodes * block_k, block_k, q_stride, k_stride, gr ? cs.H : 1);
+                    }
+}
+
 #ifndef HIP_MASK_TEST_NO_MAIN
 
 static int64_t n_pairs_total, n_ambiguous, n_diff;
@@ -416,30 +434,15 @@ static void bad_args(void) {
     hm_world_free(&w);
 }
 
+static void run_grid_case(void *ctx, const hm_case *cs, int32_t k, int32_t block_k,
+                          int32_t q_stride, int32_t k_stride, int32_t n_groups) {
+    (void)ctx;
+    run_case(cs, k, block_k, q_stride, k_stride, n_groups);
+}
+
 int main(void) {
     bad_args();
-    const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 3}, {8, 4}};
-    int           n = 0;
-    for (int di = 0; di < 2; di++)
-        for (int gi = 0; gi < 2; gi++)
-            for (int mode = 0; mode < 2; mode++)
-                for (int keys = 0; keys < 3; keys++)
-                    for (int gr = 0; gr < 2; gr++, n++) {
-                        if (keys == HM_EQUAL && (gr || di)) continue;
-                        const int32_t D = dims[di];
-                        /* a decode row far out, a prefill run of 32-row blocks (the last one
-                         * ragged), a short sequence (NB <= n_nodes) and one with no candidates */
-                        hm_case cs = {D, gqa[gi][0], gqa[gi][1], n % 2 ? 16 : 32, D,
-                                      n % 3 == 1 ? LC_ROPE_NEOX : LC_ROPE_NORM, 32, 4 + n % 13,
-                                      16 + 8 * (n % 5), keys, mode, 4,
-                                      {1500 + 37 * n, 900 + 11 * n, 40 + n % 7, 2}, {1, 45, 3, 2}};
-                        if (n % 4 == 3 || (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN))
-                            cs.n_rot = D / 2; /* partial rotary */
-                        const int32_t block_k  = n % 3 == 0 ? 2 : (n % 3 == 1 ? 1 : 4);
-                        const int32_t n_nodes  = n % 4 == 0 ? 64 : (n % 4 == 1 ? 16 : (n % 4 == 2 ? 4 : 40));
-                        const int32_t q_stride = n % 2 ? 2 : 1, k_stride = block_k > 1 && n % 5 < 2 ? 2 : 1;
-                        run_case(&cs, n_nodes * block_k, block_k, q_stride, k_stride, gr ? cs.H : 1);
-                    }
+    hm_case_grid(run_grid_case, NULL);
     /* the 8B head layout, 32-row blocks with b_sq 2, block_k 2, k 512 */
     hm_case big = {128, 8, 4, 64, 128, LC_ROPE_NORM, 32, 64, 256, HM_RANDOM, LC_HIP_SCAN_RELATIVE, 2,
                    {4000, 2500}, {1, 64}};

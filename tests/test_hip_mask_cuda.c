@@ -153,30 +153,17 @@ static void run_case(lc_backend *b, const hm_case *cs, int32_t k, int32_t block_
     hm_world_free(&w);
 }
 
+static void run_grid_case(void *ctx, const hm_case *cs, int32_t k, int32_t block_k,
+                          int32_t q_stride, int32_t k_stride, int32_t n_groups) {
+    run_case((lc_backend *)ctx, cs, k, block_k, q_stride, k_stride, n_groups, 1);
+}
+
 int main(void) {
     lc_backend *b;
     REQUIRE_CUDA_BACKEND(b);
     hm_rng = (uint64_t)time(NULL) * 2654435761u | 1;
     printf("seed %llu\n", (unsigned long long)hm_rng);
-    const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 3}, {8, 4}};
-    int           n = 0;
-    for (int di = 0; di < 2; di++)
-        for (int gi = 0; gi < 2; gi++)
-            for (int mode = 0; mode < 2; mode++)
-                for (int keys = 0; keys < 3; keys++)
-                    for (int gr = 0; gr < 2; gr++, n++) {
-                        if (keys == HM_EQUAL && (gr || di)) continue;
-                        const int32_t D  = dims[di];
-                        hm_case       cs = {D, gqa[gi][0], gqa[gi][1], n % 2 ? 16 : 32, D,
-                                            n % 3 == 1 ? LC_ROPE_NEOX : LC_ROPE_NORM, 32, 4 + n % 13,
-                                            16 + 8 * (n % 5), keys, mode, 4,
-                                            {1500 + 37 * n, 900 + 11 * n, 40 + n % 7, 2}, {1, 45, 3, 2}};
-                        if (n % 4 == 3 || (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN)) cs.n_rot = D / 2;
-                        const int32_t block_k  = n % 3 == 0 ? 2 : (n % 3 == 1 ? 1 : 4);
-                        const int32_t n_nodes  = n % 4 == 0 ? 64 : (n % 4 == 1 ? 16 : (n % 4 == 2 ? 4 : 40));
-                        const int32_t q_stride = n % 2 ? 2 : 1, k_stride = block_k > 1 && n % 5 < 2 ? 2 : 1;
-                        run_case(b, &cs, n_nodes * block_k, block_k, q_stride, k_stride, gr ? cs.H : 1, 1);
-                    }
+    hm_case_grid(run_grid_case, b);
     /* many nodes (2048: the largest sort), block_k 1, with the reference */
     hm_case many = {64, 2, 2, 16, 64, LC_ROPE_NEOX, 32, 16, 64, HM_LEVELS, LC_HIP_SCAN_RELATIVE, 2,
                     {9000, 5000}, {1, 40}};

@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
 #include "model/model.h"
+#include "rope_ref.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -207,19 +208,6 @@ typedef struct hs_ref {
     int64_t  n_amb;               /* descent steps explored both ways */
 } hs_ref;
 
-static inline void hs_rot(const float *x, double *y, int32_t D, int32_t pos, const lc_rope_table *r) {
-    const int32_t half = r->n_rot / 2;
-    const float  *c = r->cos + (int64_t)pos * half, *s = r->sin + (int64_t)pos * half;
-    for (int32_t i = 0; i < D; i++) y[i] = x[i];
-    for (int32_t i = 0; i < half; i++) {
-        const int32_t i0 = r->pairing == LC_ROPE_NORM ? 2 * i : i;
-        const int32_t i1 = r->pairing == LC_ROPE_NORM ? 2 * i + 1 : i + half;
-        const double  x0 = x[i0], x1 = x[i1];
-        y[i0]            = x0 * c[i] - x1 * s[i];
-        y[i1]            = x0 * s[i] + x1 * c[i];
-    }
-}
-
 typedef struct hs_desc {
     const hs_world          *w;
     const lc_hip_stage_args *a;
@@ -239,7 +227,7 @@ static inline double hs_S(hs_desc *d, int32_t key, int right, double *mag) {
     const int32_t   pos  = mode == LC_HIP_SCAN_PLAIN ? key : mode == LC_HIP_SCAN_RELATIVE ? right : d->c;
     const float    *k    = w->k + (((int64_t)d->pt[key / P] * H + d->kvh) * P + key % P) * D;
     double          kr[1024], best = -INFINITY, bm = 0;
-    hs_rot(k, kr, D, pos, &w->rope);
+    rope_ref_rotate(k, kr, D, pos, &w->rope);
     for (int32_t u = 0; u < d->nq; u++) {
         double s = 0, m = 0;
         for (int32_t i = 0; i < D; i++) {
@@ -334,7 +322,7 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
                     const int32_t pos = a->scan_rope == LC_HIP_SCAN_PLAIN      ? p
                                         : a->scan_rope == LC_HIP_SCAN_RELATIVE ? a->n_stream + 1
                                         : (p < nch + a->n_stream ? p : (int32_t)(nch + a->n_stream));
-                    hs_rot(w->q + ((int64_t)(q->row0 + rr) * n_head + h) * D, rot, D, pos, &w->rope);
+                    rope_ref_rotate(w->q + ((int64_t)(q->row0 + rr) * n_head + h) * D, rot, D, pos, &w->rope);
                     for (int32_t i = 0; i < D; i++) dst[i] += rot[i];
                 }
                 for (int32_t i = 0; i < D; i++) dst[i] /= (double)(r1 - r0);

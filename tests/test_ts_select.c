@@ -18,6 +18,7 @@
  * TS_SELECT_TEST_NO_MAIN defined.
  */
 #include "hip_sparse_world.h"
+#include "rope_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,18 +32,6 @@ typedef struct ts_ref {
 } ts_ref;
 
 static void ts_ref_free(ts_ref *r) { free(r->score), free(r->off), free(r->fp); }
-
-static void ref_rot(const float *x, double *y, int32_t D, int32_t pos, const lc_rope_table *rope) {
-    const int32_t half = rope->n_rot / 2;
-    for (int32_t d = 0; d < D; d++) y[d] = x[d];
-    for (int32_t i = 0; i < half; i++) {
-        const double c = rope->cos[(int64_t)pos * half + i], s = rope->sin[(int64_t)pos * half + i];
-        const int32_t i0 = rope->pairing == LC_ROPE_NORM ? 2 * i : i;
-        const int32_t i1 = rope->pairing == LC_ROPE_NORM ? 2 * i + 1 : i + half;
-        y[i0] = x[i0] * c - x[i1] * s;
-        y[i1] = x[i0] * s + x[i1] * c;
-    }
-}
 
 /* Reference scores of every block (candidates [n_init, win0)). */
 static void ts_reference(const world *w, const lc_ts_select_args *a, ts_ref *r) {
@@ -61,7 +50,7 @@ static void ts_reference(const world *w, const lc_ts_select_args *a, ts_ref *r) 
         double              *fp = r->fp + (int64_t)b * nh * D;
         for (int32_t i = 0; i < q->n_rows; i++)
             for (int32_t h = 0; h < nh; h++) {
-                ref_rot(w->q + ((int64_t)(q->row0 + i) * nh + h) * D, rot, D, a->fp_pos + i, &w->rope);
+                rope_ref_rotate(w->q + ((int64_t)(q->row0 + i) * nh + h) * D, rot, D, a->fp_pos + i, &w->rope);
                 for (int32_t d = 0; d < D; d++) fp[(int64_t)h * D + d] += rot[d] / q->n_rows;
             }
         const int32_t n = q->win0 - a->n_init;
