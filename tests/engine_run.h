@@ -1,13 +1,14 @@
 /*
  * engine_run.h — what the engine tests of the sparse methods (test_hip_engine.c,
  * test_select_engine.c) share: the passkey prompt, greedy generation of N_GEN tokens for a set
- * of prompts in one context (with the method's decode counters), and the largest log-prob
- * difference of two logit rows.
+ * of prompts in one context (with the method's decode counters), the largest log-prob
+ * difference of two logit rows, and the fixture both start from.
  */
 #ifndef LC_TEST_ENGINE_RUN_H
 #define LC_TEST_ENGINE_RUN_H
 
 #include "longctx.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -94,6 +95,45 @@ static double max_logprob_diff(const float *a, const float *b, int32_t n) {
         if (x > d) d = x;
     }
     return d;
+}
+
+/* What both tests start from: SmolLM2 on the CPU, the passkey prompts a (~1K tokens) and b
+ * (~800), a dense context for two sequences, dense attention's greedy tokens and last logits of
+ * prompt a (ref), and room for another run's logits (got). */
+typedef struct engine_fixture {
+    lc_model         *m;
+    lc_model_info     info;
+    int32_t          *pa, *pb;
+    size_t            n_a, n_b;
+    lc_context_params dense;
+    run_out           ref, got;
+} engine_fixture;
+
+/* false when the model did not load (the failed CHECK is counted) */
+static bool engine_fixture_init(engine_fixture *f) {
+    memset(f, 0, sizeof *f);
+    lc_model_params mp = lc_model_default_params();
+    mp.device          = LC_DEVICE_CPU;
+    CHECK(lc_model_load(MODEL, &mp, &f->m) == LC_OK);
+    if (!f->m) return false;
+    lc_model_get_info(f->m, &f->info);
+    f->pa = make_prompt(f->m, 48, "52817", &f->n_a); /* ~1K tokens */
+    f->pb = make_prompt(f->m, 40, "40963", &f->n_b);
+    CHECKF(f->n_a > 900 && f->n_b > 700, "prompts of %zu and %zu tokens", f->n_a, f->n_b);
+    f->dense           = lc_context_default_params();
+    f->dense.n_ctx     = 2048;
+    f->dense.n_seq_max = 2;
+    f->dense.n_batch   = 512;
+    f->ref.logits      = malloc(sizeof(float) * (size_t)f->info.n_vocab);
+    f->got.logits      = malloc(sizeof(float) * (size_t)f->info.n_vocab);
+    CHECK(run(f->m, &f->dense, &f->pa, &f->n_a, 1, &f->ref, NULL) == LC_OK);
+    CHECK(f->ref.n == N_GEN);
+    return true;
+}
+
+static void engine_fixture_free(engine_fixture *f) {
+    free(f->ref.logits), free(f->got.logits), free(f->pa), free(f->pb);
+    lc_model_free(f->m);
 }
 
 #endif

@@ -20,29 +20,15 @@
 
 int main(void) {
     REQUIRE_MODEL(MODEL);
-    lc_model       *m  = NULL;
-    lc_model_params mp = lc_model_default_params();
-    mp.device          = LC_DEVICE_CPU;
-    CHECK(lc_model_load(MODEL, &mp, &m) == LC_OK);
-    if (!m) TEST_END();
-    lc_model_info info;
-    lc_model_get_info(m, &info);
-    const int32_t V = info.n_vocab;
-
-    size_t   n_a = 0, n_b = 0;
-    int32_t *pa = make_prompt(m, 48, "52817", &n_a); /* ~1K tokens */
-    int32_t *pb = make_prompt(m, 40, "40963", &n_b);
-    CHECKF(n_a > 900 && n_b > 700, "prompts of %zu and %zu tokens", n_a, n_b);
-
-    lc_context_params dense = lc_context_default_params();
-    dense.n_ctx             = 2048;
-    dense.n_seq_max         = 2;
-    dense.n_batch           = 512;
-    run_out ref = {0}, got = {0};
-    ref.logits  = malloc(sizeof(float) * (size_t)V);
-    got.logits  = malloc(sizeof(float) * (size_t)V);
-    CHECK(run(m, &dense, &pa, &n_a, 1, &ref, NULL) == LC_OK);
-    CHECK(ref.n == N_GEN);
+    engine_fixture f;
+    if (!engine_fixture_init(&f)) TEST_END();
+    lc_model *const         m     = f.m;
+    const int32_t           V     = f.info.n_vocab;
+    int32_t                *pa = f.pa, *pb = f.pb;
+    size_t                  n_a = f.n_a, n_b = f.n_b;
+    const lc_context_params dense = f.dense;
+    const run_out           ref   = f.ref;
+    run_out                 got   = f.got;
 
     /* 1. full budgets through the sparse path == dense, plain and re-indexed RoPE */
     setenv("LONGCTX_HIP_SPARSE_ALWAYS", "1", 1);
@@ -90,7 +76,6 @@ int main(void) {
 
     unsetenv("LONGCTX_HIP_SPARSE_ALWAYS");
 
-    free(ref.logits), free(got.logits), free(pa), free(pb);
-    lc_model_free(m);
+    engine_fixture_free(&f);
     TEST_END();
 }

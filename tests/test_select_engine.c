@@ -47,29 +47,15 @@ static void set_method(lc_context_params *cp, lc_attn_kind kind, bool full, cons
 
 int main(void) {
     REQUIRE_MODEL(MODEL);
-    lc_model       *m  = NULL;
-    lc_model_params mp = lc_model_default_params();
-    mp.device          = LC_DEVICE_CPU;
-    CHECK(lc_model_load(MODEL, &mp, &m) == LC_OK);
-    if (!m) TEST_END();
-    lc_model_info info;
-    lc_model_get_info(m, &info);
-    const int32_t V = info.n_vocab, L = info.n_layer;
-
-    size_t   n_a = 0, n_b = 0;
-    int32_t *pa = make_prompt(m, 48, "52817", &n_a); /* ~1K tokens */
-    int32_t *pb = make_prompt(m, 40, "40963", &n_b);
-    CHECKF(n_a > 900 && n_b > 700, "prompts of %zu and %zu tokens", n_a, n_b);
-
-    lc_context_params dense = lc_context_default_params();
-    dense.n_ctx             = 2048;
-    dense.n_seq_max         = 2;
-    dense.n_batch           = 512;
-    run_out ref = {0}, got = {0};
-    ref.logits  = malloc(sizeof(float) * (size_t)V);
-    got.logits  = malloc(sizeof(float) * (size_t)V);
-    CHECK(run(m, &dense, &pa, &n_a, 1, &ref, NULL) == LC_OK);
-    CHECK(ref.n == N_GEN);
+    engine_fixture f;
+    if (!engine_fixture_init(&f)) TEST_END();
+    lc_model *const         m     = f.m;
+    const int32_t           V = f.info.n_vocab, L = f.info.n_layer;
+    int32_t                *pa = f.pa, *pb = f.pb;
+    size_t                  n_a = f.n_a, n_b = f.n_b;
+    const lc_context_params dense = f.dense;
+    const run_out           ref   = f.ref;
+    run_out                 got   = f.got;
 
     const lc_attn_kind kinds[2] = {LC_ATTN_HIP, LC_ATTN_TOKENSELECT};
     for (int ki = 0; ki < 2; ki++) {
@@ -151,7 +137,6 @@ int main(void) {
     CHECK(run(m, &dense, &pa, &n_a, 1, &got, &s) == LC_OK);
     CHECK(s.selected == 0 && s.reused == 0);
 
-    free(ref.logits), free(got.logits), free(pa), free(pb);
-    lc_model_free(m);
+    engine_fixture_free(&f);
     TEST_END();
 }
