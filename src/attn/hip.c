@@ -207,8 +207,7 @@ int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_h
     h->ws.n_groups = p->per_group ? shape->n_kv_head : 1;
     h->ws.sel_cap  = p->k / p->block_k;
     h->ws.n_sink   = p->n_sink;
-    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
-    h->no_shortcut     = always && always[0] == '1';
+    h->no_shortcut = sel_sparse_always();
     m->name         = "hip";
     m->impl         = h;
     m->needs_raw_q  = true;

@@ -352,8 +352,7 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     h->p        = *p;
     h->shape    = *shape;
     h->n_groups = p->per_group ? shape->n_kv_head : 1;
-    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
-    h->no_shortcut     = always && always[0] == '1';
+    h->no_shortcut = sel_sparse_always();
     for (int32_t i = 0; i < p->n_stages; i++) {
         h->keep_max[i] = p->k[i] / p->chunk[i];
         if (i == p->n_stages - 1 && p->first_layers > 0 &&

@@ -9,6 +9,9 @@
 
 #include "attn/attn.h"
 
+#include <stdbool.h>
+#include <stdlib.h>
+
 typedef struct sel_ws {
     lc_backend    *b;
     int32_t        n_groups; /* selections per block */
@@ -28,6 +31,13 @@ static inline int32_t sel_win0_stream(int32_t n_sink, int32_t n_stream, int32_t 
     const int32_t a = n_sink < pos0 + 1 ? n_sink : pos0 + 1;
     const int32_t w = pos0 + 1 - n_stream;
     return a > w ? a : w;
+}
+
+/* LONGCTX_HIP_SPARSE_ALWAYS=1 in the environment: the sparse methods never fall back to dense
+ * attention when the budget covers every key (tests and diagnosis of the sparse path). */
+static inline bool sel_sparse_always(void) {
+    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
+    return always && always[0] == '1';
 }
 
 /* win0 of a block of n_rows rows from pos0 (the method's sink / window rule) */

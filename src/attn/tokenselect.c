@@ -233,8 +233,7 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     t->ws.n_groups = 1;
     t->ws.sel_cap  = p->k;
     t->ws.n_sink   = p->n_init;
-    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
-    t->no_shortcut     = always && always[0] == '1';
+    t->no_shortcut = sel_sparse_always();
     const size_t cb    = sizeof(int64_t) * 2 * (size_t)(shape->n_layer > 0 ? shape->n_layer : 1);
     t->d_counts        = b->alloc(b, cb, "TokenSelect counters");
     int64_t *zeros     = lc_calloc(1, cb, "TokenSelect counters");
