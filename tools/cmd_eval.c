@@ -49,6 +49,8 @@ static void help(void) {
            "  --chat             ask through the model's chat template\n"
            "  --out FILE         also write the results as TSV (len, depth, trials, correct)\n"
            "  -v, --verbose      print each answer\n"
+           "  --trace            (sparse methods) print per layer how many of the first\n"
+           "                     needle's tokens each selection stage keeps (stderr)\n"
            "  --dump-prompts FILE  append each prompt's token ids (one line per trial) to FILE,\n"
            "                     to replay them in another engine\n"
            "\n%s",
@@ -514,7 +516,7 @@ int cmd_eval(int argc, char **argv) {
     double    depths[64] = {0, 0.25, 0.5, 0.75, 1};
     int       n_depths   = 5;
     long long trials     = 5;
-    bool      chat = false, verbose = false;
+    bool      chat = false, verbose = false, trace = false;
     eval_task task = T_PASSKEY;
     const char *out_path = NULL, *dump_path = NULL;
     for (int i = 2; i < argc; i++) {
@@ -555,6 +557,8 @@ int cmd_eval(int argc, char **argv) {
             if (!(dump_path = cli_value("eval", argc, argv, &i))) return CLI_USAGE;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             verbose = true;
+        } else if (!strcmp(a, "--trace")) {
+            trace = true;
         } else {
             cli_unknown_option("eval", a);
             return CLI_USAGE;
@@ -646,6 +650,7 @@ int cmd_eval(int argc, char **argv) {
                     at[k]          = (int64_t)(d * (double)units + 0.5);
                 }
                 prompt.n         = 0;
+                size_t needle0   = 0; /* the first needle's first token */
                 bool okb         = true;
                 if (lc_tokenizer_add_bos(tok)) {
                     int32_t bos = lc_tokenizer_bos(tok);
@@ -654,7 +659,10 @@ int cmd_eval(int argc, char **argv) {
                 okb = okb && tb_push(&prompt, t_pre, n_pre) && tb_push(&prompt, t_intro, n_intro);
                 for (int64_t u = 0; u <= units && okb; u++) {
                     for (int k = 0; k < tt.n_needles && okb; k++)
-                        if (at[k] == u) okb = tb_push(&prompt, t_nd[k], n_nd[k]);
+                        if (at[k] == u) {
+                            if (k == 0) needle0 = prompt.n;
+                            okb = tb_push(&prompt, t_nd[k], n_nd[k]);
+                        }
                     if (u < units) okb = okb && tb_push(&prompt, t_fill, n_fill);
                 }
                 okb = okb && tb_push(&prompt, t_qq, n_qq) && tb_push(&prompt, t_post, n_post);
@@ -672,6 +680,13 @@ int cmd_eval(int argc, char **argv) {
                 lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n,
                                   .max_tokens = tt.max_tokens, .sampling = o.sampling};
                 req.sampling.temperature = 0.0f;
+                if (trace) { /* read by the sparse methods' diagnosis (attn/infinitehip.c) */
+                    char range[64];
+                    snprintf(range, sizeof range, "%zu,%zu", needle0, needle0 + n_nd[0]);
+                    setenv("LONGCTX_HIP_TRACE", range, 1);
+                    fprintf(stderr, "trace: len %zu depth %.2f trial %lld needle tokens [%s)\n",
+                            prompt.n, depths[di], tr, range);
+                }
                 gen_result res;
                 if (gen_run("eval", ctx, &req, false, 1 << 30, &res) != CLI_OK) {
                     free(res.text);

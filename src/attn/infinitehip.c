@@ -22,6 +22,8 @@
 #include "attn/select_common.h"
 #include "util/util.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +130,60 @@ static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) 
 }
 
 static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+
+/* LONGCTX_HIP_TRACE=a,b (diagnosis; `eval passkey --trace` sets it to a needle's tokens): after
+ * the stages of a forward, print to stderr per layer how many of the positions [a, b) each
+ * stage's output keeps for one query block — the forward's last prefill block, or a decode
+ * block whose stages were recomputed. Read per forward; off (no cost) when unset. */
+static bool trace_range(int64_t *a, int64_t *b) {
+    const char *t = getenv("LONGCTX_HIP_TRACE");
+    long long   x, y;
+    if (!t || sscanf(t, "%lld,%lld", &x, &y) != 2 || y <= x) return false;
+    *a = x, *b = y;
+    return true;
+}
+
+/* Positions of [a, b) covered by the n segments of one stage output. */
+static int64_t trace_cover(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t b) {
+    int64_t c = 0;
+    for (int32_t j = 0; j < n; j++) {
+        const int64_t s = seg[j].start > a ? seg[j].start : a;
+        const int64_t e = seg[j].start + seg[j].len < b ? seg[j].start + seg[j].len : b;
+        if (e > s) c += e - s;
+    }
+    return c;
+}
+
+/* Print the coverage line of one block: stage i's output lists (group g at seg[i] + g * cap_i
+ * segments, counts at n[i] + g) on the device. */
+static void trace_block(const hip_impl *h, int32_t layer, const char *what, int32_t pos,
+                        lc_hip_seg *const *seg, int32_t *const *n, int32_t first) {
+    int64_t a, b;
+    if (!trace_range(&a, &b) || pos < b) return;
+    lc_backend *be = h->b;
+    char        line[512];
+    int         at = snprintf(line, sizeof line, "hip-trace layer %d %s pos %d needle [%" PRId64
+                              ", %" PRId64 "):", layer, what, pos, a, b);
+    for (int32_t i = first; i < h->p.n_stages && at < (int)sizeof line; i++) {
+        const int32_t cap = keep_of(h, layer, i);
+        int64_t       best = 0;
+        for (int32_t g = 0; g < h->n_groups; g++) { /* the group that keeps most of it */
+            int32_t     cnt = 0;
+            lc_hip_seg *tmp = lc_malloc(sizeof(lc_hip_seg) * (size_t)cap, "trace");
+            if (!tmp) return;
+            if (be->download(be, &cnt, n[i] + g, sizeof cnt) == LC_OK && cnt >= 0 && cnt <= cap &&
+                be->download(be, tmp, seg[i] + (size_t)g * (size_t)cap,
+                             sizeof(lc_hip_seg) * (size_t)cnt) == LC_OK) {
+                const int64_t c = trace_cover(tmp, cnt, a, b);
+                if (c > best) best = c;
+            }
+            free(tmp);
+        }
+        at += snprintf(line + at, sizeof line - (size_t)at, " s%d %" PRId64 "/%" PRId64, i + 1,
+                       best, b - a);
+    }
+    fprintf(stderr, "%s\n", line);
+}
 
 /* candidate keys of a block: [n_sink, win0) */
 static int32_t cand_of(const lc_infinitehip_params *p, const lc_hip_qblock *qb) {
@@ -251,6 +307,17 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb, n_pre, q_raw, n_head, rope, &sa);
         }
         if (st != LC_OK) return st;
+        {
+            const int32_t      lb = n_pre - 1;
+            const lc_hip_qblock *q = &h->h_qb[lb];
+            lc_hip_seg *segs[LC_HIP_MAX_STAGES];
+            int32_t    *ns[LC_HIP_MAX_STAGES];
+            for (int32_t i = 0; i < N; i++) {
+                segs[i] = h->d_seg[i] + (size_t)lb * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
+                ns[i]   = h->d_n[i] + (size_t)lb * (size_t)h->n_groups;
+            }
+            trace_block(h, layer, "prefill", q->pos0 + q->n_rows - 1, segs, ns, 0);
+        }
         h->last_sparse  = true;
         h->last_n_pre   = n_pre;
         h->last_sel_cap = last_keep;
@@ -281,6 +348,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             hs->valid[i] = st == LC_OK;
         }
         if (st != LC_OK) return st;
+        if (from < N) trace_block(h, layer, "decode", qb->pos0, hs->seg, hs->n, from);
         hs->step++;
         aa.max_rows   = 1;
         aa.max_window = qb->pos0 + 1 - qb->win0;
