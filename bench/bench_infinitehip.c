@@ -12,6 +12,7 @@
  *   amortised cost of the refresh schedule), each class's median, and dense decode's median.
  * prefill: ROWS query rows at the end of a KEYS-token context (one chunk), infinitehip vs
  *   dense, medians of 3 runs.
+ * PRESET may carry knobs after '+' signs, as --hip-NAME=VALUE: "3k+heads=group+q-stride=4,4,1".
  * LAYER picks the per-layer settings (layers below first-layers use chunk-indexed RoPE and
  * first-k); default 5. RoPE: the preset's auto mode with a 131072-token trained context
  * (Llama-3.1-8B), so contexts past 128K use the re-indexing strategies.
@@ -52,7 +53,22 @@ int main(int argc, char **argv) {
         return 2;
     }
     lc_infinitehip_params hp_;
-    TRYL(lc_infinitehip_preset(preset, &hp_));
+    {
+        char name[256];
+        snprintf(name, sizeof name, "%s", preset);
+        char *save = NULL, *tok = strtok_r(name, "+", &save);
+        TRYL(lc_infinitehip_preset(tok, &hp_));
+        while ((tok = strtok_r(NULL, "+", &save))) {
+            char *eq = strchr(tok, '=');
+            if (!eq) {
+                fprintf(stderr, "bench_infinitehip: knob '%s' is not NAME=VALUE\n", tok);
+                return 2;
+            }
+            *eq = 0;
+            TRYL(lc_infinitehip_set(&hp_, tok, eq + 1));
+        }
+        TRYL(lc_infinitehip_validate(&hp_));
+    }
     lc_backend *b;
     TRYL(lc_backend_cuda_create(0, &b));
     const int64_t n_pages = (keys + P - 1) / P;
