@@ -388,6 +388,10 @@ typedef struct lc_infinitehip_params {
     int32_t per_group;                    /* 0: one selection for all heads (chunk scores
                                              max-pooled over every query head, the paper's and
                                              the reference's default); 1: one per KV head */
+    int32_t stagger;                      /* ours: 1 = odd layers start the first stage's chunk
+                                             grid half a chunk later, so a passage that
+                                             straddles a chunk border in one layer lies whole
+                                             in the next (0: the paper's grid in every layer) */
 } lc_infinitehip_params;
 
 /* The named presets: the paper's "3k" (the default), "fast", "flash", "5k", and ours
@@ -397,7 +401,8 @@ int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);
 /* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
  * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
- * rope=auto|extend|plain|stream  heads=all|group  (the chunks and k lists set n_stages). LC_ERR_INVALID_ARG with a
+ * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  (the chunks and k lists set
+ * n_stages). LC_ERR_INVALID_ARG with a
  * message naming the option and the allowed values. Does not validate the whole set. */
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);
 /* Check the whole set: LC_ERR_INVALID_ARG naming the first bad option and its allowed range. */

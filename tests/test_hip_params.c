@@ -69,6 +69,17 @@ static void check_set(void) {
     CHECK(lc_infinitehip_set(&p, "rope", "stream") == LC_OK && p.rope == LC_HIP_ROPE_STREAM);
     CHECK(lc_infinitehip_set(&p, "rope", "yarn") == LC_ERR_INVALID_ARG && msg_has("auto, extend"));
     CHECK(lc_infinitehip_set(&p, "heads", "some") == LC_ERR_INVALID_ARG);
+    CHECK(lc_infinitehip_set(&p, "stagger", "1") == LC_OK && p.stagger == 1);
+    CHECK(lc_infinitehip_set(&p, "stagger", "2") == LC_ERR_INVALID_ARG && msg_has("--hip-stagger"));
+    {
+        lc_infinitehip_params f;
+        lc_infinitehip_preset("3k-fine", &f);
+        f.stagger = 1;
+        CHECK(lc_infinitehip_validate(&f) == LC_OK);
+        CHECK(lc_infinitehip_set(&f, "chunks", "1") == LC_OK && lc_infinitehip_set(&f, "k", "2048") == LC_OK &&
+              lc_infinitehip_set(&f, "first-k", "2048") == LC_OK);
+        CHECK(lc_infinitehip_validate(&f) == LC_ERR_INVALID_ARG && msg_has("--hip-stagger"));
+    }
     CHECK(lc_infinitehip_set(&p, "bogus", "1") == LC_ERR_INVALID_ARG && msg_has("--hip-bogus"));
     CHECK(lc_infinitehip_set(&p, "sink", "-1") == LC_ERR_INVALID_ARG && msg_has("--hip-sink"));
 }

@@ -138,6 +138,24 @@ typedef struct hs_stage {
     int32_t          *in_n, *out_n;
 } hs_stage;
 
+/* The first stage's offset (a staggered grid) hs_stage_make gives first-stage cases. */
+static int32_t hs_first_offset = 0;
+
+/* The first stage's input as the contract states it: [n_sink, win0), split at n_sink + o when
+ * a first_offset o > 0 leaves tokens on both sides; returns the segment count. */
+static inline int32_t hs_first_segs(const lc_hip_stage_args *a, const lc_hip_qblock *q,
+                                    lc_hip_seg sg[2]) {
+    const int32_t n = q->win0 - a->n_sink, o = a->first_offset;
+    if (n <= 0) return 0;
+    if (o > 0 && n > o) {
+        sg[0] = (lc_hip_seg){a->n_sink, o};
+        sg[1] = (lc_hip_seg){a->n_sink + o, n - o};
+        return 2;
+    }
+    sg[0] = (lc_hip_seg){a->n_sink, n};
+    return 1;
+}
+
 /* in_src: 0 first stage; 1 random input lists; 2 the lists given in (given, given_n, cap). */
 static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk, int32_t n_keep,
                                  int32_t q_stride, int32_t mode, int32_t n_groups, int in_src,
@@ -175,13 +193,17 @@ static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk,
         memcpy(st->in_n, given_n, sizeof(int32_t) * (size_t)n_pairs);
     }
     a->in = st->in, a->in_n = st->in_n;
+    if (!st->in) a->first_offset = hs_first_offset % chunk;
     /* max_chunks: the exact largest chunk count */
     int32_t mx = 0;
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         const lc_hip_qblock *q = &w->qb[bg / n_groups];
         int32_t              n = 0;
-        if (!st->in) n = q->win0 > a->n_sink ? (q->win0 - a->n_sink + chunk - 1) / chunk : 0;
-        else
+        if (!st->in) {
+            lc_hip_seg    sg[2];
+            const int32_t ns = hs_first_segs(a, q, sg);
+            for (int32_t s = 0; s < ns; s++) n += (sg[s].len + chunk - 1) / chunk;
+        } else
             for (int32_t s = 0; s < st->in_n[bg]; s++)
                 n += (st->in[(int64_t)bg * a->in_cap + s].len + chunk - 1) / chunk;
         if (n > mx) mx = n;
@@ -275,8 +297,11 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
         const lc_hip_qblock *q = &w->qb[bg / ng];
         int64_t              n = 0;
-        if (!a->in) n = q->win0 > a->n_sink ? (q->win0 - a->n_sink + a->chunk - 1) / a->chunk : 0;
-        else
+        if (!a->in) {
+            lc_hip_seg    sg[2];
+            const int32_t ns = hs_first_segs(a, q, sg);
+            for (int32_t s = 0; s < ns; s++) n += (sg[s].len + a->chunk - 1) / a->chunk;
+        } else
             for (int32_t s = 0; s < a->in_n[bg]; s++)
                 n += (a->in[(int64_t)bg * a->in_cap + s].len + a->chunk - 1) / a->chunk;
         r->off[bg + 1] = r->off[bg] + n;
@@ -290,10 +315,10 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
         const lc_hip_qblock *q = &w->qb[bg / ng];
         int64_t              i = r->off[bg];
-        const int32_t        nin = a->in ? a->in_n[bg] : 1;
+        lc_hip_seg           first[2];
+        const int32_t        nin = a->in ? a->in_n[bg] : hs_first_segs(a, q, first);
         for (int32_t s = 0; s < nin; s++) {
-            lc_hip_seg sg = a->in ? a->in[(int64_t)bg * a->in_cap + s]
-                                  : (lc_hip_seg){a->n_sink, q->win0 - a->n_sink};
+            const lc_hip_seg sg = a->in ? a->in[(int64_t)bg * a->in_cap + s] : first[s];
             for (int32_t o = 0; o < sg.len; o += a->chunk, i++) {
                 r->start[i] = sg.start + o;
                 r->len[i]   = sg.len - o < a->chunk ? sg.len - o : a->chunk;
@@ -467,11 +492,16 @@ int main(void) {
                         const int32_t chunk = later ? (k % 3 ? 5 : 4) : (k % 4 ? 16 : 13);
                         const int32_t keep = later ? 3 + k % 4 : 4 + k % 5;
                         hs_stage st;
+                        /* first stages: the paper's grid, a staggered one (half a chunk), and
+                         * an offset of 1 */
+                        hs_first_offset = k % 3 == 1 ? chunk / 2 : k % 3 == 2 ? 1 : 0;
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
+                        hs_first_offset = 0;
                         char what[160];
-                        snprintf(what, sizeof what, "D%d H%d G%d %s %s groups %d q_stride %d l_c %d "
-                                 "keep %d P%d rot%d %s", cs.D, cs.H, cs.G, mode_name[mode],
-                                 later ? "later" : "first", ng, qs, chunk, keep, cs.P, cs.n_rot,
+                        snprintf(what, sizeof what, "D%d H%d G%d %s %s offset %d groups %d "
+                                 "q_stride %d l_c %d keep %d P%d rot%d %s", cs.D, cs.H, cs.G,
+                                 mode_name[mode], later ? "later" : "first", st.a.first_offset, ng,
+                                 qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         swaps += cpu_case(&w, &st, 0, what);
                         n_cases++;

@@ -182,11 +182,14 @@ static void run_grid(lc_backend *b, int pass) {
                         const int32_t chunk = later ? (k % 3 ? 5 : 4) : (k % 4 ? 16 : 13);
                         const int32_t keep  = later ? 3 + k % 4 : 4 + k % 5;
                         hs_stage      st;
+                        hs_first_offset = k % 3 == 1 ? chunk / 2 : k % 3 == 2 ? 1 : 0;
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
+                        hs_first_offset = 0;
                         char what[200];
-                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s groups %d b_q %d q_stride %d "
-                                 "l_c %d keep %d P%d rot%d %s", pass_name[pass],
-                                 cs.D, cs.H, cs.G, mode_name[mode], later ? "later" : "first", ng, bq,
+                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s offset %d groups %d b_q %d "
+                                 "q_stride %d l_c %d keep %d P%d rot%d %s", pass_name[pass],
+                                 cs.D, cs.H, cs.G, mode_name[mode], later ? "later" : "first",
+                                 st.a.first_offset, ng, bq,
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         const int32_t n_pairs = w.n_qb * ng;

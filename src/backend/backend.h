@@ -178,6 +178,9 @@ typedef struct lc_hip_stage_args {
     int32_t           max_chunks; /* >= the chunks of any (block, group) (launch size) */
     int32_t           in_cap;     /* capacity of each (block, group) input list */
     const lc_hip_seg *in;         /* [n_qb][n_groups][in_cap]; NULL: the first stage */
+    int32_t           first_offset; /* first stage only (in NULL), 0 .. chunk - 1: the chunk
+                                       grid starts at n_sink + first_offset, after one shorter
+                                       chunk [n_sink, n_sink + first_offset) (a staggered grid) */
     const int32_t    *in_n;       /* [n_qb][n_groups] segments in each input list */
     lc_hip_seg       *out;        /* [n_qb][n_groups][n_keep] */
     int32_t          *out_n;      /* [n_qb][n_groups] segments written */

@@ -125,13 +125,29 @@ static int cmp_ranked_desc(const void *x, const void *y) {
     return p->rank > q->rank ? -1 : (p->rank < q->rank); /* equal scores: the later chunk first */
 }
 
+/* The first stage's input: [n_sink, win0) as one segment, or two split at n_sink + first_offset
+ * (a staggered chunk grid); returns how many (0 when the block has no candidates). */
+static int32_t first_stage_segs(const lc_hip_stage_args *a, const lc_hip_qblock *qb,
+                                lc_hip_seg sg[2]) {
+    const int32_t lo = a->n_sink, hi = qb->win0, o = a->first_offset;
+    if (hi <= lo) return 0;
+    if (o <= 0 || hi - lo <= o) {
+        sg[0] = (lc_hip_seg){lo, hi - lo};
+        return 1;
+    }
+    sg[0] = (lc_hip_seg){lo, o};
+    sg[1] = (lc_hip_seg){lo + o, hi - lo - o};
+    return 2;
+}
+
 /* Count the chunks of a (block, group) pair's input list, validating it. */
 static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int32_t b, int32_t g,
                         int64_t *n_out) {
     int64_t n = 0;
     if (!a->in) {
-        const int32_t lo = a->n_sink, hi = qb->win0;
-        n = hi > lo ? ((int64_t)hi - lo + a->chunk - 1) / a->chunk : 0;
+        lc_hip_seg sg[2];
+        const int32_t ns = first_stage_segs(a, qb, sg);
+        for (int32_t s = 0; s < ns; s++) n += ((int64_t)sg[s].len + a->chunk - 1) / a->chunk;
     } else {
         const int64_t bg = (int64_t)b * a->n_groups + g;
         const int32_t nin = a->in_n[bg];
@@ -225,10 +241,10 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         const lc_hip_qblock *q = &qb[bg / a->n_groups];
         int64_t              i = j.coff[bg];
-        const int32_t        nin = a->in ? a->in_n[bg] : 1;
+        lc_hip_seg           first[2];
+        const int32_t        nin = a->in ? a->in_n[bg] : first_stage_segs(a, q, first);
         for (int32_t s = 0; s < nin; s++) {
-            lc_hip_seg sg = {a->n_sink, q->win0 - a->n_sink};
-            if (a->in) sg = a->in[(int64_t)bg * a->in_cap + s];
+            const lc_hip_seg sg = a->in ? a->in[(int64_t)bg * a->in_cap + s] : first[s];
             for (int32_t off = 0; off < sg.len; off += a->chunk, i++) {
                 j.cstart[i] = sg.start + off;
                 j.clen[i]   = sg.len - off < a->chunk ? sg.len - off : a->chunk;

@@ -90,7 +90,7 @@ struct stage_params {
     const uint16_t      *k;       // [n_pages][H][P][D] bf16
     const float         *cs, *sn; // [n_pos][n_rot/2]
     int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox, tab16;
-    int32_t              chunk, n_keep, q_stride, n_sink, n_stream, mode, n_groups;
+    int32_t              chunk, n_keep, q_stride, n_sink, n_stream, mode, n_groups, first_offset;
     int32_t              max_chunks, in_cap, n_mt, n_pairs;
     // score launch: units of a CTA = nb blocks x hpc heads; S tiles of 8 chunks per warp
     int32_t              hpc, nb, n_hsub, S, cpt, ctas_per_pair, unit_bytes, tab_stride, npg;
@@ -211,10 +211,30 @@ __device__ __forceinline__ float unrot_elem(const float *y, int d, int pos, cons
     return d < half ? y0 * c + y1 * s : y1 * c - y0 * s;
 }
 
+// The first stage's chunks of block q: [n_sink, win0) cut into l_c pieces, or, with a
+// first_offset o (a staggered grid), [n_sink, n_sink + o) and then l_c pieces from there (the
+// twin's first_stage_segs). first_chunk_count: how many; first_chunk: chunk c as (start, len).
+__device__ __forceinline__ bool first_split(const stage_params &p, const lc_hip_qblock &q) {
+    return p.first_offset > 0 && q.win0 - p.n_sink > p.first_offset;
+}
+__device__ __forceinline__ int first_chunk_count(const stage_params &p, const lc_hip_qblock &q) {
+    const int cand = q.win0 - p.n_sink;
+    if (cand <= 0) return 0;
+    if (!first_split(p, q)) return (int)(((int64_t)cand + p.chunk - 1) / p.chunk);
+    return 1 + (int)(((int64_t)cand - p.first_offset + p.chunk - 1) / p.chunk);
+}
+__device__ __forceinline__ int2 first_chunk(const stage_params &p, const lc_hip_qblock &q, int c) {
+    int start, end;
+    if (!first_split(p, q)) start = p.n_sink + c * p.chunk, end = start + p.chunk;
+    else if (c == 0) start = p.n_sink, end = p.n_sink + p.first_offset;
+    else start = p.n_sink + p.first_offset + (c - 1) * p.chunk, end = start + p.chunk;
+    return make_int2(start, min(end, q.win0) - start);
+}
+
 // Chunks of pair bg's list, capped at max_chunks (every thread of the block calls it).
 __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblock &q, int *scan_smem) {
     if (!p.in) {
-        const int n = q.win0 > p.n_sink ? (int)(((int64_t)q.win0 - p.n_sink + p.chunk - 1) / p.chunk) : 0;
+        const int n = first_chunk_count(p, q);
         return n < p.max_chunks ? n : p.max_chunks;
     }
     int nin = p.in_n[bg];
@@ -248,9 +268,8 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         if (!p.in) {
             const int n = pair_chunk_count(p, bg, q, scan_smem);
             for (int c = threadIdx.x; c < n; c += blockDim.x) {
-                const int start = p.n_sink + c * p.chunk;
-                ch[c]           = make_int2(start, min(p.chunk, q.win0 - start));
-                sc[c]           = 0u;
+                ch[c] = first_chunk(p, q, c);
+                sc[c] = 0u;
             }
             if (threadIdx.x == 0) p.n_ch[bg] = n;
             return;
@@ -948,6 +967,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
               ((uintptr_t)rope->sin % 16) == 0;
     p.chunk = a->chunk, p.n_keep = a->n_keep, p.q_stride = a->q_stride, p.n_sink = a->n_sink;
     p.n_stream = a->n_stream, p.mode = a->scan_rope, p.n_groups = a->n_groups;
+    p.first_offset = a->in ? 0 : a->first_offset;
     p.max_chunks = a->max_chunks, p.in_cap = a->in_cap, p.n_mt = (nq + 15) / 16;
     p.n_pairs = n_qb * a->n_groups;
     p.in = a->in, p.in_n = a->in_n, p.out = a->out, p.out_n = a->out_n;
