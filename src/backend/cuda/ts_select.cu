@@ -495,21 +495,17 @@ __global__ void __launch_bounds__(kThreads) ts_count_kernel(ts_params p) {
 }
 
 // ---- 8: the selected positions, in order ----
-__global__ void __launch_bounds__(kThreads) ts_collect_kernel(ts_params p) {
-    if (*p.flag) return;
-    const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
-    if (cand <= p.k) return;
-    __shared__ int scan_smem[32];
-    const uint2    st   = p.sel[bs];
-    const int      krem = (int)st.y;
-    const int      c = blockIdx.x, t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
-    const int4     ch = p.chunk[(size_t)bs * p.nch + c];
-    const float   *sc = p.score + (size_t)bs * p.max_cand;
-    int32_t       *list = p.list + (size_t)bs * p.list_cap;
-    int            run_eq = ch.w, run_out = ch.z;
+// The positions of block slot bs's candidates [t0, t1) that pass the threshold (key > T, or
+// == T among the first krem ties), written to the list from run_out on; run_eq: ties before t0.
+// Scores are read through L2 (__ldcg), as the fused kernel needs for scores other CTAs wrote.
+__device__ void collect_chunk(const ts_params &p, int bs, int t0, int t1, uint2 st, int run_eq,
+                              int run_out, int *scan_smem) {
+    const int    krem = (int)st.y;
+    const float *sc   = p.score + (size_t)bs * p.max_cand;
+    int32_t     *list = p.list + (size_t)bs * p.list_cap;
     for (int s0 = t0; s0 < t1; s0 += blockDim.x) {
-        const int      t   = s0 + threadIdx.x;
-        const uint32_t key = t < t1 ? score_key(sc[t]) : 0u;
+        const int      t     = s0 + threadIdx.x;
+        const uint32_t key   = t < t1 ? score_key(__ldcg(sc + t)) : 0u;
         const int      is_eq = t < t1 && key == st.x, is_gt = t < t1 && key > st.x;
         int            n_eq, n_sel;
         const int      er  = run_eq + block_excl_scan(is_eq, &n_eq, scan_smem);
@@ -518,6 +514,16 @@ __global__ void __launch_bounds__(kThreads) ts_collect_kernel(ts_params p) {
         if (sel && at < p.list_cap) list[at] = p.n_init + t;
         run_eq += n_eq, run_out += n_sel;
     }
+}
+
+__global__ void __launch_bounds__(kThreads) ts_collect_kernel(ts_params p) {
+    if (*p.flag) return;
+    const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
+    if (cand <= p.k) return;
+    __shared__ int scan_smem[32];
+    const int      c  = blockIdx.x, t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
+    const int4     ch = p.chunk[(size_t)bs * p.nch + c];
+    collect_chunk(p, bs, t0, t1, p.sel[bs], ch.w, ch.z, scan_smem);
 }
 
 // ---- 9: maximal runs ----
@@ -809,23 +815,9 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
             gb = block_sum(gb, scan_smem);
             eb = block_sum(eb, scan_smem);
             // the selected positions of chunk c, in order (as ts_collect_kernel)
-            const uint2  st   = s_sel[bs];
-            const int    krem = (int)st.y;
-            const int    t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
-            const float *sc   = p.score + (size_t)bs * p.max_cand;
-            int32_t     *list = p.list + (size_t)bs * p.list_cap;
-            int          run_eq = eb, run_out = gb + min(eb, krem);
-            for (int s0 = t0; s0 < t1; s0 += blockDim.x) {
-                const int      t     = s0 + tid;
-                const uint32_t key   = t < t1 ? score_key(__ldcg(sc + t)) : 0u;
-                const int      is_eq = t < t1 && key == st.x, is_gt = t < t1 && key > st.x;
-                int            n_eq, n_sel;
-                const int      er  = run_eq + block_excl_scan(is_eq, &n_eq, scan_smem);
-                const int      sel = is_gt || (is_eq && er < krem);
-                const int      at  = run_out + block_excl_scan(sel, &n_sel, scan_smem);
-                if (sel && at < p.list_cap) list[at] = p.n_init + t;
-                run_eq += n_eq, run_out += n_sel;
-            }
+            const uint2 st = s_sel[bs];
+            collect_chunk(p, bs, c * p.ch_len, min(cand, (c + 1) * p.ch_len), st, eb,
+                          gb + min(eb, (int)st.y), scan_smem);
         }
         grid.sync();
     }
