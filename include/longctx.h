@@ -392,6 +392,10 @@ typedef struct lc_infinitehip_params {
                                              grid half a chunk later, so a passage that
                                              straddles a chunk border in one layer lies whole
                                              in the next (0: the paper's grid in every layer) */
+    int32_t overlap;                      /* ours: 1 = the first stage's chunks start every half
+                                             chunk (2x its work), so a passage across a chunk
+                                             border lies whole in the chunk between; kept
+                                             chunks are merged (0: the paper's disjoint chunks) */
 } lc_infinitehip_params;
 
 /* The named presets: the paper's "3k" (the default), "fast", "flash", "5k", and ours
@@ -401,7 +405,7 @@ int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);
 /* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
  * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
- * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  (the chunks and k lists set
+ * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  overlap=0|1  (the chunks and k lists set
  * n_stages). LC_ERR_INVALID_ARG with a
  * message naming the option and the allowed values. Does not validate the whole set. */
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);

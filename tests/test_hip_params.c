@@ -79,6 +79,13 @@ static void check_set(void) {
         CHECK(lc_infinitehip_set(&f, "chunks", "1") == LC_OK && lc_infinitehip_set(&f, "k", "2048") == LC_OK &&
               lc_infinitehip_set(&f, "first-k", "2048") == LC_OK);
         CHECK(lc_infinitehip_validate(&f) == LC_ERR_INVALID_ARG && msg_has("--hip-stagger"));
+        f.stagger = 0;
+        CHECK(lc_infinitehip_set(&f, "overlap", "1") == LC_OK && f.overlap == 1);
+        CHECK(lc_infinitehip_validate(&f) == LC_ERR_INVALID_ARG && msg_has("--hip-overlap"));
+        CHECK(lc_infinitehip_set(&f, "overlap", "3") == LC_ERR_INVALID_ARG && msg_has("--hip-overlap"));
+        lc_infinitehip_preset("3k-fine64", &f);
+        f.overlap = 1;
+        CHECK(lc_infinitehip_validate(&f) == LC_OK);
     }
     CHECK(lc_infinitehip_set(&p, "bogus", "1") == LC_ERR_INVALID_ARG && msg_has("--hip-bogus"));
     CHECK(lc_infinitehip_set(&p, "sink", "-1") == LC_ERR_INVALID_ARG && msg_has("--hip-sink"));

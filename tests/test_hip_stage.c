@@ -138,22 +138,30 @@ typedef struct hs_stage {
     int32_t          *in_n, *out_n;
 } hs_stage;
 
-/* The first stage's offset (a staggered grid) hs_stage_make gives first-stage cases. */
-static int32_t hs_first_offset = 0;
+/* The first stage's offset (a staggered grid) and stride (overlapping chunks) hs_stage_make
+ * gives first-stage cases. */
+static int32_t hs_first_offset = 0, hs_first_stride = 0;
 
-/* The first stage's input as the contract states it: [n_sink, win0), split at n_sink + o when
- * a first_offset o > 0 leaves tokens on both sides; returns the segment count. */
-static inline int32_t hs_first_segs(const lc_hip_stage_args *a, const lc_hip_qblock *q,
-                                    lc_hip_seg sg[2]) {
-    const int32_t n = q->win0 - a->n_sink, o = a->first_offset;
-    if (n <= 0) return 0;
-    if (o > 0 && n > o) {
-        sg[0] = (lc_hip_seg){a->n_sink, o};
-        sg[1] = (lc_hip_seg){a->n_sink + o, n - o};
-        return 2;
+/* The first stage's chunks as the contract states them, by walking: a head chunk [n_sink,
+ * n_sink + o) when a first_offset o > 0 leaves tokens past it, then chunks of l_c starting
+ * every stride tokens until one reaches win0. Writes up to cap chunks, returns how many. */
+static inline int32_t hs_first_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *q,
+                                      lc_hip_seg *out, int32_t cap) {
+    const int32_t lo = a->n_sink, hi = q->win0, o = a->first_offset;
+    const int32_t s = a->first_stride > 0 ? a->first_stride : a->chunk;
+    int32_t       n = 0, at = lo;
+    if (hi <= lo) return 0;
+    if (o > 0 && hi - lo > o) {
+        if (n < cap) out[n] = (lc_hip_seg){lo, o};
+        n++, at = lo + o;
     }
-    sg[0] = (lc_hip_seg){a->n_sink, n};
-    return 1;
+    for (;; at += s) {
+        const int32_t end = at + a->chunk < hi ? at + a->chunk : hi;
+        if (n < cap) out[n] = (lc_hip_seg){at, end - at};
+        n++;
+        if (end == hi) break;
+    }
+    return n;
 }
 
 /* in_src: 0 first stage; 1 random input lists; 2 the lists given in (given, given_n, cap). */
@@ -193,17 +201,14 @@ static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk,
         memcpy(st->in_n, given_n, sizeof(int32_t) * (size_t)n_pairs);
     }
     a->in = st->in, a->in_n = st->in_n;
-    if (!st->in) a->first_offset = hs_first_offset % chunk;
+    if (!st->in) a->first_offset = hs_first_offset % chunk, a->first_stride = hs_first_stride;
     /* max_chunks: the exact largest chunk count */
     int32_t mx = 0;
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         const lc_hip_qblock *q = &w->qb[bg / n_groups];
         int32_t              n = 0;
-        if (!st->in) {
-            lc_hip_seg    sg[2];
-            const int32_t ns = hs_first_segs(a, q, sg);
-            for (int32_t s = 0; s < ns; s++) n += (sg[s].len + chunk - 1) / chunk;
-        } else
+        if (!st->in) n = hs_first_chunks(a, q, NULL, 0);
+        else
             for (int32_t s = 0; s < st->in_n[bg]; s++)
                 n += (st->in[(int64_t)bg * a->in_cap + s].len + chunk - 1) / chunk;
         if (n > mx) mx = n;
@@ -297,11 +302,8 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
         const lc_hip_qblock *q = &w->qb[bg / ng];
         int64_t              n = 0;
-        if (!a->in) {
-            lc_hip_seg    sg[2];
-            const int32_t ns = hs_first_segs(a, q, sg);
-            for (int32_t s = 0; s < ns; s++) n += (sg[s].len + a->chunk - 1) / a->chunk;
-        } else
+        if (!a->in) n = hs_first_chunks(a, q, NULL, 0);
+        else
             for (int32_t s = 0; s < a->in_n[bg]; s++)
                 n += (a->in[(int64_t)bg * a->in_cap + s].len + a->chunk - 1) / a->chunk;
         r->off[bg + 1] = r->off[bg] + n;
@@ -315,10 +317,17 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
         const lc_hip_qblock *q = &w->qb[bg / ng];
         int64_t              i = r->off[bg];
-        lc_hip_seg           first[2];
-        const int32_t        nin = a->in ? a->in_n[bg] : hs_first_segs(a, q, first);
-        for (int32_t s = 0; s < nin; s++) {
-            const lc_hip_seg sg = a->in ? a->in[(int64_t)bg * a->in_cap + s] : first[s];
+        if (!a->in) {
+            const int32_t nf = (int32_t)(r->off[bg + 1] - i);
+            lc_hip_seg   *fc = malloc(sizeof(lc_hip_seg) * (size_t)(nf + 1));
+            hs_first_chunks(a, q, fc, nf);
+            for (int32_t c = 0; c < nf; c++, i++)
+                r->start[i] = fc[c].start, r->len[i] = fc[c].len, cbg[i] = bg;
+            free(fc);
+            continue;
+        }
+        for (int32_t s = 0; s < a->in_n[bg]; s++) {
+            const lc_hip_seg sg = a->in[(int64_t)bg * a->in_cap + s];
             for (int32_t o = 0; o < sg.len; o += a->chunk, i++) {
                 r->start[i] = sg.start + o;
                 r->len[i]   = sg.len - o < a->chunk ? sg.len - o : a->chunk;
@@ -408,16 +417,21 @@ static inline int64_t hs_check(const hs_world *w, const lc_hip_stage_args *a, co
                w->qb[b].win0, bg % a->n_groups, out_n[bg], expect, (long long)n);
         if (out_n[bg] != expect) continue;
         uint8_t *kept = calloc((size_t)n + 1, 1);
-        int32_t  prev = -1, bad = 0;
+        int32_t  prev = -1, bad = 0, prev_end = INT32_MIN;
         for (int32_t k = 0; k < expect; k++) {
+            /* kept chunks in rank order, each starting where the kept one before it ends when
+             * they overlap (chunk ends increase with rank, so a segment is found by its end) */
             const lc_hip_seg s = out[(int64_t)bg * a->n_keep + k];
-            int64_t          lo = 0, hi = n - 1, at = -1; /* chunk starts increase with rank */
+            const int32_t    s_end = s.start + s.len;
+            int64_t          lo = 0, hi = n - 1, at = -1;
             while (lo <= hi) {
-                const int64_t m = (lo + hi) / 2;
-                if (r->start[c0 + m] == s.start) { at = m; break; }
-                if (r->start[c0 + m] < s.start) lo = m + 1; else hi = m - 1;
+                const int64_t m = (lo + hi) / 2, e = (int64_t)r->start[c0 + m] + r->len[c0 + m];
+                if (e == s_end) { at = m; break; }
+                if (e < s_end) lo = m + 1; else hi = m - 1;
             }
-            if (at < 0 || r->len[c0 + at] != s.len || at <= prev) {
+            const int32_t want = at < 0 ? 0 : r->start[c0 + at] > prev_end ? r->start[c0 + at] : prev_end;
+            prev_end = s_end;
+            if (at < 0 || s.start != want || s.len <= 0 || at <= prev) {
                 bad = 1;
                 fprintf(stderr, "  %s: pair %d segment %d [%d, +%d) is not the next chunk of the "
                         "list (rank %lld after %d)\n", what, bg, k, s.start, s.len, (long long)at, prev);
@@ -495,12 +509,14 @@ int main(void) {
                         /* first stages: the paper's grid, a staggered one (half a chunk), and
                          * an offset of 1 */
                         hs_first_offset = k % 3 == 1 ? chunk / 2 : k % 3 == 2 ? 1 : 0;
+                        hs_first_stride = (k / 3) % 2 ? chunk / 2 : 0; /* overlapping chunks */
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
-                        hs_first_offset = 0;
-                        char what[160];
-                        snprintf(what, sizeof what, "D%d H%d G%d %s %s offset %d groups %d "
+                        hs_first_offset = 0, hs_first_stride = 0;
+                        char what[180];
+                        snprintf(what, sizeof what, "D%d H%d G%d %s %s offset %d stride %d groups %d "
                                  "q_stride %d l_c %d keep %d P%d rot%d %s", cs.D, cs.H, cs.G,
-                                 mode_name[mode], later ? "later" : "first", st.a.first_offset, ng,
+                                 mode_name[mode], later ? "later" : "first", st.a.first_offset,
+                                 st.a.first_stride, ng,
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         swaps += cpu_case(&w, &st, 0, what);
@@ -535,13 +551,17 @@ int main(void) {
         hs_stage_free(&st);
         hs_world_free(&w);
     }
-    /* three chained stages (the 3k preset's shape, small): 64 -> 16 -> 4 */
-    for (int mode = 0; mode < 3; mode++) {
+    /* three chained stages (the 3k preset's shape, small): 64 -> 16 -> 4; modes 3-5 again with
+     * overlapping first-stage chunks (stride 32), whose clipped output feeds stage 2 */
+    for (int mode6 = 0; mode6 < 6; mode6++) {
+        const int mode = mode6 % 3;
+        hs_first_stride = mode6 >= 3 ? 32 : 0;
         hs_case  cs = {64, 2, 4, 16, 64, LC_ROPE_NORM, 32, 16, 64, 0, 0, 0, 2, {3000, 4000}, {1, 45}};
         hs_world w;
         hs_world_make(&cs, &w);
         hs_stage s1, s2, s3;
         hs_stage_make(&w, &s1, 64, 8, 4, mode, 1, 0, NULL, NULL, 0);
+        hs_first_stride = 0;
         swaps += cpu_case(&w, &s1, 0, "chain stage 1");
         hs_stage_make(&w, &s2, 16, 12, 4, mode, 1, 2, s1.out, s1.out_n, 8);
         swaps += cpu_case(&w, &s2, 0, "chain stage 2");

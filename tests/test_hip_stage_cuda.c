@@ -183,13 +183,14 @@ static void run_grid(lc_backend *b, int pass) {
                         const int32_t keep  = later ? 3 + k % 4 : 4 + k % 5;
                         hs_stage      st;
                         hs_first_offset = k % 3 == 1 ? chunk / 2 : k % 3 == 2 ? 1 : 0;
+                        hs_first_stride = (k / 3) % 2 ? chunk / 2 : 0; /* overlapping chunks */
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
-                        hs_first_offset = 0;
-                        char what[200];
-                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s offset %d groups %d b_q %d "
+                        hs_first_offset = 0, hs_first_stride = 0;
+                        char what[220];
+                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s offset %d stride %d groups %d b_q %d "
                                  "q_stride %d l_c %d keep %d P%d rot%d %s", pass_name[pass],
                                  cs.D, cs.H, cs.G, mode_name[mode], later ? "later" : "first",
-                                 st.a.first_offset, ng, bq,
+                                 st.a.first_offset, st.a.first_stride, ng, bq,
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         const int32_t n_pairs = w.n_qb * ng;

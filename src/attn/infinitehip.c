@@ -202,8 +202,11 @@ static void stage_setup(const hip_impl *h, int32_t layer, int32_t i, int32_t max
     sa->in_cap     = i ? keep_of(h, layer, i - 1) : 0;
     /* stagger: odd layers start the first stage's grid half a chunk later (one more chunk) */
     sa->first_offset = !i && p->stagger && (layer & 1) ? p->chunk[0] / 2 : 0;
+    /* overlap: the first stage's chunks start every half chunk */
+    sa->first_stride = !i && p->overlap ? p->chunk[0] / 2 : 0;
     sa->max_chunks = i ? keep_of(h, layer, i - 1) * (p->chunk[i - 1] / p->chunk[i])
-                       : ceil_div(max_cand, p->chunk[0]) + (sa->first_offset > 0);
+                       : ceil_div(max_cand, sa->first_stride ? sa->first_stride : p->chunk[0]) +
+                             (sa->first_offset > 0);
     if (sa->max_chunks < 1) sa->max_chunks = 1;
 }
 

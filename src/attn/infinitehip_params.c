@@ -154,6 +154,7 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     if (same_opt(name, "dense-layers")) return parse_int(name, value, 0, 1 << 16, &p->dense_layers);
     if (same_opt(name, "rope")) return lc_opt_rope("hip", value, true, &p->rope);
     if (same_opt(name, "stagger")) return parse_int(name, value, 0, 1, &p->stagger);
+    if (same_opt(name, "overlap")) return parse_int(name, value, 0, 1, &p->overlap);
     if (same_opt(name, "heads")) {
         if (strcmp(value, "all") == 0) return p->per_group = 0, LC_OK;
         if (strcmp(value, "group") == 0) return p->per_group = 1, LC_OK;
@@ -161,7 +162,7 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     }
     return lc_fail(LC_ERR_INVALID_ARG, "unknown InfiniteHiP option --hip-%s (known: chunks, k, "
                    "refresh, q-stride, block-q, sink, stream, first-layers, first-k, "
-                   "dense-layers, rope, heads, stagger)", name);
+                   "dense-layers, rope, heads, stagger, overlap)", name);
 }
 
 int lc_infinitehip_validate(const lc_infinitehip_params *p) {
@@ -223,6 +224,11 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p) {
     if (p->stagger && p->chunk[0] < 2)
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-stagger=1 needs a first-stage chunk of at "
                        "least 2 (--hip-chunks starts with %d)", p->chunk[0]);
+    if (p->overlap != 0 && p->overlap != 1)
+        return lc_fail(LC_ERR_INVALID_ARG, "--hip-overlap: %d; allowed 0 or 1", p->overlap);
+    if (p->overlap && (p->chunk[0] < 2 || N < 2))
+        return lc_fail(LC_ERR_INVALID_ARG, "--hip-overlap=1 needs a first-stage chunk of at least "
+                       "2 and a later stage (chunks %d, %d stages)", p->chunk[0], N);
     return LC_OK;
 }
 
@@ -245,10 +251,10 @@ int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t ca
     for (int32_t i = 0; i < p->n_stages && i < LC_HIP_MAX_STAGES; i++)
         PUT("%s%d", i ? "," : "", p->q_stride[i]);
     PUT(" block-q=%d sink=%d stream=%d first-layers=%d first-k=%d dense-layers=%d rope=%s "
-        "heads=%s stagger=%d",
+        "heads=%s stagger=%d overlap=%d",
         p->block_q, p->n_sink, p->n_stream, p->first_layers, p->first_k, p->dense_layers,
         lc_rope_mode_name(p->rope),
-        p->per_group ? "group" : "all", p->stagger);
+        p->per_group ? "group" : "all", p->stagger, p->overlap);
 #undef PUT
     if (at >= cap) return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);
     return LC_OK;

@@ -181,6 +181,11 @@ typedef struct lc_hip_stage_args {
     int32_t           first_offset; /* first stage only (in NULL), 0 .. chunk - 1: the chunk
                                        grid starts at n_sink + first_offset, after one shorter
                                        chunk [n_sink, n_sink + first_offset) (a staggered grid) */
+    int32_t           first_stride; /* first stage only, 0 .. chunk (0: chunk): the grid's chunks
+                                       of l_c start every first_stride tokens, the last ending
+                                       at win0; with a stride below l_c they overlap, and each
+                                       kept chunk is written clipped to start where the kept
+                                       one before it ends (the output stays disjoint) */
     const int32_t    *in_n;       /* [n_qb][n_groups] segments in each input list */
     lc_hip_seg       *out;        /* [n_qb][n_groups][n_keep] */
     int32_t          *out_n;      /* [n_qb][n_groups] segments written */

@@ -125,19 +125,30 @@ static int cmp_ranked_desc(const void *x, const void *y) {
     return p->rank > q->rank ? -1 : (p->rank < q->rank); /* equal scores: the later chunk first */
 }
 
-/* The first stage's input: [n_sink, win0) as one segment, or two split at n_sink + first_offset
- * (a staggered chunk grid); returns how many (0 when the block has no candidates). */
-static int32_t first_stage_segs(const lc_hip_stage_args *a, const lc_hip_qblock *qb,
-                                lc_hip_seg sg[2]) {
-    const int32_t lo = a->n_sink, hi = qb->win0, o = a->first_offset;
-    if (hi <= lo) return 0;
-    if (o <= 0 || hi - lo <= o) {
-        sg[0] = (lc_hip_seg){lo, hi - lo};
-        return 1;
-    }
-    sg[0] = (lc_hip_seg){lo, o};
-    sg[1] = (lc_hip_seg){lo + o, hi - lo - o};
-    return 2;
+/* The first stage's chunks of a block (contract in backend.h, first_offset / first_stride):
+ * a head chunk [n_sink, n_sink + o) when o > 0 leaves tokens past it, then chunks of l_c every
+ * s tokens from there (s = first_stride, 0: l_c), the last one ending at win0. first_count: how
+ * many; first_chunk: chunk c. */
+typedef struct first_grid {
+    int32_t lo, hi, head, base, stride, n;
+} first_grid;
+
+static first_grid first_grid_of(const lc_hip_stage_args *a, const lc_hip_qblock *qb) {
+    first_grid g = {a->n_sink, qb->win0, 0, a->n_sink, a->first_stride > 0 ? a->first_stride : a->chunk, 0};
+    const int64_t cand = (int64_t)g.hi - g.lo;
+    if (cand <= 0) return g;
+    g.head = a->first_offset > 0 && cand > a->first_offset;
+    g.base = g.lo + (g.head ? a->first_offset : 0);
+    const int64_t rest = (int64_t)g.hi - g.base;
+    g.n = g.head + (rest <= a->chunk ? 1 : 1 + (int32_t)((rest - a->chunk + g.stride - 1) / g.stride));
+    return g;
+}
+
+static lc_hip_seg first_chunk(const lc_hip_stage_args *a, const first_grid *g, int64_t c) {
+    if (g->head && c == 0) return (lc_hip_seg){g->lo, g->base - g->lo};
+    const int64_t start = g->base + (c - g->head) * (int64_t)g->stride;
+    const int64_t end   = start + a->chunk < g->hi ? start + a->chunk : g->hi;
+    return (lc_hip_seg){(int32_t)start, (int32_t)(end - start)};
 }
 
 /* Count the chunks of a (block, group) pair's input list, validating it. */
@@ -145,9 +156,7 @@ static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int
                         int64_t *n_out) {
     int64_t n = 0;
     if (!a->in) {
-        lc_hip_seg sg[2];
-        const int32_t ns = first_stage_segs(a, qb, sg);
-        for (int32_t s = 0; s < ns; s++) n += ((int64_t)sg[s].len + a->chunk - 1) / a->chunk;
+        n = first_grid_of(a, qb).n;
     } else {
         const int64_t bg = (int64_t)b * a->n_groups + g;
         const int32_t nin = a->in_n[bg];
@@ -241,10 +250,17 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         const lc_hip_qblock *q = &qb[bg / a->n_groups];
         int64_t              i = j.coff[bg];
-        lc_hip_seg           first[2];
-        const int32_t        nin = a->in ? a->in_n[bg] : first_stage_segs(a, q, first);
-        for (int32_t s = 0; s < nin; s++) {
-            const lc_hip_seg sg = a->in ? a->in[(int64_t)bg * a->in_cap + s] : first[s];
+        if (!a->in) {
+            const first_grid fg = first_grid_of(a, q);
+            for (int32_t c = 0; c < fg.n; c++, i++) {
+                const lc_hip_seg ch = first_chunk(a, &fg, c);
+                j.cstart[i] = ch.start, j.clen[i] = ch.len;
+                j.crank[i] = c, j.cbg[i] = bg;
+            }
+            continue;
+        }
+        for (int32_t s = 0; s < a->in_n[bg]; s++) {
+            const lc_hip_seg sg = a->in[(int64_t)bg * a->in_cap + s];
             for (int32_t off = 0; off < sg.len; off += a->chunk, i++) {
                 j.cstart[i] = sg.start + off;
                 j.clen[i]   = sg.len - off < a->chunk ? sg.len - off : a->chunk;
@@ -299,19 +315,24 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         const int64_t c0 = j.coff[bg], n = j.coff[bg + 1] - c0;
         lc_hip_seg   *out = a->out + (int64_t)bg * a->n_keep;
+        int32_t       w   = 0;
         if (n <= a->n_keep) {
-            for (int64_t c = 0; c < n; c++) out[c] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
-            a->out_n[bg] = (int32_t)n;
-            continue;
+            for (int64_t c = 0; c < n; c++) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
+        } else {
+            for (int64_t c = 0; c < n; c++) rk[c] = (ranked){score_key(j.cscore[c0 + c]), (int32_t)c};
+            qsort(rk, (size_t)n, sizeof(ranked), cmp_ranked_desc);
+            /* mark the kept ranks, then write them in rank order */
+            for (int64_t c = 0; c < n; c++) kept[c] = 0;
+            for (int32_t k = 0; k < a->n_keep; k++) kept[rk[k].rank] = 1;
+            for (int64_t c = 0; c < n; c++)
+                if (kept[c]) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
         }
-        for (int64_t c = 0; c < n; c++) rk[c] = (ranked){score_key(j.cscore[c0 + c]), (int32_t)c};
-        qsort(rk, (size_t)n, sizeof(ranked), cmp_ranked_desc);
-        /* mark the kept ranks, then write them in rank order */
-        for (int64_t c = 0; c < n; c++) kept[c] = 0;
-        for (int32_t k = 0; k < a->n_keep; k++) kept[rk[k].rank] = 1;
-        int32_t w = 0;
-        for (int64_t c = 0; c < n; c++)
-            if (kept[c]) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
+        /* overlapping first-stage chunks: each kept one starts where the one before it ends (the
+         * ends rise with rank, so the output stays sorted and disjoint) */
+        for (int32_t k = 1; k < w; k++) {
+            const int32_t prev_end = out[k - 1].start + out[k - 1].len, end = out[k].start + out[k].len;
+            if (out[k].start < prev_end) out[k].start = prev_end, out[k].len = end - prev_end;
+        }
         a->out_n[bg] = w;
     }
 done:

@@ -91,6 +91,7 @@ struct stage_params {
     const float         *cs, *sn; // [n_pos][n_rot/2]
     int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox, tab16;
     int32_t              chunk, n_keep, q_stride, n_sink, n_stream, mode, n_groups, first_offset;
+    int32_t              first_stride; // first stage: chunk starts every first_stride tokens
     int32_t              max_chunks, in_cap, n_mt, n_pairs;
     // score launch: units of a CTA = nb blocks x hpc heads; S tiles of 8 chunks per warp
     int32_t              hpc, nb, n_hsub, S, cpt, ctas_per_pair, unit_bytes, tab_stride, npg;
@@ -211,24 +212,23 @@ __device__ __forceinline__ float unrot_elem(const float *y, int d, int pos, cons
     return d < half ? y0 * c + y1 * s : y1 * c - y0 * s;
 }
 
-// The first stage's chunks of block q: [n_sink, win0) cut into l_c pieces, or, with a
-// first_offset o (a staggered grid), [n_sink, n_sink + o) and then l_c pieces from there (the
-// twin's first_stage_segs). first_chunk_count: how many; first_chunk: chunk c as (start, len).
-__device__ __forceinline__ bool first_split(const stage_params &p, const lc_hip_qblock &q) {
+// The first stage's chunks of block q (the twin's first_grid_of / first_chunk): a head chunk
+// [n_sink, n_sink + o) when a first_offset o leaves tokens past it, then chunks of l_c every
+// first_stride tokens (0: l_c) from there, the last ending at win0.
+__device__ __forceinline__ bool first_head(const stage_params &p, const lc_hip_qblock &q) {
     return p.first_offset > 0 && q.win0 - p.n_sink > p.first_offset;
 }
 __device__ __forceinline__ int first_chunk_count(const stage_params &p, const lc_hip_qblock &q) {
-    const int cand = q.win0 - p.n_sink;
-    if (cand <= 0) return 0;
-    if (!first_split(p, q)) return (int)(((int64_t)cand + p.chunk - 1) / p.chunk);
-    return 1 + (int)(((int64_t)cand - p.first_offset + p.chunk - 1) / p.chunk);
+    if (q.win0 <= p.n_sink) return 0;
+    const int head = first_head(p, q) ? 1 : 0;
+    const int rest = q.win0 - p.n_sink - (head ? p.first_offset : 0);
+    return head + (rest <= p.chunk ? 1 : 1 + (rest - p.chunk + p.first_stride - 1) / p.first_stride);
 }
 __device__ __forceinline__ int2 first_chunk(const stage_params &p, const lc_hip_qblock &q, int c) {
-    int start, end;
-    if (!first_split(p, q)) start = p.n_sink + c * p.chunk, end = start + p.chunk;
-    else if (c == 0) start = p.n_sink, end = p.n_sink + p.first_offset;
-    else start = p.n_sink + p.first_offset + (c - 1) * p.chunk, end = start + p.chunk;
-    return make_int2(start, min(end, q.win0) - start);
+    const int head = first_head(p, q) ? 1 : 0, base = p.n_sink + (head ? p.first_offset : 0);
+    if (head && c == 0) return make_int2(p.n_sink, p.first_offset);
+    const int start = base + (c - head) * p.first_stride;
+    return make_int2(start, min(start + p.chunk, q.win0) - start);
 }
 
 // Chunks of pair bg's list, capped at max_chunks (every thread of the block calls it).
@@ -405,7 +405,7 @@ template <int D> __device__ __forceinline__ void convert_dim(uint16_t *kbuf, int
 }
 
 // The n_keep best chunks of pair bg (all threads of the block call it; smem >= kSelHead ints).
-__device__ void select_pair(const stage_params &p, int bg, unsigned char *smem) {
+__device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *smem) {
     int            *hist = (int *)smem, *scan = hist + kSelBins, *misc = scan + 32;
     uint32_t       *kc   = (uint32_t *)(smem + kSelHead * 4);
     const int       tid = threadIdx.x, bd = blockDim.x;
@@ -489,6 +489,33 @@ __device__ void select_pair(const stage_params &p, int bg, unsigned char *smem) 
         }
     }
     if (tid == 0) p.out_n[bg] = tot_kept;
+}
+
+// select_pair_keep, then with overlapping first-stage chunks each kept chunk clipped to start
+// where the kept one before it ends (ends rise with rank; a chunk's end is never changed, so a
+// thread may read its neighbour's while that one is rewritten — both fields are read before
+// the barrier, written after it).
+__device__ void select_pair(const stage_params &p, int bg, unsigned char *smem) {
+    select_pair_keep(p, bg, smem);
+    if (p.in || p.first_stride >= p.chunk) return;
+    __syncthreads();
+    lc_hip_seg *out = p.out + (size_t)bg * p.n_keep;
+    const int   n   = p.out_n[bg];
+    for (int base = 0; base < n; base += blockDim.x) {
+        const int  i = base + threadIdx.x;
+        lc_hip_seg c = {0, 0};
+        if (i < n) {
+            c = out[i];
+            if (i > 0) {
+                const lc_hip_seg pv  = out[i - 1];
+                const int        end = c.start + c.len, pe = pv.start + pv.len;
+                if (c.start < pe) c.start = pe, c.len = end - pe;
+            }
+        }
+        __syncthreads();
+        if (i < n) out[i] = c;
+        __syncthreads();
+    }
 }
 
 // The key a descent state (lo, hi) probes at a step (-1: none): step 0 the chunk's first key,
@@ -968,6 +995,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.chunk = a->chunk, p.n_keep = a->n_keep, p.q_stride = a->q_stride, p.n_sink = a->n_sink;
     p.n_stream = a->n_stream, p.mode = a->scan_rope, p.n_groups = a->n_groups;
     p.first_offset = a->in ? 0 : a->first_offset;
+    p.first_stride = a->in || a->first_stride <= 0 ? a->chunk : a->first_stride;
     p.max_chunks = a->max_chunks, p.in_cap = a->in_cap, p.n_mt = (nq + 15) / 16;
     p.n_pairs = n_qb * a->n_groups;
     p.in = a->in, p.in_n = a->in_n, p.out = a->out, p.out_n = a->out_n;
