@@ -84,8 +84,9 @@ static void check_set(void) {
         CHECK(lc_infinitehip_validate(&f) == LC_ERR_INVALID_ARG && msg_has("--hip-overlap"));
         CHECK(lc_infinitehip_set(&f, "overlap", "3") == LC_ERR_INVALID_ARG && msg_has("--hip-overlap"));
         lc_infinitehip_preset("3k-fine64", &f);
-        f.overlap = 1;
-        CHECK(lc_infinitehip_validate(&f) == LC_OK);
+        CHECK(f.overlap == 1 && lc_infinitehip_validate(&f) == LC_OK); /* the preset overlaps */
+        lc_infinitehip_preset("3k", &f);
+        CHECK(f.overlap == 0 && f.stagger == 0); /* the paper's presets do not */
     }
     CHECK(lc_infinitehip_set(&p, "bogus", "1") == LC_ERR_INVALID_ARG && msg_has("--hip-bogus"));
     CHECK(lc_infinitehip_set(&p, "sink", "-1") == LC_ERR_INVALID_ARG && msg_has("--hip-sink"));
