@@ -1,7 +1,9 @@
 /*
  * cpu_hip_stage.c — one InfiniteHiP pruning stage, the CPU reference (contract: backend.h,
  * "InfiniteHiP selection and block-sparse attention"). For every query block and head group:
- * cut the candidate list into chunks of l_c tokens, score each chunk per query head with
+ * cut the candidate list into chunks of l_c tokens (the first stage on its grid: an optional
+ * head chunk, then chunks every first_stride tokens, overlapping below l_c — the kept ones are
+ * clipped to start where the previous kept one ends), score each chunk per query head with
  * SelectRep (a binary descent with two probes per step, keys rotated at the branch slot's
  * position of the stage's scan_rope), take the max over the group's heads, keep the n_keep
  * best chunks and write them as segments sorted by start.

@@ -5,8 +5,10 @@
 //
 // Two kernels on the backend's stream:
 //  1. prep: per (block, group) the chunk list [start, len) in rank order (the input segments
-//     cut into l_c pieces by a block scan, or the one segment [n_sink, win0) in the first
-//     stage), its scores and completion counter cleared; per (block, head, m-tile of 16) the
+//     cut into l_c pieces by a block scan, or in the first stage [n_sink, win0) cut on its
+//     grid: an optional shorter head chunk (first_offset), then l_c tokens every first_stride —
+//     overlapping when the stride is below l_c, the kept ones then clipped to stay disjoint,
+//     ours, not the paper's), its scores and completion counter cleared; per (block, head, m-tile of 16) the
 //     pooled queries (rows rotated at the mode's query position, averaged over q_stride) as
 //     mma.sync A fragments (PLAIN: fp16, as its keys; else bf16). With RELATIVE RoPE the key
 //     rotation is folded into the query, q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the
