@@ -160,7 +160,12 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
                         lc_hip_seg *const *seg, int32_t *const *n, int32_t first) {
     int64_t a, b;
     if (!trace_range(&a, &b) || pos < b) return;
-    lc_backend *be = h->b;
+    lc_backend *be      = h->b;
+    int32_t     cap_max = 0;
+    for (int32_t i = first; i < h->p.n_stages; i++)
+        if (keep_of(h, layer, i) > cap_max) cap_max = keep_of(h, layer, i);
+    lc_hip_seg *tmp = lc_malloc(sizeof(lc_hip_seg) * (size_t)(cap_max > 0 ? cap_max : 1), "trace");
+    if (!tmp) return;
     char        line[512];
     int         at = snprintf(line, sizeof line, "hip-trace layer %d %s pos %d needle [%" PRId64
                               ", %" PRId64 "):", layer, what, pos, a, b);
@@ -168,20 +173,18 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
         const int32_t cap = keep_of(h, layer, i);
         int64_t       best = 0;
         for (int32_t g = 0; g < h->n_groups; g++) { /* the group that keeps most of it */
-            int32_t     cnt = 0;
-            lc_hip_seg *tmp = lc_malloc(sizeof(lc_hip_seg) * (size_t)cap, "trace");
-            if (!tmp) return;
+            int32_t cnt = 0;
             if (be->download(be, &cnt, n[i] + g, sizeof cnt) == LC_OK && cnt >= 0 && cnt <= cap &&
                 be->download(be, tmp, seg[i] + (size_t)g * (size_t)cap,
                              sizeof(lc_hip_seg) * (size_t)cnt) == LC_OK) {
                 const int64_t c = trace_cover(tmp, cnt, a, b);
                 if (c > best) best = c;
             }
-            free(tmp);
         }
         at += snprintf(line + at, sizeof line - (size_t)at, " s%d %" PRId64 "/%" PRId64, i + 1,
                        best, b - a);
     }
+    free(tmp);
     fprintf(stderr, "%s\n", line);
 }
 

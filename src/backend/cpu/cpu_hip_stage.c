@@ -129,8 +129,8 @@ static int cmp_ranked_desc(const void *x, const void *y) {
 
 /* The first stage's chunks of a block (contract in backend.h, first_offset / first_stride):
  * a head chunk [n_sink, n_sink + o) when o > 0 leaves tokens past it, then chunks of l_c every
- * s tokens from there (s = first_stride, 0: l_c), the last one ending at win0. first_count: how
- * many; first_chunk: chunk c. */
+ * s tokens from there (s = first_stride, 0: l_c), the last one ending at win0. first_grid_of:
+ * the grid and its chunk count n; first_chunk: chunk c. */
 typedef struct first_grid {
     int32_t lo, hi, head, base, stride, n;
 } first_grid;
