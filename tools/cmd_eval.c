@@ -87,6 +87,7 @@ typedef struct tokbuf {
 } tokbuf;
 
 static bool tb_push(tokbuf *b, const int32_t *ids, size_t n) {
+    if (n == 0) return true; /* ids may be NULL (an empty chat prefix): memcpy must not see it */
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;
         while (cap < b->n + n) cap *= 2;
