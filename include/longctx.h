@@ -396,6 +396,12 @@ typedef struct lc_infinitehip_params {
                                              chunk (2x its work), so a passage across a chunk
                                              border lies whole in the chunk between; kept
                                              chunks are merged (0: the paper's disjoint chunks) */
+    int32_t kv_descent[LC_HIP_MAX_STAGES]; /* ours, per stage: 1 = SelectRep descends once per
+                                             KV head, the branch chosen by the max over all its
+                                             query heads' queries (one probe per KV head and step
+                                             instead of one per query head; the chunk score is
+                                             still the max over heads); 0: one descent per query
+                                             head (the paper's) */
 } lc_infinitehip_params;
 
 /* The named presets: the paper's "3k" (the default), "fast", "flash", "5k", and ours
@@ -406,7 +412,8 @@ int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);
 /* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
  * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
- * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  overlap=0|1  (the chunks and k lists set
+ * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  overlap=0|1  kv-descent=1,1,0
+ * (0 or 1 per stage)  (the chunks and k lists set
  * n_stages). LC_ERR_INVALID_ARG with a
  * message naming the option and the allowed values. Does not validate the whole set. */
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);

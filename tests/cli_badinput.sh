@@ -77,6 +77,7 @@ expect 2 "hip-chunks.*power of two" -- "$BIN" run -m "$MODEL" -p hi --attn infin
 expect 2 "hip-chunks.*divide" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,512,8
 expect 2 "hip-k.*more than" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=32768,8192,16384
 expect 2 "hip-overlap" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-overlap=2
+expect 2 "hip-kv-descent" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-kv-descent=1,3
 expect 2 "hip-overlap=1 needs" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256 --hip-k=2048 --hip-first-k=2048 --hip-overlap=1
 expect 2 "hip-stagger" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-stagger=5
 expect 2 "hip-block-q" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-block-q=0

@@ -87,6 +87,17 @@ static void check_set(void) {
         CHECK(f.overlap == 1 && lc_infinitehip_validate(&f) == LC_OK); /* the preset overlaps */
         lc_infinitehip_preset("3k", &f);
         CHECK(f.overlap == 0 && f.stagger == 0); /* the paper's presets do not */
+        /* one descent per KV head, per stage: 0 or 1 */
+        CHECK(f.kv_descent[0] == 0 && f.kv_descent[1] == 0 && f.kv_descent[2] == 0);
+        CHECK(lc_infinitehip_set(&f, "kv-descent", "1,1,0") == LC_OK && f.kv_descent[0] == 1 &&
+              f.kv_descent[1] == 1 && f.kv_descent[2] == 0 && f.n_stages == 3);
+        CHECK(lc_infinitehip_validate(&f) == LC_OK);
+        char d[512];
+        CHECK(lc_infinitehip_describe(&f, d, sizeof d) == LC_OK && strstr(d, "kv-descent=1,1,0"));
+        CHECK(lc_infinitehip_set(&f, "kv-descent", "1,2") == LC_ERR_INVALID_ARG &&
+              msg_has("--hip-kv-descent"));
+        f.kv_descent[2] = 5;
+        CHECK(lc_infinitehip_validate(&f) == LC_ERR_INVALID_ARG && msg_has("--hip-kv-descent"));
     }
     CHECK(lc_infinitehip_set(&p, "bogus", "1") == LC_ERR_INVALID_ARG && msg_has("--hip-bogus"));
     CHECK(lc_infinitehip_set(&p, "sink", "-1") == LC_ERR_INVALID_ARG && msg_has("--hip-sink"));

@@ -8,7 +8,8 @@
  * chunks of the list, sorted, min(n_chunks, n_keep) of them, and no kept chunk is beaten by a
  * dropped one beyond the tolerance (chunks whose scores tie within it may swap).
  * Cases: first stage and later stages (random input lists, odd lengths and alignments), all
- * three scan_rope modes, n_groups 1 and n_kv_head, q_stride 1 and 4 with ragged blocks, head
+ * three scan_rope modes, n_groups 1 and n_kv_head, one descent per query head or per KV head
+ * (kv_descent), q_stride 1 and 4 with ragged blocks, head
  * dims 64 and 128, GQA 1/3/4/8, both RoPE pairings, n_keep >= n_chunks, empty candidate
  * ranges, tail chunks shorter than l_c, exact ties (the later chunk first).
  *
@@ -141,6 +142,8 @@ typedef struct hs_stage {
 /* The first stage's offset (a staggered grid) and stride (overlapping chunks) hs_stage_make
  * gives first-stage cases. */
 static int32_t hs_first_offset = 0, hs_first_stride = 0;
+/* kv_descent (one SelectRep descent per KV head) hs_stage_make gives every stage it makes */
+static int32_t hs_kv_descent = 0;
 
 /* The first stage's chunks as the contract states them, by walking: a head chunk [n_sink,
  * n_sink + o) when a first_offset o > 0 leaves tokens past it, then chunks of l_c starting
@@ -173,7 +176,7 @@ static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk,
     const int32_t      n_pairs = w->n_qb * n_groups;
     a->chunk = chunk, a->n_keep = n_keep, a->q_stride = q_stride, a->n_sink = w->cs.n_sink;
     a->n_stream = w->cs.n_stream, a->scan_rope = mode, a->n_groups = n_groups;
-    a->max_rows = w->cs.b_q;
+    a->max_rows = w->cs.b_q, a->kv_descent = hs_kv_descent;
     if (in_src == 1) {
         a->in_cap = 12;
         st->in    = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)a->in_cap);
@@ -371,8 +374,11 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
         const int32_t        nq = (q->n_rows + a->q_stride - 1) / a->q_stride;
         const int32_t        h0 = ng == 1 ? 0 : g * G, h1 = ng == 1 ? n_head : (g + 1) * G;
         double               pt = -INFINITY, lo = -INFINITY, hi = -INFINITY, mag = 0;
-        for (int32_t h = h0; h < h1; h++) {
-            hs_desc d = {w, a, w->seqs[q->seq].page_table, h / G, nq, (int32_t)(i - r->off[bg]),
+        /* kv_descent: one descent per KV head over its G heads' queries (rows [h][u], so the
+         * G heads from h on are G * nq consecutive rows) */
+        const int32_t        hstep = a->kv_descent ? G : 1, nqd = a->kv_descent ? G * nq : nq;
+        for (int32_t h = h0; h < h1; h += hstep) {
+            hs_desc d = {w, a, w->seqs[q->seq].page_table, h / G, nqd, (int32_t)(i - r->off[bg]),
                          qd + qoff[b] + (int64_t)h * nq * D, tol, INFINITY, -INFINITY, 0, 0, 64, 0};
             hs_descend(&d, r->start[i], r->start[i] + r->len[i], 0, 0.0, 0.0, 1);
             if (d.pt_s > pt) pt = d.pt_s;
@@ -510,13 +516,14 @@ int main(void) {
                          * an offset of 1 */
                         hs_first_offset = k % 3 == 1 ? chunk / 2 : k % 3 == 2 ? 1 : 0;
                         hs_first_stride = (k / 3) % 2 ? chunk / 2 : 0; /* overlapping chunks */
+                        hs_kv_descent   = (k / 4) % 2; /* every mode, stage and grouping */
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
-                        hs_first_offset = 0, hs_first_stride = 0;
-                        char what[180];
-                        snprintf(what, sizeof what, "D%d H%d G%d %s %s offset %d stride %d groups %d "
-                                 "q_stride %d l_c %d keep %d P%d rot%d %s", cs.D, cs.H, cs.G,
+                        hs_first_offset = 0, hs_first_stride = 0, hs_kv_descent = 0;
+                        char what[200];
+                        snprintf(what, sizeof what, "D%d H%d G%d %s %s offset %d stride %d kv %d "
+                                 "groups %d q_stride %d l_c %d keep %d P%d rot%d %s", cs.D, cs.H, cs.G,
                                  mode_name[mode], later ? "later" : "first", st.a.first_offset,
-                                 st.a.first_stride, ng,
+                                 st.a.first_stride, st.a.kv_descent, ng,
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         swaps += cpu_case(&w, &st, 0, what);
@@ -552,10 +559,12 @@ int main(void) {
         hs_world_free(&w);
     }
     /* three chained stages (the 3k preset's shape, small): 64 -> 16 -> 4; modes 3-5 again with
-     * overlapping first-stage chunks (stride 32), whose clipped output feeds stage 2 */
-    for (int mode6 = 0; mode6 < 6; mode6++) {
+     * overlapping first-stage chunks (stride 32), whose clipped output feeds stage 2; modes 6-8
+     * again with one descent per KV head in stages 1-2 */
+    for (int mode6 = 0; mode6 < 9; mode6++) {
         const int mode = mode6 % 3;
-        hs_first_stride = mode6 >= 3 ? 32 : 0;
+        hs_first_stride = mode6 >= 3 && mode6 < 6 ? 32 : 0;
+        hs_kv_descent   = mode6 >= 6;
         hs_case  cs = {64, 2, 4, 16, 64, LC_ROPE_NORM, 32, 16, 64, 0, 0, 0, 2, {3000, 4000}, {1, 45}};
         hs_world w;
         hs_world_make(&cs, &w);
@@ -565,6 +574,7 @@ int main(void) {
         swaps += cpu_case(&w, &s1, 0, "chain stage 1");
         hs_stage_make(&w, &s2, 16, 12, 4, mode, 1, 2, s1.out, s1.out_n, 8);
         swaps += cpu_case(&w, &s2, 0, "chain stage 2");
+        hs_kv_descent = 0;
         hs_stage_make(&w, &s3, 4, 20, 1, mode, 1, 2, s2.out, s2.out_n, 12);
         swaps += cpu_case(&w, &s3, 0, "chain stage 3");
         hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
@@ -588,7 +598,10 @@ int main(void) {
         st.a.n_groups = 1, st.a.max_rows = 8;
         CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
               LC_ERR_INVALID_ARG);
-        st.a.max_rows = 16;
+        st.a.max_rows = 16, st.a.kv_descent = 2;
+        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+              LC_ERR_INVALID_ARG);
+        st.a.kv_descent = 0;
         CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) == LC_OK);
         hs_stage_free(&st);
         hs_world_free(&w);

@@ -15,7 +15,9 @@
  * (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, and the
  * Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill blocks) through the 3k
  * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE
- * (and again with rotated keys), and stage 1 chunk-indexed.
+ * (and again with rotated keys), and stage 1 chunk-indexed; with one descent per KV head
+ * (kv_descent) in the grid's odd quads, 64-row blocks, and the 8B chains (relative: all three
+ * stages; plain, rotated: stages 1-2), and refused past 256 rows per KV head.
  * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
  * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
  * Skips (exit 77) where no GPU is present.
@@ -184,13 +186,16 @@ static void run_grid(lc_backend *b, int pass) {
                         hs_stage      st;
                         hs_first_offset = k % 3 == 1 ? chunk / 2 : k % 3 == 2 ? 1 : 0;
                         hs_first_stride = (k / 3) % 2 ? chunk / 2 : 0; /* overlapping chunks */
+                        /* one descent per KV head: its G heads' pooled rows together (at most
+                         * 256 on CUDA: G 8 with 64 rows per block is refused, checked below) */
+                        hs_kv_descent = (k / 4) % 2 && cs.G * ((bq + qs - 1) / qs) <= 256;
                         hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
-                        hs_first_offset = 0, hs_first_stride = 0;
-                        char what[220];
-                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s offset %d stride %d groups %d b_q %d "
-                                 "q_stride %d l_c %d keep %d P%d rot%d %s", pass_name[pass],
+                        hs_first_offset = 0, hs_first_stride = 0, hs_kv_descent = 0;
+                        char what[240];
+                        snprintf(what, sizeof what, "%sD%d H%d G%d %s %s offset %d stride %d kv %d groups %d "
+                                 "b_q %d q_stride %d l_c %d keep %d P%d rot%d %s", pass_name[pass],
                                  cs.D, cs.H, cs.G, mode_name[mode], later ? "later" : "first",
-                                 st.a.first_offset, st.a.first_stride, ng, bq,
+                                 st.a.first_offset, st.a.first_stride, st.a.kv_descent, ng, bq,
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         const int32_t n_pairs = w.n_qb * ng;
@@ -206,13 +211,14 @@ static void run_grid(lc_backend *b, int pass) {
 }
 
 /* Big blocks: 128 and 256 pooled queries (8 and 16 m-tiles per unit), all three modes; then
- * plain RoPE again with rotated keys (rot). */
+ * plain RoPE again with rotated keys (rot); then 64-row blocks with one descent per KV head
+ * (G 4: 256 rows per unit, and 4 in the decode row's block). */
 static void run_big_blocks(lc_backend *b, int rot) {
     if (rot) setenv("LONGCTX_HIP_ROTATE", "1", 1);
-    for (int big = 0; big < 2; big++)
+    for (int big = 0; big < 3; big++)
         for (int mode = 0; mode < 3; mode++) {
             if (rot && mode != LC_HIP_SCAN_PLAIN) continue;
-            const int32_t bq = big ? 256 : 128;
+            const int32_t bq = big == 2 ? 64 : big ? 256 : 128;
             hs_case       cs = {128, 2, 4, 64, 128, mode == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 16, 64,
                                 0, 1, 0, 2, {2000, 900}, {bq + 40, 1}};
             hs_world      w;
@@ -220,10 +226,13 @@ static void run_big_blocks(lc_backend *b, int rot) {
             dev_world d;
             dev_world_make(b, &w, &d);
             hs_stage st;
-            hs_stage_make(&w, &st, 16, 9, 1, mode, big ? 2 : 1, big, NULL, NULL, 0);
+            hs_kv_descent = big == 2;
+            hs_stage_make(&w, &st, 16, 9, 1, mode, big == 1 ? 2 : 1, big == 1, NULL, NULL, 0);
+            hs_kv_descent = 0;
             char what[160];
-            snprintf(what, sizeof what, "%s%d-row blocks, q_stride 1, %s, %s stage",
-                     rot ? "[rotated keys] " : "", bq, mode_name[mode], big ? "later" : "first");
+            snprintf(what, sizeof what, "%s%d-row blocks, q_stride 1, %s, %s stage%s",
+                     rot ? "[rotated keys] " : "", bq, mode_name[mode], big == 1 ? "later" : "first",
+                     big == 2 ? ", one descent per KV head" : "");
             const int32_t n_pairs = w.n_qb * st.a.n_groups;
             lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * st.a.n_keep);
             int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
@@ -266,6 +275,26 @@ int main(void) {
         dev_world_free(b, &d);
         hs_world_free(&w);
     }
+    /* one descent per KV head over more than 256 pooled rows (G 8 x 64) is refused, by name */
+    {
+        hs_case  cs = {64, 1, 8, 16, 64, LC_ROPE_NORM, 64, 8, 16, 0, 1, 0, 1, {300}, {64}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        dev_world d;
+        dev_world_make(b, &w, &d);
+        hs_kv_descent = 1;
+        hs_stage st;
+        hs_stage_make(&w, &st, 16, 4, 1, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        hs_kv_descent = 0;
+        lc_hip_seg *go  = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 4);
+        int32_t    *gon = malloc(sizeof(int32_t) * (size_t)w.n_qb);
+        CHECK(gpu_stage(b, &w, &d, &st, go, gon) == LC_ERR_UNSUPPORTED &&
+              strstr(lc_last_error(), "KV head"));
+        free(go), free(gon);
+        hs_stage_free(&st);
+        dev_world_free(b, &d);
+        hs_world_free(&w);
+    }
     /* Llama-3.1-8B shape at 128K keys: the 3k preset's stages, chained on the GPU's outputs */
     if (!getenv("LC_TEST_SMALL")) {
         const int32_t T  = 131072;
@@ -292,18 +321,31 @@ int main(void) {
         hs_stage_make(&w, &s4, 256, 128, 4, LC_HIP_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &s4, g1, n1, "8B 128K stage 1, chunk-indexed RoPE", 0);
         hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3), hs_stage_free(&s4);
+        /* the same chain with one descent per KV head (4 heads x 16 or 64 pooled rows) */
+        hs_kv_descent = 1;
+        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1, one descent per KV head", 0);
+        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
+        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2, one descent per KV head", 0);
+        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
+        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, one descent per KV head", 0);
+        hs_kv_descent = 0;
+        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         /* plain RoPE (a context inside the trained window): the three stages chained, then
          * again with the prefill sequence's keys rotated into fp16 tiles first (the decode
          * row's block rotates its probes in the same calls) */
-        for (int rotated = 0; rotated < 2; rotated++) {
+        for (int rotated = 0; rotated < 3; rotated++) { /* 2: rotated, stages 1-2 per KV head */
             if (rotated) setenv("LONGCTX_HIP_ROTATE", "1", 1);
-            char what[3][64];
+            char what[3][80];
             for (int i = 0; i < 3; i++)
-                snprintf(what[i], sizeof what[i], "8B 128K stage %d, plain RoPE%s", i + 1,
-                         rotated ? ", rotated keys" : "");
+                snprintf(what[i], sizeof what[i], "8B 128K stage %d, plain RoPE%s%s", i + 1,
+                         rotated ? ", rotated keys" : "",
+                         rotated == 2 && i < 2 ? ", one descent per KV head" : "");
+            hs_kv_descent = rotated == 2;
             hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
             run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
             hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
+            hs_kv_descent = 0;
             run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
             hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
             run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);

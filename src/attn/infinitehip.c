@@ -201,6 +201,7 @@ static void stage_setup(const hip_impl *h, int32_t layer, int32_t i, int32_t max
     sa->chunk      = p->chunk[i];
     sa->n_keep     = keep_of(h, layer, i);
     sa->q_stride   = p->q_stride[i];
+    sa->kv_descent = p->kv_descent[i];
     sa->max_rows   = max_rows;
     sa->in_cap     = i ? keep_of(h, layer, i - 1) : 0;
     /* stagger: odd layers start the first stage's grid half a chunk later (one more chunk) */

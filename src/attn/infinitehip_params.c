@@ -143,9 +143,11 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     else if (same_opt(name, "k")) list = p->k;
     else if (same_opt(name, "refresh")) list = p->refresh, hi = 1 << 20;
     else if (same_opt(name, "q-stride")) list = p->q_stride, hi = 64;
+    else if (same_opt(name, "kv-descent")) list = p->kv_descent, lo = 0, hi = 1;
     if (list) {
         if ((st = parse_list(name, value, lo, hi, list, &n)) != LC_OK) return st;
-        /* the chunk and k lists set the stage count; refresh and q-stride lists are per stage */
+        /* the chunk and k lists set the stage count; refresh, q-stride and kv-descent lists are
+         * per stage */
         if (list == p->chunk || list == p->k) p->n_stages = n;
         return LC_OK;
     }
@@ -165,7 +167,7 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     }
     return lc_fail(LC_ERR_INVALID_ARG, "unknown InfiniteHiP option --hip-%s (known: chunks, k, "
                    "refresh, q-stride, block-q, sink, stream, first-layers, first-k, "
-                   "dense-layers, rope, heads, stagger, overlap)", name);
+                   "dense-layers, rope, heads, stagger, overlap, kv-descent)", name);
 }
 
 int lc_infinitehip_validate(const lc_infinitehip_params *p) {
@@ -195,6 +197,9 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p) {
         if (p->refresh[i] < 1 || p->refresh[i] > (1 << 20))
             return lc_fail(LC_ERR_INVALID_ARG, "--hip-refresh: stage %d interval %d; allowed 1 .. "
                            "1048576", i + 1, p->refresh[i]);
+        if (p->kv_descent[i] != 0 && p->kv_descent[i] != 1)
+            return lc_fail(LC_ERR_INVALID_ARG, "--hip-kv-descent: stage %d value %d; allowed 0 "
+                           "or 1", i + 1, p->kv_descent[i]);
         if (p->q_stride[i] < 1 || p->q_stride[i] > p->block_q)
             return lc_fail(LC_ERR_INVALID_ARG, "--hip-q-stride: stage %d stride %d; allowed 1 .. "
                            "block-q (%d)", i + 1, p->q_stride[i], p->block_q);
@@ -253,6 +258,9 @@ int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t ca
     PUT(" q-stride=");
     for (int32_t i = 0; i < p->n_stages && i < LC_HIP_MAX_STAGES; i++)
         PUT("%s%d", i ? "," : "", p->q_stride[i]);
+    PUT(" kv-descent=");
+    for (int32_t i = 0; i < p->n_stages && i < LC_HIP_MAX_STAGES; i++)
+        PUT("%s%d", i ? "," : "", p->kv_descent[i]);
     PUT(" block-q=%d sink=%d stream=%d first-layers=%d first-k=%d dense-layers=%d rope=%s "
         "heads=%s stagger=%d overlap=%d",
         p->block_q, p->n_sink, p->n_stream, p->first_layers, p->first_k, p->dense_layers,

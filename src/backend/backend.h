@@ -122,7 +122,11 @@ typedef struct lc_attn_seq {
  *   RELATIVE: every query row at n_stream + 1; key at 0 in the LEFT slot, 1 in the RIGHT slot;
  *   CHUNK:    query row at min(p, n_chunks + n_stream); every key of chunk c at c (slot
  *             ignored).
- * No 1/sqrt(d) scale (it does not change the order). A chunk's score is the max of score_h
+ * No 1/sqrt(d) scale (it does not change the order). With kv_descent (ours, not the paper's)
+ * the descent runs once per KV head: "query head h" above is the KV head's G query heads
+ * together, S(key, slot) the max over their pooled queries (G times the rows): one probe per
+ * KV head and step instead of G, the branch taken where any of the heads scores best.
+ * A chunk's score is the max of score_h
  * over the heads of its group: all query heads (n_groups == 1, the paper's and the reference's
  * default) or the query heads of one KV head (n_groups == n_kv_head, group g = heads
  * [g*G, (g+1)*G), G = n_head / n_kv_head). The stage keeps the n_keep chunks of highest score
@@ -189,6 +193,9 @@ typedef struct lc_hip_stage_args {
     const int32_t    *in_n;       /* [n_qb][n_groups] segments in each input list */
     lc_hip_seg       *out;        /* [n_qb][n_groups][n_keep] */
     int32_t          *out_n;      /* [n_qb][n_groups] segments written */
+    int32_t           kv_descent; /* 0: SelectRep per query head (the paper's); 1 (ours): one
+                                     descent per KV head, S() maxed over the pooled queries of
+                                     all G query heads of that KV head (contract above) */
 } lc_hip_stage_args;
 
 typedef struct lc_hip_sparse_args {

@@ -23,11 +23,12 @@ int lc_hip_stage_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
         (a->n_groups != 1 && a->n_groups != H) || a->max_rows < 1 || a->max_chunks < 0 ||
         (a->in && (!a->in_n || a->in_cap < 0)) || a->first_offset < 0 ||
         a->first_offset >= a->chunk || (a->in && a->first_offset != 0) || a->first_stride < 0 ||
-        a->first_stride > a->chunk || (a->in && a->first_stride != 0))
+        a->first_stride > a->chunk || (a->in && a->first_stride != 0) ||
+        (a->kv_descent != 0 && a->kv_descent != 1))
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: bad stage arguments (chunk %d, keep %d, "
-                       "q_stride %d, groups %d, scan_rope %d, first_offset %d, first_stride %d)", a->chunk,
-                       a->n_keep, a->q_stride, a->n_groups, a->scan_rope, a->first_offset,
-                       a->first_stride);
+                       "q_stride %d, groups %d, scan_rope %d, first_offset %d, first_stride %d, "
+                       "kv_descent %d)", a->chunk, a->n_keep, a->q_stride, a->n_groups,
+                       a->scan_rope, a->first_offset, a->first_stride, a->kv_descent);
     if (rope->n_rot > D || rope->n_rot < 0 || rope->n_rot % 2 || rope->n_pos < 1)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: n_rot %d with head dim %d", rope->n_rot, D);
     if (a->scan_rope == LC_HIP_SCAN_RELATIVE && (int64_t)a->n_stream + 1 >= rope->n_pos)

@@ -3,7 +3,8 @@
  * "InfiniteHiP selection and block-sparse attention"). For every query block and head group:
  * cut the candidate list into chunks of l_c tokens (the first stage on its grid: an optional
  * head chunk, then chunks every first_stride tokens, overlapping below l_c — the kept ones are
- * clipped to start where the previous kept one ends), score each chunk per query head with
+ * clipped to start where the previous kept one ends), score each chunk per query head (or,
+ * with kv_descent, per KV head over its query heads' queries together) with
  * SelectRep (a binary descent with two probes per step, keys rotated at the branch slot's
  * position of the stage's scan_rope), take the max over the group's heads, keep the n_keep
  * best chunks and write them as segments sorted by start.
@@ -85,7 +86,9 @@ static float score_chunk(const stage_job *j, int64_t i) {
     const int32_t            mode = a->scan_rope, D = j->kv->head_dim, nq = j->nq[b];
     float                    kr[HIP_MAX_D];
     float                    best = -INFINITY;
-    for (int32_t h = h0; h < h1; h++) {
+    /* kv_descent: one descent per KV head over its G heads' pooled queries (contiguous) */
+    const int32_t step = a->kv_descent ? j->G : 1, nqd = a->kv_descent ? j->G * nq : nq;
+    for (int32_t h = h0; h < h1; h += step) {
         const int32_t kvh = h / j->G;
         const float  *q   = j->qp + j->qoff[b] + (int64_t)h * nq * D;
         int32_t       lo = f, hi = f + len;
@@ -97,8 +100,8 @@ static float score_chunk(const stage_job *j, int64_t i) {
             if (mode == LC_HIP_SCAN_PLAIN) pl = lo, pr = mid;
             else if (mode == LC_HIP_SCAN_RELATIVE) pl = 0, pr = 1;
             else pl = pr = c;
-            const float sL = probe(j, key_at(j, pt, kvh, lo), pl, q, nq, kr);
-            const float sR = probe(j, key_at(j, pt, kvh, mid), pr, q, nq, kr);
+            const float sL = probe(j, key_at(j, pt, kvh, lo), pl, q, nqd, kr);
+            const float sR = probe(j, key_at(j, pt, kvh, mid), pr, q, nqd, kr);
             if (sR > sL) {
                 lo = mid, fin = sR, known = 1;
             } else {
@@ -109,7 +112,7 @@ static float score_chunk(const stage_job *j, int64_t i) {
         }
         if (!known) {
             const int32_t pr = mode == LC_HIP_SCAN_PLAIN ? lo : mode == LC_HIP_SCAN_RELATIVE ? 1 : c;
-            fin = probe(j, key_at(j, pt, kvh, lo), pr, q, nq, kr);
+            fin = probe(j, key_at(j, pt, kvh, lo), pr, q, nqd, kr);
         }
         if (fin > best) best = fin;
     }

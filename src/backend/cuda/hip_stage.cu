@@ -92,6 +92,9 @@ struct stage_params {
     const uint16_t      *k;       // [n_pages][H][P][D] bf16
     const float         *cs, *sn; // [n_pos][n_rot/2]
     int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox, tab16;
+    // scoring heads: per query head (n_uh = n_head, uhpk = hpk, rmul = 1) or, kv_descent, per
+    // KV head (n_uh = H, uhpk = 1, rmul = hpk: its query heads' pooled rows stacked, head-major)
+    int32_t              n_uh, uhpk, rmul;
     int32_t              chunk, n_keep, q_stride, n_sink, n_stream, mode, n_groups, first_offset;
     int32_t              first_stride; // first stage: chunk starts every first_stride tokens
     int32_t              max_chunks, in_cap, n_mt, n_pairs;
@@ -110,7 +113,7 @@ struct stage_params {
     int32_t             *cnt;    // [n_pairs] score CTAs done
     int2                *chunks; // [n_pairs][max_chunks]
     uint32_t            *scores; // [n_pairs][max_chunks]
-    uint32_t            *qfrag;  // [n_qb][n_head][2][n_mt][32 lanes][D/4] (bf16 pairs)
+    uint32_t            *qfrag;  // [n_qb][n_uh][2][n_mt][32 lanes][D/4] (bf16 pairs)
 };
 
 __device__ __forceinline__ uint32_t score_key(float s) {
@@ -256,7 +259,9 @@ __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblo
 // A fragments of one m-tile (16 pooled queries), natural m16n8k16 layout: lane l = 4g + c holds
 // D/4 registers, k-step t in [4t, 4t + 4): a0 = (row g, dims 16t + 2c + {0,1}), a1 = (row g + 8,
 // same dims), a2 = (row g, dims 16t + 8 + 2c + {0,1}), a3 = (row g + 8, those dims).
-// grid: n_pairs (chunk lists) + n_qb * n_head * n_mt (queries); block: kPrepThreads.
+// Scoring head uh's row rr (< rmul * nq): with kv_descent query head uh * hpk + rr / nq, pooled
+// query rr % nq; else head uh, query rr.
+// grid: n_pairs (chunk lists) + n_qb * n_uh * n_mt (queries); block: kPrepThreads.
 template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel(stage_params p) {
     constexpr int EL = 16 * D / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
     __shared__ float y[16][D];
@@ -296,19 +301,20 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         return;
     }
     const int           id = blockIdx.x - p.n_pairs;
-    const int           mt = id % p.n_mt, bh = id / p.n_mt, h = bh % p.n_head, b = bh / p.n_head;
+    const int           mt = id % p.n_mt, bh = id / p.n_mt, uh = bh % p.n_uh, b = bh / p.n_uh;
     const lc_hip_qblock q  = p.qb[b];
-    const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride;
-    if (mt * 16 >= nq) return; // no valid row: the scoring warp of this m-tile reads nothing
-    const int g   = p.n_groups == 1 ? 0 : h / p.hpk;
+    const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride, nqu = p.rmul * nq;
+    if (mt * 16 >= nqu) return; // no valid row: the scoring warp of this m-tile reads nothing
+    const int g   = p.n_groups == 1 ? 0 : uh / p.uhpk;
     const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
     const int nv  = p.mode == LC_HIP_SCAN_RELATIVE ? 2 : 1;
-    uint32_t *dst = p.qfrag + (size_t)(b * p.n_head + h) * 2 * p.n_mt * 32 * (D / 4);
+    uint32_t *dst = p.qfrag + (size_t)(b * p.n_uh + uh) * 2 * p.n_mt * 32 * (D / 4);
 #pragma unroll
     for (int e = 0; e < EL; e++) {
-        const int idx = e * kPrepThreads + threadIdx.x, ul = idx / D, d = idx % D, u = mt * 16 + ul;
+        const int idx = e * kPrepThreads + threadIdx.x, ul = idx / D, d = idx % D, rr = mt * 16 + ul;
+        const int hq = p.rmul == 1 ? 0 : rr / nq, u = rr - hq * nq, h = p.rmul == 1 ? uh : uh * p.hpk + hq;
         float     acc = 0.0f;
-        if (u < nq) {
+        if (rr < nqu) {
             const int r0 = u * p.q_stride, r1 = min(r0 + p.q_stride, q.n_rows);
             for (int r = r0; r < r1; r++) {
                 const int pp  = q.pos0 + r;
@@ -589,20 +595,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
     const int      bgrp = blockIdx.x / (p.n_hsub * p.H);
     const int      b = bgrp * p.nb + u / p.hpc, hh = hs * p.hpc + u % p.hpc;
 
-    if (b < p.n_qb && hh < p.hpk) { // the whole unit takes this branch
-        const int h       = kvh * p.hpk + hh;
+    if (b < p.n_qb && hh < p.uhpk) { // the whole unit takes this branch
+        const int h       = kvh * p.uhpk + hh; // scoring head
         const int bg      = b * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
         const int nch     = p.n_ch[bg];
         const int c_begin = blockIdx.y * p.cpt, c_end = min(nch, c_begin + p.cpt);
         if (c_begin < c_end) {
             const lc_hip_qblock q  = p.qb[b];
             const int32_t      *pt = p.seqs[q.seq].page_table;
-            const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride;
+            const int           nq = p.rmul * ((q.n_rows + p.q_stride - 1) / p.q_stride);
             const bool          rows_valid = mt * 16 < nq;
             const bool          ok0 = mt * 16 + g < nq, ok1 = mt * 16 + g + 8 < nq;
             uint32_t            aR[QR], aL[REL ? QR : 1];
             if (rows_valid) {
-                const uint32_t *qf = p.qfrag + (size_t)(b * p.n_head + h) * 2 * n_mt * 32 * QR + lane * QR;
+                const uint32_t *qf = p.qfrag + (size_t)(b * p.n_uh + h) * 2 * n_mt * 32 * QR + lane * QR;
                 const uint4    *s0 = (const uint4 *)(qf + (size_t)mt * 32 * QR);
                 const uint4    *s1 = (const uint4 *)(qf + (size_t)(n_mt + mt) * 32 * QR);
 #pragma unroll
@@ -932,7 +938,7 @@ template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int
 
 template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
     cudaStream_t  st    = lc_cuda_stream();
-    const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_head * p.n_mt;
+    const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_uh * p.n_mt;
     hip_prep_kernel<D><<<(unsigned)nprep, kPrepThreads, 0, st>>>(p);
     LC_CUDA_LAUNCHED();
     switch (p.mode) {
@@ -978,17 +984,18 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     if (!scratch || scratch_bytes < need)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: scratch of %zu bytes, %zu needed",
                        scratch_bytes, need);
-    const int nq = (a->max_rows + a->q_stride - 1) / a->q_stride;
     const int G  = n_head / H;
+    const int nq = (a->max_rows + a->q_stride - 1) / a->q_stride * (a->kv_descent ? G : 1);
     if (nq > 256)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %d pooled queries per block on CUDA "
-                       "(at most 256)", nq);
+        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %d pooled queries per block%s on CUDA "
+                       "(at most 256)", nq, a->kv_descent ? " and KV head" : "");
 
     stage_params p;
     memset(&p, 0, sizeof p);
     p.seqs = seqs, p.qb = qb, p.q_raw = q_raw, p.k = (const uint16_t *)kv->k;
     p.cs = rope->cos, p.sn = rope->sin;
     p.n_qb = n_qb, p.n_head = n_head, p.hpk = G, p.H = H, p.P = P;
+    p.n_uh = a->kv_descent ? H : n_head, p.uhpk = a->kv_descent ? 1 : G, p.rmul = a->kv_descent ? G : 1;
     p.p_shift = 0;
     while ((1 << p.p_shift) < P) p.p_shift++;
     p.n_pos = rope->n_pos, p.n_rot = rope->n_rot, p.neox = rope->pairing == LC_ROPE_NEOX;
@@ -1026,7 +1033,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.global_select     = test && *test && *test != '0';
     const bool rel      = a->scan_rope == LC_HIP_SCAN_RELATIVE;
     p.hpc = 4 / p.n_mt;
-    if (p.hpc > G) p.hpc = G;
+    if (p.hpc > p.uhpk) p.hpc = p.uhpk;
     if (p.hpc < 1) p.hpc = 1;
     p.nb = 1;
     if (p.global_select && !a->in) {
@@ -1035,7 +1042,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
         if (p.nb > n_qb) p.nb = n_qb;
         if (p.nb < 1) p.nb = 1;
     }
-    p.n_hsub  = (G + p.hpc - 1) / p.hpc;
+    p.n_hsub  = (p.uhpk + p.hpc - 1) / p.hpc;
     p.npg     = (int32_t)(((int64_t)P - 1 + a->chunk - 1) / P + 1);
     if (p.npg > 8) p.npg = 8;
     const int     units  = p.nb * p.hpc, threads = 32 * units * p.n_mt;
@@ -1085,7 +1092,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.cpt       = (int32_t)(wpt * W);
     tiles       = waves > 0 ? (waves + wpt - 1) / wpt : 1;
     p.ctas_per_pair = (int32_t)((a->n_groups == 1 ? H : 1) * p.n_hsub * tiles);
-    if (ctas_x > 0x7fffffff || (int64_t)p.n_pairs + (int64_t)n_qb * n_head * p.n_mt > 0x7fffffff ||
+    if (ctas_x > 0x7fffffff || (int64_t)p.n_pairs + (int64_t)n_qb * p.n_uh * p.n_mt > 0x7fffffff ||
         (int64_t)p.ctas_per_pair > 0x7fffffff / 2)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: %d blocks is too many", n_qb);
     const dim3 grid((unsigned)ctas_x, (unsigned)tiles);
