@@ -84,6 +84,7 @@ constexpr int      kPrepThreads = 256;
 constexpr int      kSelBins     = 2048;           // radix select histogram
 constexpr int      kSelHead     = kSelBins + 36;  // ints before the staged keys
 constexpr int      kMaxWarps    = 16;             // per score CTA
+constexpr int      kSelWarps    = 4;              // at least, for the select of the last CTA
 
 struct stage_params {
     const lc_attn_seq   *seqs;
@@ -595,7 +596,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
     const int      bgrp = blockIdx.x / (p.n_hsub * p.H);
     const int      b = bgrp * p.nb + u / p.hpc, hh = hs * p.hpc + u % p.hpc;
 
-    if (b < p.n_qb && hh < p.uhpk) { // the whole unit takes this branch
+    // (warps past the CTA's units only join the select: a CTA has at least kSelWarps)
+    if (u < p.nb * p.hpc && b < p.n_qb && hh < p.uhpk) { // the whole unit takes this branch
         const int h       = kvh * p.uhpk + hh; // scoring head
         const int bg      = b * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
         const int nch     = p.n_ch[bg];
@@ -1045,7 +1047,10 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.n_hsub  = (p.uhpk + p.hpc - 1) / p.hpc;
     p.npg     = (int32_t)(((int64_t)P - 1 + a->chunk - 1) / P + 1);
     if (p.npg > 8) p.npg = 8;
-    const int     units  = p.nb * p.hpc, threads = 32 * units * p.n_mt;
+    // (a one-warp unit — a decode row, one descent per KV head — gets 3 warps more for the
+    // select, which one warp runs slowly: bench/NOTES.md 29)
+    const int     units  = p.nb * p.hpc;
+    const int     threads = 32 * (units * p.n_mt > kSelWarps ? units * p.n_mt : kSelWarps);
     const int64_t ctas_x = (int64_t)(n_qb + p.nb - 1) / p.nb * H * p.n_hsub;
     int64_t       per_sm = kMaxWarps / (units * p.n_mt);
     if (per_sm < 1) per_sm = 1;
