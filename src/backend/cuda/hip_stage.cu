@@ -187,21 +187,6 @@ __device__ int block_excl_scan(int v, int *total, int *smem) {
 }
 
 // ---- 1. prep: chunk lists and pooled queries ------------------------------------------------
-// Element d of x (one head vector) rotated by table row pos.
-__device__ __forceinline__ float rot_elem(const float *x, int d, int pos, const stage_params &p) {
-    const int half = p.n_rot >> 1;
-    if (d >= p.n_rot) return x[d];
-    if (!p.neox) {
-        const int   i = d >> 1;
-        const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-        const float x0 = x[d & ~1], x1 = x[d | 1];
-        return (d & 1) ? x0 * s + x1 * c : x0 * c - x1 * s;
-    }
-    const int   i = d < half ? d : d - half;
-    const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-    const float x0 = x[i], x1 = x[i + half];
-    return d < half ? x0 * c - x1 * s : x0 * s + x1 * c;
-}
 // Element d of R(pos)ᵀ y (the inverse rotation with the table's row).
 __device__ __forceinline__ float unrot_elem(const float *y, int d, int pos, const stage_params &p) {
     const int half = p.n_rot >> 1;
@@ -264,7 +249,7 @@ __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblo
 // query rr % nq; else head uh, query rr.
 // grid: n_pairs (chunk lists) + n_qb * n_uh * n_mt (queries); block: kPrepThreads.
 template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel(stage_params p) {
-    constexpr int EL = 16 * D / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
+    constexpr int EP = 16 * (D / 2) / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
     __shared__ float y[16][D];
     __shared__ int   scan_smem[32];
     if ((int)blockIdx.x < p.n_pairs) { // the chunk list of pair bg
@@ -310,24 +295,40 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
     const int nv  = p.mode == LC_HIP_SCAN_RELATIVE ? 2 : 1;
     uint32_t *dst = p.qfrag + (size_t)(b * p.n_uh + uh) * 2 * p.n_mt * 32 * (D / 4);
+    // one dim pair per item (the rotation's pairs: NORM (2i, 2i + 1), NEOX (i, i + n_rot / 2);
+    // past n_rot pairs of unrotated dims), its q_stride rows summed with independent loads (H100,
+    // 8B shape, 32K rows: an element per item reading both dims and the table row per dim, rows
+    // in a dependent chain, was ~0.7 ms per prefill stage)
+    const int half = p.n_rot >> 1;
 #pragma unroll
-    for (int e = 0; e < EL; e++) {
-        const int idx = e * kPrepThreads + threadIdx.x, ul = idx / D, d = idx % D, rr = mt * 16 + ul;
+    for (int e = 0; e < EP; e++) {
+        const int idx = e * kPrepThreads + threadIdx.x, ul = idx / (D / 2), pi = idx % (D / 2);
+        const int rr = mt * 16 + ul;
         const int hq = p.rmul == 1 ? 0 : rr / nq, u = rr - hq * nq, h = p.rmul == 1 ? uh : uh * p.hpk + hq;
-        float     acc = 0.0f;
+        const bool rot = pi < half;
+        const int  d0  = !p.neox ? 2 * pi : rot ? pi : p.n_rot + 2 * (pi - half);
+        const int  d1  = !p.neox ? 2 * pi + 1 : rot ? pi + half : d0 + 1;
+        float      a0 = 0.0f, a1 = 0.0f;
         if (rr < nqu) {
             const int r0 = u * p.q_stride, r1 = min(r0 + p.q_stride, q.n_rows);
+#pragma unroll 4
             for (int r = r0; r < r1; r++) {
-                const int pp  = q.pos0 + r;
-                int       pos = p.mode == LC_HIP_SCAN_PLAIN      ? pp
-                              : p.mode == LC_HIP_SCAN_RELATIVE ? p.n_stream + 1
-                                                               : min(pp, nch + p.n_stream);
-                pos = clamp_pos(pos, p.n_pos);
-                acc += rot_elem(p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D, d, pos, p);
+                const float *x  = p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D;
+                const float  x0 = __ldg(x + d0), x1 = __ldg(x + d1);
+                if (rot) {
+                    const int pp  = q.pos0 + r;
+                    int       pos = p.mode == LC_HIP_SCAN_PLAIN      ? pp
+                                  : p.mode == LC_HIP_SCAN_RELATIVE ? p.n_stream + 1
+                                                                   : min(pp, nch + p.n_stream);
+                    pos = clamp_pos(pos, p.n_pos);
+                    const float c = __ldg(p.cs + (size_t)pos * half + pi), sn = __ldg(p.sn + (size_t)pos * half + pi);
+                    a0 += x0 * c - x1 * sn, a1 += x0 * sn + x1 * c;
+                } else a0 += x0, a1 += x1;
             }
-            acc *= 1.0f / (float)(r1 - r0);
+            const float inv = 1.0f / (float)(r1 - r0);
+            a0 *= inv, a1 *= inv;
         }
-        y[ul][d] = acc;
+        y[ul][d0] = a0, y[ul][d1] = a1;
     }
     __syncthreads();
     for (int v = 0; v < nv; v++) {
@@ -1088,7 +1089,9 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     // first stage of a prefill: at most 4 waves per CTA, so that the CTAs resident at a time
     // probe a narrower band of the common chunk grid (H100, 32K rows: stage 1 -3% at 1M, -2%
     // at 128K; 1 wave per CTA was slower, its per-CTA setup repeated)
-    if (!a->in && a->max_rows > 1 && wpt > 4) wpt = 4;
+    // (with one descent per KV head, 8: 48.1 -> 47.2 ms at 1M, H100, bench/NOTES.md 29)
+    const int64_t wpt_cap = a->kv_descent ? 8 : 4;
+    if (!a->in && a->max_rows > 1 && wpt > wpt_cap) wpt = wpt_cap;
     if (ew && atoi(ew) > 0 && !p.global_select) wpt = atoi(ew);
     if (wpt < 1) wpt = 1;
     while ((waves + wpt - 1) / wpt > 65535) wpt *= 2;
