@@ -61,16 +61,22 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
     lc_infinitehip_params p = base();
     if (!name) name = "(null)";
     if (strcmp(name, "3k") == 0 || strcmp(name, "fast") == 0 || strcmp(name, "flash") == 0 ||
-        strcmp(name, "3k-fine") == 0) {
+        strcmp(name, "3k-fine") == 0 || strcmp(name, "3k-kv") == 0) {
         /* 3k-fine (ours, not the paper's): the last stage picks single tokens instead of
          * 8-token chunks; the same budgets and refreshes as 3k. Small models (SmolLM2-135M)
          * lose retrieval with 8-token chunks at budgets where token-level selection keeps it
          * (bench/NOTES.md) */
         set3(p.chunk, 256, 32, strcmp(name, "3k-fine") == 0 ? 1 : 8);
         set3(p.k, 32768, 8192, 2048);
-        if (strcmp(name, "3k") == 0 || strcmp(name, "3k-fine") == 0) set3(p.refresh, 16, 8, 4);
+        if (strcmp(name, "3k") == 0 || strcmp(name, "3k-fine") == 0 || strcmp(name, "3k-kv") == 0)
+            set3(p.refresh, 16, 8, 4);
         else if (strcmp(name, "fast") == 0) set3(p.refresh, 32, 16, 8);
         else set3(p.refresh, 96, 24, 8);
+        /* 3k-kv (ours): 3k with one SelectRep descent per KV head in every stage (the branch
+         * by the max over the KV head's query heads): 4x fewer probes at the same tensor-core
+         * work; H100, 8B shape, 32K rows: prefill 26.4 -> 19.3 ms at 128K, 71.6 -> 46.8 ms at
+         * 1M; niah on SmolLM2 as 3k's (bench/NOTES.md 29) */
+        if (strcmp(name, "3k-kv") == 0) set3(p.kv_descent, 1, 1, 1);
     } else if (strcmp(name, "3k-fine64") == 0) {
         /* 3k-fine64 (ours): 3k-fine with 64-token chunks in the first stage (as the paper's
          * 5k) and 16 in the second: SmolLM2-135M keeps a RULER needle at 128K with it (9/10
@@ -81,6 +87,9 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
         set3(p.k, 32768, 8192, 2048);
         set3(p.refresh, 16, 8, 4);
         p.overlap = 1;
+        /* and one descent per KV head (62.0 -> 37.4 ms at 128K, 311 -> 169 ms at 1M, niah
+         * 25/25 at 128K-1M, NOTES 29) */
+        set3(p.kv_descent, 1, 1, 1);
     } else if (strcmp(name, "5k") == 0) {
         set3(p.chunk, 64, 32, 16);
         set3(p.k, 32768, 16384, 4096);
@@ -94,7 +103,9 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
     return LC_OK;
 }
 
-const char *lc_infinitehip_preset_names(void) { return "3k, fast, flash, 5k, 3k-fine, 3k-fine64"; }
+const char *lc_infinitehip_preset_names(void) {
+    return "3k, fast, flash, 5k, 3k-fine, 3k-fine64, 3k-kv";
+}
 
 static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int32_t *out) {
     return lc_opt_int("hip", opt, v, lo, hi, out);
