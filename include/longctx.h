@@ -406,8 +406,8 @@ typedef struct lc_infinitehip_params {
 
 /* The named presets: the paper's "3k" (the default), "fast", "flash", "5k", and ours
  * "3k-fine" (3k with a token-level last stage), "3k-fine64" (3k-fine with 64- and 16-token
- * chunks in the first two stages, the first stage's overlapping: overlap=1, and one descent per
- * KV head: kv-descent=1,1,1) and "3k-kv" (3k with kv-descent=1,1,1); LC_ERR_NOT_FOUND
+ * chunks in the first two stages, the first stage's overlapping: overlap=1) and "3k-kv" (3k
+ * with one descent per KV head: kv-descent=1,1,1); LC_ERR_NOT_FOUND
  * otherwise. */
 int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);

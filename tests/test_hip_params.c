@@ -93,7 +93,7 @@ static void check_set(void) {
         CHECK(lc_infinitehip_preset("3k-kv", &g) == LC_OK && g.kv_descent[0] == 1 &&
               g.kv_descent[1] == 1 && g.kv_descent[2] == 1 && g.chunk[0] == 256 && g.k[2] == 2048 &&
               g.refresh[0] == 16 && lc_infinitehip_validate(&g) == LC_OK);
-        CHECK(lc_infinitehip_preset("3k-fine64", &g) == LC_OK && g.kv_descent[0] == 1);
+        CHECK(lc_infinitehip_preset("3k-fine64", &g) == LC_OK && g.kv_descent[0] == 0);
         CHECK(lc_infinitehip_set(&f, "kv-descent", "1,1,0") == LC_OK && f.kv_descent[0] == 1 &&
               f.kv_descent[1] == 1 && f.kv_descent[2] == 0 && f.n_stages == 3);
         CHECK(lc_infinitehip_validate(&f) == LC_OK);

@@ -81,7 +81,7 @@ namespace {
 
 constexpr unsigned kFull        = 0xffffffffu;
 constexpr int      kPrepThreads = 256;
-constexpr int      kPrepTiles   = 4;              // m-tiles of pooled queries per prep block
+constexpr int      kPrepTiles   = 1;              // m-tiles of pooled queries per prep block
 constexpr int      kSelBins     = 2048;           // radix select histogram
 constexpr int      kSelHead     = kSelBins + 36;  // ints before the staged keys
 constexpr int      kMaxWarps    = 16;             // per score CTA
@@ -249,8 +249,8 @@ __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblo
 // Scoring head uh's row rr (< rmul * nq): with kv_descent query head uh * hpk + rr / nq, pooled
 // query rr % nq; else head uh, query rr.
 // grid: n_pairs (chunk lists) + n_qb * n_uh * ceil(n_mt / kPrepTiles) (queries, kPrepTiles
-// m-tiles a block: 4x fewer blocks than one each, H100 stage-3 prep at 1M 1.06 -> see NOTES 29);
-// block: kPrepThreads.
+// m-tiles a block; 4 was slower than 1, H100 8B shape at 1M: stage-1 prep 364 -> 481 us,
+// stage-3 1064 -> 1399 us — fewer blocks hide less latency); block: kPrepThreads.
 template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel(stage_params p) {
     constexpr int EP = 16 * kPrepTiles * (D / 2) / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
     __shared__ float y[16 * kPrepTiles][D];
