@@ -310,27 +310,29 @@ int main(void) {
         lc_hip_seg *g3 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 256);
         int32_t    *n1 = malloc(sizeof(int32_t) * (size_t)w.n_qb), *n2 = malloc(sizeof(int32_t) * (size_t)w.n_qb);
         int32_t    *n3 = malloc(sizeof(int32_t) * (size_t)w.n_qb);
-        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
-        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1 (l_c 256, keep 128)", 0);
-        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
-        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2 (l_c 32, keep 256)", 0);
-        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
-        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3 (l_c 8, keep 256)", 0);
+        /* relative RoPE, per query head and again with one descent per KV head (4 heads x 16
+         * or 64 pooled rows a unit) */
+        for (int kv = 0; kv < 2; kv++) {
+            const char *sfx = kv ? ", one descent per KV head" : "";
+            char        what[3][96];
+            snprintf(what[0], sizeof what[0], "8B 128K stage 1 (l_c 256, keep 128)%s", sfx);
+            snprintf(what[1], sizeof what[1], "8B 128K stage 2 (l_c 32, keep 256)%s", sfx);
+            snprintf(what[2], sizeof what[2], "8B 128K stage 3 (l_c 8, keep 256)%s", sfx);
+            hs_kv_descent = kv;
+            hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+            run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
+            hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
+            run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
+            hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
+            run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
+            hs_kv_descent = 0;
+            hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        }
         /* the chunk-indexed mode (layers 1-3) on stage 1 too */
         hs_stage s4;
         hs_stage_make(&w, &s4, 256, 128, 4, LC_HIP_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &s4, g1, n1, "8B 128K stage 1, chunk-indexed RoPE", 0);
-        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3), hs_stage_free(&s4);
-        /* the same chain with one descent per KV head (4 heads x 16 or 64 pooled rows) */
-        hs_kv_descent = 1;
-        hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
-        run_stage(b, &w, &d, &s1, g1, n1, "8B 128K stage 1, one descent per KV head", 0);
-        hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
-        run_stage(b, &w, &d, &s2, g2, n2, "8B 128K stage 2, one descent per KV head", 0);
-        hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
-        run_stage(b, &w, &d, &s3, g3, n3, "8B 128K stage 3, one descent per KV head", 0);
-        hs_kv_descent = 0;
-        hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        hs_stage_free(&s4);
         /* plain RoPE (a context inside the trained window): the three stages chained, then
          * again with the prefill sequence's keys rotated into fp16 tiles first (the decode
          * row's block rotates its probes in the same calls) */
