@@ -81,7 +81,6 @@ namespace {
 
 constexpr unsigned kFull        = 0xffffffffu;
 constexpr int      kPrepThreads = 256;
-constexpr int      kPrepTiles   = 1;              // m-tiles of pooled queries per prep block
 constexpr int      kSelBins     = 2048;           // radix select histogram
 constexpr int      kSelHead     = kSelBins + 36;  // ints before the staged keys
 constexpr int      kMaxWarps    = 16;             // per score CTA
@@ -248,12 +247,12 @@ __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblo
 // same dims), a2 = (row g, dims 16t + 8 + 2c + {0,1}), a3 = (row g + 8, those dims).
 // Scoring head uh's row rr (< rmul * nq): with kv_descent query head uh * hpk + rr / nq, pooled
 // query rr % nq; else head uh, query rr.
-// grid: n_pairs (chunk lists) + n_qb * n_uh * ceil(n_mt / kPrepTiles) (queries, kPrepTiles
-// m-tiles a block; 4 was slower than 1, H100 8B shape at 1M: stage-1 prep 364 -> 481 us,
-// stage-3 1064 -> 1399 us — fewer blocks hide less latency); block: kPrepThreads.
+// grid: n_pairs (chunk lists) + n_qb * n_uh * n_mt (queries, one m-tile a block: 4 a block was
+// slower, H100 8B shape at 1M: stage-1 prep 364 -> 481 us, stage-3 1064 -> 1399 us — fewer
+// blocks hide less latency); block: kPrepThreads.
 template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel(stage_params p) {
-    constexpr int EP = 16 * kPrepTiles * (D / 2) / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
-    __shared__ float y[16 * kPrepTiles][D];
+    constexpr int EP = 16 * (D / 2) / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
+    __shared__ float y[16][D];
     __shared__ int   scan_smem[32];
     if ((int)blockIdx.x < p.n_pairs) { // the chunk list of pair bg
         const int            bg = blockIdx.x, b = bg / p.n_groups;
@@ -290,12 +289,10 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         return;
     }
     const int           id = blockIdx.x - p.n_pairs;
-    const int           n_mg = (p.n_mt + kPrepTiles - 1) / kPrepTiles;
-    const int           mt0 = id % n_mg * kPrepTiles, bh = id / n_mg, uh = bh % p.n_uh, b = bh / p.n_uh;
+    const int           mt = id % p.n_mt, bh = id / p.n_mt, uh = bh % p.n_uh, b = bh / p.n_uh;
     const lc_hip_qblock q  = p.qb[b];
     const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride, nqu = p.rmul * nq;
-    if (mt0 * 16 >= nqu) return; // no valid row: the scoring warps of these m-tiles read nothing
-    const int           mt1 = min(p.n_mt, mt0 + kPrepTiles);
+    if (mt * 16 >= nqu) return; // no valid row: the scoring warp of this m-tile reads nothing
     const int g   = p.n_groups == 1 ? 0 : uh / p.uhpk;
     const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
     const int nv  = p.mode == LC_HIP_SCAN_RELATIVE ? 2 : 1;
@@ -308,7 +305,7 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
 #pragma unroll
     for (int e = 0; e < EP; e++) {
         const int idx = e * kPrepThreads + threadIdx.x, ul = idx / (D / 2), pi = idx % (D / 2);
-        const int rr = mt0 * 16 + ul;
+        const int rr = mt * 16 + ul;
         const int hq = p.rmul == 1 ? 0 : rr / nq, u = rr - hq * nq, h = p.rmul == 1 ? uh : uh * p.hpk + hq;
         const bool rot = pi < half;
         const int  d0  = !p.neox ? 2 * pi : rot ? pi : p.n_rot + 2 * (pi - half);
@@ -336,22 +333,20 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         y[ul][d0] = a0, y[ul][d1] = a1;
     }
     __syncthreads();
-    for (int mt = mt0; mt < mt1; mt++) {
-        for (int v = 0; v < nv; v++) {
+    for (int v = 0; v < nv; v++) {
 #pragma unroll
-            for (int e = 0; e < FW; e++) {
-                const int idx = e * kPrepThreads + threadIdx.x;
-                const int l = idx / (D / 4), j = idx % (D / 4), t = j >> 2, r = j & 3;
-                const int row = (mt - mt0) * 16 + (l >> 2) + ((r & 1) ? 8 : 0);
-                const int d0  = 16 * t + 2 * (l & 3) + ((r & 2) ? 8 : 0);
-                float     e0, e1;
-                if (p.mode == LC_HIP_SCAN_RELATIVE) // key slot v folded in: R(v)ᵀ R(n_stream+1) q
-                    e0 = unrot_elem(y[row], d0, v, p), e1 = unrot_elem(y[row], d0 + 1, v, p);
-                else e0 = y[row][d0], e1 = y[row][d0 + 1];
-                // plain RoPE multiplies in fp16 (its keys are rotated into fp16), the others in bf16
-                dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] =
-                    p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(e0, e1) : pack_bf16(e0, e1);
-            }
+        for (int e = 0; e < FW; e++) {
+            const int idx = e * kPrepThreads + threadIdx.x;
+            const int l = idx / (D / 4), j = idx % (D / 4), t = j >> 2, r = j & 3;
+            const int row = (l >> 2) + ((r & 1) ? 8 : 0);
+            const int d0  = 16 * t + 2 * (l & 3) + ((r & 2) ? 8 : 0);
+            float     e0, e1;
+            if (p.mode == LC_HIP_SCAN_RELATIVE) // key slot v folded in: R(v)ᵀ R(n_stream+1) q
+                e0 = unrot_elem(y[row], d0, v, p), e1 = unrot_elem(y[row], d0 + 1, v, p);
+            else e0 = y[row][d0], e1 = y[row][d0 + 1];
+            // plain RoPE multiplies in fp16 (its keys are rotated into fp16), the others in bf16
+            dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] =
+                p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(e0, e1) : pack_bf16(e0, e1);
         }
     }
 }
@@ -948,7 +943,7 @@ template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int
 
 template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
     cudaStream_t  st    = lc_cuda_stream();
-    const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_uh * ((p.n_mt + kPrepTiles - 1) / kPrepTiles);
+    const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_uh * p.n_mt;
     hip_prep_kernel<D><<<(unsigned)nprep, kPrepThreads, 0, st>>>(p);
     LC_CUDA_LAUNCHED();
     switch (p.mode) {
