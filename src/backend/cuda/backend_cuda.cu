@@ -59,6 +59,11 @@ struct cuda_impl {
     size_t             part_bytes;
     void              *pre_scratch; // prefill attention: rotated K and V in fp16
     size_t             pre_scratch_bytes;
+    // what InfiniteHiP's rotated key tiles in pre_scratch hold (hip_rot_plan): the keys of the
+    // layer whose pool is rot_kv, rotated by the table rot_cos, for the current batch; rot_kv
+    // NULL: nothing (a batch, a KV write or a dense prefill since)
+    const void        *rot_kv;
+    const float       *rot_cos;
     void              *hip_scratch; // InfiniteHiP stage kernels
     size_t             hip_scratch_bytes;
     void              *sel_scratch; // TokenSelect / HiP selection kernels
@@ -251,6 +256,7 @@ static int cuda_rope(lc_backend *, float *x, const int32_t *pos, int64_t n, int3
 static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs,
                             int32_t page_size) {
     cuda_impl *im = impl_of(b);
+    im->rot_kv    = NULL;
     size_t     n_pages = 0;
     for (int32_t i = 0; i < n_seqs; i++)
         n_pages += (size_t)((seqs[i].pos0 + seqs[i].n_rows + page_size - 1) / page_size);
@@ -325,6 +331,7 @@ static int cuda_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_att
     cuda_impl *im = impl_of(b);
     int        st = check_batch(im, seqs, n_seqs, "kv_write");
     if (st != LC_OK) return st;
+    im->rot_kv = NULL;
     return lc_cuda_kv_write(kv, im->d_seqs, n_seqs, im->max_rows, k, v);
 }
 
@@ -353,6 +360,7 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
                           lc_cuda_attn_prefill_scratch_bytes(kv, im->pre_tiles),
                           "prefill attention scratch (rotated keys and values, fp16)");
     if (st != LC_OK) return st;
+    if (im->n_pre > 0) im->rot_kv = NULL; // the dense prefill writes its own tiles there
     bt.part    = im->part;
     bt.scratch = im->pre_scratch;
     return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
@@ -364,14 +372,15 @@ static int cuda_copy(lc_backend *, void *dst, const void *src, size_t bytes) {
     return LC_OK;
 }
 
-// InfiniteHiP with plain RoPE in a prefill-sized call: the prefill sequences' keys (and, for
-// the sparse attention, values) rotated once per call into fp16 tiles in the dense prefill's
-// scratch (lc_cuda_hip_rot; the dense prefill refills it whenever it runs), so that the
-// kernels read rotated keys instead of rotating each probe / gathered key with its own table
-// row — when the call reads keys at least twice as often as the pass touches them (`reads`, a
-// rough count). LONGCTX_HIP_ROTATE=1: always, =0: never.
-static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, bool eligible, double reads,
-                        lc_cuda_hip_rot *rot, bool *use) {
+// InfiniteHiP with plain RoPE in a prefill-sized call: the prefill sequences' keys rotated
+// into fp16 tiles in the dense prefill's scratch (lc_cuda_hip_rot; the dense prefill refills it
+// whenever it runs), so that the kernels read rotated keys instead of rotating each probe /
+// gathered key with its own table row — when the call reads keys at least twice as often as
+// the pass touches them (`reads`, a rough count). LONGCTX_HIP_ROTATE=1: always, =0: never.
+// Once per layer: the first stage fills the tiles (hip_rot_done), the later ops of the layer
+// (the other stages, the sparse attention) find rot->filled set.
+static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
+                        bool eligible, double reads, lc_cuda_hip_rot *rot, bool *use) {
     cuda_impl *im = impl_of(b);
     *use          = false;
     memset(rot, 0, sizeof *rot);
@@ -384,17 +393,30 @@ static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, bool eligible
     }
     if (tiles == 0) return LC_OK;
     if (!(e && !strcmp(e, "1")) && reads < 2.0 * (double)tiles * 64 * kv->n_kv_head) return LC_OK;
-    const size_t half_b = (size_t)tiles * (size_t)kv->n_kv_head * 64 * (size_t)kv->head_dim * 2;
-    const int    st     = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes, 2 * half_b,
-                                       "prefill attention scratch (rotated keys and values, fp16)");
+    const size_t bytes = (size_t)tiles * (size_t)kv->n_kv_head * 64 * (size_t)kv->head_dim * 2;
+    const void  *old   = im->pre_scratch;
+    const int    st    = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes, bytes,
+                                      "prefill attention scratch (rotated keys, fp16)");
     if (st != LC_OK) return st;
-    rot->k     = im->pre_scratch;
-    rot->v     = (unsigned char *)im->pre_scratch + half_b;
-    rot->pre   = im->d_pre;
-    rot->n_pre = im->n_pre;
-    rot->tiles = tiles;
-    *use       = true;
+    if (im->pre_scratch != old) im->rot_kv = NULL;
+    rot->k      = im->pre_scratch;
+    rot->pre    = im->d_pre;
+    rot->n_pre  = im->n_pre;
+    rot->tiles  = tiles;
+    rot->filled = im->rot_kv == kv->k && im->rot_cos == rope->cos;
+    *use        = true;
     return LC_OK;
+}
+
+// After an op that used the tiles of hip_rot_plan returned `st`: they hold this layer's keys.
+static int hip_rot_done(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
+                        bool use, int st) {
+    cuda_impl *im = impl_of(b);
+    if (use) {
+        im->rot_kv  = st == LC_OK ? kv->k : NULL;
+        im->rot_cos = rope->cos;
+    }
+    return st;
 }
 
 static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -413,11 +435,12 @@ static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
     while ((1 << (steps - 1)) < a->chunk) steps++;
     lc_cuda_hip_rot rot;
     bool            use = false;
-    st = hip_rot_plan(b, kv, a->scan_rope == LC_HIP_SCAN_PLAIN && a->max_rows > 1,
+    st = hip_rot_plan(b, kv, rope, a->scan_rope == LC_HIP_SCAN_PLAIN && a->max_rows > 1,
                       (double)n_qb * n_head * (a->max_chunks > 0 ? a->max_chunks : 0) * steps, &rot, &use);
     if (st != LC_OK) return st;
-    return lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
-                             im->hip_scratch, im->hip_scratch_bytes);
+    st = lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
+                           im->hip_scratch, im->hip_scratch_bytes);
+    return hip_rot_done(b, kv, rope, use, st);
 }
 
 static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -438,9 +461,11 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     const double    ctas = (double)(((int64_t)a->max_rows * (n_head / H) + 127) / 128);
     lc_cuda_hip_rot rot;
     bool            use = false;
-    st = hip_rot_plan(b, kv, a->attn_rope == LC_HIP_ATTN_PLAIN && a->max_rows > 1,
+    st = hip_rot_plan(b, kv, rope, a->attn_rope == LC_HIP_ATTN_PLAIN && a->max_rows > 1,
                       (double)n_qb * H * ctas * list, &rot, &use);
     if (st != LC_OK) return st;
+    // not marked filled after: the sparse attention uses the tiles only on sm_90a, and it is
+    // the layer's last reader anyway
     return lc_cuda_attn_sparse(kv, im->d_seqs, qb, n_qb, q, n_head, rope, scale, a,
                                use ? &rot : NULL, im->sparse_scratch, im->sparse_scratch_bytes, out);
 }

@@ -50,22 +50,23 @@ int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt,
 /* InfiniteHiP (twins of lc_cpu_hip_stage / lc_cpu_attn_sparse; backend/backend.h): seqs,
  * qb and every array in the args in device memory; the args struct itself on the host.
  * scratch: device memory of at least the matching *_scratch_bytes (may be 0 bytes / NULL).
- * rot (NULL: none): with plain RoPE in a prefill-sized call, the op first rotates the keys (and,
- * attn_sparse on sm_90a, the values) of the sequences listed in rot->pre — those with
- * n_rows > 1 — into fp16 64-token tiles at rot->k / rot->v, laid out as the dense prefill's
- * scratch (tile t of the z-th listed sequence is tile base_z + t, [tiles][n_kv_head][64][D],
- * 128-byte swizzled), and its kernels read those instead of rotating keys per probe / per
- * gathered tile; blocks of other sequences take the usual path. Sizes: rot->tiles tiles of
- * n_kv_head * 64 * head_dim fp16 values in each of k and v. */
+ * rot (NULL: none): with plain RoPE in a prefill-sized call, the op first rotates the keys of
+ * the sequences listed in rot->pre — those with n_rows > 1 — into fp16 64-token tiles at rot->k,
+ * laid out as the dense prefill's scratch (tile t of the z-th listed sequence is tile base_z + t,
+ * [tiles][n_kv_head][64][D], 128-byte swizzled), unless rot->filled says an earlier op of the
+ * same batch and layer already did; its kernels then read those instead of rotating keys per
+ * probe / per gathered tile (values are read from the pages as they are); blocks of other
+ * sequences take the usual path. Size: rot->tiles tiles of n_kv_head * 64 * head_dim fp16. */
 typedef struct lc_cuda_hip_rot {
-    void          *k, *v;
-    const int32_t *pre;   /* device: indices of the rotated sequences */
+    void          *k;
+    const int32_t *pre;    /* device: indices of the rotated sequences */
     int32_t        n_pre;
-    int64_t        tiles; /* sum over them of ceil((pos0 + n_rows) / 64) */
+    int32_t        filled; /* the tiles already hold these keys: no rotation */
+    int64_t        tiles;  /* sum over them of ceil((pos0 + n_rows) / 64) */
 } lc_cuda_hip_rot;
-/* Fill rot's tiles (keys; values too when with_v) on the backend's stream. */
+/* Fill rot's tiles (nothing when rot->filled) on the backend's stream. */
 int    lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          const lc_rope_table *rope, const lc_cuda_hip_rot *rot, bool with_v);
+                          const lc_rope_table *rope, const lc_cuda_hip_rot *rot);
 size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a);
 int    lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                          const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,

@@ -3,6 +3,7 @@
 // wgmma wrappers, fp16/bf16 packing, fast exp2, named barriers. Inline PTX; each function is
 // what its name says, nothing more.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -37,6 +38,10 @@ __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_
 }
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
 }
 // two bf16 (one 32-bit register) as floats: low element, high element

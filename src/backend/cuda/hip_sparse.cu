@@ -30,19 +30,21 @@
 //    attention kernel is warp-specialised wgmma (FlashAttention-3 style, as our dense
 //    attn_prefill_hopper_kernel): a producer warpgroup gathers each 64-key tile of the list
 //    from the pages with cp.async straight into 128-byte-swizzled stage buffers (a ring of
-//    NS stages, NS - 2 tiles in flight), rotates K into fp16 and converts V to fp16 in place
-//    (each thread one key's half: the table row in registers, loaded one tile ahead), and
-//    hands the stage to two consumer warpgroups (64 packed (row, head) rows each) that run
-//    S = Q Kᵀ and O += P V as asynchronous wgmma, overlapped with the online softmax; only the
-//    window keys are masked (causal). With PLAIN RoPE in a prefill-sized call the backend
-//    passes the prefill sequences' keys and values rotated / converted once into fp16 tiles of
-//    the same swizzled layout (lc_cuda_hip_rot, filled here by hip_rotate_kernel, also for
-//    hip_stage): the list then names tile rows, and the producer of a block of such a sequence
-//    only copies them (no table rows, no pass over the stage; H100, 8B shape, 32K rows at
-//    128K: ~9.6 -> ~5 ms). Elsewhere (sm_80, or LONGCTX_SPARSE_PREFILL=mma) an mma.sync
-//    FlashAttention-2 kernel over the same gathered tiles, from the pages. (Streaming RoPE
-//    composed as R(base + 64 t) R(j) — one table row per tile, key j's own in registers — was
-//    tried instead of a row per key: 2.8 ms slower at 1M, reverted.)
+//    NS stages, NS - 2 tiles in flight), rotates K into fp16 in place (each thread one key's
+//    half: the table row in registers, loaded one tile ahead), and hands the stage to two
+//    consumer warpgroups (64 packed (row, head) rows each) that run S = Q Kᵀ (fp16) and
+//    O += P V (bf16: P rounded to bf16, V as the pages hold it, so the producer makes no pass
+//    over V) as asynchronous wgmma, overlapped with the online softmax; only the window keys
+//    are masked (causal). With PLAIN RoPE in a prefill-sized call the backend passes the
+//    prefill sequences' keys rotated once per layer into fp16 tiles of the same swizzled
+//    layout (lc_cuda_hip_rot, filled by hip_rotate_kernel here or by the layer's first
+//    hip_stage): the list then names tile rows (and the values' page slots), and the producer
+//    of a block of such a sequence only copies (no table rows, no pass over the stage; H100,
+//    8B shape, 32K rows at 128K: ~9.6 -> ~5 ms). Elsewhere (sm_80, or
+//    LONGCTX_SPARSE_PREFILL=mma) an mma.sync FlashAttention-2 kernel over the same gathered
+//    tiles, from the pages, all in fp16. (Streaming RoPE composed as R(base + 64 t) R(j) — one
+//    table row per tile, key j's own in registers — was tried instead of a row per key: 2.8 ms
+//    slower at 1M, reverted.)
 // The launch shapes depend only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
@@ -74,7 +76,7 @@ struct sp_params {
     int32_t              half_rot, n_pos;
     float                scale_log2; // softmax scale * log2(e)
     // plain RoPE, rotated tiles (lc_cuda_hip_rot): blocks of the listed sequences read them
-    const __half        *rk, *rv;
+    const __half        *rk;
     const int32_t       *rpre;
     int32_t              n_rpre;
     int32_t              dec_warp_scan; // decode list: 1 seg_scan_warp past 4 segments a thread, else
@@ -282,9 +284,9 @@ __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bo
 struct rot_params {
     const lc_attn_seq *seqs;
     const int32_t     *pre;   // the rotated sequences
-    const lc_bf16     *kpool, *vpool;
+    const lc_bf16     *kpool;
     const float       *cs, *sn;
-    __half            *ks, *vs; // [tiles][H][64][D] fp16, tile64_off layout
+    __half            *ks; // [tiles][H][64][D] fp16, tile64_off layout
     int32_t            H, P, p_shift, half_rot, neox, n_pos;
 };
 
@@ -301,12 +303,12 @@ __device__ __forceinline__ int64_t rot_base_tile(const lc_attn_seq *seqs, const 
 // Every key of a rotated sequence at its true position (clamped to the table), as the kernels
 // that read the pages rotate them: x0·c − x1·s, x0·s + x1·c in fp32 from the bf16 values,
 // rounded to fp16 (adjacent pairs 2i, 2i+1 or split halves i, i + n_rot/2 for i < n_rot/2; the
-// other dims converted); values converted to fp16 (exact). Rows past the sequence are not
+// other dims converted). Rows past the sequence are not
 // written (no kernel reads them). A thread owns one 16-byte output chunk of one key and does it
 // for every KV head (the table values loaded once).
 // grid (tile strides, n_pre); block 256: one 64-token tile per CTA and stride
 template <int D>
-__global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r, int with_v) {
+__global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r) {
     constexpr int CPR = D / 8;
     const int         z  = blockIdx.y;
     const lc_attn_seq sq = r.seqs[r.pre[z]];
@@ -321,15 +323,6 @@ __global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r, int with_
             const int64_t page = sq.page_table[tok >> r.p_shift];
             const int64_t src  = (page * r.H * r.P + (tok & (r.P - 1))) * D;
             const int64_t dst  = (base + t) * r.H * 64 * D + tile64_off(j, d0);
-            if (with_v)
-#pragma unroll 4
-                for (int h = 0; h < r.H; h++) {
-                    const uint4     xv = *(const uint4 *)(r.vpool + src + h * hs_src + d0);
-                    const uint32_t *u  = (const uint32_t *)&xv;
-                    *(uint4 *)(r.vs + dst + h * hs_dst) =
-                        make_uint4(bf16x2_to_f16x2(u[0]), bf16x2_to_f16x2(u[1]), bf16x2_to_f16x2(u[2]),
-                                   bf16x2_to_f16x2(u[3]));
-                }
             if (!r.neox) { // adjacent pairs: pair 4c + w in word w
                 float cc[4], ss[4];
                 bool  rot[4];
@@ -415,7 +408,7 @@ __global__ void __launch_bounds__(256)
     const int base = win0 - n_pre;
     const int32_t *pt = a.seqs[B.seq].page_table;
     int2          *L  = lists + gl * L_cap;
-    // plain RoPE with rotated tiles: entries (position, 64 * tile + slot of the tiles)
+    // plain RoPE with rotated tiles: entries (page slot, 64 * tile + slot of the tiles)
     int64_t rt = -1;
     if (a.n_rpre > 0 && !a.streaming) {
         int64_t t0 = 0;
@@ -427,7 +420,7 @@ __global__ void __launch_bounds__(256)
     }
     auto ent = [&](int tok, int pos) -> int2 {
         if (rt < 0) return key_entry(a, pt, tok, pos);
-        return make_int2(min(max(pos, 0), a.n_pos - 1), (int)(rt * 64 + tok));
+        return make_int2(key_entry(a, pt, tok, pos).y, (int)(rt * 64 + tok));
     };
     for (int i = threadIdx.x; i < N; i += 256) {
         if (i < n_s) L[i] = ent(i, a.streaming ? base + i : i);
@@ -1018,16 +1011,17 @@ __device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t 
                  : SP_ACC32(d)
                  : "l"(da), "l"(db), "r"(scale_d));
 }
-// O (64 x 64) += A B, A from registers, B (16 x 64) transposed (MN-major) in shared memory
-__device__ __forceinline__ void wgmma_rs_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " SP_REGS32
+// O (64 x 64) += A B in bf16 (P and the pages' V), A from registers, B (16 x 64) transposed
+// (MN-major) in shared memory
+__device__ __forceinline__ void wgmma_rs_bf16_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " SP_REGS32
                  ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
                  : SP_ACC32(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 // O (64 x 128) += A B, as above
-__device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " SP_REGS64
+__device__ __forceinline__ void wgmma_rs_bf16_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " SP_REGS64
                  ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
                  : SP_ACC32(d), SP_ACC32((d + 32))
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
@@ -1099,20 +1093,22 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i <= LA; i++) F[i] = entry(1 + i);
         if (hd.w) {
-            // rotated fp16 tiles (plain RoPE): K and V of key j copied into the stage as they are
-            // (the tiles share the stage's swizzle, with the source row's phase)
+            // rotated fp16 tiles (plain RoPE): K of key j copied into the stage as it is (the
+            // tiles share the stage's swizzle, with the source row's phase), V from its page slot
+            // e.x (bf16, as the streaming path)
             auto issue_r = [&](int t, int2 e) {
                 const int s = t % NS;
                 if (t >= NS) mbar_wait(empty + s, ((t / NS) - 1) & 1);
                 const bool     valid = e.y >= 0;
                 const int64_t  tb    = valid ? ((int64_t)(e.y >> 6) * a.H + h) * (64 * D) : 0;
                 const int      r     = e.y & 63;
+                const lc_bf16 *vg    = a.vpool + (valid ? slot_row(a, e.x, h) : 0) * D;
                 unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
 #pragma unroll
                 for (int q = 0; q < D / 16; q++) { // chunks 2q + hf: a lane pair reads 32 bytes
                     const int c = 2 * q + hf, doff = 2 * tile_off(j, 8 * c), so = tile_off(r, 8 * c);
                     cp_async16_zfill(kd + doff, valid ? a.rk + tb + so : a.rk, valid ? 16 : 0);
-                    cp_async16_zfill(vd + doff, valid ? a.rv + tb + so : a.rv, valid ? 16 : 0);
+                    cp_async16_zfill(vd + doff, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
                 }
             };
 #pragma unroll
@@ -1177,7 +1173,7 @@ __global__ void __launch_bounds__(384, 1)
             named_barrier(3, 128);   // everyone's; and everyone is done with tile kt - 1
             if (kt + LA < n_tiles) issue_kv(kt + LA, F[LA - 1]);
             cp_async_commit();
-            unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
+            unsigned char *kd = Kr + s * TILE_B; // V stays bf16, as gathered
             // rotate K into fp16 in place; each item's table registers then load tile kt + 1's
             const bool   more = kt + 1 < n_tiles;
             const int2   en   = F[0].y >= 0 ? F[0] : make_int2(0, 0);
@@ -1196,11 +1192,6 @@ __global__ void __launch_bounds__(384, 1)
                     *pk = 4 * c < HR ? rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]) : cvt_chunk(*pk);
                 }
                 if (more) load_tab_m(m, cr, sr);
-            }
-#pragma unroll
-            for (int m = 0; m < D / 16; m++) { // V: bf16 -> fp16 in place (exact in range)
-                uint4 *pv = (uint4 *)(vd + 2 * tile_off(j, 8 * pro_chunk<D, false>(m, hf)));
-                *pv       = cvt_chunk(*pv);
             }
             fence_proxy_async(); // the tensor cores read what the stores wrote
             mbar_arrive(full + s);
@@ -1256,8 +1247,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int t = 0; t < 4; t++) { // 16 keys: two 8-row groups of 1 KB
             const uint64_t dv = wgmma_desc_sw128(vb + t * 2048, 64 * 128, 1024);
-            if constexpr (D == 128) wgmma_rs_n128_t(o, pa[t], dv);
-            else wgmma_rs_n64_t(o, pa[t], dv);
+            if constexpr (D == 128) wgmma_rs_bf16_n128_t(o, pa[t], dv);
+            else wgmma_rs_bf16_n64_t(o, pa[t], dv);
         }
     };
     // masks, online softmax of S (in place: exponentials), returns the rescale of O
@@ -1297,11 +1288,11 @@ __global__ void __launch_bounds__(384, 1)
                 l_run[e >> 1] += pe;
             }
     };
-    auto pack_p = [&]() {
+    auto pack_p = [&]() { // P in bf16, as the pages' V
 #pragma unroll
         for (int jj = 0; jj < 8; jj++) {
-            pa[jj >> 1][2 * (jj & 1)]     = pack_f16(s[4 * jj], s[4 * jj + 1]);
-            pa[jj >> 1][2 * (jj & 1) + 1] = pack_f16(s[4 * jj + 2], s[4 * jj + 3]);
+            pa[jj >> 1][2 * (jj & 1)]     = pack_bf16(s[4 * jj], s[4 * jj + 1]);
+            pa[jj >> 1][2 * (jj & 1) + 1] = pack_bf16(s[4 * jj + 2], s[4 * jj + 3]);
         }
     };
     auto release = [&](int kt) {
@@ -1534,10 +1525,10 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
 } // namespace
 
 extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                  const lc_rope_table *rope, const lc_cuda_hip_rot *rot, bool with_v) {
+                                  const lc_rope_table *rope, const lc_cuda_hip_rot *rot) {
     const int D = kv->head_dim, P = kv->page_size;
-    if (!rot || rot->n_pre <= 0 || rot->tiles <= 0) return LC_OK;
-    if (!rot->k || (with_v && !rot->v) || !rot->pre || !seqs)
+    if (!rot || rot->n_pre <= 0 || rot->tiles <= 0 || rot->filled) return LC_OK;
+    if (!rot->k || !rot->pre || !seqs)
         return lc_fail(LC_ERR_INVALID_ARG, "cuda hip_rotate: missing buffers");
     if ((D != 64 && D != 128) || P <= 0 || (P & (P - 1)) || rope->n_rot < 0 || rope->n_rot > D ||
         rope->n_rot % 2 || rope->n_pos < 1)
@@ -1545,9 +1536,9 @@ extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq 
                        rope->n_rot);
     rot_params r;
     r.seqs = seqs, r.pre = rot->pre;
-    r.kpool = (const lc_bf16 *)kv->k, r.vpool = (const lc_bf16 *)kv->v;
+    r.kpool = (const lc_bf16 *)kv->k;
     r.cs = rope->cos, r.sn = rope->sin;
-    r.ks = (__half *)rot->k, r.vs = (__half *)rot->v;
+    r.ks = (__half *)rot->k;
     r.H = kv->n_kv_head, r.P = P, r.p_shift = 0;
     while ((1 << r.p_shift) < P) r.p_shift++;
     r.half_rot = rope->n_rot / 2, r.neox = rope->pairing == LC_ROPE_NEOX, r.n_pos = rope->n_pos;
@@ -1555,8 +1546,8 @@ extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq 
     if (gx > rot->tiles) gx = rot->tiles;
     if (gx < 1) gx = 1;
     const dim3 grid((unsigned)gx, (unsigned)rot->n_pre);
-    if (D == 64) hip_rotate_kernel<64><<<grid, 256, 0, lc_cuda_stream()>>>(r, with_v ? 1 : 0);
-    else hip_rotate_kernel<128><<<grid, 256, 0, lc_cuda_stream()>>>(r, with_v ? 1 : 0);
+    if (D == 64) hip_rotate_kernel<64><<<grid, 256, 0, lc_cuda_stream()>>>(r);
+    else hip_rotate_kernel<128><<<grid, 256, 0, lc_cuda_stream()>>>(r);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
@@ -1602,7 +1593,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     p.streaming = a->attn_rope == LC_HIP_ATTN_STREAMING;
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
-    p.rk = p.rv = NULL, p.rpre = NULL, p.n_rpre = 0;
+    p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
     {   // LONGCTX_SPARSE_DECODE_SCAN=thread|warp: one segment scan for every list (comparisons)
         static int warp_scan = -1;
         if (warp_scan < 0) {
@@ -1614,9 +1605,9 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
 
     unsigned char *sc = (unsigned char *)scratch;
     if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && use_wgmma()) {
-        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot, true);
+        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot);
         if (st != LC_OK) return st;
-        p.rk = (const __half *)rot->k, p.rv = (const __half *)rot->v;
+        p.rk = (const __half *)rot->k;
         p.rpre = rot->pre, p.n_rpre = rot->n_pre;
     }
     if (pl.decode) {

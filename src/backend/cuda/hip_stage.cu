@@ -123,11 +123,6 @@ __device__ __forceinline__ uint32_t score_key(float s) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&v;
-}
-
 __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t *a, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -187,22 +182,6 @@ __device__ int block_excl_scan(int v, int *total, int *smem) {
 }
 
 // ---- 1. prep: chunk lists and pooled queries ------------------------------------------------
-// Element d of R(pos)ᵀ y (the inverse rotation with the table's row).
-__device__ __forceinline__ float unrot_elem(const float *y, int d, int pos, const stage_params &p) {
-    const int half = p.n_rot >> 1;
-    if (d >= p.n_rot) return y[d];
-    if (!p.neox) {
-        const int   i = d >> 1;
-        const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-        const float y0 = y[d & ~1], y1 = y[d | 1];
-        return (d & 1) ? y1 * c - y0 * s : y0 * c + y1 * s;
-    }
-    const int   i = d < half ? d : d - half;
-    const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-    const float y0 = y[i], y1 = y[i + half];
-    return d < half ? y0 * c + y1 * s : y1 * c - y0 * s;
-}
-
 // The first stage's chunks of block q (the twin's first_grid_of / first_chunk): a head chunk
 // [n_sink, n_sink + o) when a first_offset o leaves tokens past it, then chunks of l_c every
 // first_stride tokens (0: l_c) from there, the last ending at win0.
@@ -252,7 +231,7 @@ __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblo
 // blocks hide less latency); block: kPrepThreads.
 template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel(stage_params p) {
     constexpr int EP = 16 * (D / 2) / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
-    __shared__ float y[16][D];
+    __shared__ float y[2][16][D]; // the versions of the m-tile's pooled queries
     __shared__ int   scan_smem[32];
     if ((int)blockIdx.x < p.n_pairs) { // the chunk list of pair bg
         const int            bg = blockIdx.x, b = bg / p.n_groups;
@@ -300,8 +279,13 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     // one dim pair per item (the rotation's pairs: NORM (2i, 2i + 1), NEOX (i, i + n_rot / 2);
     // past n_rot pairs of unrotated dims), its q_stride rows summed with independent loads (H100,
     // 8B shape, 32K rows: an element per item reading both dims and the table row per dim, rows
-    // in a dependent chain, was ~0.7 ms per prefill stage)
-    const int half = p.n_rot >> 1;
+    // in a dependent chain, was ~0.7 ms per prefill stage). RELATIVE: every row has the same
+    // query position c = n_stream + 1, so the raw rows are summed and the mean rotated once per
+    // key slot v, by R(c - v) = R(v)ᵀ R(c) (the slot's key rotation folded in); PLAIN / CHUNK:
+    // each row rotated at its own position before the sum.
+    const int  half = p.n_rot >> 1;
+    const bool rel  = p.mode == LC_HIP_SCAN_RELATIVE;
+    const int  crel = clamp_pos(p.n_stream + 1, p.n_pos);
 #pragma unroll
     for (int e = 0; e < EP; e++) {
         const int idx = e * kPrepThreads + threadIdx.x, ul = idx / (D / 2), pi = idx % (D / 2);
@@ -313,24 +297,38 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         float      a0 = 0.0f, a1 = 0.0f;
         if (rr < nqu) {
             const int r0 = u * p.q_stride, r1 = min(r0 + p.q_stride, q.n_rows);
+            if (rel || !rot) {
 #pragma unroll 4
-            for (int r = r0; r < r1; r++) {
-                const float *x  = p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D;
-                const float  x0 = __ldg(x + d0), x1 = __ldg(x + d1);
-                if (rot) {
-                    const int pp  = q.pos0 + r;
-                    int       pos = p.mode == LC_HIP_SCAN_PLAIN      ? pp
-                                  : p.mode == LC_HIP_SCAN_RELATIVE ? p.n_stream + 1
-                                                                   : min(pp, nch + p.n_stream);
-                    pos = clamp_pos(pos, p.n_pos);
+                for (int r = r0; r < r1; r++) {
+                    const float *x = p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D;
+                    a0 += __ldg(x + d0), a1 += __ldg(x + d1);
+                }
+            } else {
+#pragma unroll 4
+                for (int r = r0; r < r1; r++) {
+                    const float *x  = p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D;
+                    const float  x0 = __ldg(x + d0), x1 = __ldg(x + d1);
+                    const int    pp = q.pos0 + r;
+                    const int    pos =
+                        clamp_pos(p.mode == LC_HIP_SCAN_PLAIN ? pp : min(pp, nch + p.n_stream), p.n_pos);
                     const float c = __ldg(p.cs + (size_t)pos * half + pi), sn = __ldg(p.sn + (size_t)pos * half + pi);
                     a0 += x0 * c - x1 * sn, a1 += x0 * sn + x1 * c;
-                } else a0 += x0, a1 += x1;
+                }
             }
             const float inv = 1.0f / (float)(r1 - r0);
             a0 *= inv, a1 *= inv;
         }
-        y[ul][d0] = a0, y[ul][d1] = a1;
+        if (rel && rot) {
+#pragma unroll
+            for (int v = 0; v < 2; v++) {
+                const int   pos = max(crel - v, 0);
+                const float c = __ldg(p.cs + (size_t)pos * half + pi), sn = __ldg(p.sn + (size_t)pos * half + pi);
+                y[v][ul][d0] = a0 * c - a1 * sn, y[v][ul][d1] = a0 * sn + a1 * c;
+            }
+        } else {
+            y[0][ul][d0] = a0, y[0][ul][d1] = a1;
+            if (rel) y[1][ul][d0] = a0, y[1][ul][d1] = a1;
+        }
     }
     __syncthreads();
     for (int v = 0; v < nv; v++) {
@@ -340,13 +338,10 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
             const int l = idx / (D / 4), j = idx % (D / 4), t = j >> 2, r = j & 3;
             const int row = (l >> 2) + ((r & 1) ? 8 : 0);
             const int d0  = 16 * t + 2 * (l & 3) + ((r & 2) ? 8 : 0);
-            float     e0, e1;
-            if (p.mode == LC_HIP_SCAN_RELATIVE) // key slot v folded in: R(v)ᵀ R(n_stream+1) q
-                e0 = unrot_elem(y[row], d0, v, p), e1 = unrot_elem(y[row], d0 + 1, v, p);
-            else e0 = y[row][d0], e1 = y[row][d0 + 1];
+            const float2 ev = *(const float2 *)&y[v][row][d0];
             // plain RoPE multiplies in fp16 (its keys are rotated into fp16), the others in bf16
             dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] =
-                p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(e0, e1) : pack_bf16(e0, e1);
+                p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(ev.x, ev.y) : pack_bf16(ev.x, ev.y);
         }
     }
 }
@@ -1021,7 +1016,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.qfrag  = (uint32_t *)(s + off[4]);
     p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
     if (rot && rot->n_pre > 0 && rot->tiles > 0 && a->scan_rope == LC_HIP_SCAN_PLAIN) {
-        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot, false);
+        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot);
         if (st != LC_OK) return st;
         p.rk = (const uint16_t *)rot->k, p.rpre = rot->pre, p.n_rpre = rot->n_pre;
     }
