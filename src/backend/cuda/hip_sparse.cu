@@ -44,7 +44,10 @@
 //    LONGCTX_SPARSE_PREFILL=mma) an mma.sync FlashAttention-2 kernel over the same gathered
 //    tiles, from the pages, all in fp16. (Streaming RoPE composed as R(base + 64 t) R(j) — one
 //    table row per tile, key j's own in registers — was tried instead of a row per key: 2.8 ms
-//    slower at 1M, reverted.)
+//    slower at 1M, reverted. So were CTA pairs sharing the rotation: a block's two CTAs as a
+//    cluster, each rotating half of every tile's keys into both CTAs' stages through
+//    distributed shared memory, arriving on both CTAs' barriers: streaming at 1M 8.6 -> 12.4 ms,
+//    14.1 with one arrival a warp (H100, bench_hip_sparse); removed.)
 // The launch shapes depend only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
