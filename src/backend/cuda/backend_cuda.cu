@@ -358,7 +358,7 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     if (st == LC_OK && im->n_pre > 0)
         st = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes,
                           lc_cuda_attn_prefill_scratch_bytes(kv, im->pre_tiles),
-                          "prefill attention scratch (rotated keys and values, fp16)");
+                          "prefill attention scratch (keys and values, fp16)");
     if (st != LC_OK) return st;
     if (im->n_pre > 0) im->rot_kv = NULL; // the dense prefill writes its own tiles there
     bt.part    = im->part;

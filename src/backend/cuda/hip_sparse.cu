@@ -1060,7 +1060,7 @@ __global__ void __launch_bounds__(384, 1)
     unsigned char *sm   = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023); // swizzle atoms: 1 KB
     __half        *Qs   = (__half *)sm;                 // [2][64 rows][D] swizzled
     unsigned char *Kr   = sm + 2 * C::Q_B;              // [NS] K tiles (fp16, rotated)
-    unsigned char *Vr   = Kr + NS * TILE_B;             // [NS] V tiles (fp16)
+    unsigned char *Vr   = Kr + NS * TILE_B;             // [NS] V tiles (bf16, as the pages)
     uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
 
     const int           h = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, b = blockIdx.y;
