@@ -408,11 +408,12 @@ static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope
     return LC_OK;
 }
 
-// After an op that used the tiles of hip_rot_plan returned `st`: they hold this layer's keys.
+// After an op that filled the tiles of hip_rot_plan (`filled`) returned `st`: they hold this
+// layer's keys.
 static int hip_rot_done(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
-                        bool use, int st) {
+                        bool filled, int st) {
     cuda_impl *im = impl_of(b);
-    if (use) {
+    if (filled) {
         im->rot_kv  = st == LC_OK ? kv->k : NULL;
         im->rot_cos = rope->cos;
     }
@@ -440,7 +441,7 @@ static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
     if (st != LC_OK) return st;
     st = lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
                            im->hip_scratch, im->hip_scratch_bytes);
-    return hip_rot_done(b, kv, rope, use, st);
+    return hip_rot_done(b, kv, rope, use && n_qb > 0, st); // (no blocks: it returns before rotating)
 }
 
 static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,

@@ -274,7 +274,8 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     if (mt * 16 >= nqu) return; // no valid row: the scoring warp of this m-tile reads nothing
     const int g   = p.n_groups == 1 ? 0 : uh / p.uhpk;
     const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
-    const int nv  = p.mode == LC_HIP_SCAN_RELATIVE ? 2 : 1;
+    const bool rel = p.mode == LC_HIP_SCAN_RELATIVE;
+    const int  nv  = rel ? 2 : 1; // versions: RELATIVE one per key slot
     uint32_t *dst = p.qfrag + (size_t)(b * p.n_uh + uh) * 2 * p.n_mt * 32 * (D / 4);
     // one dim pair per item (the rotation's pairs: NORM (2i, 2i + 1), NEOX (i, i + n_rot / 2);
     // past n_rot pairs of unrotated dims), its q_stride rows summed with independent loads (H100,
@@ -283,9 +284,8 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     // query position c = n_stream + 1, so the raw rows are summed and the mean rotated once per
     // key slot v, by R(c - v) = R(v)ᵀ R(c) (the slot's key rotation folded in); PLAIN / CHUNK:
     // each row rotated at its own position before the sum.
-    const int  half = p.n_rot >> 1;
-    const bool rel  = p.mode == LC_HIP_SCAN_RELATIVE;
-    const int  crel = clamp_pos(p.n_stream + 1, p.n_pos);
+    const int half = p.n_rot >> 1;
+    const int crel = clamp_pos(p.n_stream + 1, p.n_pos);
 #pragma unroll
     for (int e = 0; e < EP; e++) {
         const int idx = e * kPrepThreads + threadIdx.x, ul = idx / (D / 2), pi = idx % (D / 2);
