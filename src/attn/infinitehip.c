@@ -39,6 +39,10 @@ typedef struct hip_impl {
     lc_hip_qblock *h_qb;
     lc_hip_qblock *d_qb;
     int32_t        qb_cap;
+    /* what d_qb holds (up_n blocks; 0: unknown): a forward whose blocks are the same skips the
+       upload — every layer after the first of a decode step */
+    lc_hip_qblock *up_qb;
+    int32_t        up_n;
     lc_hip_seg    *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
     int32_t       *d_n[LC_HIP_MAX_STAGES];   /* [qb_cap][n_groups] */
     /* the last forward, for lc_attn_infinitehip_last (evaluation) */
@@ -67,8 +71,8 @@ static int32_t win0_of(const lc_infinitehip_params *p, int32_t pos0) {
 
 static void ws_release(hip_impl *h) {
     lc_backend *b = h->b;
-    free(h->h_qb);
-    h->h_qb = NULL;
+    free(h->h_qb), free(h->up_qb);
+    h->h_qb = NULL, h->up_qb = NULL, h->up_n = 0;
     if (h->d_qb) b->dealloc(b, h->d_qb);
     h->d_qb = NULL;
     for (int i = 0; i < LC_HIP_MAX_STAGES; i++) {
@@ -85,8 +89,9 @@ static int ws_reserve(hip_impl *h, int32_t n_qb) {
     lc_backend   *b   = h->b;
     const int32_t cap = n_qb < 64 ? 64 : n_qb + n_qb / 2;
     h->h_qb           = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
+    h->up_qb          = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
     h->d_qb           = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
-    if (!h->h_qb || !h->d_qb) return ws_release(h), LC_ERR_NOMEM;
+    if (!h->h_qb || !h->up_qb || !h->d_qb) return ws_release(h), LC_ERR_NOMEM;
     for (int32_t i = 0; i < h->p.n_stages; i++) {
         const size_t lists = (size_t)cap * (size_t)h->n_groups;
         h->d_seg[i] = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)h->keep_max[i],
@@ -289,7 +294,13 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                                                         : LC_HIP_SCAN_RELATIVE;
     int (*up)(lc_backend *, void *, const void *, size_t) = b->upload_async ? b->upload_async
                                                                             : b->upload;
-    if ((st = up(b, h->d_qb, h->h_qb, sizeof(lc_hip_qblock) * (size_t)n_qb)) != LC_OK) return st;
+    const size_t qb_bytes = sizeof(lc_hip_qblock) * (size_t)n_qb;
+    if (h->up_n != n_qb || memcmp(h->up_qb, h->h_qb, qb_bytes) != 0) {
+        h->up_n = 0;
+        if ((st = up(b, h->d_qb, h->h_qb, qb_bytes)) != LC_OK) return st;
+        memcpy(h->up_qb, h->h_qb, qb_bytes);
+        h->up_n = n_qb;
+    }
 
     lc_hip_stage_args sa;
     memset(&sa, 0, sizeof sa);
