@@ -35,21 +35,6 @@ static cudaStream_t g_stream = nullptr;
 cudaStream_t        lc_cuda_stream(void) { return g_stream; }
 void                lc_cuda_set_stream(cudaStream_t s) { g_stream = s; }
 extern "C" void    *lc_cuda_stream_handle(void) { return (void *)g_stream; }
-// Programmatic dependent launches (common.cuh lc_launch): compute capability 9 or more, unless
-// LONGCTX_PDL=0 (comparisons).
-bool lc_cuda_pdl_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        int         dev = 0, major = 0;
-        const char *e   = getenv("LONGCTX_PDL");
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-            major = 0;
-        (void)cudaGetLastError();
-        on = major >= 9 && !(e && !strcmp(e, "0"));
-    }
-    return on == 1;
-}
 
 struct cuda_impl {
     int           device;
@@ -467,12 +452,9 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     int        st = check_batch(im, seqs, n_seqs, "attn_sparse");
     if (st != LC_OK) return st;
     const size_t need = lc_cuda_attn_sparse_scratch_bytes(n_qb, n_head, a);
-    void *const  old  = im->sparse_scratch;
     if (need > 0) st = grow_scratch(b, &im->sparse_scratch, &im->sparse_scratch_bytes, need,
                                     "sparse attention scratch");
     if (st != LC_OK) return st;
-    if (im->sparse_scratch != old) // its decode counters start at zero (and stay so)
-        LC_CUDA_TRY(cudaMemsetAsync(im->sparse_scratch, 0, lc_cuda_attn_sparse_zeroed_bytes(), im->stream));
     // gathered keys: every list entry once per 128 packed rows of a (block, KV head)
     const int32_t   H = kv->n_kv_head > 0 ? kv->n_kv_head : 1;
     const double    list = (double)(a->n_sink > 0 ? a->n_sink : 0) + (a->max_sel > 0 ? a->max_sel : 0) +

@@ -72,9 +72,6 @@ int    lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                          const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                          const lc_rope_table *rope, const lc_hip_stage_args *a,
                          const lc_cuda_hip_rot *rot, void *scratch, size_t scratch_bytes);
-/* attn_sparse's scratch starts with lc_cuda_attn_sparse_zeroed_bytes() that must be zero when
- * it is first used (zero the whole scratch after allocating it); every call leaves them zero. */
-size_t lc_cuda_attn_sparse_zeroed_bytes(void);
 size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
                                          const lc_hip_sparse_args *a);
 int    lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,

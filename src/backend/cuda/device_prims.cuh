@@ -7,21 +7,6 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-// Programmatic dependent launch (sm_90; no-ops before): the primary lets its dependent start
-// launching; the dependent waits for the primary's completion (and its memory) before it reads
-// the primary's output. A kernel launched with lc_launch(..., pdl = true) must call pdl_wait()
-// before it touches memory that an earlier kernel of the stream writes or reads.
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }

@@ -64,8 +64,6 @@ namespace {
 constexpr int SP_DMAX = 128; // head dims 64 and 128
 constexpr int SP_MAXG = 16;  // query heads per KV head
 constexpr int DEC_NT = 128, DEC_K = 64; // decode: threads, list entries of one CTA (4 warps x 16)
-constexpr int SP_PP = SP_DMAX + 4; // decode partials: floats a (query head, split): o[D], m, l (16-byte rows)
-constexpr int DEC_DONE = 4096;     // decode: split counters (block x KV head) at the scratch's start
 constexpr int PRE_NT = 256, PRE_TK = 64, PRE_BM = 128;
 
 struct sp_params {
@@ -130,6 +128,19 @@ __device__ __forceinline__ void rot_halves(uint4 &lo, uint4 &up, float4 c0, floa
     }
     lo = make_uint4(ra[0], ra[1], ra[2], ra[3]);
     up = make_uint4(rb[0], rb[1], rb[2], rb[3]);
+}
+
+// Programmatic dependent launch (sm_90): the primary lets its dependent start launching; the
+// dependent waits for the primary's completion (and its memory) before reading its output.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 }
 
 // ---- the attended key list ------------------------------------------------------------------
@@ -462,7 +473,7 @@ template <int D, bool NEOX> __device__ __forceinline__ int dec_chunk(int j, int 
 // loads for slot j are its B registers of k-steps 2j and 2j + 1.
 template <int D, bool NEOX>
 __global__ void __launch_bounds__(DEC_NT, 4)
-    sparse_decode_kernel(sp_params a, int n_splits, float *__restrict__ part, int *__restrict__ done) {
+    sparse_decode_kernel(sp_params a, int n_splits, float *__restrict__ part) {
     using C = dec_cfg<D>;
     constexpr int LDV = C::LDV, NSL = D / 32, KS = D / 16, DT = D / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -474,10 +485,9 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     const int           b = blockIdx.x / n_splits, split = blockIdx.x % n_splits, h = blockIdx.y;
     const int           gsel = a.n_groups == 1 ? 0 : h;
     const int64_t       gl   = (int64_t)b * a.n_groups + gsel;
-    pdl_wait(); // (launched as a programmatic dependent of the stage that wrote the selection)
-    const lc_hip_qblock B     = a.qb[b];
+    const lc_hip_qblock B    = a.qb[b];
     const int           ns_in = a.sel_n[gl]; // loaded beside the block (one round trip)
-    pdl_launch_dependents();                 // a merge kernel may start launching
+    pdl_launch_dependents();                 // the merge kernel may start launching
     if (B.n_rows != 1) return;
     const int         tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = a.G, HR = a.half_rot;
     const int32_t    *pt   = a.seqs[B.seq].page_table;
@@ -672,49 +682,10 @@ __global__ void __launch_bounds__(DEC_NT, 4)
         if (n_splits == 1) {
             a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o_ / l : 0.f;
         } else {
-            float *pp = part + (((int64_t)b * a.n_head + qh) * n_splits + split) * SP_PP;
+            float *pp = part + (((int64_t)b * a.n_head + qh) * n_splits + split) * (D + 2);
             pp[d] = o_;
             if (d == 0) pp[D] = M, pp[D + 1] = l;
         }
-    }
-    if (n_splits == 1 || !done) return;
-    // the last split CTA of (block, KV head) to finish merges the splits of its G query heads
-    // (log-sum-exp; the threadFenceReduction pattern: partials fenced before the count, the
-    // counter reset by the CTA that read it last)
-    __threadfence();
-    __syncthreads();
-    int *const is_last = red;
-    if (tid == 0) {
-        int *c     = done + (int64_t)b * a.H + h;
-        is_last[0] = atomicAdd(c, 1) == n_splits - 1;
-        if (is_last[0]) *c = 0;
-    }
-    __syncthreads();
-    if (!is_last[0]) return;
-    __threadfence();
-    constexpr int D4 = D / 4;
-    for (int idx = tid; idx < G * D4; idx += DEC_NT) {
-        const int    row = idx / D4, d4 = idx % D4, qh = h * G + row;
-        const float *pp  = part + ((int64_t)b * a.n_head + qh) * n_splits * SP_PP;
-        float        M   = -INFINITY;
-#pragma unroll 8
-        for (int sp = 0; sp < n_splits; sp++) M = fmaxf(M, __ldcg(pp + sp * SP_PP + D));
-        float4 o_ = make_float4(0.f, 0.f, 0.f, 0.f);
-        float  l  = 0.f;
-        if (M != -INFINITY) {
-#pragma unroll 8
-            for (int sp = 0; sp < n_splits; sp++) {
-                const float2 ml = __ldcg((const float2 *)(pp + sp * SP_PP + D));
-                const float4 os = __ldcg((const float4 *)(pp + sp * SP_PP) + d4);
-                if (ml.x == -INFINITY) continue;
-                const float f = exp2f(ml.x - M);
-                o_.x += f * os.x, o_.y += f * os.y, o_.z += f * os.z, o_.w += f * os.w;
-                l += f * ml.y;
-            }
-        }
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        *(float4 *)(a.out + ((int64_t)B.row0 * a.n_head + qh) * D + 4 * d4) =
-            make_float4(o_.x * inv, o_.y * inv, o_.z * inv, o_.w * inv);
     }
 }
 
@@ -740,9 +711,9 @@ __global__ void __launch_bounds__(MERGE_GROUPS * SP_DMAX)
     const lc_hip_qblock B = a.qb[b];
     pdl_wait();
     if (B.n_rows != 1) return;
-    const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * SP_PP;
+    const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * (D + 2);
     float        m = -INFINITY, l = 0.f;
-    for (int s = tid; s < n_splits; s += nt) ml_combine(m, l, pp[s * SP_PP + D], pp[s * SP_PP + D + 1]);
+    for (int s = tid; s < n_splits; s += nt) ml_combine(m, l, pp[s * (D + 2) + D], pp[s * (D + 2) + D + 1]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         ml_combine(m, l, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, l, o));
@@ -755,7 +726,7 @@ __global__ void __launch_bounds__(MERGE_GROUPS * SP_DMAX)
     if (m != -INFINITY) {
 #pragma unroll 4
         for (int s = grp; s < n_splits; s += MERGE_GROUPS) {
-            const float ms = pp[s * SP_PP + D], os = pp[s * SP_PP + d];
+            const float ms = pp[s * (D + 2) + D], os = pp[s * (D + 2) + d];
             if (ms != -INFINITY) o += exp2f(ms - m) * os;
         }
     }
@@ -1423,7 +1394,7 @@ int64_t dec_splits(int64_t n_max) {
 struct sp_plan {
     bool    decode; // every block one row (max_rows == 1): the split kernels; else the prefill ones
     int64_t splits, L_cap;
-    size_t  part_off, hdr_off, list_off, total;
+    size_t  hdr_off, list_off, total;
 };
 
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -1436,17 +1407,15 @@ sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a) {
     const char *e = getenv("LONGCTX_SPARSE_DECODE"); // =prefill: decode calls take the prefill path
     pl.decode = a->max_rows <= 1 && !(e && !strcmp(e, "prefill"));
     pl.splits = dec_splits(pl.L_cap);
-    // the decode split counters first, in every layout (zero, and left zero by each decode call)
-    size_t off = align256((size_t)DEC_DONE * sizeof(int));
-    pl.part_off = off;
+    size_t off = 0;
     if (pl.decode) {
         if (pl.splits > 1)
-            off += align256((size_t)n_qb * n_head * pl.splits * SP_PP * sizeof(float));
+            off = align256((size_t)n_qb * n_head * pl.splits * (SP_DMAX + 2) * sizeof(float));
         pl.hdr_off = pl.list_off = off;
     } else {
         const size_t n_lists = (size_t)n_qb * (size_t)(a->n_groups > 0 ? a->n_groups : 1);
-        pl.hdr_off  = off;
-        off         = align256(off + n_lists * sizeof(int4));
+        pl.hdr_off  = 0;
+        off         = align256(n_lists * sizeof(int4));
         pl.list_off = off;
         off         = align256(off + n_lists * (size_t)pl.L_cap * sizeof(int2));
     }
@@ -1454,8 +1423,7 @@ sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a) {
     return pl;
 }
 
-template <int D, bool NEOX>
-int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part, int *done) {
+template <int D, bool NEOX> int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part) {
     static bool configured = false;
     if (!configured) {
         LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX>,
@@ -1466,19 +1434,11 @@ int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part,
                                          (int)cudaSharedmemCarveoutMaxShared));
         configured = true;
     }
-    // the splits merge in their last CTA (counters at the scratch's start) unless the blocks
-    // outnumber the counters or LONGCTX_SPARSE_MERGE=kernel: then a merge kernel
-    static int fused = -1;
-    if (fused < 0) {
-        const char *e = getenv("LONGCTX_SPARSE_MERGE");
-        fused         = !(e && !strcmp(e, "kernel"));
-    }
-    const bool in_cta = fused && (int64_t)n_qb * p.H <= DEC_DONE;
-    dim3       grid((unsigned)(n_qb * splits), (unsigned)p.H);
-    LC_CUDA_TRY(lc_launch(sparse_decode_kernel<D, NEOX>, grid, dim3(DEC_NT),
-                          dec_cfg<D>::smem(p.half_rot, p.G), true, p, (int)splits, part,
-                          in_cta ? done : (int *)NULL));
-    if (splits > 1 && !in_cta) {
+    dim3 grid((unsigned)(n_qb * splits), (unsigned)p.H);
+    sparse_decode_kernel<D, NEOX><<<grid, DEC_NT, dec_cfg<D>::smem(p.half_rot, p.G), lc_cuda_stream()>>>(
+        p, (int)splits, part);
+    LC_CUDA_LAUNCHED();
+    if (splits > 1) {
         // the merge as a programmatic dependent (sm_90): it launches while the splits run and
         // waits for them inside (pdl_wait)
         cudaLaunchConfig_t cfg = {};
@@ -1595,8 +1555,6 @@ extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq 
     return LC_OK;
 }
 
-extern "C" size_t lc_cuda_attn_sparse_zeroed_bytes(void) { return align256((size_t)DEC_DONE * sizeof(int)); }
-
 extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
                                                     const lc_hip_sparse_args *a) {
     if (n_qb <= 0 || n_head <= 0 || !a) return 0;
@@ -1656,12 +1614,11 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
         p.rpre = rot->pre, p.n_rpre = rot->n_pre;
     }
     if (pl.decode) {
-        float *part = (float *)(sc + pl.part_off);
-        int   *done = (int *)sc;
-        return D == 64 ? (neox ? launch_decode<64, true>(p, n_qb, pl.splits, part, done)
-                               : launch_decode<64, false>(p, n_qb, pl.splits, part, done))
-                       : (neox ? launch_decode<128, true>(p, n_qb, pl.splits, part, done)
-                               : launch_decode<128, false>(p, n_qb, pl.splits, part, done));
+        float *part = (float *)sc;
+        return D == 64 ? (neox ? launch_decode<64, true>(p, n_qb, pl.splits, part)
+                               : launch_decode<64, false>(p, n_qb, pl.splits, part))
+                       : (neox ? launch_decode<128, true>(p, n_qb, pl.splits, part)
+                               : launch_decode<128, false>(p, n_qb, pl.splits, part));
     }
     return D == 64 ? (neox ? launch_prefill<64, true>(p, n_qb, a->max_rows, pl, sc)
                            : launch_prefill<64, false>(p, n_qb, a->max_rows, pl, sc))

@@ -233,8 +233,6 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     constexpr int EP = 16 * (D / 2) / kPrepThreads, FW = 32 * (D / 4) / kPrepThreads;
     __shared__ float y[2][16][D]; // the versions of the m-tile's pooled queries
     __shared__ int   scan_smem[32];
-    pdl_wait(); // (launched as a programmatic dependent: the stream's earlier work first)
-    pdl_launch_dependents();
     if ((int)blockIdx.x < p.n_pairs) { // the chunk list of pair bg
         const int            bg = blockIdx.x, b = bg / p.n_groups;
         const lc_hip_qblock  q  = p.qb[b];
@@ -574,8 +572,6 @@ __device__ __forceinline__ float max4_over_rows(const float v[4], int g) {
 template <int D, int MODE, int S, int TPR>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
-    pdl_wait(); // the prep's lists and queries (a programmatic dependent of it)
-    pdl_launch_dependents();
     constexpr int  QR  = D / 4;
     constexpr bool REL   = MODE == LC_HIP_SCAN_RELATIVE;
     constexpr bool PLAIN = MODE == LC_HIP_SCAN_PLAIN; // fp16 products (bf16 otherwise)
@@ -921,8 +917,8 @@ template <int D, int MODE, int S, int TPR> int launch_score(const stage_params &
                                          device_info().smem_optin));
         configured = true;
     }
-    LC_CUDA_TRY(lc_launch(hip_score_kernel<D, MODE, S, TPR>, grid, dim3((unsigned)threads),
-                          (size_t)p.smem_bytes, true, p));
+    hip_score_kernel<D, MODE, S, TPR><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
+    LC_CUDA_LAUNCHED();
     return LC_OK;
 }
 
@@ -941,8 +937,10 @@ template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int
 }
 
 template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
+    cudaStream_t  st    = lc_cuda_stream();
     const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_uh * p.n_mt;
-    LC_CUDA_TRY(lc_launch(hip_prep_kernel<D>, dim3((unsigned)nprep), dim3(kPrepThreads), 0, true, p));
+    hip_prep_kernel<D><<<(unsigned)nprep, kPrepThreads, 0, st>>>(p);
+    LC_CUDA_LAUNCHED();
     switch (p.mode) {
     case LC_HIP_SCAN_PLAIN: return launch_mode<D, LC_HIP_SCAN_PLAIN>(p, grid, threads);
     case LC_HIP_SCAN_RELATIVE: return launch_mode<D, LC_HIP_SCAN_RELATIVE>(p, grid, threads);
