@@ -701,7 +701,7 @@ __device__ __forceinline__ void ml_combine(float &m, float &l, float m2, float l
 // splits' (max, sum) reduced over the block, then 4 groups of D threads sum a quarter of the
 // splits' outputs each (every load independent of the others). Launched as a programmatic
 // dependent of the split kernel where the GPU has it (pdl_wait: its results).
-constexpr int MERGE_GROUPS = 4;
+constexpr int MERGE_GROUPS = 4, MERGE_REGS = 16;
 __global__ void __launch_bounds__(MERGE_GROUPS * SP_DMAX)
     sparse_merge_kernel(sp_params a, int n_splits, int D, const float *__restrict__ part) {
     __shared__ float red_m[MERGE_GROUPS * SP_DMAX / 32], red_l[MERGE_GROUPS * SP_DMAX / 32];
@@ -712,7 +712,51 @@ __global__ void __launch_bounds__(MERGE_GROUPS * SP_DMAX)
     pdl_wait();
     if (B.n_rows != 1) return;
     const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * (D + 2);
-    float        m = -INFINITY, l = 0.f;
+    if (n_splits <= MERGE_GROUPS * MERGE_REGS) {
+        // every load at once (one round trip): thread (group, d) holds o[d], m, l of the splits
+        // group + 4 i; the max over all splits from those, then each group's sums. (Was: the
+        // splits' (m, l) first, then the outputs in rounds of 4: H200, 1M, decode ~5 L2 round
+        // trips.)
+        const int grp = tid / D, d = tid % D;
+        float     os[MERGE_REGS], ms[MERGE_REGS], ls[MERGE_REGS], mloc = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < MERGE_REGS; i++) {
+            const int  s2 = grp + MERGE_GROUPS * i;
+            const bool v  = s2 < n_splits;
+            os[i] = v ? pp[s2 * (D + 2) + d] : 0.f;
+            ms[i] = v ? pp[s2 * (D + 2) + D] : -INFINITY;
+            ls[i] = v ? pp[s2 * (D + 2) + D + 1] : 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < MERGE_REGS; i++) mloc = fmaxf(mloc, ms[i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mloc = fmaxf(mloc, __shfl_xor_sync(0xffffffffu, mloc, o));
+        if (lane == 0) red_m[warp] = mloc;
+        __syncthreads();
+        float M = red_m[0];
+        for (int w = 1; w < nt / 32; w++) M = fmaxf(M, red_m[w]);
+        float o = 0.f, l = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int i = 0; i < MERGE_REGS; i++)
+                if (ms[i] != -INFINITY) {
+                    const float f = exp2f(ms[i] - M);
+                    o += f * os[i], l += f * ls[i];
+                }
+        }
+        if (grp > 0) {
+            acc[grp - 1][d] = o;
+            if (d == 0) red_l[grp - 1] = l;
+        }
+        __syncthreads();
+        if (grp == 0) {
+#pragma unroll
+            for (int k = 0; k < MERGE_GROUPS - 1; k++) o += acc[k][d], l += red_l[k];
+            a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o / l : 0.f;
+        }
+        return;
+    }
+    float m = -INFINITY, l = 0.f;
     for (int s = tid; s < n_splits; s += nt) ml_combine(m, l, pp[s * (D + 2) + D], pp[s * (D + 2) + D + 1]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)

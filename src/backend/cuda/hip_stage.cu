@@ -430,66 +430,76 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
         for (int c = tid; c < n; c += bd) kc[c] = __ldcg(sc + c);
         __syncthreads();
     }
-    // radix select of the k-th largest key T: after the passes, kk keys equal to T are wanted
+    // radix select of the k-th largest key, 8 bits a pass from the top: after a pass the keys
+    // whose masked bits (key & pmask) exceed prefix are kept and kk of those equal to it are
+    // wanted; the passes stop early when every key equal to the prefix is wanted. (Was 11 bits a
+    // pass over 2048 bins with a block scan each: H200, decode at 1M, ~11 us of a stage-3
+    // refresh; the warp-aggregated 256-bin passes need 3 barriers a pass instead of 7.)
     uint32_t  prefix = 0, pmask = 0;
     int       kk     = k;
-    const int shifts[3] = {21, 10, 0}, widths[3] = {11, 11, 10};
-    for (int pass = 0; pass < 3; pass++) {
-        const int      sh = shifts[pass], nb = 1 << widths[pass];
-        const uint32_t dm = (uint32_t)nb - 1u;
-        for (int i = tid; i < nb; i += bd) hist[i] = 0;
+    const int lane = tid & 31, warp = tid >> 5;
+    for (int sh = 24; sh >= 0; sh -= 8) {
+        for (int i = tid; i < 256; i += bd) hist[i] = 0;
         __syncthreads();
-        for (int c = tid; c < n; c += bd) {
-            const uint32_t key = cached ? kc[c] : __ldcg(sc + c);
-            if ((key & pmask) == prefix) atomicAdd(&hist[(key >> sh) & dm], 1);
+        for (int c0 = 0; c0 < n; c0 += bd) { // whole warps a round (the match below)
+            const int      c   = c0 + tid;
+            const uint32_t key = c < n ? (cached ? kc[c] : __ldcg(sc + c)) : 0u;
+            const bool     in  = c < n && (key & pmask) == prefix;
+            const unsigned act = __ballot_sync(kFull, in);
+            if (in) { // one shared atomic per distinct bin of the warp (scores crowd a few bins)
+                const int      bin  = (int)((key >> sh) & 255u);
+                const unsigned same = __match_any_sync(act, bin);
+                if (lane == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
+            }
         }
         __syncthreads();
-        // thread t owns the bins nb-1-t*per .. downwards; find the bin where the count from the
-        // top reaches kk
-        const int per   = (nb + bd - 1) / bd;
-        int       local = 0;
-        for (int i = 0; i < per; i++) {
-            const int idx = tid * per + i;
-            if (idx < nb) local += hist[nb - 1 - idx];
-        }
-        int tot;
-        int cum = block_excl_scan(local, &tot, scan);
-        for (int i = 0; i < per; i++) {
-            const int idx = tid * per + i;
-            if (idx >= nb) break;
-            const int bin = nb - 1 - idx, cnt = hist[bin];
-            if (cum < kk && cum + cnt >= kk) misc[0] = bin, misc[1] = cum;
-            cum += cnt;
+        if (warp == 0) { // lane l: bins 255 - 8 l .. 248 - 8 l, counted from the top
+            int cnt[8], sum = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) cnt[i] = hist[255 - 8 * lane - i], sum += cnt[i];
+            int incl = sum;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int y = __shfl_up_sync(kFull, incl, o);
+                if (lane >= o) incl += y;
+            }
+            int cum = incl - sum;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if (cum < kk && cum + cnt[i] >= kk) misc[0] = 255 - 8 * lane - i, misc[1] = cum, misc[2] = cnt[i];
+                cum += cnt[i];
+            }
         }
         __syncthreads();
         kk -= misc[1];
         prefix |= (uint32_t)misc[0] << sh;
-        pmask |= dm << sh;
-        __syncthreads();
+        pmask |= 255u << sh;
+        const bool all = misc[2] == kk;
+        __syncthreads(); // misc is rewritten by the next pass
+        if (all) break;
     }
-    const uint32_t T = prefix;
-    // rank ranges per thread; equal keys are kept from the highest rank down
+    // rank ranges per thread; keys equal to the prefix are kept from the highest rank down
     const int per = (n + bd - 1) / bd;
     const int c0 = min(n, tid * per), c1 = min(n, c0 + per);
     int       eq = 0;
-    for (int c = c0; c < c1; c++) eq += (cached ? kc[c] : __ldcg(sc + c)) == T;
+    for (int c = c0; c < c1; c++) eq += ((cached ? kc[c] : __ldcg(sc + c)) & pmask) == prefix;
     int       tot_eq;
     const int eq_before = block_excl_scan(eq, &tot_eq, scan);
     const int eq_above  = tot_eq - eq_before - eq;
     int       kept = 0, cum = eq_above;
     for (int c = c1 - 1; c >= c0; c--) {
-        const uint32_t key = cached ? kc[c] : __ldcg(sc + c);
-        if (key > T) kept++;
-        else if (key == T) kept += cum++ < kk;
+        const uint32_t km = (cached ? kc[c] : __ldcg(sc + c)) & pmask;
+        if (km > prefix) kept++;
+        else if (km == prefix) kept += cum++ < kk;
     }
     int       tot_kept;
     const int at = block_excl_scan(kept, &tot_kept, scan);
     int       j = 0;
     cum         = eq_above;
     for (int c = c1 - 1; c >= c0; c--) {
-        const uint32_t key  = cached ? kc[c] : __ldcg(sc + c);
-        bool           keep = key > T;
-        if (key == T) keep = cum++ < kk;
+        const uint32_t km   = (cached ? kc[c] : __ldcg(sc + c)) & pmask;
+        bool           keep = km > prefix;
+        if (km == prefix) keep = cum++ < kk;
         if (keep) {
             out[at + kept - 1 - j] = lc_hip_seg{ch[c].x, ch[c].y};
             j++;
