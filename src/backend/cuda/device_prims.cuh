@@ -94,3 +94,49 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
 }
 #endif
+
+// One 8-bit pass of a radix select of the need-th largest 32-bit key, from the top (hip_stage's
+// and hip_mask's selects): the keys key(i), i < n, whose bits under mask equal prefix are
+// counted into 256 bins of bits [shift, shift + 8) — warp-aggregated shared atomics, one per
+// distinct bin of a warp (scores share their high bytes, so most lanes hit one bin) — and warp
+// 0 finds the bin where the count from the top reaches need: out[0] = its digit, out[1] = the
+// keys of higher bins, out[2] = the bin's count. Every thread of the block calls it (blockDim.x a
+// multiple of 32); hist: 256 ints of shared memory, out: 3; both are read by all threads after
+// it returns (it ends with a barrier; callers place one before reusing hist or out).
+template <typename KeyAt>
+__device__ void radix_pass8(KeyAt key, int n, uint32_t prefix, uint32_t mask, int shift, int need,
+                            int *hist, int *out) {
+    const int tid = threadIdx.x, bd = blockDim.x, lane = tid & 31;
+    for (int i = tid; i < 256; i += bd) hist[i] = 0;
+    __syncthreads();
+    for (int base = 0; base < n; base += bd) { // whole warps a round (the match below)
+        const int      i   = base + tid;
+        const uint32_t k   = i < n ? key(i) : 0u;
+        const bool     in  = i < n && (k & mask) == prefix;
+        const unsigned act = __ballot_sync(0xffffffffu, in);
+        if (in) {
+            const int      bin  = (int)((k >> shift) & 255u);
+            const unsigned same = __match_any_sync(act, bin);
+            if (lane == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
+        }
+    }
+    __syncthreads();
+    if (tid < 32) { // lane l: bins 255 - 8 l .. 248 - 8 l, counted from the top
+        int cnt[8], sum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) cnt[i] = hist[255 - 8 * lane - i], sum += cnt[i];
+        int incl = sum;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o) incl += y;
+        }
+        int cum = incl - sum;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            if (cum < need && cum + cnt[i] >= need) out[0] = 255 - 8 * lane - i, out[1] = cum, out[2] = cnt[i];
+            cum += cnt[i];
+        }
+    }
+    __syncthreads();
+}

@@ -41,6 +41,7 @@
 // (the CPU twin fails there); positions outside the RoPE table are clamped.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/device_prims.cuh"
 #include "util/util.h"
 
 #include <math.h>
@@ -192,43 +193,10 @@ __device__ void select_pair(const mask_params &p, int bg, int cand, unsigned cha
     uint32_t prefix = 0, mask = 0;
     int      need = n_nodes;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        hist[tid] = 0; // kThreads == 256 bins
-        __syncthreads();
-        // warp-aggregated: the scores share their high bytes, so most lanes hit one bin
-        for (int base = 0; base < n_br; base += kThreads) {
-            const int      beta = base + tid;
-            const uint32_t s    = beta < n_br ? sc[beta] : 0u;
-            const int      bin  = beta < n_br && (s & mask) == prefix ? (int)((s >> shift) & 255) : 256;
-            const unsigned same = __match_any_sync(kFull, bin);
-            if (bin < 256 && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
-        }
-        __syncthreads();
-        if (tid < 32) { // lane L owns bins 255 - 8L - 7 .. 255 - 8L (descending)
-            int cnt8[8], sum = 0;
-#pragma unroll
-            for (int i = 0; i < 8; i++) cnt8[i] = hist[255 - 8 * tid - i], sum += cnt8[i];
-            int incl = sum;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const int y = __shfl_up_sync(kFull, incl, o);
-                if (tid >= o) incl += y;
-            }
-            const int      before = incl - sum;
-            const unsigned hit    = __ballot_sync(kFull, before < need && need <= incl);
-            if (tid == __ffs(hit) - 1) {
-                int acc = before, digit = 0, left = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    if (acc < need && need <= acc + cnt8[i] && !left) {
-                        digit = 255 - 8 * tid - i, left = need - acc, acc = need;
-                    } else if (!left) acc += cnt8[i];
-                info[0] = digit, info[1] = left;
-            }
-        }
-        __syncthreads();
+        radix_pass8([&](int beta) { return sc[beta]; }, n_br, prefix, mask, shift, need, hist, info);
         prefix |= (uint32_t)info[0] << shift;
         mask |= 255u << shift;
-        need = info[1];
+        need -= info[1]; // the keys wanted from the digit's bin
         __syncthreads();
     }
     // kept: key > prefix, or == prefix and among the first `need` such (branch order)

@@ -81,7 +81,7 @@ namespace {
 
 constexpr unsigned kFull        = 0xffffffffu;
 constexpr int      kPrepThreads = 256;
-constexpr int      kSelBins     = 2048;           // radix select histogram
+constexpr int      kSelBins     = 256;            // radix select histogram (radix_pass8)
 constexpr int      kSelHead     = kSelBins + 36;  // ints before the staged keys
 constexpr int      kMaxWarps    = 16;             // per score CTA
 constexpr int      kSelWarps    = 4;              // at least, for the select of the last CTA
@@ -435,42 +435,11 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
     // wanted; the passes stop early when every key equal to the prefix is wanted. (Was 11 bits a
     // pass over 2048 bins with a block scan each, 7 barriers a pass against 3 here; H200, 8B
     // shape, decode at 1M, 3k: a stage-3 refresh ~39 -> ~37.8 us, a stage-2 one ~46 -> ~45.8.)
-    uint32_t  prefix = 0, pmask = 0;
-    int       kk     = k;
-    const int lane = tid & 31, warp = tid >> 5;
+    uint32_t prefix = 0, pmask = 0;
+    int      kk     = k;
     for (int sh = 24; sh >= 0; sh -= 8) {
-        for (int i = tid; i < 256; i += bd) hist[i] = 0;
-        __syncthreads();
-        for (int c0 = 0; c0 < n; c0 += bd) { // whole warps a round (the match below)
-            const int      c   = c0 + tid;
-            const uint32_t key = c < n ? (cached ? kc[c] : __ldcg(sc + c)) : 0u;
-            const bool     in  = c < n && (key & pmask) == prefix;
-            const unsigned act = __ballot_sync(kFull, in);
-            if (in) { // one shared atomic per distinct bin of the warp (scores crowd a few bins)
-                const int      bin  = (int)((key >> sh) & 255u);
-                const unsigned same = __match_any_sync(act, bin);
-                if (lane == __ffs(same) - 1) atomicAdd(&hist[bin], __popc(same));
-            }
-        }
-        __syncthreads();
-        if (warp == 0) { // lane l: bins 255 - 8 l .. 248 - 8 l, counted from the top
-            int cnt[8], sum = 0;
-#pragma unroll
-            for (int i = 0; i < 8; i++) cnt[i] = hist[255 - 8 * lane - i], sum += cnt[i];
-            int incl = sum;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const int y = __shfl_up_sync(kFull, incl, o);
-                if (lane >= o) incl += y;
-            }
-            int cum = incl - sum;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                if (cum < kk && cum + cnt[i] >= kk) misc[0] = 255 - 8 * lane - i, misc[1] = cum, misc[2] = cnt[i];
-                cum += cnt[i];
-            }
-        }
-        __syncthreads();
+        radix_pass8([&](int c) { return cached ? kc[c] : __ldcg(sc + c); }, n, prefix, pmask, sh, kk,
+                    hist, misc);
         kk -= misc[1];
         prefix |= (uint32_t)misc[0] << sh;
         pmask |= 255u << sh;
