@@ -17,7 +17,9 @@
  * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE
  * (and again with rotated keys), and stage 1 chunk-indexed; with one descent per KV head
  * (kv_descent) in the grid's odd quads, 64-row blocks, and the 8B chains (relative: all three
- * stages; plain, rotated: stages 1-2), and refused past 256 rows per KV head.
+ * stages; plain, rotated: stages 1-2), and refused past 256 rows per KV head. Decode-only
+ * launches (one-row blocks): a small grid, with and without the transposed scoring, and the
+ * 8B shape's three stages at 128K.
  * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
  * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
  * Skips (exit 77) where no GPU is present.
@@ -245,6 +247,53 @@ static void run_big_blocks(lc_backend *b, int rot) {
     unsetenv("LONGCTX_HIP_ROTATE");
 }
 
+/* Decode-only launches (every block one row: a batch of decode sequences of different lengths),
+ * the sizes the transposed scoring (keys as the mma's A, at most 8 query columns as B) and the
+ * chunk ranges taken several to a CTA serve: first and later stages, the 3 modes, per query
+ * head and one descent per KV head (G 8 with relative RoPE is 16 columns: the other path),
+ * n_groups 1 and n_kv_head; then the same with LONGCTX_HIP_STAGE_TR=0 (the untransposed path). */
+static void run_decode_rows(lc_backend *b) {
+    const int32_t gqa[][2] = {{2, 4}, {4, 1}, {1, 8}, {3, 2}};
+    for (int tr = 1; tr >= 0; tr--) {
+        if (!tr) setenv("LONGCTX_HIP_STAGE_TR", "0", 1);
+        int k = 0;
+        for (int di = 0; di < 2; di++)
+            for (int gi = 0; gi < 4; gi++)
+                for (int mode = 0; mode < 3; mode++)
+                    for (int later = 0; later < 2; later++)
+                        for (int kv = 0; kv < 2; kv++, k++) {
+                            const int32_t D  = di ? 128 : 64;
+                            hs_case       cs = {D, gqa[gi][0], gqa[gi][1], k % 2 ? 16 : 64, k % 5 == 2 ? D / 2 : D,
+                                                k % 3 == 1 ? LC_ROPE_NEOX : LC_ROPE_NORM, 1, 8, 32, 0, 1, 0,
+                                                3, {2400 + 7 * k, 900 + k, 1500}, {1, 1, 1}};
+                            hs_world w;
+                            hs_world_make(&cs, &w);
+                            dev_world d;
+                            dev_world_make(b, &w, &d);
+                            const int32_t ng = k % 3 == 2 ? cs.H : 1, chunk = later ? 5 + k % 4 : 16 + k % 3;
+                            const int32_t keep = later ? 4 + k % 5 : 9 + k % 4;
+                            hs_kv_descent      = kv;
+                            hs_stage st;
+                            hs_stage_make(&w, &st, chunk, keep, 4, mode, ng, later, NULL, NULL, 0);
+                            hs_kv_descent = 0;
+                            char what[200];
+                            snprintf(what, sizeof what, "decode rows%s: D%d H%d G%d %s %s kv %d groups %d l_c %d "
+                                     "keep %d P%d rot%d", tr ? "" : " [untransposed]", D, cs.H, cs.G,
+                                     mode_name[mode], later ? "later" : "first", kv, ng, chunk, keep, cs.P,
+                                     cs.n_rot);
+                            const int32_t n_pairs = w.n_qb * ng;
+                            lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
+                            int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
+                            run_stage(b, &w, &d, &st, go, gon, what, 0);
+                            free(go), free(gon);
+                            hs_stage_free(&st);
+                            dev_world_free(b, &d);
+                            hs_world_free(&w);
+                        }
+    }
+    unsetenv("LONGCTX_HIP_STAGE_TR");
+}
+
 int main(void) {
     lc_backend *b;
     REQUIRE_CUDA_BACKEND(b);
@@ -253,6 +302,7 @@ int main(void) {
     for (int pass = 0; pass < 3; pass++) run_grid(b, pass);
     run_big_blocks(b, 0);
     run_big_blocks(b, 1);
+    run_decode_rows(b);
     /* keep-all and exact ties (the later chunks are kept), then a stage on the tied output */
     for (int gr = 0; gr < 2; gr++) {
         hs_case  cs = {128, 2, 3, 16, 128, LC_ROPE_NORM, 64, 8, 16, 1, 1, 0, 2, {500, 0}, {70, 1}};
@@ -355,6 +405,38 @@ int main(void) {
         }
         unsetenv("LONGCTX_HIP_ROTATE");
         free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
+        dev_world_free(b, &d);
+        hs_world_free(&w);
+    }
+    /* Llama-3.1-8B shape, decode only (two rows at 128K and 70K keys, the transposed scoring
+     * and several chunk ranges a CTA): the 3k preset's stages chained, relative RoPE, per
+     * query head and one descent per KV head */
+    if (!getenv("LC_TEST_SMALL")) {
+        const int32_t T  = 131072;
+        hs_case       cs = {128, 8, 4, 64, 128, LC_ROPE_NORM, 1, 256, 1024, 0, 1, 1,
+                            2, {T - 1, 70001}, {1, 1}};
+        hs_world      w;
+        hs_world_make(&cs, &w);
+        dev_world d;
+        dev_world_make(b, &w, &d);
+        hs_stage   s1, s2, s3;
+        lc_hip_seg g1[2 * 128], g2[2 * 256], g3[2 * 256];
+        int32_t    n1[2], n2[2], n3[2];
+        for (int kv = 0; kv < 2; kv++) {
+            const char *sfx = kv ? ", one descent per KV head" : "";
+            char        what[3][96];
+            for (int i = 0; i < 3; i++)
+                snprintf(what[i], sizeof what[i], "8B decode rows stage %d%s", i + 1, sfx);
+            hs_kv_descent = kv;
+            hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+            run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
+            hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
+            run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
+            hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
+            run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
+            hs_kv_descent = 0;
+            hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
+        }
         dev_world_free(b, &d);
         hs_world_free(&w);
     }

@@ -102,6 +102,11 @@ struct stage_params {
     // score launch: units of a CTA = nb blocks x hpc heads; S tiles of 8 chunks per warp
     int32_t              hpc, nb, n_hsub, S, cpt, ctas_per_pair, unit_bytes, tab_stride, npg;
     int32_t              smem_bytes, global_select;
+    // tr: decode-sized launch (one m-tile, at most 8 query columns a unit: pooled rows x key
+    // slots) scored transposed, 16 probe keys as the mma's A and the unit's query columns as B;
+    // nsub: chunk ranges a CTA takes at once (units of different grid-y tiles, where a CTA
+    // would otherwise hold fewer scoring warps than kSelWarps)
+    int32_t              tr, nsub;
     const lc_hip_seg    *in;
     const int32_t       *in_n;
     lc_hip_seg          *out;
@@ -331,6 +336,21 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         }
     }
     __syncthreads();
+    if (p.tr) {
+        // B fragments of m16n8k16 (k = 16 dims, n = 8 query columns): lane l = 4g + c holds
+        // D/8 registers, k-step t: (dims 16t + 2c + {0,1}) and (dims 16t + 8 + 2c + {0,1}) of
+        // column g. Column g: pooled row g % nqu of key slot g / nqu — slot 0 the right-slot
+        // version (RELATIVE: y[1]; else y[0]), slot 1 the left (y[0]); zero past the columns.
+        for (int idx = threadIdx.x; idx < 32 * (D / 8); idx += kPrepThreads) {
+            const int l = idx / (D / 8), j = idx % (D / 8), gc = l >> 2, c = l & 3;
+            const int slot = gc / nqu, row = gc - slot * nqu, ver = rel ? 1 - slot : 0;
+            const int d0 = 16 * (j >> 1) + 8 * (j & 1) + 2 * c;
+            float2    ev = make_float2(0.f, 0.f);
+            if (slot < nv) ev = make_float2(y[ver][row][d0], y[ver][row][d0 + 1]);
+            dst[idx] = p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(ev.x, ev.y) : pack_bf16(ev.x, ev.y);
+        }
+        return;
+    }
     for (int v = 0; v < nv; v++) {
 #pragma unroll
         for (int e = 0; e < FW; e++) {
@@ -548,7 +568,7 @@ __device__ __forceinline__ float max4_over_rows(const float v[4], int g) {
 // u % hpc of its KV head's subset), m-tile w % n_mt; it owns tiles T = j * n_mt + mt (j < S)
 // of every wave: issues their loads, rotates their keys and steps their descents (state in
 // shared memory). A wave starts by caching its chunks' page-table entries (npg per chunk).
-template <int D, int MODE, int S, int TPR>
+template <int D, int MODE, int S, int TPR, bool TR>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int  QR  = D / 4;
@@ -558,7 +578,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
     // RELATIVE: TPR tiles of two slots each
     constexpr int  TP    = REL ? TPR : 2;
     const int      lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, cq = lane & 3;
-    const int      n_mt = p.n_mt, u = warp / n_mt, mt = warp - u * n_mt;
+    const int      n_mt = TR ? 1 : p.n_mt, u = warp / n_mt, mt = warp - u * n_mt;
+    const int      units = p.nb * p.hpc, u0 = u % units, sub = u / units; // (block, head), range
     const int      NT = S * n_mt, W = 8 * NT, npg = p.npg, sh = p.p_shift;
     unsigned char *ub    = smem + (size_t)u * p.unit_bytes;
     uint16_t      *kbuf  = (uint16_t *)ub;
@@ -571,22 +592,29 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
     int           *tflag = pcache + (size_t)W * npg;             // [2][NT]
     const int      hs = blockIdx.x % p.n_hsub, kvh = (blockIdx.x / p.n_hsub) % p.H;
     const int      bgrp = blockIdx.x / (p.n_hsub * p.H);
-    const int      b = bgrp * p.nb + u / p.hpc, hh = hs * p.hpc + u % p.hpc;
+    const int      b = bgrp * p.nb + u0 / p.hpc, hh = hs * p.hpc + u0 % p.hpc;
 
     // (warps past the CTA's units only join the select: a CTA has at least kSelWarps)
-    if (u < p.nb * p.hpc && b < p.n_qb && hh < p.uhpk) { // the whole unit takes this branch
+    if (u < units * p.nsub && b < p.n_qb && hh < p.uhpk) { // the whole unit takes this branch
         const int h       = kvh * p.uhpk + hh; // scoring head
         const int bg      = b * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
         const int nch     = p.n_ch[bg];
-        const int c_begin = blockIdx.y * p.cpt, c_end = min(nch, c_begin + p.cpt);
+        const int c_begin = (blockIdx.y * p.nsub + sub) * p.cpt, c_end = min(nch, c_begin + p.cpt);
         if (c_begin < c_end) {
             const lc_hip_qblock q  = p.qb[b];
             const int32_t      *pt = p.seqs[q.seq].page_table;
             const int           nq = p.rmul * ((q.n_rows + p.q_stride - 1) / p.q_stride);
             const bool          rows_valid = mt * 16 < nq;
             const bool          ok0 = mt * 16 + g < nq, ok1 = mt * 16 + g + 8 < nq;
-            uint32_t            aR[QR], aL[REL ? QR : 1];
-            if (rows_valid) {
+            uint32_t            aR[TR ? 1 : QR], aL[REL && !TR ? QR : 1], bq[TR ? D / 8 : 1];
+            if constexpr (TR) { // the unit's query columns as B fragments (prep's TR layout)
+                const uint4 *s0 = (const uint4 *)(p.qfrag + (size_t)(b * p.n_uh + h) * 2 * 32 * QR + lane * (D / 8));
+#pragma unroll
+                for (int i = 0; i < D / 32; i++) {
+                    const uint4 x = __ldg(s0 + i);
+                    bq[4 * i] = x.x, bq[4 * i + 1] = x.y, bq[4 * i + 2] = x.z, bq[4 * i + 3] = x.w;
+                }
+            } else if (rows_valid) {
                 const uint32_t *qf = p.qfrag + (size_t)(b * p.n_uh + h) * 2 * n_mt * 32 * QR + lane * QR;
                 const uint4    *s0 = (const uint4 *)(qf + (size_t)mt * 32 * QR);
                 const uint4    *s1 = (const uint4 *)(qf + (size_t)(n_mt + mt) * 32 * QR);
@@ -652,7 +680,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                     // the probes of this step: step 0 the first key, then the mid (S <= 2: kept
                     // in registers for the loads, which are unrolled — independent address
                     // chains; S = 4 recomputes them in a rolled loop: fewer live registers)
-                    constexpr bool KEEP = S <= 2;
+                    constexpr bool KEEP = S <= 2 || TR;
                     unsigned       tact = 0;
                     int            pj[S];
 #pragma unroll
@@ -690,10 +718,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         const int e = (pos >> sh) - fpg[ci];
                         const int page = e < npg ? pcache[ci * npg + e] : __ldg(pt + (pos >> sh));
                         const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
-#pragma unroll
-                        for (int m = 0; m < D / 32; m++) {
-                            const int pc = cq + 4 * m;
-                            cp_async16_cg(kbuf + row * D + ((pc ^ (row & 7)) << 3), src + pc * 8);
+                        // piece pc = cq + 4m goes to slot pc ^ (row & 7) = (cq ^ (row & 3)) + 4 (m ^ hb),
+                        // hb = bit 2 of the row: two shared bases and immediate offsets (the per-
+                        // piece 64-bit address arithmetic was a third of a decode step's instructions)
+                        {
+                            const int      hb = (row >> 2) & 1;
+                            const uint32_t d0 = smem_u32(kbuf + row * D + ((cq ^ (row & 3)) << 3));
+                            const uint32_t da = d0 + (hb << 6), db = d0 + ((hb ^ 1) << 6);
+                            const uint16_t *sq = src + cq * 8;
+                            cp_async16_cg_at<0, 0>(da, sq);
+                            cp_async16_cg_at<0, 64>(db, sq);
+                            if constexpr (D == 128) {
+                                cp_async16_cg_at<128, 128>(da, sq);
+                                cp_async16_cg_at<128, 192>(db, sq);
+                            }
                         }
                         if (!REL && half > 0) {
                             const int    tp = clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
@@ -731,13 +769,61 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                                     convert_dim<D>(kbuf, T * 8 + (idx & 7), p.n_rot + (idx >> 3));
                         }
                     }
-                    if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
+                    if (!TR && n_mt > 1) named_barrier(1 + u, 32 * n_mt);
                     else __syncwarp();
                     const int tf = lane < NT ? tflag[par * NT + lane] : 0;
                     if (!__ballot_sync(kFull, tf & 1)) { // every descent of the wave is done
                         par ^= 1;                         // (the next wave writes the other flags)
                         break;
                     }
+                    if constexpr (TR) {
+                        // transposed: two tiles (16 probe keys) a pass as A, by the unit's query
+                        // columns (B); the k-steps alternate over two accumulators (independent
+                        // mma chains). Lane (g, cq) gets keys g and g + 8 at columns 2cq, 2cq + 1:
+                        // columns below nq are right-slot scores, then (RELATIVE) nq left-slot.
+                        const int c0 = 2 * cq, c1 = c0 + 1;
+                        const int k0 = c0 < nq ? 0 : (REL && c0 < 2 * nq ? 1 : 2);
+                        const int k1 = c1 < nq ? 0 : (REL && c1 < 2 * nq ? 1 : 2);
+                        for (int T0 = 0; T0 < NT; T0 += 2) {
+                            const bool two = T0 + 1 < NT;
+                            const int  fl  = tflag[par * NT + T0] | (two ? tflag[par * NT + T0 + 1] : 0);
+                            if (!(fl & 1)) continue;
+                            const int row = ((lane >> 3) & 1 && two ? T0 + 1 : T0) * 8 + (lane & 7);
+                            float     ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                            for (int t = 0; t < D / 16; t++) {
+                                uint32_t  a[4];
+                                const int pc = 2 * t + (lane >> 4);
+                                ldmatrix_x4(a, kbuf + row * D + ((pc ^ (row & 7)) << 3));
+                                float *c = (t & 1) ? cb : ca;
+                                if (PLAIN) mma_f16(c, a, bq[2 * t], bq[2 * t + 1]);
+                                else mma_bf16(c, a, bq[2 * t], bq[2 * t + 1]);
+                            }
+                            // per key (g: m = 0, g + 8: m = 1) the max over this lane's columns of
+                            // each slot, then over the quad's lanes where the columns spread
+                            float v[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}; // R g, L g, R g+8, L g+8
+#pragma unroll
+                            for (int m = 0; m < 2; m++) {
+                                const float x0 = ca[2 * m] + cb[2 * m], x1 = ca[2 * m + 1] + cb[2 * m + 1];
+                                if (k0 < 2) v[2 * m + k0] = x0;
+                                if (k1 < 2) v[2 * m + k1] = fmaxf(v[2 * m + k1], x1);
+                            }
+                            if ((REL ? 2 : 1) * nq > 2) {
+#pragma unroll
+                                for (int o = 1; o <= 2; o <<= 1)
+#pragma unroll
+                                    for (int i = 0; i < 4; i++) v[i] = fmaxf(v[i], __shfl_xor_sync(kFull, v[i], o));
+                            }
+                            if (cq == 0) {
+                                red[W + T0 * 8 + g] = v[0];
+                                if (REL) red[T0 * 8 + g] = v[1];
+                                if (two) {
+                                    red[W + (T0 + 1) * 8 + g] = v[2];
+                                    if (REL) red[(T0 + 1) * 8 + g] = v[3];
+                                }
+                            }
+                        }
+                    } else
                     // scores of the active tiles, TP at a time (independent mma chains): 16
                     // queries of this m-tile x 8 chunks each
                     for (int T0 = 0; T0 < NT; T0 += TP) {
@@ -791,7 +877,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                                 red[(size_t)mt * 2 * W + (left ? 0 : W) + Tw * 8 + col] = mx;
                         }
                     }
-                    if (n_mt > 1) named_barrier(1 + u, 32 * n_mt);
+                    if (!TR && n_mt > 1) named_barrier(1 + u, 32 * n_mt);
                     else __syncwarp();
                     // the descent steps of this warp's chunks: the left probe's score is the
                     // winner's, known from an earlier step
@@ -888,21 +974,26 @@ dev_info device_info(void) {
     return di;
 }
 
-template <int D, int MODE, int S, int TPR> int launch_score(const stage_params &p, dim3 grid, int threads) {
+template <int D, int MODE, int S, int TPR, bool TR = false>
+int launch_score(const stage_params &p, dim3 grid, int threads) {
     static bool configured = false;
     if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(hip_score_kernel<D, MODE, S, TPR>,
+        LC_CUDA_TRY(cudaFuncSetAttribute(hip_score_kernel<D, MODE, S, TPR, TR>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          device_info().smem_optin));
         configured = true;
     }
-    hip_score_kernel<D, MODE, S, TPR><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
+    hip_score_kernel<D, MODE, S, TPR, TR><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
 
 // RELATIVE: two tiles per mma pass where a warp has two or more (LONGCTX_HIP_STAGE_TP=1: one)
 template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int threads) {
+    if (p.tr)
+        return p.S == 1   ? launch_score<D, MODE, 1, 1, true>(p, grid, threads)
+               : p.S == 2 ? launch_score<D, MODE, 2, 1, true>(p, grid, threads)
+                          : launch_score<D, MODE, 4, 1, true>(p, grid, threads);
     if constexpr (MODE == LC_HIP_SCAN_RELATIVE) {
         const char *e = getenv("LONGCTX_HIP_STAGE_TP");
         if (!(e && atoi(e) == 1) && p.S * p.n_mt >= 2)
@@ -1024,12 +1115,19 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.n_hsub  = (p.uhpk + p.hpc - 1) / p.hpc;
     p.npg     = (int32_t)(((int64_t)P - 1 + a->chunk - 1) / P + 1);
     if (p.npg > 8) p.npg = 8;
-    // (a one-warp unit — a decode row, one descent per KV head — gets 3 warps more for the
-    // select, which one warp runs slowly: bench/NOTES.md 29)
+    // Decode-sized launches (one m-tile, at most 8 query columns a unit) score transposed
+    // (p.tr; LONGCTX_HIP_STAGE_TR=0: as the others). A CTA of fewer one-warp units than
+    // kSelWarps (a decode row with one descent per KV head, or G < 4) takes that many chunk
+    // ranges at once (p.nsub; LONGCTX_HIP_STAGE_NSUB=1: one, the other warps only joining the
+    // select, which one warp runs slowly: bench/NOTES.md 29).
+    const char *etr = getenv("LONGCTX_HIP_STAGE_TR"), *ens = getenv("LONGCTX_HIP_STAGE_NSUB");
+    p.tr = p.n_mt == 1 && nq * (rel ? 2 : 1) <= 8 && !(etr && atoi(etr) == 0);
     const int     units  = p.nb * p.hpc;
-    const int     threads = 32 * (units * p.n_mt > kSelWarps ? units * p.n_mt : kSelWarps);
+    p.nsub = 1;
+    if (p.n_mt == 1 && units < kSelWarps && !p.global_select && !(ens && atoi(ens) == 1))
+        p.nsub = kSelWarps / units;
     const int64_t ctas_x = (int64_t)(n_qb + p.nb - 1) / p.nb * H * p.n_hsub;
-    int64_t       per_sm = kMaxWarps / (units * p.n_mt);
+    int64_t       per_sm = kMaxWarps / (units * p.n_mt); // units resident per SM (warps' limit)
     if (per_sm < 1) per_sm = 1;
     // (relative RoPE in a prefill-sized call: 2, with two tiles per mma pass — H100, 32K rows:
     // stage 1 at 1M 45.4 -> 44.2 ms, at 128K 5.78 -> 5.63 ms vs 4)
@@ -1042,19 +1140,25 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     int ts = 0;
     for (;;) {
         p.unit_bytes = unit_bytes(D, a->scan_rope, rope->n_rot, p.n_mt, S, p.npg, &ts);
-        if ((int64_t)p.unit_bytes * units <= di.smem_optin) break;
+        if ((int64_t)p.unit_bytes * units * p.nsub <= di.smem_optin) break;
+        if (p.nsub > 1) {
+            p.nsub /= 2;
+            continue;
+        }
         if (S == 1)
             return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %lld bytes of shared memory per block "
                            "(%d available)", (long long)p.unit_bytes * units, di.smem_optin);
         S /= 2;
     }
+    const int     threads = 32 * (units * p.nsub * p.n_mt > kSelWarps ? units * p.nsub * p.n_mt : kSelWarps);
     p.S          = S;
     p.tab_stride = ts;
-    p.smem_bytes = p.unit_bytes * units;
+    p.smem_bytes = p.unit_bytes * units * p.nsub;
     if (p.smem_bytes < (kSelHead + 64) * 4) p.smem_bytes = (kSelHead + 64) * 4;
-    const int64_t by_smem = di.smem_sm / (p.smem_bytes + 1024);
+    const int64_t by_smem = di.smem_sm / (p.smem_bytes + 1024) * p.nsub;
     if (by_smem < per_sm) per_sm = by_smem > 0 ? by_smem : 1;
-    // chunk tiles (grid y): enough CTAs for two rounds of the resident ones (or more, below).
+    // chunk tiles (grid y, nsub to a CTA): enough units for two rounds of the resident ones (or
+    // more, below).
     const int     W      = 8 * S * p.n_mt;
     const int64_t waves  = ((int64_t)a->max_chunks + W - 1) / W;
     const int64_t target = 2 * (int64_t)di.n_sm * per_sm;
@@ -1070,11 +1174,13 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     if (!a->in && a->max_rows > 1 && wpt > wpt_cap) wpt = wpt_cap;
     if (ew && atoi(ew) > 0 && !p.global_select) wpt = atoi(ew);
     if (wpt < 1) wpt = 1;
-    while ((waves + wpt - 1) / wpt > 65535) wpt *= 2;
+    while (((waves + wpt - 1) / wpt + p.nsub - 1) / p.nsub > 65535) wpt *= 2;
     if (wpt * W > 0x7fffffff / 2)
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: %d chunks is too many", a->max_chunks);
     p.cpt       = (int32_t)(wpt * W);
     tiles       = waves > 0 ? (waves + wpt - 1) / wpt : 1;
+    if (p.nsub > tiles) p.nsub = (int32_t)tiles; // (the smem and threads above stay enough)
+    tiles       = (tiles + p.nsub - 1) / p.nsub;
     p.ctas_per_pair = (int32_t)((a->n_groups == 1 ? H : 1) * p.n_hsub * tiles);
     if (ctas_x > 0x7fffffff || (int64_t)p.n_pairs + (int64_t)n_qb * p.n_uh * p.n_mt > 0x7fffffff ||
         (int64_t)p.ctas_per_pair > 0x7fffffff / 2)
