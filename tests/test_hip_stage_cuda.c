@@ -251,11 +251,13 @@ static void run_big_blocks(lc_backend *b, int rot) {
  * the sizes the transposed scoring (keys as the mma's A, at most 8 query columns as B) and the
  * chunk ranges taken several to a CTA serve: first and later stages, the 3 modes, per query
  * head and one descent per KV head (G 8 with relative RoPE is 16 columns: the other path),
- * n_groups 1 and n_kv_head; then the same with LONGCTX_HIP_STAGE_TR=0 (the untransposed path). */
+ * n_groups 1 and n_kv_head; as launched (relative RoPE: keys straight into registers), then
+ * with LONGCTX_HIP_STAGE_TR=1 (transposed through shared memory) and =0 (untransposed). */
 static void run_decode_rows(lc_backend *b) {
     const int32_t gqa[][2] = {{2, 4}, {4, 1}, {1, 8}, {3, 2}};
-    for (int tr = 1; tr >= 0; tr--) {
-        if (!tr) setenv("LONGCTX_HIP_STAGE_TR", "0", 1);
+    static const char *tr_name[] = {" [untransposed]", " [transposed in shared memory]", ""};
+    for (int tr = 2; tr >= 0; tr--) {
+        if (tr < 2) setenv("LONGCTX_HIP_STAGE_TR", tr ? "1" : "0", 1);
         int k = 0;
         for (int di = 0; di < 2; di++)
             for (int gi = 0; gi < 4; gi++)
@@ -278,7 +280,7 @@ static void run_decode_rows(lc_backend *b) {
                             hs_kv_descent = 0;
                             char what[200];
                             snprintf(what, sizeof what, "decode rows%s: D%d H%d G%d %s %s kv %d groups %d l_c %d "
-                                     "keep %d P%d rot%d", tr ? "" : " [untransposed]", D, cs.H, cs.G,
+                                     "keep %d P%d rot%d", tr_name[tr], D, cs.H, cs.G,
                                      mode_name[mode], later ? "later" : "first", kv, ng, chunk, keep, cs.P,
                                      cs.n_rot);
                             const int32_t n_pairs = w.n_qb * ng;
@@ -422,12 +424,13 @@ int main(void) {
         hs_stage   s1, s2, s3;
         lc_hip_seg g1[2 * 128], g2[2 * 256], g3[2 * 256];
         int32_t    n1[2], n2[2], n3[2];
-        for (int kv = 0; kv < 2; kv++) {
-            const char *sfx = kv ? ", one descent per KV head" : "";
+        for (int kv = 0; kv < 3; kv++) { /* 2: per query head, 2 tiles a warp (LONGCTX_HIP_STAGE_S) */
+            const char *sfx = kv == 1 ? ", one descent per KV head" : kv == 2 ? ", S 2" : "";
             char        what[3][96];
+            if (kv == 2) setenv("LONGCTX_HIP_STAGE_S", "2", 1);
             for (int i = 0; i < 3; i++)
                 snprintf(what[i], sizeof what[i], "8B decode rows stage %d%s", i + 1, sfx);
-            hs_kv_descent = kv;
+            hs_kv_descent = kv == 1;
             hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
             run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
             hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
@@ -437,6 +440,7 @@ int main(void) {
             hs_kv_descent = 0;
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
+        unsetenv("LONGCTX_HIP_STAGE_S");
         dev_world_free(b, &d);
         hs_world_free(&w);
     }

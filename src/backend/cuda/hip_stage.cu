@@ -563,6 +563,8 @@ __device__ __forceinline__ float max4_over_rows(const float v[4], int g) {
 }
 
 
+__device__ void select_if_last(const stage_params &p, int bgrp, int kvh, unsigned char *smem);
+
 // grid: (ceil(n_qb / nb) * H * n_hsub, chunk tiles of cpt ranks); block: 32 * nb * hpc * n_mt;
 // dynamic smem: smem_bytes. Warp w: unit u = w / n_mt (block u / hpc of the CTA's nb, head
 // u % hpc of its KV head's subset), m-tile w % n_mt; it owns tiles T = j * n_mt + mt (j < S)
@@ -914,7 +916,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
             }
         }
     }
-    // the last CTA of a (block, group) pair selects its chunks
+    select_if_last(p, bgrp, kvh, smem);
+}
+
+// The last CTA of a (block, group) pair selects its chunks (every thread of the CTA calls it).
+__device__ void select_if_last(const stage_params &p, int bgrp, int kvh, unsigned char *smem) {
     __threadfence();
     __syncthreads();
     int *sflag = (int *)smem;
@@ -937,6 +943,172 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
             select_pair(p, (bgrp * p.nb + i) * p.n_groups + (p.n_groups == 1 ? 0 : kvh), smem);
             __syncthreads();
         }
+}
+
+// ---- 2b. decode scoring with relative RoPE: descent state in registers, two pipelined groups --
+// p.tr == 2: a decode-sized launch (one m-tile, at most 4 pooled rows a unit, so at most 8
+// query columns with the two key slots) with relative RoPE, whose keys need no rotation. The
+// same units, chunk ranges, descents and transposed mma as the tr == 1 path of
+// hip_score_kernel, but lane (g, cq) keeps in registers, for each of its NA = ceil(S / 2) A
+// tiles of 16 chunks, the descent state of chunks 16a + g and 16a + 8 + g (every lane of the
+// quad the same), and their first page-table entries (cq and cq + 4, read across the quad by a
+// shuffle); the A tiles are groups of a two-stage pipeline: a tile's probe rows are copied
+// (cp.async) while the other tile is scored and stepped, so a warp always has loads in flight.
+// No shared state, no barriers in a step. (H200, 8B shape, 3k at 1M, stage 1: the tr == 1 path
+// ran ~700 instructions a step for 32 chunks and waited for its loads in lockstep with the
+// other warps, ~1.5 TB/s of probe rows.) block: 128 threads (units x nsub = 4 warps); dynamic
+// smem: the warps' probe rows [4][W][D] bf16 (swizzled as kidx), then the select's keys.
+template <int D, int S>
+__global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int NA = (S + 1) / 2, W = 8 * S;
+    const int     lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, cq = lane & 3;
+    const int     units = p.hpc, u0 = warp % units, sub = warp / units;
+    const int     hs = blockIdx.x % p.n_hsub, kvh = (blockIdx.x / p.n_hsub) % p.H;
+    const int     bgrp = blockIdx.x / (p.n_hsub * p.H);
+    const int     b = bgrp, hh = hs * p.hpc + u0;
+    uint16_t     *kbuf = (uint16_t *)smem + (size_t)warp * W * D;
+    if (warp < units * p.nsub && b < p.n_qb && hh < p.uhpk) {
+        const int h  = kvh * p.uhpk + hh;
+        const int bg = b * p.n_groups + (p.n_groups == 1 ? 0 : kvh);
+        const int nch = p.n_ch[bg];
+        const int c_begin = (blockIdx.y * p.nsub + sub) * p.cpt, c_end = min(nch, c_begin + p.cpt);
+        if (c_begin < c_end) {
+            const lc_hip_qblock q  = p.qb[b];
+            const int32_t      *pt = p.seqs[q.seq].page_table;
+            const int           nq = p.rmul * ((q.n_rows + p.q_stride - 1) / p.q_stride);
+            uint32_t            bq[D / 8];
+            {
+                const uint4 *s0 = (const uint4 *)(p.qfrag + (size_t)(b * p.n_uh + h) * 2 * 32 * (D / 4) + lane * (D / 8));
+#pragma unroll
+                for (int i = 0; i < D / 32; i++) {
+                    const uint4 x = __ldg(s0 + i);
+                    bq[4 * i] = x.x, bq[4 * i + 1] = x.y, bq[4 * i + 2] = x.z, bq[4 * i + 3] = x.w;
+                }
+            }
+            // columns 2cq, 2cq + 1 of this lane: 0 right slot (col < nq), 1 left, 2 none
+            const int       k0 = 2 * cq < nq ? 0 : (2 * cq < 2 * nq ? 1 : 2);
+            const int       k1 = 2 * cq + 1 < nq ? 0 : (2 * cq + 1 < 2 * nq ? 1 : 2);
+            const bool      bcast = nq == 1; // both columns in lane cq = 0
+            const uint16_t *kbase = p.k + (size_t)kvh * p.P * D + cq * 8;
+            const size_t    page_stride = (size_t)p.H * p.P * D;
+            const int       sh = p.p_shift, npg = p.npg;
+            uint32_t       *scores = p.scores + (size_t)bg * p.max_chunks;
+            const int2     *chunks = p.chunks + (size_t)bg * p.max_chunks;
+            for (int w0 = c_begin; w0 < c_end; w0 += W) {
+                int   lo[NA][2], hi[NA][2], fp[NA][2], pe0[NA][2], pe1[NA][2], pos[NA][2];
+                float sl[NA][2], sf[NA][2];
+                bool  act[NA];
+#pragma unroll
+                for (int a = 0; a < NA; a++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) {
+                        const int  ci = 16 * a + 8 * r + g, rank = w0 + ci;
+                        const bool v  = 16 * a + 8 * r < W && rank < c_end;
+                        const int2 rc = v ? __ldg(chunks + rank) : make_int2(0, 0);
+                        lo[a][r] = rc.x, hi[a][r] = v ? rc.x + rc.y : -1;
+                        sl[a][r] = sf[a][r] = -INFINITY;
+                        fp[a][r] = rc.x >> sh;
+                        const int p1 = v ? (rc.x + rc.y - 1) >> sh : -1;
+                        pe0[a][r] = cq < npg && fp[a][r] + cq <= p1 ? __ldg(pt + fp[a][r] + cq) : 0;
+                        pe1[a][r] = cq + 4 < npg && fp[a][r] + cq + 4 <= p1 ? __ldg(pt + fp[a][r] + cq + 4) : 0;
+                    }
+                // the probes of A tile a at a step (step 0: the first key, then the mid), copied
+                // into rows 16a + 8r + g (quad lane cq: pieces cq + 4m, swizzled by row & 7)
+                auto issue = [&](int a, int step) {
+                    bool any = false;
+#pragma unroll
+                    for (int r = 0; r < 2; r++) {
+                        const int l = lo[a][r], u = hi[a][r];
+                        const int ps = step == 0 ? (u > l ? l : -1) : (u - l > 1 ? l + ((u - l) >> 1) : -1);
+                        pos[a][r]    = ps;
+                        const int e  = (ps >> sh) - fp[a][r];
+                        const int pv = (e >> 2) & 1 ? pe1[a][r] : pe0[a][r];
+                        int       page = __shfl_sync(kFull, pv, (lane & ~3) | (e & 3));
+                        if (ps < 0) continue;
+                        any = true;
+                        if (e >= npg || e < 0) page = __ldg(pt + (ps >> sh));
+                        const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(ps & (p.P - 1)) * D;
+                        const int       row = 16 * a + 8 * r + g, hb = (row >> 2) & 1;
+                        const uint32_t  d0 = smem_u32(kbuf + row * D + ((cq ^ (row & 3)) << 3));
+                        const uint32_t  da = d0 + (hb << 6), db = d0 + ((hb ^ 1) << 6);
+                        cp_async16_cg_at<0, 0>(da, src);
+                        cp_async16_cg_at<0, 64>(db, src);
+                        if constexpr (D == 128) {
+                            cp_async16_cg_at<128, 128>(da, src);
+                            cp_async16_cg_at<128, 192>(db, src);
+                        }
+                    }
+                    cp_async_commit();
+                    act[a] = __any_sync(kFull, any);
+                };
+#pragma unroll
+                for (int a = 0; a < NA; a++) issue(a, 0);
+                for (int step = 0; step < 64; step++) { // (a chunk's descent is <= 32 steps)
+                    bool more = false;
+#pragma unroll
+                    for (int a = 0; a < NA; a++) {
+                        // the oldest group in flight is this tile's (one group per tile a step)
+                        if constexpr (NA == 2) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+                        else asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+                        __syncwarp();
+                        if (act[a]) {
+                            // (rows 8-15 of an A tile past the warp's W rows: rows 0-7 again, unused)
+                            const int row = 16 * a + ((lane >> 3) & 1 && 16 * a + 8 < W ? 8 : 0) + (lane & 7);
+                            float     ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                            for (int t = 0; t < D / 16; t++) {
+                                uint32_t  af[4];
+                                const int pc = 2 * t + (lane >> 4);
+                                ldmatrix_x4(af, kbuf + row * D + ((pc ^ (row & 7)) << 3));
+                                mma_bf16((t & 1) ? cb : ca, af, bq[2 * t], bq[2 * t + 1]);
+                            }
+                            float v[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}; // R, L of row g; of g + 8
+#pragma unroll
+                            for (int m = 0; m < 2; m++) {
+                                const float x0 = ca[2 * m] + cb[2 * m], x1 = ca[2 * m + 1] + cb[2 * m + 1];
+                                if (k0 < 2) v[2 * m + k0] = x0;
+                                if (k1 < 2) v[2 * m + k1] = fmaxf(v[2 * m + k1], x1);
+                            }
+                            if (bcast) {
+#pragma unroll
+                                for (int i = 0; i < 4; i++) v[i] = __shfl_sync(kFull, v[i], lane & ~3);
+                            } else {
+#pragma unroll
+                                for (int o = 1; o <= 2; o <<= 1)
+#pragma unroll
+                                    for (int i = 0; i < 4; i++) v[i] = fmaxf(v[i], __shfl_xor_sync(kFull, v[i], o));
+                            }
+#pragma unroll
+                            for (int r = 0; r < 2; r++) {
+                                const int ps = pos[a][r];
+                                if (ps < 0) continue;
+                                const float sR = v[2 * r], sL = v[2 * r + 1];
+                                if (step == 0) sl[a][r] = sL, sf[a][r] = sR;
+                                else if (sR > sl[a][r]) lo[a][r] = ps, sl[a][r] = sL, sf[a][r] = sR;
+                                else hi[a][r] = ps;
+                            }
+                            __syncwarp(); // every lane has read the rows before they are refilled
+                            issue(a, step + 1);
+                        } else {
+                            cp_async_commit(); // (an empty group keeps one group per tile a step)
+                        }
+                        more |= act[a];
+                    }
+                    if (!more) break;
+                }
+                asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#pragma unroll
+                for (int a = 0; a < NA; a++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        if (cq == 0 && hi[a][r] > lo[a][r] && 16 * a + 8 * r < W)
+                            atomicMax(scores + w0 + 16 * a + 8 * r + g, score_key(sf[a][r]));
+            }
+        }
+    }
+    __syncthreads(); // (the select reuses the rows' shared memory)
+    select_if_last(p, bgrp, kvh, smem);
 }
 
 // ---- host side -------------------------------------------------------------------------------
@@ -1006,11 +1178,19 @@ template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int
                       : launch_score<D, MODE, 4, 1>(p, grid, threads);
 }
 
+template <int D, int S> int launch_dec(const stage_params &p, dim3 grid) {
+    hip_score_dec_kernel<D, S><<<grid, 128, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
 template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
     cudaStream_t  st    = lc_cuda_stream();
     const int64_t nprep = (int64_t)p.n_pairs + (int64_t)p.n_qb * p.n_uh * p.n_mt;
     hip_prep_kernel<D><<<(unsigned)nprep, kPrepThreads, 0, st>>>(p);
     LC_CUDA_LAUNCHED();
+    if (p.tr == 2)
+        return p.S == 1 ? launch_dec<D, 1>(p, grid) : p.S == 2 ? launch_dec<D, 2>(p, grid) : launch_dec<D, 4>(p, grid);
     switch (p.mode) {
     case LC_HIP_SCAN_PLAIN: return launch_mode<D, LC_HIP_SCAN_PLAIN>(p, grid, threads);
     case LC_HIP_SCAN_RELATIVE: return launch_mode<D, LC_HIP_SCAN_RELATIVE>(p, grid, threads);
@@ -1122,6 +1302,9 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     // select, which one warp runs slowly: bench/NOTES.md 29).
     const char *etr = getenv("LONGCTX_HIP_STAGE_TR"), *ens = getenv("LONGCTX_HIP_STAGE_NSUB");
     p.tr = p.n_mt == 1 && nq * (rel ? 2 : 1) <= 8 && !(etr && atoi(etr) == 0);
+    // relative RoPE (keys as stored): straight into registers (LONGCTX_HIP_STAGE_TR=1: through
+    // shared memory)
+    if (p.tr && rel && !p.global_select && !(etr && atoi(etr) == 1)) p.tr = 2;
     const int     units  = p.nb * p.hpc;
     p.nsub = 1;
     if (p.n_mt == 1 && units < kSelWarps && !p.global_select && !(ens && atoi(ens) == 1))
@@ -1154,6 +1337,10 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.S          = S;
     p.tab_stride = ts;
     p.smem_bytes = p.unit_bytes * units * p.nsub;
+    if (p.tr == 2) { // 4 warps' probe rows, or the select's keys if more (staged up to 48 KB)
+        const int64_t sel = ((int64_t)kSelHead + a->max_chunks) * 4, rows = 4 * 8 * S * D * 2;
+        p.smem_bytes      = (int32_t)(sel < 48 * 1024 ? (sel > rows ? sel : rows) : (rows > 48 * 1024 ? rows : 48 * 1024));
+    }
     if (p.smem_bytes < (kSelHead + 64) * 4) p.smem_bytes = (kSelHead + 64) * 4;
     const int64_t by_smem = di.smem_sm / (p.smem_bytes + 1024) * p.nsub;
     if (by_smem < per_sm) per_sm = by_smem > 0 ? by_smem : 1;
