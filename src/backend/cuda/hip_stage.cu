@@ -3,7 +3,7 @@
 // attention"). Paper: InfiniteHiP (seeds/000_ced830aa0d9eb0ea.txt) §3.1–3.2, Alg. 2–3; digest
 // spec/infinitehip-and-hip.md §3.2 and §4.1.
 //
-// Two kernels on the backend's stream:
+// Two kernels on the backend's stream (a third for relative-RoPE decode, 2b):
 //  1. prep: per (block, group) the chunk list [start, len) in rank order (the input segments
 //     cut into l_c pieces by a block scan, or in the first stage [n_sink, win0) cut on its
 //     grid: an optional shorter head chunk (first_offset), then l_c tokens every first_stride —
@@ -38,6 +38,14 @@
 //     3-pass radix select (11/11/10 bits; equal scores taken from the highest rank down) over
 //     the keys staged in shared memory, and writes the kept chunks in rank (= position) order
 //     with a block scan.
+//  Decode-sized launches (one m-tile whose unit has at most 8 query columns: pooled rows x key
+//  slots; p.tr) score transposed: 16 probe keys are the mma's A (ldmatrix from the same
+//  swizzled rows) and the unit's query columns its B, so a lane gets (key, column) scores with
+//  no reduction over 16 query rows of which one was valid, and 4x fewer mma. With relative
+//  RoPE (keys as stored) the score stage is hip_score_dec_kernel (2b): descent state in
+//  registers and two pipelined groups of probe rows a warp; with plain or chunk-indexed RoPE
+//  the TR branch of hip_score_kernel. One-warp units (a decode row with one descent per KV
+//  head) take several chunk ranges a CTA (p.nsub) instead of idling 3 of its 4 warps.
 //
 // Limits: head_dim 64 or 128; at most 256 pooled queries per block; page size a power of two.
 // Launch sizes (max_rows, max_chunks, in_cap) are trusted: rows and chunks past them are
