@@ -571,6 +571,64 @@ __device__ __forceinline__ float max4_over_rows(const float v[4], int g) {
 }
 
 
+// ---- transposed scoring helpers (decode-sized launches, p.tr) -----------------------------------
+// The unit's query columns as B fragments (the prep's TR layout: lane l holds D/8 registers).
+template <int D>
+__device__ __forceinline__ void load_tr_query(const stage_params &p, int b, int h, int lane, uint32_t *bq) {
+    const uint4 *s0 = (const uint4 *)(p.qfrag + (size_t)(b * p.n_uh + h) * 2 * 32 * (D / 4) + lane * (D / 8));
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+        const uint4 x = __ldg(s0 + i);
+        bq[4 * i] = x.x, bq[4 * i + 1] = x.y, bq[4 * i + 2] = x.z, bq[4 * i + 3] = x.w;
+    }
+}
+
+// The slot maxima of keys g and g + 8 from a transposed tile's two accumulators (k-steps
+// split over ca and cb): v = {right g, left g, right g + 8, left g + 8}, -inf where none.
+// Columns 2cq, 2cq + 1 of the lane are right-slot scores below nq, then (REL) left-slot ones
+// below 2 nq; with nq == 1 both sit in lane cq = 0 and are broadcast over the quad, else
+// maxed over it (every lane of the quad ends with the values).
+template <bool REL>
+__device__ __forceinline__ void tr_slot_max(const float ca[4], const float cb[4], int nq, int lane, float v[4]) {
+    const int cq = lane & 3, c0 = 2 * cq, c1 = c0 + 1;
+    const int k0 = c0 < nq ? 0 : (REL && c0 < 2 * nq ? 1 : 2);
+    const int k1 = c1 < nq ? 0 : (REL && c1 < 2 * nq ? 1 : 2);
+    v[0] = v[1] = v[2] = v[3] = -INFINITY;
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        const float x0 = ca[2 * m] + cb[2 * m], x1 = ca[2 * m + 1] + cb[2 * m + 1];
+        if (k0 < 2) v[2 * m + k0] = x0;
+        if (k1 < 2) v[2 * m + k1] = fmaxf(v[2 * m + k1], x1);
+    }
+    if ((REL ? 2 : 1) * nq <= 2) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[i] = __shfl_sync(kFull, v[i], lane & ~3);
+    } else {
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1)
+#pragma unroll
+            for (int i = 0; i < 4; i++) v[i] = fmaxf(v[i], __shfl_xor_sync(kFull, v[i], o));
+    }
+}
+
+// Quad lane cq's share of probe row `row` (bf16, D dims at src) into the swizzled rows: piece
+// pc = cq + 4m goes to slot pc ^ (row & 7) = (cq ^ (row & 3)) + 4 (m ^ hb), hb = bit 2 of the
+// row: two shared bases and immediate offsets (the per-piece 64-bit address arithmetic was a
+// third of a decode step's instructions).
+template <int D>
+__device__ __forceinline__ void copy_probe_row(uint16_t *kbuf, int row, int cq, const uint16_t *src) {
+    const int      hb = (row >> 2) & 1;
+    const uint32_t d0 = smem_u32(kbuf + row * D + ((cq ^ (row & 3)) << 3));
+    const uint32_t da = d0 + (hb << 6), db = d0 + ((hb ^ 1) << 6);
+    const uint16_t *sq = src + cq * 8;
+    cp_async16_cg_at<0, 0>(da, sq);
+    cp_async16_cg_at<0, 64>(db, sq);
+    if constexpr (D == 128) {
+        cp_async16_cg_at<128, 128>(da, sq);
+        cp_async16_cg_at<128, 192>(db, sq);
+    }
+}
+
 __device__ void select_if_last(const stage_params &p, int bgrp, int kvh, unsigned char *smem);
 
 // grid: (ceil(n_qb / nb) * H * n_hsub, chunk tiles of cpt ranks); block: 32 * nb * hpc * n_mt;
@@ -617,14 +675,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
             const bool          rows_valid = mt * 16 < nq;
             const bool          ok0 = mt * 16 + g < nq, ok1 = mt * 16 + g + 8 < nq;
             uint32_t            aR[TR ? 1 : QR], aL[REL && !TR ? QR : 1], bq[TR ? D / 8 : 1];
-            if constexpr (TR) { // the unit's query columns as B fragments (prep's TR layout)
-                const uint4 *s0 = (const uint4 *)(p.qfrag + (size_t)(b * p.n_uh + h) * 2 * 32 * QR + lane * (D / 8));
-#pragma unroll
-                for (int i = 0; i < D / 32; i++) {
-                    const uint4 x = __ldg(s0 + i);
-                    bq[4 * i] = x.x, bq[4 * i + 1] = x.y, bq[4 * i + 2] = x.z, bq[4 * i + 3] = x.w;
-                }
-            } else if (rows_valid) {
+            if constexpr (TR) load_tr_query<D>(p, b, h, lane, bq);
+            else if (rows_valid) {
                 const uint32_t *qf = p.qfrag + (size_t)(b * p.n_uh + h) * 2 * n_mt * 32 * QR + lane * QR;
                 const uint4    *s0 = (const uint4 *)(qf + (size_t)mt * 32 * QR);
                 const uint4    *s1 = (const uint4 *)(qf + (size_t)(n_mt + mt) * 32 * QR);
@@ -728,21 +780,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         const int e = (pos >> sh) - fpg[ci];
                         const int page = e < npg ? pcache[ci * npg + e] : __ldg(pt + (pos >> sh));
                         const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
-                        // piece pc = cq + 4m goes to slot pc ^ (row & 7) = (cq ^ (row & 3)) + 4 (m ^ hb),
-                        // hb = bit 2 of the row: two shared bases and immediate offsets (the per-
-                        // piece 64-bit address arithmetic was a third of a decode step's instructions)
-                        {
-                            const int      hb = (row >> 2) & 1;
-                            const uint32_t d0 = smem_u32(kbuf + row * D + ((cq ^ (row & 3)) << 3));
-                            const uint32_t da = d0 + (hb << 6), db = d0 + ((hb ^ 1) << 6);
-                            const uint16_t *sq = src + cq * 8;
-                            cp_async16_cg_at<0, 0>(da, sq);
-                            cp_async16_cg_at<0, 64>(db, sq);
-                            if constexpr (D == 128) {
-                                cp_async16_cg_at<128, 128>(da, sq);
-                                cp_async16_cg_at<128, 192>(db, sq);
-                            }
-                        }
+                        copy_probe_row<D>(kbuf, row, cq, src);
                         if (!REL && half > 0) {
                             const int    tp = clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
                             const float *c = p.cs + (size_t)tp * half, *s = p.sn + (size_t)tp * half;
@@ -789,11 +827,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                     if constexpr (TR) {
                         // transposed: two tiles (16 probe keys) a pass as A, by the unit's query
                         // columns (B); the k-steps alternate over two accumulators (independent
-                        // mma chains). Lane (g, cq) gets keys g and g + 8 at columns 2cq, 2cq + 1:
-                        // columns below nq are right-slot scores, then (RELATIVE) nq left-slot.
-                        const int c0 = 2 * cq, c1 = c0 + 1;
-                        const int k0 = c0 < nq ? 0 : (REL && c0 < 2 * nq ? 1 : 2);
-                        const int k1 = c1 < nq ? 0 : (REL && c1 < 2 * nq ? 1 : 2);
+                        // mma chains). Lane (g, cq) gets keys g and g + 8 (tr_slot_max).
                         for (int T0 = 0; T0 < NT; T0 += 2) {
                             const bool two = T0 + 1 < NT;
                             const int  fl  = tflag[par * NT + T0] | (two ? tflag[par * NT + T0 + 1] : 0);
@@ -809,21 +843,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                                 if (PLAIN) mma_f16(c, a, bq[2 * t], bq[2 * t + 1]);
                                 else mma_bf16(c, a, bq[2 * t], bq[2 * t + 1]);
                             }
-                            // per key (g: m = 0, g + 8: m = 1) the max over this lane's columns of
-                            // each slot, then over the quad's lanes where the columns spread
-                            float v[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}; // R g, L g, R g+8, L g+8
-#pragma unroll
-                            for (int m = 0; m < 2; m++) {
-                                const float x0 = ca[2 * m] + cb[2 * m], x1 = ca[2 * m + 1] + cb[2 * m + 1];
-                                if (k0 < 2) v[2 * m + k0] = x0;
-                                if (k1 < 2) v[2 * m + k1] = fmaxf(v[2 * m + k1], x1);
-                            }
-                            if ((REL ? 2 : 1) * nq > 2) {
-#pragma unroll
-                                for (int o = 1; o <= 2; o <<= 1)
-#pragma unroll
-                                    for (int i = 0; i < 4; i++) v[i] = fmaxf(v[i], __shfl_xor_sync(kFull, v[i], o));
-                            }
+                            float v[4]; // R g, L g, R g+8, L g+8
+                            tr_slot_max<REL>(ca, cb, nq, lane, v);
                             if (cq == 0) {
                                 red[W + T0 * 8 + g] = v[0];
                                 if (REL) red[T0 * 8 + g] = v[1];
@@ -986,19 +1007,8 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
             const int32_t      *pt = p.seqs[q.seq].page_table;
             const int           nq = p.rmul * ((q.n_rows + p.q_stride - 1) / p.q_stride);
             uint32_t            bq[D / 8];
-            {
-                const uint4 *s0 = (const uint4 *)(p.qfrag + (size_t)(b * p.n_uh + h) * 2 * 32 * (D / 4) + lane * (D / 8));
-#pragma unroll
-                for (int i = 0; i < D / 32; i++) {
-                    const uint4 x = __ldg(s0 + i);
-                    bq[4 * i] = x.x, bq[4 * i + 1] = x.y, bq[4 * i + 2] = x.z, bq[4 * i + 3] = x.w;
-                }
-            }
-            // columns 2cq, 2cq + 1 of this lane: 0 right slot (col < nq), 1 left, 2 none
-            const int       k0 = 2 * cq < nq ? 0 : (2 * cq < 2 * nq ? 1 : 2);
-            const int       k1 = 2 * cq + 1 < nq ? 0 : (2 * cq + 1 < 2 * nq ? 1 : 2);
-            const bool      bcast = nq == 1; // both columns in lane cq = 0
-            const uint16_t *kbase = p.k + (size_t)kvh * p.P * D + cq * 8;
+            load_tr_query<D>(p, b, h, lane, bq);
+            const uint16_t *kbase = p.k + (size_t)kvh * p.P * D;
             const size_t    page_stride = (size_t)p.H * p.P * D;
             const int       sh = p.p_shift, npg = p.npg;
             uint32_t       *scores = p.scores + (size_t)bg * p.max_chunks;
@@ -1036,16 +1046,8 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
                         if (ps < 0) continue;
                         any = true;
                         if (e >= npg || e < 0) page = __ldg(pt + (ps >> sh));
-                        const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(ps & (p.P - 1)) * D;
-                        const int       row = 16 * a + 8 * r + g, hb = (row >> 2) & 1;
-                        const uint32_t  d0 = smem_u32(kbuf + row * D + ((cq ^ (row & 3)) << 3));
-                        const uint32_t  da = d0 + (hb << 6), db = d0 + ((hb ^ 1) << 6);
-                        cp_async16_cg_at<0, 0>(da, src);
-                        cp_async16_cg_at<0, 64>(db, src);
-                        if constexpr (D == 128) {
-                            cp_async16_cg_at<128, 128>(da, src);
-                            cp_async16_cg_at<128, 192>(db, src);
-                        }
+                        copy_probe_row<D>(kbuf, 16 * a + 8 * r + g, cq,
+                                          kbase + (size_t)page * page_stride + (size_t)(ps & (p.P - 1)) * D);
                     }
                     cp_async_commit();
                     act[a] = __any_sync(kFull, any);
@@ -1071,22 +1073,8 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
                                 ldmatrix_x4(af, kbuf + row * D + ((pc ^ (row & 7)) << 3));
                                 mma_bf16((t & 1) ? cb : ca, af, bq[2 * t], bq[2 * t + 1]);
                             }
-                            float v[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}; // R, L of row g; of g + 8
-#pragma unroll
-                            for (int m = 0; m < 2; m++) {
-                                const float x0 = ca[2 * m] + cb[2 * m], x1 = ca[2 * m + 1] + cb[2 * m + 1];
-                                if (k0 < 2) v[2 * m + k0] = x0;
-                                if (k1 < 2) v[2 * m + k1] = fmaxf(v[2 * m + k1], x1);
-                            }
-                            if (bcast) {
-#pragma unroll
-                                for (int i = 0; i < 4; i++) v[i] = __shfl_sync(kFull, v[i], lane & ~3);
-                            } else {
-#pragma unroll
-                                for (int o = 1; o <= 2; o <<= 1)
-#pragma unroll
-                                    for (int i = 0; i < 4; i++) v[i] = fmaxf(v[i], __shfl_xor_sync(kFull, v[i], o));
-                            }
+                            float v[4]; // R, L of row g; of g + 8
+                            tr_slot_max<true>(ca, cb, nq, lane, v);
 #pragma unroll
                             for (int r = 0; r < 2; r++) {
                                 const int ps = pos[a][r];
