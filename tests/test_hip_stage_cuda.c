@@ -18,8 +18,8 @@
  * (and again with rotated keys), and stage 1 chunk-indexed; with one descent per KV head
  * (kv_descent) in the grid's odd quads, 64-row blocks, and the 8B chains (relative: all three
  * stages; plain, rotated: stages 1-2), and refused past 256 rows per KV head. Decode-only
- * launches (one-row blocks): a small grid, with and without the transposed scoring, and the
- * 8B shape's three stages at 128K.
+ * launches (one-row blocks): a small grid, with and without the transposed scoring, chunks
+ * longer than a descent's cached page entries, and the 8B shape's three stages at 128K.
  * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
  * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
  * Skips (exit 77) where no GPU is present.
@@ -294,6 +294,26 @@ static void run_decode_rows(lc_backend *b) {
                         }
     }
     unsetenv("LONGCTX_HIP_STAGE_TR");
+    /* chunks spanning more pages than a descent caches (16-token pages, 600-token chunks: 38
+     * pages, 8 cached, the rest read from the page table per probe), relative RoPE */
+    for (int kv = 0; kv < 2; kv++) {
+        hs_case  cs = {128, 2, 4, 16, 128, LC_ROPE_NORM, 1, 8, 32, 0, 1, 0, 3, {5000, 3100, 4321}, {1, 1, 1}};
+        hs_world w;
+        hs_world_make(&cs, &w);
+        dev_world d;
+        dev_world_make(b, &w, &d);
+        hs_kv_descent = kv;
+        hs_stage st;
+        hs_stage_make(&w, &st, 600, 3, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        hs_kv_descent = 0;
+        lc_hip_seg go[3 * 3];
+        int32_t    gon[3];
+        run_stage(b, &w, &d, &st, go, gon, kv ? "decode rows: 600-token chunks on 16-token pages, kv 1"
+                                              : "decode rows: 600-token chunks on 16-token pages", 0);
+        hs_stage_free(&st);
+        dev_world_free(b, &d);
+        hs_world_free(&w);
+    }
 }
 
 int main(void) {
