@@ -595,10 +595,12 @@ __device__ __forceinline__ void tr_slot_max(const float ca[4], const float cb[4]
     const int k1 = c1 < nq ? 0 : (REL && c1 < 2 * nq ? 1 : 2);
     v[0] = v[1] = v[2] = v[3] = -INFINITY;
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 2; m++) { // (selects, not v[2m + k]: a runtime index puts v in local memory)
         const float x0 = ca[2 * m] + cb[2 * m], x1 = ca[2 * m + 1] + cb[2 * m + 1];
-        if (k0 < 2) v[2 * m + k0] = x0;
-        if (k1 < 2) v[2 * m + k1] = fmaxf(v[2 * m + k1], x1);
+        float       r = k0 == 0 ? x0 : -INFINITY, l = k0 == 1 ? x0 : -INFINITY;
+        if (k1 == 0) r = fmaxf(r, x1);
+        if (k1 == 1) l = fmaxf(l, x1);
+        v[2 * m] = r, v[2 * m + 1] = l;
     }
     if ((REL ? 2 : 1) * nq <= 2) {
 #pragma unroll
