@@ -985,10 +985,11 @@ __device__ void select_if_last(const stage_params &p, int bgrp, int kvh, unsigne
 // quad the same), and their first page-table entries (cq and cq + 4, read across the quad by a
 // shuffle); the A tiles are groups of a two-stage pipeline: a tile's probe rows are copied
 // (cp.async) while the other tile is scored and stepped, so a warp always has loads in flight.
-// No shared state, no barriers in a step. (H200, 8B shape, 3k at 1M, stage 1: the tr == 1 path
-// ran ~700 instructions a step for 32 chunks and waited for its loads in lockstep with the
-// other warps, ~1.5 TB/s of probe rows.) block: 128 threads (units x nsub = 4 warps); dynamic
-// smem: the warps' probe rows [4][W][D] bf16 (swizzled as kidx), then the select's keys.
+// No shared state, no barriers in a step. (H200, 8B shape, 3k at 1M, against the tr == 1 path
+// in the same run: stage 2 32.5 -> 29.6 us, stage 3 26.9 -> 24.8, stage 1 the same; probe rows
+// straight into registers as A fragments were no faster, bench/NOTES.md 32.) block: 128
+// threads (units x nsub = 4 warps); dynamic smem: the warps' probe rows [4][W][D] bf16
+// (swizzled as kidx), then the select's keys.
 template <int D, int S>
 __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
