@@ -212,6 +212,28 @@ static void run_grid(lc_backend *b, int pass) {
     unsetenv("LONGCTX_HIP_STAGE_TEST"), unsetenv("LONGCTX_HIP_STAGE_S"), unsetenv("LONGCTX_HIP_ROTATE");
 }
 
+/* One stage on a fresh world of case cs (first stage, or later = 1: random input lists), with
+ * kv one descent per KV head: CPU twin, GPU and reference compared by run_stage. */
+static void run_one_stage(lc_backend *b, const hs_case *cs, int32_t chunk, int32_t keep, int32_t qs,
+                          int32_t mode, int32_t ng, int later, int kv, const char *what) {
+    hs_world w;
+    hs_world_make(cs, &w);
+    dev_world d;
+    dev_world_make(b, &w, &d);
+    hs_stage st;
+    hs_kv_descent = kv;
+    hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
+    hs_kv_descent = 0;
+    const int32_t n_pairs = w.n_qb * ng;
+    lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
+    int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
+    run_stage(b, &w, &d, &st, go, gon, what, 0);
+    free(go), free(gon);
+    hs_stage_free(&st);
+    dev_world_free(b, &d);
+    hs_world_free(&w);
+}
+
 /* Big blocks: 128 and 256 pooled queries (8 and 16 m-tiles per unit), all three modes; then
  * plain RoPE again with rotated keys (rot); then 64-row blocks with one descent per KV head
  * (G 4: 256 rows per unit, and 4 in the decode row's block). */
@@ -223,26 +245,11 @@ static void run_big_blocks(lc_backend *b, int rot) {
             const int32_t bq = big == 2 ? 64 : big ? 256 : 128;
             hs_case       cs = {128, 2, 4, 64, 128, mode == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 16, 64,
                                 0, 1, 0, 2, {2000, 900}, {bq + 40, 1}};
-            hs_world      w;
-            hs_world_make(&cs, &w);
-            dev_world d;
-            dev_world_make(b, &w, &d);
-            hs_stage st;
-            hs_kv_descent = big == 2;
-            hs_stage_make(&w, &st, 16, 9, 1, mode, big == 1 ? 2 : 1, big == 1, NULL, NULL, 0);
-            hs_kv_descent = 0;
-            char what[160];
+            char          what[160];
             snprintf(what, sizeof what, "%s%d-row blocks, q_stride 1, %s, %s stage%s",
                      rot ? "[rotated keys] " : "", bq, mode_name[mode], big == 1 ? "later" : "first",
                      big == 2 ? ", one descent per KV head" : "");
-            const int32_t n_pairs = w.n_qb * st.a.n_groups;
-            lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * st.a.n_keep);
-            int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
-            run_stage(b, &w, &d, &st, go, gon, what, 0);
-            free(go), free(gon);
-            hs_stage_free(&st);
-            dev_world_free(b, &d);
-            hs_world_free(&w);
+            run_one_stage(b, &cs, 16, 9, 1, mode, big == 1 ? 2 : 1, big == 1, big == 2, what);
         }
     unsetenv("LONGCTX_HIP_ROTATE");
 }
@@ -268,51 +275,24 @@ static void run_decode_rows(lc_backend *b) {
                             hs_case       cs = {D, gqa[gi][0], gqa[gi][1], k % 2 ? 16 : 64, k % 5 == 2 ? D / 2 : D,
                                                 k % 3 == 1 ? LC_ROPE_NEOX : LC_ROPE_NORM, 1, 8, 32, 0, 1, 0,
                                                 3, {2400 + 7 * k, 900 + k, 1500}, {1, 1, 1}};
-                            hs_world w;
-                            hs_world_make(&cs, &w);
-                            dev_world d;
-                            dev_world_make(b, &w, &d);
                             const int32_t ng = k % 3 == 2 ? cs.H : 1, chunk = later ? 5 + k % 4 : 16 + k % 3;
                             const int32_t keep = later ? 4 + k % 5 : 9 + k % 4;
-                            hs_kv_descent      = kv;
-                            hs_stage st;
-                            hs_stage_make(&w, &st, chunk, keep, 4, mode, ng, later, NULL, NULL, 0);
-                            hs_kv_descent = 0;
-                            char what[200];
+                            char          what[200];
                             snprintf(what, sizeof what, "decode rows%s: D%d H%d G%d %s %s kv %d groups %d l_c %d "
                                      "keep %d P%d rot%d", tr_name[tr], D, cs.H, cs.G,
                                      mode_name[mode], later ? "later" : "first", kv, ng, chunk, keep, cs.P,
                                      cs.n_rot);
-                            const int32_t n_pairs = w.n_qb * ng;
-                            lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
-                            int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
-                            run_stage(b, &w, &d, &st, go, gon, what, 0);
-                            free(go), free(gon);
-                            hs_stage_free(&st);
-                            dev_world_free(b, &d);
-                            hs_world_free(&w);
+                            run_one_stage(b, &cs, chunk, keep, 4, mode, ng, later, kv, what);
                         }
     }
     unsetenv("LONGCTX_HIP_STAGE_TR");
     /* chunks spanning more pages than a descent caches (16-token pages, 600-token chunks: 38
      * pages, 8 cached, the rest read from the page table per probe), relative RoPE */
     for (int kv = 0; kv < 2; kv++) {
-        hs_case  cs = {128, 2, 4, 16, 128, LC_ROPE_NORM, 1, 8, 32, 0, 1, 0, 3, {5000, 3100, 4321}, {1, 1, 1}};
-        hs_world w;
-        hs_world_make(&cs, &w);
-        dev_world d;
-        dev_world_make(b, &w, &d);
-        hs_kv_descent = kv;
-        hs_stage st;
-        hs_stage_make(&w, &st, 600, 3, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
-        hs_kv_descent = 0;
-        lc_hip_seg go[3 * 3];
-        int32_t    gon[3];
-        run_stage(b, &w, &d, &st, go, gon, kv ? "decode rows: 600-token chunks on 16-token pages, kv 1"
-                                              : "decode rows: 600-token chunks on 16-token pages", 0);
-        hs_stage_free(&st);
-        dev_world_free(b, &d);
-        hs_world_free(&w);
+        const hs_case cs = {128, 2, 4, 16, 128, LC_ROPE_NORM, 1, 8, 32, 0, 1, 0, 3, {5000, 3100, 4321}, {1, 1, 1}};
+        run_one_stage(b, &cs, 600, 3, 4, LC_HIP_SCAN_RELATIVE, 1, 0, kv,
+                      kv ? "decode rows: 600-token chunks on 16-token pages, kv 1"
+                         : "decode rows: 600-token chunks on 16-token pages");
     }
 }
 

@@ -35,9 +35,9 @@
 //     warp owns S tiles of 8 chunks for the descent state (kept in shared memory). A chunk's
 //     score (max over the group's heads) is an atomicMax on an order-preserving integer key;
 //     the last CTA to finish a (block, group) — a counter — selects its n_keep best by a
-//     3-pass radix select (11/11/10 bits; equal scores taken from the highest rank down) over
-//     the keys staged in shared memory, and writes the kept chunks in rank (= position) order
-//     with a block scan.
+//     radix select of 8-bit passes (radix_pass8, stopping early; equal scores taken from the
+//     highest rank down) over the keys staged in shared memory, and writes the kept chunks in
+//     rank (= position) order with a block scan.
 //  Decode-sized launches (one m-tile whose unit has at most 8 query columns: pooled rows x key
 //  slots; p.tr) score transposed: 16 probe keys are the mma's A (ldmatrix from the same
 //  swizzled rows) and the unit's query columns its B, so a lane gets (key, column) scores with
@@ -613,6 +613,27 @@ __device__ __forceinline__ void tr_slot_max(const float ca[4], const float cb[4]
     }
 }
 
+// One transposed pass: the 16 probe rows row0 .. row0 + 15 of the swizzled buffer (with `two`
+// false only row0 .. row0 + 7 exist; lanes 8-15 then read those again, unused) as A, by the
+// query columns bq as B; the k-steps alternate over ca and cb (two independent mma chains).
+// Lane (g, cq) gets rows g (ca/cb[0..1]) and g + 8 ([2..3]) at columns 2cq, 2cq + 1.
+template <int D, bool F16>
+__device__ __forceinline__ void tr_mma_tile(const uint16_t *kbuf, int row0, bool two, int lane,
+                                            const uint32_t *bq, float ca[4], float cb[4]) {
+    const int row = row0 + ((lane >> 3) & 1 && two ? 8 : 0) + (lane & 7);
+#pragma unroll
+    for (int i = 0; i < 4; i++) ca[i] = cb[i] = 0.f;
+#pragma unroll
+    for (int t = 0; t < D / 16; t++) {
+        uint32_t  a[4];
+        const int pc = 2 * t + (lane >> 4);
+        ldmatrix_x4(a, kbuf + row * D + ((pc ^ (row & 7)) << 3));
+        float *c = (t & 1) ? cb : ca;
+        if (F16) mma_f16(c, a, bq[2 * t], bq[2 * t + 1]);
+        else mma_bf16(c, a, bq[2 * t], bq[2 * t + 1]);
+    }
+}
+
 // Quad lane cq's share of probe row `row` (bf16, D dims at src) into the swizzled rows: piece
 // pc = cq + 4m goes to slot pc ^ (row & 7) = (cq ^ (row & 3)) + 4 (m ^ hb), hb = bit 2 of the
 // row: two shared bases and immediate offsets (the per-piece 64-bit address arithmetic was a
@@ -828,23 +849,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                     }
                     if constexpr (TR) {
                         // transposed: two tiles (16 probe keys) a pass as A, by the unit's query
-                        // columns (B); the k-steps alternate over two accumulators (independent
-                        // mma chains). Lane (g, cq) gets keys g and g + 8 (tr_slot_max).
+                        // columns (B). Lane (g, cq) gets keys g and g + 8 (tr_slot_max).
                         for (int T0 = 0; T0 < NT; T0 += 2) {
                             const bool two = T0 + 1 < NT;
                             const int  fl  = tflag[par * NT + T0] | (two ? tflag[par * NT + T0 + 1] : 0);
                             if (!(fl & 1)) continue;
-                            const int row = ((lane >> 3) & 1 && two ? T0 + 1 : T0) * 8 + (lane & 7);
-                            float     ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-                            for (int t = 0; t < D / 16; t++) {
-                                uint32_t  a[4];
-                                const int pc = 2 * t + (lane >> 4);
-                                ldmatrix_x4(a, kbuf + row * D + ((pc ^ (row & 7)) << 3));
-                                float *c = (t & 1) ? cb : ca;
-                                if (PLAIN) mma_f16(c, a, bq[2 * t], bq[2 * t + 1]);
-                                else mma_bf16(c, a, bq[2 * t], bq[2 * t + 1]);
-                            }
+                            float ca[4], cb[4];
+                            tr_mma_tile<D, PLAIN>(kbuf, T0 * 8, two, lane, bq, ca, cb);
                             float v[4]; // R g, L g, R g+8, L g+8
                             tr_slot_max<REL>(ca, cb, nq, lane, v);
                             if (cq == 0) {
@@ -1067,15 +1078,8 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
                         __syncwarp();
                         if (act[a]) {
                             // (rows 8-15 of an A tile past the warp's W rows: rows 0-7 again, unused)
-                            const int row = 16 * a + ((lane >> 3) & 1 && 16 * a + 8 < W ? 8 : 0) + (lane & 7);
-                            float     ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-                            for (int t = 0; t < D / 16; t++) {
-                                uint32_t  af[4];
-                                const int pc = 2 * t + (lane >> 4);
-                                ldmatrix_x4(af, kbuf + row * D + ((pc ^ (row & 7)) << 3));
-                                mma_bf16((t & 1) ? cb : ca, af, bq[2 * t], bq[2 * t + 1]);
-                            }
+                            float ca[4], cb[4];
+                            tr_mma_tile<D, false>(kbuf, 16 * a, 16 * a + 8 < W, lane, bq, ca, cb);
                             float v[4]; // R, L of row g; of g + 8
                             tr_slot_max<true>(ca, cb, nq, lane, v);
 #pragma unroll
@@ -1337,8 +1341,10 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.tab_stride = ts;
     p.smem_bytes = p.unit_bytes * units * p.nsub;
     if (p.tr == 2) { // 4 warps' probe rows, or the select's keys if more (staged up to 48 KB)
-        const int64_t sel = ((int64_t)kSelHead + a->max_chunks) * 4, rows = 4 * 8 * S * D * 2;
-        p.smem_bytes      = (int32_t)(sel < 48 * 1024 ? (sel > rows ? sel : rows) : (rows > 48 * 1024 ? rows : 48 * 1024));
+        int64_t sel = ((int64_t)kSelHead + a->max_chunks) * 4;
+        if (sel > 48 * 1024) sel = 48 * 1024;
+        const int64_t rows = 4 * 8 * S * D * 2;
+        p.smem_bytes       = (int32_t)(sel > rows ? sel : rows);
     }
     if (p.smem_bytes < (kSelHead + 64) * 4) p.smem_bytes = (kSelHead + 64) * 4;
     const int64_t by_smem = di.smem_sm / (p.smem_bytes + 1024) * p.nsub;
