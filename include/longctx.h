@@ -34,6 +34,8 @@ enum lc_status {
     LC_ERR_CONTEXT     = -6, /* the request does not fit the context / KV capacity */
     LC_ERR_NOT_FOUND   = -7, /* a key, tensor, sequence or name does not exist */
     LC_ERR_INTERNAL    = -8, /* an invariant broke: a bug */
+    LC_ERR_NUMERIC     = -9, /* NaN or Inf appeared in the model's computation (broken
+                                weights or values out of range); the message names where */
 };
 
 const char *lc_status_str(int status);
@@ -53,6 +55,15 @@ typedef void (*lc_log_fn)(lc_log_level level, const char *msg, void *user);
 /* Route library logs to fn (NULL: discard). Messages below min_level are dropped. Default:
  * WARN and above to stderr. */
 void lc_log_set(lc_log_fn fn, void *user, lc_log_level min_level);
+
+/* Render n bytes of s (text from a file or a peer: names, metadata, token text) safely for a
+ * terminal or a log line: printable ASCII and valid UTF-8 characters are kept; control
+ * characters (ESC, CR, LF, TAB, ...), DEL, C1 controls (U+0080..U+009F), bytes of invalid
+ * UTF-8 become "\xHH" and a backslash becomes "\\". Writes at most cap bytes including the
+ * terminating NUL; a rendering that does not fit is cut at a character boundary and ends in
+ * "...". Every message of the library that quotes file content goes through it. Returns buf
+ * ("" when buf is NULL or cap is 0). s may be NULL when n is 0. */
+const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n);
 
 /* ---- GGUF files ------------------------------------------------------------------------ */
 
@@ -135,6 +146,23 @@ bool lc_tokenizer_is_eog(const lc_tokenizer *t, int32_t id);
  * lc_last_error()). */
 int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
                         bool parse_special, int32_t **ids, size_t *n_ids);
+
+/* A byte range [start, start + len) of a text. */
+typedef struct lc_text_span {
+    size_t start, len;
+} lc_text_span;
+
+/* As lc_tokenizer_encode with parse_special on, except inside the n_plain plain spans (any
+ * order, may overlap, each within the text): a special token is recognised only where none of
+ * its bytes lies in a plain span, so plain text is tokenized exactly as with parse_special
+ * off (user-defined tokens still match there, as they do with it off). This is how untrusted
+ * text (a document, a question, a chat message) is kept from forging control tokens such as
+ * "<|im_start|>" while a template's own markers stay special: without special-token text
+ * in the plain spans the ids equal lc_tokenizer_encode's with parse_special on.
+ * LC_ERR_INVALID_ARG for a span outside the text. */
+int lc_tokenizer_encode_spans(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
+                              const lc_text_span *plain, size_t n_plain, int32_t **ids,
+                              size_t *n_ids);
 /* Raw bytes a token stands for (byte-level mapping undone), not NUL-terminated; NULL for an
  * invalid id. Control tokens render as their text. */
 const char *lc_tokenizer_token_bytes(const lc_tokenizer *t, int32_t id, size_t *len);
@@ -175,6 +203,13 @@ const char *lc_chat_template_name(lc_chat_template t);
  * malloc'd (caller frees). */
 int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,
                    bool add_assistant, char **out);
+/* As lc_chat_format, also returning where the message text lies in *out: *spans (malloc'd,
+ * caller frees; may be NULL when *n_spans is 0) lists, in order, the bytes of every role and
+ * content (as written: llama3's trimmed content). Everything else is the template's own text.
+ * Give the spans to lc_tokenizer_encode_spans so that message text is tokenized as plain
+ * text. */
+int lc_chat_format_spans(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,
+                         bool add_assistant, char **out, lc_text_span **spans, size_t *n_spans);
 
 /* ---- model ----------------------------------------------------------------------------- */
 
@@ -205,9 +240,20 @@ typedef struct lc_model_params {
     lc_progress_fn progress;  /* loading progress (tensors), may be NULL */
     void          *progress_user;
     int            profile;   /* lc_profile_mode (below); 0: off */
+    /* false (default): before loading, the weights as the backend will hold them (CPU: 4 bytes
+     * an element for f32, 2 for f16; CUDA: 2) are compared with the memory there is (host:
+     * MemAvailable, within a cgroup limit; CUDA: the GPU's free memory), and a model that does
+     * not fit is refused with LC_ERR_NOMEM and the numbers. true: load anyway (the CLI's
+     * --overcommit). */
+    bool           overcommit;
 } lc_model_params;
 
 lc_model_params lc_model_default_params(void);
+/* The host's memory in bytes: *available = what can be allocated without swapping
+ * (/proc/meminfo MemAvailable, lowered to what a cgroup memory limit leaves), *total = its
+ * physical memory (or the cgroup limit). Either may be NULL. What the memory checks of
+ * lc_model_load and lc_context_create compare with. */
+int lc_host_memory(uint64_t *available, uint64_t *total);
 int             lc_model_load(const char *path, const lc_model_params *params, lc_model **out);
 void            lc_model_free(lc_model *m);
 
@@ -336,6 +382,18 @@ lc_chat_template lc_model_chat_template(const lc_model *m);
  * LC_ERR_NOT_FOUND when the model names no known template and no override is given. */
 int lc_model_chat_format(const lc_model *m, lc_chat_template tmpl, const lc_chat_message *msgs,
                          size_t n_msgs, bool add_assistant, char **out);
+/* As lc_model_chat_format with the spans of lc_chat_format_spans (the inserted default system
+ * prompt is message text too). */
+int lc_model_chat_format_spans(const lc_model *m, lc_chat_template tmpl,
+                               const lc_chat_message *msgs, size_t n_msgs, bool add_assistant,
+                               char **out, lc_text_span **spans, size_t *n_spans);
+/* Format a conversation (as lc_model_chat_format) and tokenize it for the model in one call:
+ * BOS when the model wants one, the template's markers as special tokens, and every role and
+ * message content as plain text (lc_tokenizer_encode_spans): a message cannot forge a turn
+ * with "<|im_start|>system\n..." or end one early. *ids is malloc'd (caller frees). Fails as
+ * lc_model_chat_format does, or with LC_ERR_INVALID_ARG for invalid UTF-8 in a message. */
+int lc_model_chat_tokenize(const lc_model *m, lc_chat_template tmpl, const lc_chat_message *msgs,
+                           size_t n_msgs, bool add_assistant, int32_t **ids, size_t *n_ids);
 
 /* ---- attention methods ------------------------------------------------------------------ */
 
@@ -517,6 +575,20 @@ typedef struct lc_context_params {
     lc_infinitehip_params hip;         /* used when attn is LC_ATTN_INFINITEHIP; default "3k" */
     lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; default "512" */
     lc_tokenselect_params tokenselect; /* used when attn is LC_ATTN_TOKENSELECT */
+    bool check_numerics; /* debug: after every layer of every forward, look for NaN/Inf in the
+                            hidden state and stop at the first layer and block (attention or
+                            feed-forward) that made one (a download and a scan per layer; no
+                            CUDA graphs). Off: only the logits are checked, every step for free
+                            (in the sampling op); when they are non-finite the step is re-run
+                            with these checks to name the layer */
+    /* false (default): before allocating, what the context needs (the KV pages for kv_tokens,
+     * the RoPE table, the forward workspace, per-sequence buffers) is compared with the memory
+     * where each lives (CPU backend: the host's available memory; CUDA: the GPU's free memory
+     * for the KV, table and workspace, the host's for the rest), and a context that does not
+     * fit is refused with LC_ERR_NOMEM, the numbers and the most tokens that would fit. true:
+     * allocate anyway (the CLI's --overcommit; on the CPU, KV pages are then backed by memory
+     * only as they fill). */
+    bool overcommit;
 } lc_context_params;
 
 lc_context_params lc_context_default_params(void);
@@ -550,7 +622,8 @@ typedef enum lc_finish {
     LC_FINISH_EOS    = 1, /* the model ended the turn */
     LC_FINISH_LENGTH = 2, /* max_tokens or the context is full */
     LC_FINISH_STOP   = 3, /* a stop string matched */
-    LC_FINISH_ERROR  = 4, /* the sequence could not go on (e.g. KV cache full); see the log */
+    LC_FINISH_ERROR  = 4, /* the sequence could not go on (KV cache full, non-finite logits);
+                             the event's error says why */
 } lc_finish;
 
 /* Admit a sequence. Fails with LC_ERR_CONTEXT (message with the numbers) when the prompt does
@@ -570,11 +643,18 @@ typedef struct lc_event {
     int64_t     n_prompt;
     int32_t     n_generated;
     lc_finish   finish;         /* != NONE: the sequence is done */
+    const char *error;          /* finish == LC_FINISH_ERROR: why, one line (e.g. "non-finite
+                                   logits ... first at layer 3, feed-forward output"); NULL
+                                   otherwise. Valid until the next step */
 } lc_event;
 
-/* Advance every live sequence by one step (a prefill chunk or one decode token). Writes at
- * most cap events; *n_events = number written. Returns LC_OK with *n_events = 0 when no
- * sequence is live. */
+/* Advance every live sequence by one step (a prefill chunk or one decode token) and report
+ * one event for each sequence that took part or finished; *n_events = number written. Every
+ * event is always delivered: cap must be at least the number of live sequences that have not
+ * reported their finish (n_seq_max is always enough), else LC_ERR_INVALID_ARG before anything
+ * advances. Returns LC_OK with *n_events = 0 when no sequence is live. A sequence whose logits
+ * turn non-finite finishes with LC_FINISH_ERROR and an error naming the layer; the others go
+ * on. */
 int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_events);
 
 /* Logits (n_vocab floats) of the last evaluated position of a sequence; valid until its next

@@ -23,7 +23,7 @@ static lc_sample_row row(float t, int32_t k, float p, float m, double u) {
 }
 
 static int32_t one(const float *x, int32_t V, lc_sample_row r, const int32_t *pen) {
-    int32_t id = -1;
+    int32_t id = -2; /* neither an id nor the "no draw" -1 */
     CHECK(lc_cpu_sample(x, V, 1, V, &r, pen, &id) == LC_OK);
     return id;
 }
@@ -35,10 +35,16 @@ int main(void) {
     for (int i = 0; i < V; i++) x[i] = -1.0f - 0.001f * (float)i;
     x[7] = 2.0f, x[9] = 2.0f, x[11] = 1.5f; /* a tie for the best */
 
-    /* greedy: lowest index of the maxima; NaN never wins */
+    /* greedy: lowest index of the maxima */
     CHECK(one(x, V, row(0, 0, 1, 0, 0), NULL) == 7);
-    x[0] = NAN;
-    CHECK(one(x, V, row(0, 0, 1, 0, 0), NULL) == 7);
+    /* a row with a non-finite value draws nothing (-1), in every mode */
+    const float nonfinite[3] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        x[0] = nonfinite[k];
+        CHECK(one(x, V, row(0, 0, 1, 0, 0), NULL) == -1);
+        CHECK(one(x, V, row(1, 40, 0.95f, 0.05f, 0.5), NULL) == -1);
+        CHECK(one(x, V, row(1, 0, 1, 0, 0.5), NULL) == -1);
+    }
     x[0] = -1.0f;
     /* -0 and +0 are equal: the lower index wins */
     {

@@ -82,6 +82,10 @@ int main(void) {
                 float v = nrand() * (r % 3 == 0 ? 3.0f : 1.0f);
                 xr[i]   = ties ? roundf(v * 2.0f) / 2.0f : v;
             }
+            /* some rows hold one non-finite logit: both twins draw nothing (id -1) */
+            if (r % 7 == 3) xr[(int64_t)(urand() * V)] = NAN;
+            if (r % 11 == 5) xr[(int64_t)(urand() * V)] = INFINITY;
+            if (r % 13 == 6) xr[(int64_t)(urand() * V)] = -INFINITY;
             const pset *ps    = &sets[r / ROWS_PER_SET];
             lc_sample_row *sr = &rows[r];
             sr->uniform        = urand();
@@ -116,14 +120,17 @@ int main(void) {
             CHECK(b->upload(b, dx, x, sizeof(float) * (size_t)n_rows * (size_t)ld) == LC_OK);
             CHECK(b->upload(b, drows, rows, sizeof *rows * (size_t)n_rows) == LC_OK);
             if (n_pen) CHECK(b->upload(b, dpen, pen, sizeof(int32_t) * (size_t)n_pen) == LC_OK);
-            memset(got, 0xff, sizeof(int32_t) * (size_t)n_rows); /* poison: -1 */
+            memset(got, 0x7f, sizeof(int32_t) * (size_t)n_rows); /* poison: not an id, not -1 */
             CHECK(b->upload(b, dids, got, sizeof(int32_t) * (size_t)n_rows) == LC_OK);
             CHECK(b->sample(b, dx, ld, n_rows, V, drows, dpen, dids) == LC_OK);
             CHECK(lc_cuda_sync() == LC_OK);
             CHECK(b->download(b, got, dids, sizeof(int32_t) * (size_t)n_rows) == LC_OK);
             int bad = 0;
             for (int r = 0; r < n_rows; r++) {
-                CHECKF(got[r] >= 0 && got[r] < V, "V %d row %d: id %d out of range", V, r, got[r]);
+                const bool nonfinite = r % 7 == 3 || r % 11 == 5 || r % 13 == 6;
+                CHECKF(nonfinite ? got[r] == -1 : got[r] >= 0 && got[r] < V,
+                       "V %d row %d: id %d (%s)", V, r, got[r],
+                       nonfinite ? "a non-finite row must give -1" : "out of range");
                 if (got[r] != ref[r]) {
                     bad++;
                     fprintf(stderr, "V %d row %d (%s, %s, u %.6f): cuda %d, cpu %d\n", V, r,

@@ -394,7 +394,8 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
         if (e->finish != LC_FINISH_NONE) {
             res->finish = e->finish;
             if (e->finish == LC_FINISH_ERROR) {
-                fprintf(stderr, "longctx %s: the sequence could not go on (see the warning above)\n", cmd);
+                fprintf(stderr, "longctx %s: the sequence could not go on: %s\n", cmd,
+                        e->error ? e->error : "(no reason given)");
                 rc = CLI_ERR;
             }
             break;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 int lc_attn_kind_from_name(const char *name, lc_attn_kind *out) {
+    if (!name || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_attn_kind_from_name: NULL argument");
     if (name && strcmp(name, "dense") == 0) return *out = LC_ATTN_DENSE, LC_OK;
     if (name && strcmp(name, "infinitehip") == 0) return *out = LC_ATTN_INFINITEHIP, LC_OK;
     if (name && strcmp(name, "hip") == 0) return *out = LC_ATTN_HIP, LC_OK;
@@ -58,6 +59,7 @@ static void set3(int32_t *dst, int32_t a, int32_t b, int32_t c) {
 }
 
 int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
+    if (!name || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_preset: NULL argument");
     lc_infinitehip_params p = base();
     if (!name) name = "(null)";
     if (strcmp(name, "3k") == 0 || strcmp(name, "fast") == 0 || strcmp(name, "flash") == 0 ||
@@ -145,6 +147,8 @@ static int parse_list(const char *opt, const char *v, int64_t lo, int64_t hi, in
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value) {
     if (!p || !name || !value)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_set: NULL argument");
+    if (!p || !name || !value)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_set: NULL argument");
     int32_t n = 0;
     int     st;
     /* a list option: the stage count follows the list given last */
@@ -182,6 +186,7 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
 }
 
 int lc_infinitehip_validate(const lc_infinitehip_params *p) {
+    if (!p) return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_validate: NULL argument");
     if (!p) return lc_fail(LC_ERR_INVALID_ARG, "InfiniteHiP settings: NULL");
     const int32_t N = p->n_stages;
     if (N < 1 || N > LC_HIP_MAX_STAGES)
@@ -252,6 +257,8 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p) {
 }
 
 int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t cap) {
+    if (!p || !buf || !cap)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_describe: NULL argument");
     if (!p || !buf || cap == 0) return lc_fail(LC_ERR_INVALID_ARG, "describe: NULL argument");
     size_t at = 0;
 #define PUT(...)                                                                              \

@@ -20,6 +20,7 @@
  * healing run); l_d 3 (its "3 if 7B"); r_m 8. Sink and window sizes are not given in the paper:
  * 128 + 512, the same as TokenSelect's, so the two spend the same budget at equal k. */
 int lc_hipattn_preset(const char *name, lc_hipattn_params *out) {
+    if (!name || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_preset: NULL argument");
     lc_hipattn_params p;
     memset(&p, 0, sizeof p);
     p.block_q      = 32;
@@ -42,6 +43,7 @@ int lc_hipattn_preset(const char *name, lc_hipattn_params *out) {
 }
 
 int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *v) {
+    if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_set: NULL argument");
     if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_set: NULL argument");
     if (lc_same_opt(name, "k")) return lc_opt_int("hip", name, v, 1, SEL_MAX_TOKENS, &p->k);
     if (lc_same_opt(name, "block-q")) return lc_opt_int("hip", name, v, 1, 512, &p->block_q);
@@ -66,6 +68,7 @@ int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *v) {
 }
 
 int lc_hipattn_validate(const lc_hipattn_params *p) {
+    if (!p) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_validate: NULL argument");
     if (!p) return lc_fail(LC_ERR_INVALID_ARG, "HiP settings: NULL");
     if (p->block_k < 1 || p->block_k > 64)
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-block-k=%d; allowed 1 .. 64", p->block_k);
@@ -99,6 +102,8 @@ int lc_hipattn_validate(const lc_hipattn_params *p) {
 }
 
 int lc_hipattn_describe(const lc_hipattn_params *p, char *buf, size_t cap) {
+    if (!p || !buf || !cap)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_describe: NULL argument");
     if (!p || !buf || cap == 0) return lc_fail(LC_ERR_INVALID_ARG, "describe: NULL argument");
     const int n = snprintf(buf, cap, "k=%d block-q=%d block-k=%d q-stride=%d k-stride=%d sink=%d "
                            "stream=%d dense-layers=%d refresh=%d rope=%s heads=%s", p->k,
@@ -128,6 +133,7 @@ lc_tokenselect_params lc_tokenselect_default(void) {
 
 int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *v) {
     if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_set: NULL argument");
+    if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_set: NULL argument");
     if (lc_same_opt(name, "k")) return lc_opt_int("ts", name, v, 1, SEL_MAX_TOKENS, &p->k);
     if (lc_same_opt(name, "init")) return lc_opt_int("ts", name, v, 0, SEL_MAX_TOKENS, &p->n_init);
     if (lc_same_opt(name, "local")) return lc_opt_int("ts", name, v, 1, SEL_MAX_TOKENS, &p->n_local);
@@ -147,6 +153,7 @@ int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *v
 }
 
 int lc_tokenselect_validate(const lc_tokenselect_params *p) {
+    if (!p) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_validate: NULL argument");
     if (!p) return lc_fail(LC_ERR_INVALID_ARG, "TokenSelect settings: NULL");
     if (p->k < 1 || p->k > SEL_MAX_TOKENS)
         return lc_fail(LC_ERR_INVALID_ARG, "--ts-k=%d; allowed 1 .. %d", p->k, SEL_MAX_TOKENS);
@@ -172,6 +179,8 @@ int lc_tokenselect_validate(const lc_tokenselect_params *p) {
 }
 
 int lc_tokenselect_describe(const lc_tokenselect_params *p, char *buf, size_t cap) {
+    if (!p || !buf || !cap)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_describe: NULL argument");
     if (!p || !buf || cap == 0) return lc_fail(LC_ERR_INVALID_ARG, "describe: NULL argument");
     const int n = snprintf(buf, cap, "k=%d init=%d local=%d chunk=%d theta=%g gqa=%s rope=%s "
                            "dense-layers=%d", p->k, p->n_init, p->n_local, p->chunk,

@@ -26,7 +26,9 @@
  * Sums are in double, exp of a candidate in double, whole-vocabulary sums of float expf; the
  * twins add in different orders and their expf may differ by an ulp, so a uniform (or a
  * cumulative p against top_p) within ~1e-7 relative of a CDF boundary can pick a neighbour on
- * the other twin (~1e-15 when top_k is set). NaN logits rank below every number.
+ * the other twin (~1e-15 when top_k is set). A row holding any non-finite value (NaN, +Inf
+ * or -Inf) draws nothing: its id is -1 (the engine reports the sequence's error), whatever the
+ * row's parameters.
  */
 #ifndef LC_BACKEND_H
 #define LC_BACKEND_H
@@ -337,6 +339,10 @@ struct lc_backend {
     /* memory: buffers for activations, KV pools, tables */
     void *(*alloc)(lc_backend *b, size_t bytes, const char *what);
     void (*dealloc)(lc_backend *b, void *p);
+    /* Memory where alloc places buffers, in bytes: *free_bytes that can still be allocated
+     * (CPU: the host's available memory; CUDA: cudaMemGetInfo's free), *total_bytes in all.
+     * NULL: unknown (the memory checks then use the host's numbers). */
+    int (*mem_info)(lc_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
     /* host <-> backend copies */
     int (*upload)(lc_backend *b, void *dst, const void *src, size_t bytes);
     int (*download)(lc_backend *b, void *dst, const void *src, size_t bytes);

@@ -18,6 +18,8 @@
 #include "util/util.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,7 @@ typedef struct lc_seq {
     size_t      text_len, text_cap, text_emitted;
     lc_detok    detok;
     lc_finish   finish;
+    char       *error; /* finish == LC_FINISH_ERROR: why (malloc'd) */
     bool        reported_finish;
     int32_t     last_sampled; /* token sampled in the current step, -1 if none */
     bool        has_logits;
@@ -96,6 +99,7 @@ static void seq_clear(lc_context *c, lc_seq *s) {
     free(s->stop);
     free(s->text);
     free(s->logits);
+    free(s->error);
     lc_sampler_free(&s->sampler);
     memset(s, 0, sizeof *s);
 }
@@ -114,7 +118,9 @@ void lc_context_free(lc_context *c) {
     if (c->rope.sin) b->dealloc(b, c->rope.sin);
     free(c->ids), free(c->pos), free(c->logit_rows), free(c->logit_seq), free(c->aseqs);
     free(c->astates), free(c->aseq_idx), free(c->srows), free(c->sampled), free(c->pen);
+    lc_model *m = c->model;
     free(c);
+    lc_model_release(m);
 }
 
 int lc_context_create(lc_model *m, const lc_context_params *params, lc_context **out) {
@@ -150,6 +156,7 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
 
     lc_context *c = lc_calloc(1, sizeof *c, "context");
     if (!c) return LC_ERR_NOMEM;
+    lc_model_retain(m); /* the model lives at least as long as its contexts */
     c->model   = m;
     c->p       = p;
     c->next_id = 1;
@@ -163,6 +170,7 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         lc_attn_method     *am    = NULL;
         if ((st = lc_attn_create(b, &shape, &p, &am)) != LC_OK) {
             free(c);
+            lc_model_release(m);
             return st;
         }
         c->attn       = am;
@@ -228,6 +236,12 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     if (!c || !r || !seq_id) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: NULL argument");
     const int32_t V = c->model->hp.n_vocab;
     if (r->n_prompt == 0) return lc_fail(LC_ERR_INVALID_ARG, "the prompt is empty");
+    if (!r->prompt)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: prompt is NULL with n_prompt %zu",
+                       r->n_prompt);
+    if (r->n_stop && !r->stop)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: stop is NULL with n_stop %zu",
+                       r->n_stop);
     if (r->max_tokens < 0) return lc_fail(LC_ERR_INVALID_ARG, "max_tokens %d < 0", r->max_tokens);
     if ((int64_t)r->n_prompt > c->p.n_ctx)
         return lc_fail(LC_ERR_CONTEXT, "the prompt has %zu tokens but the context holds %d "
@@ -383,10 +397,41 @@ static int seq_grow_tokens(lc_seq *s) {
     return LC_OK;
 }
 
+/* End a sequence with LC_FINISH_ERROR and a one-line reason (reported in its event). */
+static void seq_fail(lc_seq *s, const char *fmt, ...) {
+    char    msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    lc_log(LC_LOG_ERROR, "sequence %d: %s", s->id, msg);
+    free(s->error);
+    s->error  = strdup(msg); /* NULL on no memory: the event then says only "error" */
+    s->finish = LC_FINISH_ERROR;
+}
+
+/* The sequence of a batch row (index into c->seqs), -1 if none. */
+static int32_t seq_of_row(const lc_context *c, int32_t n_aseq, int32_t row) {
+    for (int32_t a = 0; a < n_aseq; a++)
+        if (row >= c->aseqs[a].row0 && row < c->aseqs[a].row0 + c->aseqs[a].n_rows)
+            return c->aseq_idx[a];
+    return -1;
+}
+
 int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_events) {
     lc_clear_error();
-    if (!c || !n_events) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_step: NULL argument");
-    *n_events          = 0;
+    if (!c || !n_events || (cap && !events))
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_context_step: NULL argument");
+    *n_events = 0;
+    /* every sequence that can report this step must find room: check before advancing */
+    size_t may_report = 0;
+    for (int32_t i = 0; i < c->p.n_seq_max; i++)
+        may_report += c->seqs[i].live && !c->seqs[i].reported_finish;
+    if (may_report > cap)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_context_step: room for %zu events but %zu live "
+                       "sequences may report one (pass cap >= %zu; n_seq_max %d is always "
+                       "enough); nothing was advanced", cap, may_report, may_report,
+                       c->p.n_seq_max);
     const int32_t V    = c->model->hp.n_vocab;
     int32_t       rows = 0, n_aseq = 0, n_logit = 0;
 
@@ -406,8 +451,12 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             }
             if (lc_kv_seq_reserve(c->kv, &s->kv, s->n_done + take) != LC_OK) {
                 /* out of KV pages: end this sequence, the others go on */
-                lc_log(LC_LOG_WARN, "sequence %d stopped: %s", s->id, lc_last_error());
-                s->finish = decoding ? LC_FINISH_LENGTH : LC_FINISH_ERROR;
+                if (decoding) {
+                    lc_log(LC_LOG_WARN, "sequence %d stopped: %s", s->id, lc_last_error());
+                    s->finish = LC_FINISH_LENGTH;
+                } else {
+                    seq_fail(s, "the KV cache is full: %s", lc_last_error());
+                }
                 continue;
             }
             lc_attn_seq *a = &c->aseqs[n_aseq];
@@ -476,12 +525,51 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         }
         lc_batch batch = {rows, c->ids, c->pos, n_aseq, c->aseqs, (void **const *)c->astates,
                           n_logit, c->logit_rows, any_sample ? c->srows : NULL, c->pen,
-                          (int32_t)n_pen};
+                          (int32_t)n_pen, c->p.check_numerics};
         int st = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &batch, c->sampled);
-        if (st != LC_OK) return st;
+        if (st == LC_ERR_NUMERIC) {
+            /* check_numerics found NaN/Inf: that row's sequence ends with the message; the
+             * others did not advance and run this step again next time */
+            const int32_t i = seq_of_row(c, n_aseq, c->ws->bad_row);
+            if (i < 0) return st;
+            seq_fail(&c->seqs[i], "%s", lc_last_error());
+            lc_clear_error();
+            n_aseq = n_logit = 0;
+        } else if (st != LC_OK) {
+            return st;
+        }
         for (int32_t a = 0; a < n_aseq; a++) {
             lc_seq *s = &c->seqs[c->aseq_idx[a]];
             s->n_done += c->aseqs[a].n_rows;
+        }
+        /* the sampling op's free check: a row with NaN/Inf logits draws -1. Run the step again
+         * with per-layer checks (no sampling) to name where the values first broke */
+        bool nonfinite = false;
+        for (int32_t li = 0; li < n_logit && any_sample; li++)
+            nonfinite |= c->sampled[li] == -1 &&
+                         c->seqs[c->logit_seq[li]].n_generated < c->seqs[c->logit_seq[li]].max_tokens;
+        if (nonfinite) {
+            char    diag[768];
+            lc_batch chk      = batch;
+            chk.sample_rows   = NULL;
+            chk.pen_tokens    = NULL;
+            chk.n_pen         = 0;
+            chk.check_numerics = true;
+            const int dst = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &chk, NULL);
+            if (dst == LC_ERR_NUMERIC)
+                snprintf(diag, sizeof diag, "%s", lc_last_error());
+            else if (dst == LC_OK)
+                snprintf(diag, sizeof diag, "a re-run with per-layer checks found none");
+            else
+                snprintf(diag, sizeof diag, "the re-run with per-layer checks failed: %s",
+                         lc_last_error());
+            lc_clear_error();
+            for (int32_t li = 0; li < n_logit; li++) {
+                lc_seq *s = &c->seqs[c->logit_seq[li]];
+                if (c->sampled[li] == -1 && s->n_generated < s->max_tokens)
+                    seq_fail(s, "the logits at position %lld are not finite (NaN/Inf): %s",
+                             (long long)(s->n_tokens - 1), diag);
+            }
         }
     }
 
@@ -490,6 +578,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         lc_seq *s     = &c->seqs[c->logit_seq[li]];
         s->logits_row = li;
         s->has_logits = false;
+        if (s->finish == LC_FINISH_ERROR) continue;
         if (s->n_generated >= s->max_tokens) {
             s->finish = LC_FINISH_LENGTH;
             continue;
@@ -549,6 +638,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             e->n_prompt      = s->n_prompt;
             e->n_generated   = s->n_generated;
             e->finish        = s->finish;
+            e->error         = s->finish == LC_FINISH_ERROR ? (s->error ? s->error : "error") : NULL;
             (*n_events)++;
         }
         s->text_emitted = end;
@@ -646,7 +736,7 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                             .page_table = kvs.pages};
         void **sp[1] = {states};
         lc_batch batch = {(int32_t)take, ids, pos, 1, &aseq, (void **const *)sp, nl, lrows,
-                          NULL, NULL, 0};
+                          NULL, NULL, 0, c->p.check_numerics};
         st = lc_model_forward(c->model, ws, c->kv, &c->rope, c->attn, &batch, NULL);
         for (int32_t i = 0; i < nl && st == LC_OK; i++)
             st = lc_forward_logits(c->model, ws, i, lg + (size_t)i * (size_t)V);
@@ -659,6 +749,11 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                 for (int32_t v = 0; v < V; v++) sum += exp((double)x[v] - mx);
                 logprob[lpos[i]] = (double)x[tokens[lpos[i]]] - mx - log(sum);
             }
+            for (int32_t i = 0; i < nl && st == LC_OK; i++)
+                if (!isfinite(logprob[lpos[i]]))
+                    st = lc_fail(LC_ERR_NUMERIC, "scoring: the logits at position %lld are not "
+                                 "finite (NaN/Inf); check_numerics names the layer",
+                                 (long long)(lpos[i] - 1));
         }
         p0 += take;
         if (st == LC_OK && c->p.prefill_progress)

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,29 @@ void lc_forward_ws_free(const lc_model *m, lc_forward_ws *ws) {
         if (st_ != LC_OK) return st_;                                                         \
     } while (0)
 
+/* With batch->check_numerics: download rows x [n_rows][width] (backend memory) and fail with
+ * LC_ERR_NUMERIC naming the layer (-1: none), the block and the first row holding NaN/Inf. */
+static int check_finite(lc_backend *b, lc_forward_ws *ws, const float *x, int64_t n_rows,
+                        int64_t width, const lc_batch *batch, int32_t layer, const char *block,
+                        bool by_pos) {
+    float *h = lc_malloc(sizeof(float) * (size_t)(n_rows * width), "numeric check");
+    if (!h) return LC_ERR_NOMEM;
+    int st = b->download(b, h, x, sizeof(float) * (size_t)(n_rows * width));
+    for (int64_t i = 0; st == LC_OK && i < n_rows * width; i++) {
+        if (isfinite(h[i])) continue;
+        const int64_t r   = i / width;
+        const int32_t row = by_pos ? (int32_t)r : batch->logit_rows[r];
+        ws->bad_row = row;
+        char where[48] = "";
+        if (layer >= 0) snprintf(where, sizeof where, "layer %d, ", layer);
+        st = lc_fail(LC_ERR_NUMERIC, "%s first at %s%s (batch row %d, position %d, element "
+                     "%lld)", isnan(h[i]) ? "NaN" : "Inf", where, block, row, batch->pos[row],
+                     (long long)(i % width));
+    }
+    free(h);
+    return st;
+}
+
 /* The ops of one forward, from the embedding to the sampled ids (inputs already uploaded). */
 static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
                        const lc_attn_method *attn, const lc_batch *batch) {
@@ -85,7 +109,9 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
                   KVD = (int64_t)hp->n_head_kv * hp->head_dim;
     const float scale = 1.0f / sqrtf((float)hp->head_dim);
 
+    const bool chk = batch->check_numerics;
     TRY(b->embed(b, &m->tok_embd, ws->ids, n, ws->x));
+    if (chk) TRY(check_finite(b, ws, ws->x, n, E, batch, -1, "the token embeddings", true));
 
     void *states_stack[64];
     void **states = batch->n_seqs <= 64 ? states_stack
@@ -113,14 +139,18 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
         STEP(attn->forward(attn, b, l, &kl, batch->seqs, batch->n_seqs, states, ws->q,
                            attn->needs_raw_q ? ws->q_raw : NULL, hp->n_head, rope, scale,
                            ws->att));
+        if (chk) STEP(check_finite(b, ws, ws->att, n, QD, batch, l, "attention output", true));
         STEP(b->matmul(b, &L->wo, ws->att, ws->o, n));
         STEP(b->add(b, ws->x, ws->o, n * E));
+        if (chk) STEP(check_finite(b, ws, ws->x, n, E, batch, l, "attention block (output "
+                                   "projection and residual)", true));
         STEP(b->rmsnorm(b, ws->x, L->ffn_norm.data, ws->h, n, E, hp->norm_eps));
         STEP(b->matmul(b, &L->w_gate, ws->h, ws->gate, n));
         STEP(b->matmul(b, &L->w_up, ws->h, ws->up, n));
         STEP(b->silu_mul(b, ws->gate, ws->up, ws->gate, n * hp->n_ff));
         STEP(b->matmul(b, &L->w_down, ws->gate, ws->o, n));
         STEP(b->add(b, ws->x, ws->o, n * E));
+        if (chk) STEP(check_finite(b, ws, ws->x, n, E, batch, l, "feed-forward block", true));
 #undef STEP
     }
     if (states != states_stack) free(states);
@@ -132,7 +162,10 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
     const lc_weight rows_of_x = {n, E, 0 /* f32 */, ws->x};
     TRY(b->embed(b, &rows_of_x, ws->lrows, nl, ws->logits_h));
     TRY(b->rmsnorm(b, ws->logits_h, m->output_norm.data, ws->logits_h, nl, E, hp->norm_eps));
+    if (chk) TRY(check_finite(b, ws, ws->logits_h, nl, E, batch, -1, "the output norm", false));
     TRY(b->matmul(b, &m->output, ws->logits_h, ws->logits, nl));
+    if (chk) TRY(check_finite(b, ws, ws->logits, nl, hp->n_vocab, batch, -1, "the output head "
+                              "(logits)", false));
     if (batch->sample_rows)
         TRY(b->sample(b, ws->logits, hp->n_vocab, nl, hp->n_vocab, ws->srows, ws->pen, ws->sampled));
     return LC_OK;
@@ -191,7 +224,8 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
     }
 
     /* a decode step (one row per sequence, each sampled) runs as a graph where there are */
-    bool decode = sampling && b->graph_begin && attn->graph_safe && nl == n && batch->n_seqs == n;
+    bool decode = sampling && b->graph_begin && attn->graph_safe && nl == n &&
+                  batch->n_seqs == n && !batch->check_numerics;
     for (int32_t i = 0; i < batch->n_seqs && decode; i++) decode = batch->seqs[i].n_rows == 1;
     int mode = LC_GRAPH_OFF;
     if (decode) {

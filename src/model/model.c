@@ -239,6 +239,30 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
 
 /* ---- weights --------------------------------------------------------------------------- */
 
+/* A tensor the loader reads must have exactly the expected shape (cols in ne[0], rows the
+ * product of the others) and the byte size its type gives that shape, and lie inside the
+ * mapping: checked here, for every tensor, before any byte of it is read. */
+static int check_tensor(const lc_gguf_tensor *t, int64_t cols, int64_t rows) {
+    const uint64_t t_rows = t->ne[1] * t->ne[2] * t->ne[3]; /* the parser bounds the product */
+    if ((int64_t)t->ne[0] != cols || (int64_t)t_rows != rows)
+        return lc_fail(LC_ERR_FORMAT, "model: tensor %s has shape [%llu, %llu], expected "
+                       "[%lld, %lld]", t->name, (unsigned long long)t->ne[0],
+                       (unsigned long long)t_rows, (long long)cols, (long long)rows);
+    uint64_t row_bytes, bytes;
+    if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes) ||
+        !lc_mul_u64(row_bytes, (uint64_t)rows, &bytes))
+        return lc_fail(LC_ERR_FORMAT, "model: tensor %s: a [%lld, %lld] %s tensor has no valid "
+                       "byte size", t->name, (long long)cols, (long long)rows,
+                       lc_type_name(t->type) ? lc_type_name(t->type) : "?");
+    if (t->nbytes != bytes || (bytes && !t->data))
+        return lc_fail(LC_ERR_FORMAT, "model: tensor %s holds %llu bytes, its shape [%lld, %lld] "
+                       "of %s needs %llu", t->name, (unsigned long long)t->nbytes,
+                       (long long)cols, (long long)rows,
+                       lc_type_name(t->type) ? lc_type_name(t->type) : "?",
+                       (unsigned long long)bytes);
+    return LC_OK;
+}
+
 static int load_tensor(lc_model *m, const char *name, int64_t cols, int64_t rows, bool required,
                        lc_weight *w) {
     memset(w, 0, sizeof *w);
@@ -247,12 +271,9 @@ static int load_tensor(lc_model *m, const char *name, int64_t cols, int64_t rows
         if (!required) return LC_OK;
         return lc_fail(LC_ERR_FORMAT, "model: tensor %s is missing", name);
     }
-    const uint64_t t_rows = t->ne[1] * t->ne[2] * t->ne[3];
-    if ((int64_t)t->ne[0] != cols || (int64_t)t_rows != rows)
-        return lc_fail(LC_ERR_FORMAT, "model: tensor %s has shape [%llu, %llu], expected "
-                       "[%lld, %lld]", name, (unsigned long long)t->ne[0],
-                       (unsigned long long)t_rows, (long long)cols, (long long)rows);
-    int st = m->backend->weight_load(m->backend, t, w);
+    int st = check_tensor(t, cols, rows);
+    if (st != LC_OK) return st;
+    st = m->backend->weight_load(m->backend, t, w);
     if (st != LC_OK) return st;
     m->n_params += (uint64_t)cols * (uint64_t)rows;
     m->weight_bytes += (uint64_t)cols * (uint64_t)rows *
@@ -283,6 +304,18 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
         m->output_tied = true;
     }
     PROGRESS();
+    /* block_count against the tensor table before anything is sized by it: every layer has 9
+     * required tensors, and the last layer's must be there */
+    {
+        char last[64];
+        snprintf(last, sizeof last, "blk.%d.attn_norm.weight", hp->n_layer - 1);
+        if ((int64_t)hp->n_layer * 9 > lc_gguf_n_tensors(m->gguf) ||
+            !lc_gguf_find_tensor(m->gguf, last))
+            return lc_fail(LC_ERR_FORMAT, "model: block_count %d does not match the tensor table "
+                           "(%lld tensors; %s %s)", hp->n_layer,
+                           (long long)lc_gguf_n_tensors(m->gguf), last,
+                           lc_gguf_find_tensor(m->gguf, last) ? "present" : "missing");
+    }
     m->layers = lc_calloc((size_t)hp->n_layer, sizeof *m->layers, "layer weights");
     if (!m->layers) return LC_ERR_NOMEM;
     for (int32_t l = 0; l < hp->n_layer; l++) {
@@ -313,8 +346,16 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
     /* rope_freqs (llama-3.x long-context frequency factors) */
     const lc_gguf_tensor *rf = lc_gguf_find_tensor(m->gguf, "rope_freqs.weight");
     if (rf) {
-        if (rf->type != 0 || rf->ne[0] != (uint64_t)(hp->n_rot / 2))
+        if (rf->type != LC_TYPE_F32)
             return lc_fail(LC_ERR_FORMAT, "model: rope_freqs.weight must be f32 [%d]", hp->n_rot / 2);
+        if ((st = check_tensor(rf, hp->n_rot / 2, 1)) != LC_OK) return st;
+        for (int32_t i = 0; i < hp->n_rot / 2; i++) {
+            float f;
+            memcpy(&f, (const char *)rf->data + sizeof(float) * (size_t)i, sizeof f);
+            if (!(f > 0.0f) || !isfinite(f))
+                return lc_fail(LC_ERR_FORMAT, "model: rope_freqs.weight[%d] = %g (must be finite "
+                               "and > 0)", i, (double)f);
+        }
         m->rope_freq_factors = lc_malloc(sizeof(float) * (size_t)(hp->n_rot / 2), "rope freqs");
         if (!m->rope_freq_factors) return LC_ERR_NOMEM;
         memcpy(m->rope_freq_factors, rf->data, sizeof(float) * (size_t)(hp->n_rot / 2));
@@ -333,8 +374,17 @@ static void free_weight(lc_model *m, lc_weight *w) {
     if (w->data) m->backend->weight_free(m->backend, w);
 }
 
-void lc_model_free(lc_model *m) {
-    if (!m) return;
+void lc_model_retain(lc_model *m) { atomic_fetch_add(&m->refs, 1); }
+
+static void model_destroy(lc_model *m);
+
+void lc_model_release(lc_model *m) {
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) model_destroy(m);
+}
+
+void lc_model_free(lc_model *m) { lc_model_release(m); }
+
+static void model_destroy(lc_model *m) {
     if (m->backend) {
         if (m->layers) {
             for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -366,6 +416,7 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
     const lc_model_params *p = params ? params : &def;
     lc_model *m = lc_calloc(1, sizeof *m, "model");
     if (!m) return LC_ERR_NOMEM;
+    atomic_init(&m->refs, 1);
     int st = lc_gguf_open(path, &m->gguf);
     if (st != LC_OK) goto fail;
     if ((st = lc_hparams_read(m->gguf, &m->hp)) != LC_OK) goto fail;
@@ -492,6 +543,33 @@ lc_chat_template lc_model_chat_template(const lc_model *m) {
 
 int lc_model_chat_format(const lc_model *m, lc_chat_template tmpl, const lc_chat_message *msgs,
                          size_t n_msgs, bool add_assistant, char **out) {
+    return lc_model_chat_format_spans(m, tmpl, msgs, n_msgs, add_assistant, out, NULL, NULL);
+}
+
+int lc_model_chat_tokenize(const lc_model *m, lc_chat_template tmpl, const lc_chat_message *msgs,
+                           size_t n_msgs, bool add_assistant, int32_t **ids, size_t *n_ids) {
+    if (!m || !ids || !n_ids)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_model_chat_tokenize: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    char *text = NULL;
+    lc_text_span *spans = NULL;
+    size_t n_spans = 0;
+    int rc = lc_model_chat_format_spans(m, tmpl, msgs, n_msgs, add_assistant, &text, &spans,
+                                        &n_spans);
+    if (rc == LC_OK)
+        rc = lc_tokenizer_encode_spans(m->tokenizer, text, strlen(text),
+                                       lc_tokenizer_add_bos(m->tokenizer), spans, n_spans, ids,
+                                       n_ids);
+    free(spans);
+    free(text);
+    return rc;
+}
+
+/* spans and n_spans may both be NULL (lc_model_chat_format). */
+int lc_model_chat_format_spans(const lc_model *m, lc_chat_template tmpl,
+                               const lc_chat_message *msgs, size_t n_msgs, bool add_assistant,
+                               char **out, lc_text_span **spans, size_t *n_spans) {
     if (!m || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_model_chat_format: NULL argument");
     const char *def = NULL;
     if (tmpl == LC_CHAT_TEMPLATE_NONE) {
@@ -501,5 +579,5 @@ int lc_model_chat_format(const lc_model *m, lc_chat_template tmpl, const lc_chat
     if (tmpl == LC_CHAT_TEMPLATE_NONE)
         return lc_fail(LC_ERR_NOT_FOUND, "the model has no recognised chat template; choose one "
                        "with --chat-template chatml|llama3|mistral");
-    return lc_chat_format_ex(tmpl, def, msgs, n_msgs, add_assistant, out);
+    return lc_chat_format_spans_ex(tmpl, def, msgs, n_msgs, add_assistant, out, spans, n_spans);
 }

@@ -11,6 +11,8 @@
 #include "kv/kv.h"
 #include "longctx.h"
 
+#include <stdatomic.h>
+
 typedef enum lc_rope_scaling {
     LC_ROPE_SCALING_NONE   = 0,
     LC_ROPE_SCALING_LINEAR = 1,
@@ -53,7 +55,13 @@ struct lc_model {
     float            *rope_freq_factors; /* host, [n_rot/2] or NULL */
     lc_layer_weights *layers;
     uint64_t          n_params, weight_bytes;
+    _Atomic int32_t   refs; /* the caller's handle (until lc_model_free) + one per context */
 };
+
+/* A context holds its model: lc_model_retain when it is made, lc_model_release when it is
+ * freed; the model is freed when the last holder lets go (lc_model_free is the caller's). */
+void lc_model_retain(lc_model *m);
+void lc_model_release(lc_model *m);
 
 /* Read and validate hyper-parameters (exposed for tests). */
 int lc_hparams_read(const lc_gguf *g, lc_hparams *hp);
@@ -78,6 +86,7 @@ typedef struct lc_forward_ws {
     int32_t       *pen;     /* penalised tokens, pen_cap of them (grown on demand) */
     int64_t        pen_cap;
     uint64_t       serial;  /* unique per workspace (part of the graph key) */
+    int32_t        bad_row; /* batch row of the last LC_ERR_NUMERIC from check_numerics */
 } lc_forward_ws;
 
 int  lc_forward_ws_create(const lc_model *m, int32_t n_batch, int32_t n_logits_max,
@@ -99,6 +108,10 @@ typedef struct lc_batch {
     const lc_sample_row *sample_rows;
     const int32_t       *pen_tokens;
     int32_t              n_pen;
+    /* debug: download and scan the hidden state after each block of each layer; the forward
+     * fails with LC_ERR_NUMERIC naming the first layer, block and row holding NaN/Inf (no
+     * graph) */
+    bool check_numerics;
 } lc_batch;
 
 /* Run the forward: writes the KV of every row, leaves the logits of the requested rows in

@@ -66,6 +66,7 @@ const char *lc_status_str(int status) {
     case LC_ERR_CONTEXT: return "does not fit the context";
     case LC_ERR_NOT_FOUND: return "not found";
     case LC_ERR_INTERNAL: return "internal error";
+    case LC_ERR_NUMERIC: return "non-finite values";
     default: return "unknown status";
     }
 }
@@ -86,4 +87,80 @@ double lc_time_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Length of the valid UTF-8 character at p (n bytes available), 0 if invalid: no overlong
+ * forms, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_char_len(const unsigned char *p, size_t n) {
+    unsigned char c = p[0];
+    size_t        l;
+    uint32_t      cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        l  = 2;
+        cp = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        l  = 3;
+        cp = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        l  = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (n < l) return 0;
+    for (size_t i = 1; i < l; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    }
+    if ((l == 3 && cp < 0x800) || (l == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return l;
+}
+
+const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n) {
+    if (!buf || cap == 0) return "";
+    const unsigned char *p = (const unsigned char *)s;
+    if (!p) n = 0;
+    static const char hex[] = "0123456789abcdef";
+    size_t j = 0;
+    for (size_t i = 0; i < n;) {
+        char   unit[4];
+        size_t u, adv;
+        size_t l = utf8_char_len(p + i, n - i);
+        if (l == 1 && p[i] >= 0x20 && p[i] < 0x7f) {
+            adv = 1;
+            if (p[i] == '\\') {
+                memcpy(unit, "\\\\", 2);
+                u = 2;
+            } else {
+                unit[0] = (char)p[i];
+                u       = 1;
+            }
+        } else if (l > 1 && !(p[i] == 0xC2 && p[i + 1] < 0xA0)) { /* not a C1 control */
+            memcpy(unit, p + i, l);
+            u = adv = l;
+        } else {
+            unit[0] = '\\';
+            unit[1] = 'x';
+            unit[2] = hex[p[i] >> 4];
+            unit[3] = hex[p[i] & 15];
+            u       = 4;
+            adv     = 1;
+        }
+        /* keep room for "..." while more input follows */
+        if (j + u + (i + adv < n ? 3 : 0) > cap - 1) {
+            if (j + 3 <= cap - 1) {
+                memcpy(buf + j, "...", 3);
+                j += 3;
+            }
+            break;
+        }
+        memcpy(buf + j, unit, u);
+        j += u;
+        i += adv;
+    }
+    buf[j] = '\0';
+    return buf;
 }

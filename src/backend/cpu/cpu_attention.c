@@ -66,7 +66,9 @@ typedef struct attn_args {
  * polynomial (relative error < 2e-7); 0 for x < -87 (incl. -inf from the causal mask).
  * Arguments are max-subtracted scores, so x <= 0. */
 static inline float softmax_exp(float x) {
-    const float xc = x < -87.0f ? -87.0f : (x > 0.0f ? 0.0f : x); /* softmax args are <= 0 */
+    /* softmax args are <= 0; fmaxf/fminf also map NaN to a number, so the float-to-int
+     * conversion below is defined, and NaN comes back out at the end */
+    const float xc = fminf(fmaxf(x, -87.0f), 0.0f);
     const float t  = xc * 1.44269504089f;
     const float n = floorf(t + 0.5f);
     const float f = t - n;
@@ -82,7 +84,7 @@ static inline float softmax_exp(float x) {
         int32_t i;
     } u = {p};
     u.i += (int32_t)n * (1 << 23); /* scale by 2^n: add n to the exponent field */
-    return x < -87.0f ? 0.0f : u.f;
+    return x < -87.0f ? 0.0f : (x == x ? u.f : x);
 }
 
 /* max of x[0..n) (-inf when n = 0) */

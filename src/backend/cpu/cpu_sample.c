@@ -182,7 +182,9 @@ int lc_cpu_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n_voc
             }
             rv.pen_bits = bits;
         }
-        ids[r] = sample_one(&rv, n_vocab, p, c, v);
+        bool finite = true; /* a row holding NaN or +-Inf has no distribution to draw from */
+        for (int32_t i = 0; i < n_vocab; i++) finite &= isfinite(rv.x[i]) != 0;
+        ids[r] = finite ? sample_one(&rv, n_vocab, p, c, v) : -1;
         if (rv.pen_bits) memset(bits, 0, words * sizeof(uint32_t));
     }
     free(bits);

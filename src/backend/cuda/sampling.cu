@@ -68,7 +68,7 @@ struct chunk_stat {
     uint32_t max_key; // the chunk's largest key
     int32_t  arg;     // its lowest index (absolute id)
     int32_t  n_cand;  // candidates written (MODE_TOPK)
-    int32_t  pad;
+    int32_t  bad;     // 1: the chunk holds a non-finite logit (the row draws nothing: id -1)
     double   sum;     // MODE_FULL: sum of expf((x - max) / T); top-p without top-k: expf(x - max)
 };
 
@@ -180,9 +180,11 @@ __global__ void __launch_bounds__(NT1)
 
     uint32_t bk = 0;
     int32_t  bi = INT32_MAX;
+    int      bad = 0;
     for (int32_t i = tid; i < n; i += NT1) {
         const uint32_t k = skey(pval(x, c0, i, bits, pen_on, p.repeat_penalty));
         keys[i]          = k;
+        bad |= !isfinite(x[c0 + i]);
         if (bi == INT32_MAX || k > bk) bk = k, bi = i;
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -191,8 +193,9 @@ __global__ void __launch_bounds__(NT1)
         if (oi != INT32_MAX && (bi == INT32_MAX || before(ok, oi, bk, bi))) bk = ok, bi = oi;
     }
     if (lane == 0) wk[warp] = bk, wi[warp] = bi;
-    __syncthreads();
+    bad = __syncthreads_or(bad);
     if (tid == 0) {
+        st->bad = bad;
         for (int w = 1; w < NW1; w++)
             if (wi[w] != INT32_MAX && (wi[0] == INT32_MAX || before(wk[w], wi[w], wk[0], wi[0])))
                 wk[0] = wk[w], wi[0] = wi[w];
@@ -367,6 +370,12 @@ __global__ void __launch_bounds__(NT)
     const row_mode      m   = mode_of(p, V);
     const chunk_stat   *st  = stats + (int64_t)row * n_chunks;
 
+    int bad = 0; // a non-finite logit anywhere in the row: no draw (every thread, one answer)
+    for (int32_t c = 0; c < n_chunks; c++) bad |= st[c].bad;
+    if (bad) {
+        if (tid == 0) ids[row] = -1;
+        return;
+    }
     if (m.mode == MODE_GREEDY) { // the best chunk winner (every thread, one order)
         if (tid == 0) {
             uint32_t k = st[0].max_key;
