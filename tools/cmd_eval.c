@@ -107,6 +107,27 @@ static int encode(const lc_tokenizer *t, const char *s, bool special, int32_t **
     return st;
 }
 
+/* Bytes [a, b) of a formatted chat, with the message text in it (spans) as plain text and the
+ * template's markers as special tokens. */
+static int encode_part(const lc_tokenizer *t, const char *text, size_t a, size_t b,
+                       const lc_text_span *spans, size_t n_spans, int32_t **ids, size_t *n) {
+    lc_text_span *part = malloc((n_spans ? n_spans : 1) * sizeof *part);
+    if (!part) {
+        fprintf(stderr, "longctx eval: out of memory\n");
+        return LC_ERR_NOMEM;
+    }
+    size_t np = 0;
+    for (size_t i = 0; i < n_spans; i++) {
+        size_t s0 = spans[i].start > a ? spans[i].start : a;
+        size_t s1 = spans[i].start + spans[i].len < b ? spans[i].start + spans[i].len : b;
+        if (s1 > s0) part[np++] = (lc_text_span){s0 - a, s1 - s0};
+    }
+    int st = lc_tokenizer_encode_spans(t, text + a, b - a, false, part, np, ids, n);
+    free(part);
+    if (st != LC_OK) cli_fail("eval", "tokenizing", st);
+    return st;
+}
+
 static uint64_t rng_next(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -582,19 +603,26 @@ int cmd_eval(int argc, char **argv) {
                          "There and back again.";
     /* chat: the prompt is wrapped as a user turn; split the formatted text around a marker */
     if (chat) {
+        /* message text (the default system prompt) is plain text, as in lc_model_chat_tokenize */
         char           *formatted = NULL;
+        lc_text_span   *spans     = NULL;
+        size_t          n_spans   = 0;
         lc_chat_message msg       = {"user", "\x01"};
-        int st = lc_model_chat_format(m, o.chat_template, &msg, 1, true, &formatted);
+        int st = lc_model_chat_format_spans(m, o.chat_template, &msg, 1, true, &formatted, &spans,
+                                            &n_spans);
         if (st != LC_OK) {
             cli_fail("eval", "--chat", st);
             goto done;
         }
-        char *mark = strchr(formatted, '\x01');
-        *mark      = '\0';
-        if (encode(tok, formatted, true, &t_pre, &n_pre) || encode(tok, mark + 1, true, &t_post, &n_post)) {
+        const size_t flen = strlen(formatted);
+        const size_t mark = (size_t)(strchr(formatted, '\x01') - formatted);
+        if (encode_part(tok, formatted, 0, mark, spans, n_spans, &t_pre, &n_pre) ||
+            encode_part(tok, formatted, mark + 1, flen, spans, n_spans, &t_post, &n_post)) {
+            free(spans);
             free(formatted);
             goto done;
         }
+        free(spans);
         free(formatted);
     }
     if (encode(tok, intro, false, &t_intro, &n_intro) || encode(tok, filler, false, &t_fill, &n_fill))

@@ -16,12 +16,16 @@ static void help(void) {
            "\n"
            "  -p, --prompt TEXT       prompt text (or the question about -f's file)\n"
            "  -f, --file FILE         read a (long) input from a file\n"
-           "  --chat                  format as a chat conversation with the model's template\n"
+           "  --chat                  format as a chat conversation with the model's template;\n"
+           "                          the file, prompt and system text are then always plain\n"
+           "                          text (only the template's markers are special tokens)\n"
            "  --system TEXT           system message for --chat\n"
            "  -n, --n-predict N       tokens to generate (default 256; -1 = until the end)\n"
            "  --stop STR              stop when STR is generated (repeatable)\n"
            "  --ignore-eos            keep generating past end-of-turn tokens\n"
-           "  --no-special            treat special-token text in the prompt as plain text\n"
+           "  --no-special            without --chat: treat special-token text such as\n"
+           "                          <|im_start|> in the prompt as plain text (default: parsed\n"
+           "                          as special tokens, as llama.cpp's completion does)\n"
            "  --stats                 print timings on stderr at the end\n"
            "\n%s",
            gen_opts_help());
@@ -124,20 +128,23 @@ int cmd_run(int argc, char **argv) {
     rc = CLI_ERR;
     const lc_tokenizer *tok = lc_model_tokenizer(m);
     const char         *final_text = text;
+    int st;
     if (chat) {
+        /* the document, question and system text are always plain text: only the template's
+         * markers become special tokens (--no-special changes nothing here) */
         lc_chat_message msgs[2];
         size_t          nm = 0;
         if (system) msgs[nm++] = (lc_chat_message){"system", system};
         msgs[nm++] = (lc_chat_message){"user", text};
-        int st     = lc_model_chat_format(m, o.chat_template, msgs, nm, true, &formatted);
-        if (st != LC_OK) {
+        st         = lc_model_chat_tokenize(m, o.chat_template, msgs, nm, true, &ids, &n_ids);
+        if (st == LC_ERR_NOT_FOUND) {
             cli_fail("run", "--chat", st);
             goto done;
         }
-        final_text = formatted;
+    } else {
+        st = lc_tokenizer_encode(tok, final_text, strlen(final_text), lc_tokenizer_add_bos(tok),
+                                 special, &ids, &n_ids);
     }
-    int st = lc_tokenizer_encode(tok, final_text, strlen(final_text), lc_tokenizer_add_bos(tok),
-                                 special || chat, &ids, &n_ids);
     if (st != LC_OK) {
         cli_fail("run", file ? file : "prompt", st);
         goto done;

@@ -15,6 +15,9 @@
  *            written as "{content}\n" inside the current [INST] turn.
  * SmolLM2's and Qwen2's ChatML templates insert a default system prompt when the first
  * message is not a system one: lc_chat_default_system finds it, lc_chat_format_ex applies it.
+ * The formatters also record where message text (roles, contents, the default system prompt)
+ * lies in the output, so that it is tokenized as plain text (lc_tokenizer_encode_spans): only
+ * the template's own markers may become special tokens.
  */
 #include "format/chat.h"
 #include "util/util.h"
@@ -29,6 +32,9 @@ typedef struct sbuf {
     char *p;
     size_t n, cap;
     bool oom;
+    bool want_spans; /* record where message text goes (spans) */
+    lc_text_span *spans;
+    size_t n_spans, cap_spans;
 } sbuf;
 
 static void sb_addn(sbuf *b, const char *s, size_t n) {
@@ -54,6 +60,26 @@ static void sb_add(sbuf *b, const char *s) {
     sb_addn(b, s, strlen(s));
 }
 
+/* Message text (a role or a content): appended and, when spans are wanted, recorded as a
+ * plain-text span (empty text records nothing). */
+static void sb_add_text(sbuf *b, const char *s, size_t n) {
+    if (b->oom || n == 0) return;
+    if (b->want_spans) {
+        if (b->n_spans == b->cap_spans) {
+            size_t cap = b->cap_spans ? b->cap_spans * 2 : 8;
+            lc_text_span *p = realloc(b->spans, cap * sizeof *p);
+            if (!p) {
+                b->oom = true;
+                return;
+            }
+            b->spans = p;
+            b->cap_spans = cap;
+        }
+        b->spans[b->n_spans++] = (lc_text_span){b->n, n};
+    }
+    sb_addn(b, s, n);
+}
+
 /* Whitespace trim as Jinja's |trim on ASCII whitespace (llama.cpp's trim does the same). */
 static void sb_add_trimmed(sbuf *b, const char *s) {
     size_t n = strlen(s), a = 0;
@@ -61,7 +87,7 @@ static void sb_add_trimmed(sbuf *b, const char *s) {
         a++;
     while (n > a && isspace((unsigned char)s[n - 1]))
         n--;
-    sb_addn(b, s + a, n - a);
+    sb_add_text(b, s + a, n - a);
 }
 
 /* ---- names and detection -------------------------------------------------------------------- */
@@ -179,9 +205,9 @@ int lc_chat_default_system(const char *jinja, char **out) {
 static void format_chatml(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
     for (size_t i = 0; i < n; i++) {
         sb_add(b, "<|im_start|>");
-        sb_add(b, m[i].role);
+        sb_add_text(b, m[i].role, strlen(m[i].role));
         sb_add(b, "\n");
-        sb_add(b, m[i].content);
+        sb_add_text(b, m[i].content, strlen(m[i].content));
         sb_add(b, "<|im_end|>\n");
     }
     if (add_assistant) sb_add(b, "<|im_start|>assistant\n");
@@ -190,7 +216,7 @@ static void format_chatml(sbuf *b, const lc_chat_message *m, size_t n, bool add_
 static void format_llama3(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
     for (size_t i = 0; i < n; i++) {
         sb_add(b, "<|start_header_id|>");
-        sb_add(b, m[i].role);
+        sb_add_text(b, m[i].role, strlen(m[i].role));
         sb_add(b, "<|end_header_id|>\n\n");
         sb_add_trimmed(b, m[i].content);
         sb_add(b, "<|eot_id|>");
@@ -206,7 +232,7 @@ static void format_mistral(sbuf *b, const lc_chat_message *m, size_t n) {
             sb_add(b, "[INST] ");
             in_turn = true;
         }
-        sb_add(b, m[i].content);
+        sb_add_text(b, m[i].content, strlen(m[i].content));
         if (strcmp(m[i].role, "system") == 0) {
             sb_add(b, "\n");
         } else if (strcmp(m[i].role, "user") == 0) {
@@ -218,20 +244,29 @@ static void format_mistral(sbuf *b, const lc_chat_message *m, size_t n) {
     }
 }
 
-int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_chat_message *msgs,
-                      size_t n, bool add_assistant, char **out) {
-    if (!out || (n && !msgs)) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: NULL argument");
+int lc_chat_format_spans_ex(lc_chat_template t, const char *default_system,
+                            const lc_chat_message *msgs, size_t n, bool add_assistant, char **out,
+                            lc_text_span **spans, size_t *n_spans) {
+    if (!out || (n && !msgs) || (!spans != !n_spans))
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: NULL argument");
     *out = NULL;
+    if (spans) {
+        *spans = NULL;
+        *n_spans = 0;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)
             return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: message %zu has no %s", i,
                            msgs[i].role ? "content" : "role");
         if (t == LC_CHAT_TEMPLATE_MISTRAL && strcmp(msgs[i].role, "system") != 0 &&
             strcmp(msgs[i].role, "user") != 0 && strcmp(msgs[i].role, "assistant") != 0)
+        {
+            char esc[96];
             return lc_fail(LC_ERR_INVALID_ARG,
                            "lc_chat_format: role '%s' of message %zu is not supported by the "
                            "mistral template (system, user, assistant)",
-                           msgs[i].role, i);
+                           lc_text_escape(esc, sizeof esc, msgs[i].role, strlen(msgs[i].role)), i);
+        }
     }
     if (t != LC_CHAT_TEMPLATE_CHATML && t != LC_CHAT_TEMPLATE_LLAMA3 &&
         t != LC_CHAT_TEMPLATE_MISTRAL)
@@ -252,6 +287,7 @@ int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_c
         n++;
     }
     sbuf b = {0};
+    b.want_spans = spans != NULL;
     sb_add(&b, ""); /* an empty conversation still yields a valid "" */
     switch (t) {
     case LC_CHAT_TEMPLATE_CHATML:
@@ -267,10 +303,27 @@ int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_c
     free(tmp);
     if (b.oom) {
         free(b.p);
+        free(b.spans);
         return lc_fail(LC_ERR_NOMEM, "out of memory formatting the chat");
     }
     *out = b.p;
+    if (spans) {
+        *spans = b.spans;
+        *n_spans = b.n_spans;
+    }
     return LC_OK;
+}
+
+int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_chat_message *msgs,
+                      size_t n, bool add_assistant, char **out) {
+    return lc_chat_format_spans_ex(t, default_system, msgs, n, add_assistant, out, NULL, NULL);
+}
+
+int lc_chat_format_spans(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,
+                         bool add_assistant, char **out, lc_text_span **spans, size_t *n_spans) {
+    if (!spans || !n_spans)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format_spans: NULL argument");
+    return lc_chat_format_spans_ex(t, NULL, msgs, n_msgs, add_assistant, out, spans, n_spans);
 }
 
 int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,

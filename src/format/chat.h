@@ -16,6 +16,11 @@
  * templates do). With no messages nothing is inserted (as those templates). */
 int lc_chat_format_ex(lc_chat_template t, const char *default_system, const lc_chat_message *msgs,
                       size_t n, bool add_assistant, char **out);
+/* As lc_chat_format_ex, with the plain-text spans of lc_chat_format_spans when spans and
+ * n_spans are non-NULL (both NULL: none); the inserted default system prompt is a span too. */
+int lc_chat_format_spans_ex(lc_chat_template t, const char *default_system,
+                            const lc_chat_message *msgs, size_t n, bool add_assistant, char **out,
+                            lc_text_span **spans, size_t *n_spans);
 
 /* Find a literal default system prompt in a ChatML Jinja template: the first string literal
  * "<|im_start|>system\n<text><|im_end|>" whose <text> is a plain literal (no Jinja

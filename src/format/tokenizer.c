@@ -1233,9 +1233,11 @@ static int occ_pos_cmp(const void *x, const void *y) {
 
 /* Find special tokens to cut out of the text, with llama.cpp's semantics: tokens are taken
  * longest first; each claims its left-most non-overlapping occurrences in what is still raw
- * text. Returns the claimed occurrences sorted by position. */
+ * text. Returns the claimed occurrences sorted by position. plain (NULL or len flags): bytes
+ * that are plain text — a token other than a user-defined one (which plain text matches too,
+ * as with parse_special off) is taken only where none of its bytes is flagged. */
 static int find_specials(const lc_tokenizer *t, const char *text, size_t len, bool parse_special,
-                         occurrence **out, size_t *n_out) {
+                         const unsigned char *plain, occurrence **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     occurrence *occ = NULL;
@@ -1252,6 +1254,12 @@ static int find_specials(const lc_tokenizer *t, const char *text, size_t len, bo
             int32_t id = t->trie[node].token;
             if (id < 0) continue;
             if (!parse_special && t->type[id] != TT_USER) continue;
+            if (plain && t->type[id] != TT_USER) {
+                bool inside = false;
+                for (size_t j = p; j <= q && !inside; j++)
+                    inside = plain[j] != 0;
+                if (inside) continue;
+            }
             if (n == cap) {
                 cap = cap ? cap * 2 : 64;
                 occurrence *nb = realloc(occ, cap * sizeof *occ);
@@ -1289,7 +1297,8 @@ static int find_specials(const lc_tokenizer *t, const char *text, size_t len, bo
 }
 
 static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size_t len,
-                       bool add_bos, bool parse_special, ids_vec *out) {
+                       bool add_bos, bool parse_special, const unsigned char *plain,
+                       ids_vec *out) {
     int rc;
     /* validate UTF-8 first: the regexes run with PCRE2_NO_UTF_CHECK */
     for (size_t i = 0; i < len;) {
@@ -1307,7 +1316,7 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
 
     occurrence *occ;
     size_t n_occ;
-    if ((rc = find_specials(t, text, len, parse_special, &occ, &n_occ)) != LC_OK) return rc;
+    if ((rc = find_specials(t, text, len, parse_special, plain, &occ, &n_occ)) != LC_OK) return rc;
 
     if (t->kind == TOK_BPE) {
         s->md = pcre2_match_data_create(4, NULL);
@@ -1346,15 +1355,12 @@ static int encode_impl(const lc_tokenizer *t, scratch *s, const char *text, size
     return rc;
 }
 
-int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
-                        bool parse_special, int32_t **ids, size_t *n_ids) {
-    if (!t || (!text && len) || !ids || !n_ids)
-        return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenizer_encode: NULL argument");
-    *ids = NULL;
-    *n_ids = 0;
+static int encode_common(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
+                         bool parse_special, const unsigned char *plain, int32_t **ids,
+                         size_t *n_ids) {
     scratch s = {0};
     ids_vec out = {0};
-    int rc = encode_impl(t, &s, text ? text : "", len, add_bos, parse_special, &out);
+    int rc = encode_impl(t, &s, text ? text : "", len, add_bos, parse_special, plain, &out);
     scratch_free(&s);
     if (rc != LC_OK) {
         free(out.v);
@@ -1367,6 +1373,40 @@ int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, boo
     *ids = out.v;
     *n_ids = out.n;
     return LC_OK;
+}
+
+int lc_tokenizer_encode(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
+                        bool parse_special, int32_t **ids, size_t *n_ids) {
+    if (!t || (!text && len) || !ids || !n_ids)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenizer_encode: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    return encode_common(t, text, len, add_bos, parse_special, NULL, ids, n_ids);
+}
+
+int lc_tokenizer_encode_spans(const lc_tokenizer *t, const char *text, size_t len, bool add_bos,
+                              const lc_text_span *plain, size_t n_plain, int32_t **ids,
+                              size_t *n_ids) {
+    if (!t || (!text && len) || (!plain && n_plain) || !ids || !n_ids)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenizer_encode_spans: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    for (size_t i = 0; i < n_plain; i++)
+        if (plain[i].start > len || plain[i].len > len - plain[i].start)
+            return lc_fail(LC_ERR_INVALID_ARG,
+                           "lc_tokenizer_encode_spans: plain span %zu [%zu, +%zu) is outside the "
+                           "text (%zu bytes)",
+                           i, plain[i].start, plain[i].len, len);
+    unsigned char *map = NULL;
+    if (n_plain) {
+        map = lc_calloc(len, 1, "plain-text map");
+        if (!map) return LC_ERR_NOMEM;
+        for (size_t i = 0; i < n_plain; i++)
+            if (plain[i].len) memset(map + plain[i].start, 1, plain[i].len);
+    }
+    int rc = encode_common(t, text, len, add_bos, true, map, ids, n_ids);
+    free(map);
+    return rc;
 }
 
 /* ---- streaming detokenizer --------------------------------------------------------------- */
