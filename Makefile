@@ -6,10 +6,11 @@ ASAN_BUILD ?= build-asan
 MODEL      := models/SmolLM2-135M-Instruct.Q4_1.gguf
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+FUZZ_LONG_SECONDS ?= 600
 DEMO_FILE  ?= /usr/share/common-licenses/GPL-3
 DEMO_QUESTION ?= Question: what is the name of this license and who published it? Answer in one sentence.
 
-.PHONY: all deps model build demo test test-release test-asan fuzz bench clean
+.PHONY: all deps model build demo test test-release test-asan fuzz fuzz-long bench clean
 
 all: build
 
@@ -38,6 +39,10 @@ test-asan:
 
 fuzz:
 	bash scripts/run-fuzz.sh $(FUZZ_SECONDS)
+
+# each fuzzer FUZZ_LONG_SECONDS, new inputs merged (minimised) into the corpora in fuzz/
+fuzz-long:
+	bash scripts/run-fuzz.sh --long $(FUZZ_LONG_SECONDS)
 
 test: deps model fuzz test-asan test-release
 

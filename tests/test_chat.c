@@ -151,6 +151,29 @@ static void test_default_system(void) {
               LC_OK &&
           s && strcmp(s, "It's\tok\n") == 0);
     free(s);
+    /* the search resumes after a header whose text is not a literal and finds a later one */
+    CHECK(lc_chat_default_system("{{ '<|im_start|>system\\n' + x + '<|im_start|>system\\nOK"
+                                 "<|im_end|>' }}",
+                                 &s) == LC_OK &&
+          s && strcmp(s, "OK") == 0);
+    free(s);
+    /* hostile template (issue 20, seen while writing fuzz_tokenizer_load): 10k headers before
+     * one quote took quadratic time (each header rescanned up to the quote: seconds at 64 KiB,
+     * minutes at 1 MiB); now linear. The answer is unchanged: no literal. */
+    {
+        static const char h[] = "<|im_start|>system\n";
+        const size_t n = 10000, hl = sizeof h - 1;
+        char *big = malloc(n * hl + 2);
+        CHECK(big != NULL);
+        if (big) {
+            for (size_t i = 0; i < n; i++) memcpy(big + i * hl, h, hl);
+            big[n * hl] = '\'';
+            big[n * hl + 1] = '\0';
+            s = (char *)1;
+            CHECK(lc_chat_default_system(big, &s) == LC_OK && s == NULL);
+            free(big);
+        }
+    }
 }
 
 /* chat.txt: "case <name> <default_system> <add_assistant> <n> <source> <template id>",

@@ -154,8 +154,10 @@ int lc_chat_default_system(const char *jinja, char **out) {
     if (!jinja) return LC_OK;
     static const char head[] = "<|im_start|>system";
     static const char tail[] = "<|im_end|>";
-    for (const char *p = strstr(jinja, head); p; p = strstr(p + 1, head)) {
+    const char *next = jinja;
+    for (const char *p = strstr(jinja, head); p; p = strstr(next, head)) {
         const char *s = p + sizeof head - 1;
+        next = p + 1;
         if (s[0] == '\n') {
             s += 1;
         } else if (s[0] == '\\' && s[1] == 'n') {
@@ -165,7 +167,8 @@ int lc_chat_default_system(const char *jinja, char **out) {
         }
         sbuf b = {0};
         bool ok = false;
-        for (const char *q = s; *q; q++) {
+        const char *q = s;
+        for (; *q; q++) {
             if (strncmp(q, tail, sizeof tail - 1) == 0) {
                 ok = true;
                 break;
@@ -183,6 +186,10 @@ int lc_chat_default_system(const char *jinja, char **out) {
         }
         if (!ok) {
             free(b.p);
+            /* a later head before q would scan the same characters in step (its text holds no
+             * backslash or stop character) and stop at q too: resume the search at q, so a
+             * template of many heads costs linear, not quadratic, time */
+            next = q;
             continue;
         }
         if (b.oom) {
