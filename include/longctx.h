@@ -9,7 +9,36 @@
  * Conventions: opaque handles, functions named lc_<noun>_<verb>, int status (LC_OK = 0,
  * negative LC_ERR_* on failure). After a failure, lc_last_error() returns a one-line message
  * for the calling thread that says what went wrong and where. The library never prints to
- * stdout and never exits; it logs through the callback set with lc_log_set().
+ * stdout and never exits; it logs through the callback set with lc_log_set(). A NULL
+ * pointer where a count says there is data (prompt, stop strings, events, messages, text) is
+ * LC_ERR_INVALID_ARG, never a read through it.
+ *
+ * Lifetimes (which handle must outlive which):
+ *   - lc_gguf: the file stays mapped until lc_gguf_close; lc_gguf_tensor pointers and
+ *     strings read from it die with it. lc_tokenizer_load copies what it needs: a tokenizer
+ *     outlives its lc_gguf. lc_gguf_open_memory does not copy: the caller's bytes must
+ *     outlive the handle.
+ *   - lc_model: lc_model_free releases the caller's handle; a context holds its model, so
+ *     the model (weights, tokenizer, backend) is freed when its last context is freed, and
+ *     freeing the model first is allowed. Pointers obtained from the model
+ *     (lc_model_tokenizer) stay valid while the model lives, i.e. while the caller's handle
+ *     or any context of it does.
+ *   - lc_context: event text, event errors and lc_context_logits rows are valid until the
+ *     next lc_context_step / lc_context_score / lc_context_remove on that context.
+ *   - Every lc_*_free / close accepts NULL; freeing twice is a caller bug.
+ *
+ * Threads:
+ *   - lc_last_error is per thread. lc_log_set is not synchronised: call it before other
+ *     threads use the library; the callback may be called from any thread that calls in.
+ *   - A context, and a tokenizer's lc_detok state, are used by one thread at a time.
+ *   - Reading functions of a model, tokenizer or lc_gguf (info, encode, token bytes, chat
+ *     formatting) may be called from several threads at once.
+ *   - Contexts of one model on the CPU backend may run steps on different threads at once
+ *     (weights are read-only; each context owns its KV cache and scratch). On the CUDA
+ *     backend, the model's backend keeps per-model scratch and one stream: calls into
+ *     different contexts of one CUDA model must not overlap (serialise them, or serve many
+ *     sequences from one context, which is what it is for). Creating and freeing contexts
+ *     follows the same rule as stepping them.
  */
 #ifndef LONGCTX_H
 #define LONGCTX_H
@@ -61,7 +90,7 @@ void lc_log_set(lc_log_fn fn, void *user, lc_log_level min_level);
  * characters (ESC, CR, LF, TAB, ...), DEL, C1 controls (U+0080..U+009F), bytes of invalid
  * UTF-8 become "\xHH" and a backslash becomes "\\". Writes at most cap bytes including the
  * terminating NUL; a rendering that does not fit is cut at a character boundary and ends in
- * "...". Every message of the library that quotes file content goes through it. Returns buf
+ * "..." (when cap is at least 4). Every message of the library that quotes file content goes through it. Returns buf
  * ("" when buf is NULL or cap is 0). s may be NULL when n is 0. */
 const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n);
 
@@ -255,6 +284,8 @@ lc_model_params lc_model_default_params(void);
  * lc_model_load and lc_context_create compare with. */
 int lc_host_memory(uint64_t *available, uint64_t *total);
 int             lc_model_load(const char *path, const lc_model_params *params, lc_model **out);
+/* Release the caller's handle. Contexts of the model keep it alive; it is freed with the
+ * last of them (see "Lifetimes" above). NULL is a no-op. */
 void            lc_model_free(lc_model *m);
 
 typedef struct lc_model_info {

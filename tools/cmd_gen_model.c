@@ -19,7 +19,7 @@ static void help(void) {
            "output is noise).\n"
            "\n"
            "  --arch A       llama or qwen2; must match the config\n"
-           "  --config NAME  llama: llama-3.1-8b, llama-3.2-1b, smollm2-135m, tiny, tiny-llama3;\n"
+           "  --config NAME  llama: llama-3.1-8b, llama-3.2-1b, smollm2-135m, tiny, tiny-llama3, tiny-hd64;\n"
            "                 qwen2: qwen2.5-7b, tiny-qwen2 (tiny*: small test models)\n"
            "  --out FILE     output path (overwritten)\n"
            "  --type T       weight type: bf16 (default) or q8_0; norms and biases stay f32\n"

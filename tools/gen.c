@@ -34,6 +34,11 @@ const char *gen_opts_help(void) {
            "  --kv-tokens N           KV cache capacity in tokens, all sequences (default: the context)\n"
            "  --kv-gb X               KV cache capacity in GiB (the token count follows from the\n"
            "                          model: layers x KV heads x head dim x 2 x element size)\n"
+           "  --overcommit            allocate even when the weights or the context (KV cache,\n"
+           "                          RoPE table, workspace) do not fit the memory there is\n"
+           "                          (default: refuse before allocating, with the numbers and\n"
+           "                          the most tokens that fit); with it a run may be killed\n"
+           "                          for want of memory or swap once the cache fills\n"
            "  --weights f32|f16|bf16|auto  weight storage after dequantisation. CPU: f32 (auto, the\n"
            "                          exact values) or f16 (half the memory a decode step reads).\n"
            "                          CUDA: f16 or bf16; auto keeps BF16 tensors in bf16 and\n"
@@ -46,6 +51,9 @@ const char *gen_opts_help(void) {
            "  --repeat-last-n N       window of the repetition penalty (default 64)\n"
            "  --seed S                random seed (default fixed, so runs repeat)\n"
            "  --chat-template NAME    chatml | llama3 | mistral (default: from the model)\n"
+           "  --check-numerics        debug: look for NaN/Inf after every layer and name the\n"
+           "                          first one (slow; without it, non-finite logits are still\n"
+           "                          caught and the layer named)\n"
            "\nattention options:\n"
            "  --attn dense|infinitehip|hip|tokenselect  attention method (default dense)\n"
            "  --preset NAME           InfiniteHiP preset: 3k (default), fast, flash, 5k, 3k-fine\n"
@@ -124,6 +132,8 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--kv-gb")) {
         VAL();
         if (!cli_float(cmd, a, v, 0.001, 1e6, &o->kv_gb)) return -1;
+    } else if (!strcmp(a, "--overcommit")) {
+        o->overcommit = true;
     } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
         VAL();
         if (!cli_float(cmd, a, v, 0, 100, &x)) return -1;
@@ -148,6 +158,8 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         VAL();
         if (!cli_int(cmd, a, v, 0, 1 << 20, &n)) return -1;
         o->sampling.repeat_last_n = (int32_t)n;
+    } else if (!strcmp(a, "--check-numerics")) {
+        o->check_numerics = true;
     } else if (!strcmp(a, "--seed")) {
         VAL();
         if (!cli_int(cmd, a, v, 0, INT64_MAX, &n)) return -1;
@@ -254,6 +266,7 @@ void gen_attn_describe(const gen_opts *o, char *buf, size_t cap) {
 }
 
 void gen_context_attn(const gen_opts *o, lc_context_params *cp) {
+    cp->check_numerics = o->check_numerics;
     cp->attn        = o->attn;
     cp->hip         = o->hip;
     cp->hipattn     = o->hipattn;
@@ -276,6 +289,7 @@ int gen_load(const char *cmd, gen_opts *o, lc_model **model) {
     mp.n_threads       = o->threads;
     mp.weights         = o->weights;
     mp.profile         = o->profile;
+    mp.overcommit      = o->overcommit;
     mp.progress        = load_progress;
     mp.progress_user   = &pr;
     cli_progress_begin(&pr, "loading");
@@ -286,6 +300,15 @@ int gen_load(const char *cmd, gen_opts *o, lc_model **model) {
         cli_fail(cmd, o->model, st);
         return CLI_ERR;
     }
+    /* more threads than cores: they take turns, and every OpenMP barrier waits for the
+     * slowest (measured: 7x slower); one line, then go on */
+    lc_model_info info;
+    const long    cores = cli_cpu_count();
+    if (o->threads > 0 && cores > 0 && o->threads > cores &&
+        lc_model_get_info(*model, &info) == LC_OK && info.device == LC_DEVICE_CPU)
+        fprintf(stderr, "longctx %s: warning: -t %d is more than the %ld CPU cores this process "
+                "may use; the threads will take turns on them and run several times slower "
+                "(leave -t out to use %ld)\n", cmd, o->threads, cores, cores);
     return CLI_OK;
 }
 
@@ -306,6 +329,7 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
     cp.page_size = (int32_t)o->page_size;
     gen_context_attn(o, &cp);
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
+    cp.overcommit = o->overcommit;
     if (o->kv_gb > 0) {
         /* bf16 KV on the GPU, fp32 on the CPU */
         const double per_token = 2.0 * info.n_layer * info.n_head_kv * info.head_dim *

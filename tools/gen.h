@@ -18,9 +18,11 @@ typedef struct gen_opts {
     long long        page_size;
     long long        kv_tokens; /* KV capacity; 0: from kv_gb or n_ctx */
     double           kv_gb;     /* KV capacity in GiB; 0: unset */
+    bool             overcommit; /* --overcommit: skip the memory checks of load and context */
     lc_sampling      sampling;
     lc_chat_template chat_template; /* NONE: the model's */
     int              profile;       /* lc_profile_mode for the load (bench) */
+    bool             check_numerics; /* --check-numerics */
     lc_attn_kind          attn;     /* --attn */
     lc_infinitehip_params hip;      /* --preset, --hip-NAME=VALUE with --attn infinitehip */
     lc_hipattn_params     hipattn;  /* --preset, --hip-NAME=VALUE with --attn hip */

@@ -45,6 +45,9 @@ static const gen_config k_configs[] = {
      1e-6f, 0.0f, true, true},
     {"tiny-llama3", "llama", "llama-bpe", TOK_LLAMA3, 2, 64, 128, 2, 1, 32, 512, 131072, 500000.0f,
      1e-5f, 8.0f, true, false},
+    /* head dim 64 (what the CUDA kernels take) with an untied output head, for GPU tests */
+    {"tiny-hd64", "llama", "llama-bpe", TOK_LLAMA3, 2, 128, 256, 4, 2, 64, 512, 2048, 10000.0f,
+     1e-5f, 0.0f, false, false},
 };
 #define N_CONFIGS (sizeof k_configs / sizeof k_configs[0])
 

@@ -5,6 +5,7 @@
  */
 #include "model/model.h"
 #include "backend/profile.h"
+#include "model/budget.h"
 #include "format/chat.h"
 #include "format/gguf.h"
 #include "format/quant.h"
@@ -57,8 +58,10 @@ int lc_hparams_read(const lc_gguf *g, lc_hparams *hp) {
     } else if (strcmp(hp->arch, "qwen2") == 0) {
         hp->rope_pairing = LC_ROPE_NEOX;
     } else {
+        char esc[96];
         return lc_fail(LC_ERR_UNSUPPORTED, "model architecture \"%s\" is not supported "
-                       "(supported: llama, mistral, qwen2)", hp->arch);
+                       "(supported: llama, mistral, qwen2)",
+                       lc_text_escape(esc, sizeof esc, arch, arch_len));
     }
     const char *a = hp->arch;
     int         st;
@@ -130,9 +133,12 @@ int lc_hparams_read(const lc_gguf *g, lc_hparams *hp) {
             hp->rope_scaling = LC_ROPE_SCALING_YARN;
         else if (stype_len == 6 && memcmp(stype, "llama3", 6) == 0)
             hp->rope_scaling = LC_ROPE_SCALING_LLAMA3;
-        else
-            return lc_fail(LC_ERR_UNSUPPORTED, "model metadata: %s = \"%.*s\" is not supported "
-                           "(none, linear, yarn, llama3)", key, (int)stype_len, stype);
+        else {
+            char esc[96];
+            return lc_fail(LC_ERR_UNSUPPORTED, "model metadata: %s = \"%s\" is not supported "
+                           "(none, linear, yarn, llama3)", key,
+                           lc_text_escape(esc, sizeof esc, stype, stype_len));
+        }
     }
     float f;
     if (get_arch_f32(g, a, "rope.scaling.factor", &f) == LC_OK && f > 0.0f) hp->rope_factor = f;
@@ -304,18 +310,6 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
         m->output_tied = true;
     }
     PROGRESS();
-    /* block_count against the tensor table before anything is sized by it: every layer has 9
-     * required tensors, and the last layer's must be there */
-    {
-        char last[64];
-        snprintf(last, sizeof last, "blk.%d.attn_norm.weight", hp->n_layer - 1);
-        if ((int64_t)hp->n_layer * 9 > lc_gguf_n_tensors(m->gguf) ||
-            !lc_gguf_find_tensor(m->gguf, last))
-            return lc_fail(LC_ERR_FORMAT, "model: block_count %d does not match the tensor table "
-                           "(%lld tensors; %s %s)", hp->n_layer,
-                           (long long)lc_gguf_n_tensors(m->gguf), last,
-                           lc_gguf_find_tensor(m->gguf, last) ? "present" : "missing");
-    }
     m->layers = lc_calloc((size_t)hp->n_layer, sizeof *m->layers, "layer weights");
     if (!m->layers) return LC_ERR_NOMEM;
     for (int32_t l = 0; l < hp->n_layer; l++) {
@@ -363,10 +357,23 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
     return LC_OK;
 }
 
+/* block_count against the tensor table, before anything is sized or looped by it: every
+ * layer has 9 required tensors, and the last layer's must be there. */
+static int check_block_count(const lc_model *m) {
+    char last[64];
+    snprintf(last, sizeof last, "blk.%d.attn_norm.weight", m->hp.n_layer - 1);
+    const bool found = lc_gguf_find_tensor(m->gguf, last) != NULL;
+    if ((int64_t)m->hp.n_layer * 9 > lc_gguf_n_tensors(m->gguf) || !found)
+        return lc_fail(LC_ERR_FORMAT, "model: block_count %d does not match the tensor table "
+                       "(%lld tensors; %s %s)", m->hp.n_layer,
+                       (long long)lc_gguf_n_tensors(m->gguf), last, found ? "present" : "missing");
+    return LC_OK;
+}
+
 /* ---- public API ------------------------------------------------------------------------ */
 
 lc_model_params lc_model_default_params(void) {
-    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF};
+    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF, false};
     return p;
 }
 
@@ -420,6 +427,7 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
     int st = lc_gguf_open(path, &m->gguf);
     if (st != LC_OK) goto fail;
     if ((st = lc_hparams_read(m->gguf, &m->hp)) != LC_OK) goto fail;
+    if ((st = check_block_count(m)) != LC_OK) goto fail;
     if ((st = lc_tokenizer_load(m->gguf, &m->tokenizer)) != LC_OK) goto fail;
     m->hp.n_vocab = lc_tokenizer_n_vocab(m->tokenizer);
     {
@@ -475,6 +483,8 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
             goto fail;
         m->backend = wrapped;
     }
+    /* the weights as the backend will hold them, against its memory, before any is loaded */
+    if (!p->overcommit && (st = lc_budget_check_weights(m)) != LC_OK) goto fail;
     if ((st = load_weights(m, p)) != LC_OK) goto fail;
     *out = m;
     return LC_OK;
