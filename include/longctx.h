@@ -638,12 +638,16 @@ typedef struct lc_sampling {
 
 lc_sampling lc_sampling_default(void);
 
+#define LC_MAX_STOP     64
+#define LC_MAX_STOP_LEN 4096
+
 typedef struct lc_request {
     const int32_t     *prompt; /* copied */
     size_t             n_prompt;
     int32_t            max_tokens; /* 0: only evaluate the prompt (logits stay readable) */
     lc_sampling        sampling;
-    const char *const *stop; /* stop strings, copied */
+    const char *const *stop; /* stop strings, copied: at most LC_MAX_STOP, each at most
+                                LC_MAX_STOP_LEN bytes (NULL or "" entries are skipped) */
     size_t             n_stop;
     bool               ignore_eos;
 } lc_request;

@@ -104,6 +104,21 @@ int main(void) {
         r.n_stop         = 2;
         r.stop           = NULL;
         CHECK(lc_context_add(c, &r, &id) == LC_ERR_INVALID_ARG);
+        /* stop strings: bounded count and length */
+        char *big = malloc(LC_MAX_STOP_LEN + 2);
+        memset(big, 'x', LC_MAX_STOP_LEN + 1);
+        big[LC_MAX_STOP_LEN + 1] = '\0';
+        const char *stops[LC_MAX_STOP + 1];
+        for (int i = 0; i <= LC_MAX_STOP; i++) stops[i] = "END";
+        r.stop   = stops;
+        r.n_stop = LC_MAX_STOP + 1;
+        CHECK(lc_context_add(c, &r, &id) == LC_ERR_INVALID_ARG);
+        stops[3] = big;
+        r.n_stop = 4;
+        CHECK(lc_context_add(c, &r, &id) == LC_ERR_INVALID_ARG);
+        big[LC_MAX_STOP_LEN] = '\0'; /* exactly the limit: accepted */
+        CHECK(lc_context_add(c, &r, &id) == LC_OK && lc_context_remove(c, id) == LC_OK);
+        free(big);
         size_t n = 99;
         CHECK(lc_context_step(c, NULL, 4, &n) == LC_ERR_INVALID_ARG);
         CHECK(lc_context_step(c, NULL, 0, NULL) == LC_ERR_INVALID_ARG);

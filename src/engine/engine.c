@@ -13,6 +13,7 @@
  */
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "model/budget.h"
 #include "format/quant.h"
 #include "model/model.h"
 #include "util/util.h"
@@ -123,6 +124,66 @@ void lc_context_free(lc_context *c) {
     lc_model_release(m);
 }
 
+/* Make the RoPE table cover positions [0, need) (need capped at n_ctx): a new table of
+ * max(need, twice the old rows) rows (at most n_ctx), filled, replaces the old one. It is sized
+ * by the positions sequences reach, not by n_ctx. The table lives in backend memory and a
+ * captured CUDA decode graph holds its address (the graph key in forward.c mixes &c->rope,
+ * which does not change), so replacing it drops every graph (graph_reset) first. */
+static int rope_cover(lc_context *c, int64_t need) {
+    const int64_t n_ctx = c->p.n_ctx;
+    if (need > n_ctx) need = n_ctx;
+    if (c->rope.cos && need <= c->rope.n_pos) return LC_OK;
+    int64_t rows = c->rope.cos ? 2 * (int64_t)c->rope.n_pos : need;
+    if (rows < need) rows = need;
+    if (rows > n_ctx) rows = n_ctx;
+    const lc_hparams *hp    = &c->model->hp;
+    lc_backend       *b     = c->model->backend;
+    const size_t      bytes = sizeof(float) * (size_t)rows * (size_t)(hp->n_rot / 2);
+    const bool        host  = b->device == LC_DEVICE_CPU; /* fill the backend's buffers in place */
+    float *dc = b->alloc(b, bytes, "rope table"), *ds = b->alloc(b, bytes, "rope table");
+    float *hc = host ? dc : lc_malloc(bytes, "rope table"), *hs = host ? ds : lc_malloc(bytes, "rope table");
+    int    st = dc && ds && hc && hs ? LC_OK : LC_ERR_NOMEM;
+    if (st != LC_OK)
+        lc_fail(st, "out of memory for the RoPE table of %lld positions (2 x %zu bytes; it had "
+                "%d)", (long long)rows, bytes, c->rope.n_pos);
+    if (st == LC_OK) st = lc_rope_table_fill(hp, c->model->rope_freq_factors, (int32_t)rows, hc, hs);
+    if (!host) {
+        if (st == LC_OK) st = b->upload(b, dc, hc, bytes);
+        if (st == LC_OK) st = b->upload(b, ds, hs, bytes);
+        free(hc), free(hs);
+    }
+    if (st != LC_OK) {
+        if (dc) b->dealloc(b, dc);
+        if (ds) b->dealloc(b, ds);
+        return st;
+    }
+    if (c->rope.cos) {
+        if (b->graph_reset) b->graph_reset(b); /* graphs hold the old table's address */
+        b->dealloc(b, c->rope.cos);
+        b->dealloc(b, c->rope.sin);
+    }
+    c->rope.cos     = dc;
+    c->rope.sin     = ds;
+    c->rope.n_pos   = (int32_t)rows;
+    c->rope.n_rot   = hp->n_rot;
+    c->rope.pairing = hp->rope_pairing;
+    c->rope.mscale  = (float)lc_rope_mscale(hp);
+    return LC_OK;
+}
+
+/* Before a step: the table reaches every position of the live sequences' tokens. */
+static int rope_cover_live(lc_context *c) {
+    int64_t need = 0;
+    for (int32_t i = 0; i < c->p.n_seq_max; i++)
+        if (c->seqs[i].live && c->seqs[i].finish == LC_FINISH_NONE && c->seqs[i].n_tokens > need)
+            need = c->seqs[i].n_tokens;
+    return rope_cover(c, need);
+}
+
+int32_t lc_context_rope_rows(const lc_context *c) { return c->rope.n_pos; }
+
+int lc_context_rope_reserve(lc_context *c, int64_t n_pos) { return rope_cover(c, n_pos); }
+
 int lc_context_create(lc_model *m, const lc_context_params *params, lc_context **out) {
     return lc_context_create_with_method(m, params, NULL, out);
 }
@@ -153,6 +214,11 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         return lc_fail(LC_ERR_INVALID_ARG, "KV capacity %lld tokens out of range",
                        (long long)p.kv_tokens);
     if (p.n_batch < p.n_seq_max) p.n_batch = p.n_seq_max; /* room for one decode token each */
+    /* what the context needs against the memory there is, before anything is allocated */
+    if (!p.overcommit) {
+        const int bst = lc_budget_check_context(m, &p);
+        if (bst != LC_OK) return bst;
+    }
 
     lc_context *c = lc_calloc(1, sizeof *c, "context");
     if (!c) return LC_ERR_NOMEM;
@@ -180,28 +246,8 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,
                            &c->kv)) != LC_OK)
         goto fail;
-    /* RoPE table for every position a sequence can reach */
-    {
-        const size_t half = (size_t)hp->n_rot / 2, n = (size_t)p.n_ctx * half;
-        float *hc = lc_malloc(sizeof(float) * n, "rope table");
-        float *hs = lc_malloc(sizeof(float) * n, "rope table");
-        c->rope.cos = b->alloc(b, sizeof(float) * n, "rope table");
-        c->rope.sin = b->alloc(b, sizeof(float) * n, "rope table");
-        if (!hc || !hs || !c->rope.cos || !c->rope.sin) {
-            free(hc), free(hs);
-            st = LC_ERR_NOMEM;
-            goto fail;
-        }
-        st = lc_rope_table_fill(hp, m->rope_freq_factors, p.n_ctx, hc, hs);
-        if (st == LC_OK) st = b->upload(b, c->rope.cos, hc, sizeof(float) * n);
-        if (st == LC_OK) st = b->upload(b, c->rope.sin, hs, sizeof(float) * n);
-        free(hc), free(hs);
-        if (st != LC_OK) goto fail;
-        c->rope.n_pos   = p.n_ctx;
-        c->rope.n_rot   = hp->n_rot;
-        c->rope.pairing = hp->rope_pairing;
-        c->rope.mscale  = (float)lc_rope_mscale(hp);
-    }
+    /* RoPE table for the first positions; grown as sequences reach further (rope_cover) */
+    if ((st = rope_cover(c, lc_budget_rope_rows0(&p))) != LC_OK) goto fail;
     if ((st = lc_forward_ws_create(m, p.n_batch, p.n_seq_max, &c->ws)) != LC_OK) goto fail;
     c->seqs       = lc_calloc((size_t)p.n_seq_max, sizeof(lc_seq), "sequences");
     c->ids        = lc_malloc(sizeof(int32_t) * (size_t)p.n_batch, "batch");
@@ -242,6 +288,14 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     if (r->n_stop && !r->stop)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: stop is NULL with n_stop %zu",
                        r->n_stop);
+    /* every generated token is matched against every stop string: bound the work */
+    if (r->n_stop > LC_MAX_STOP)
+        return lc_fail(LC_ERR_INVALID_ARG, "%zu stop strings (at most %d)", r->n_stop,
+                       LC_MAX_STOP);
+    for (size_t i = 0; i < r->n_stop; i++)
+        if (r->stop[i] && strnlen(r->stop[i], LC_MAX_STOP_LEN + 1) > LC_MAX_STOP_LEN)
+            return lc_fail(LC_ERR_INVALID_ARG, "stop string %zu is longer than %d bytes", i,
+                           LC_MAX_STOP_LEN);
     if (r->max_tokens < 0) return lc_fail(LC_ERR_INVALID_ARG, "max_tokens %d < 0", r->max_tokens);
     if ((int64_t)r->n_prompt > c->p.n_ctx)
         return lc_fail(LC_ERR_CONTEXT, "the prompt has %zu tokens but the context holds %d "
@@ -375,8 +429,10 @@ static size_t text_safe_end(lc_seq *s) {
     size_t hold = 0;
     for (size_t i = 0; i < s->n_stop; i++) {
         const size_t L = strlen(s->stop[i]);
-        for (size_t k = L - 1; k > hold; k--)
-            if (k <= s->text_len && memcmp(s->text + s->text_len - k, s->stop[i], k) == 0) {
+        /* a suffix of the text that is a proper prefix of the stop string: at most text_len
+         * long (so a huge stop string costs nothing per token while the text is short) */
+        for (size_t k = L - 1 < s->text_len ? L - 1 : s->text_len; k > hold; k--)
+            if (memcmp(s->text + s->text_len - k, s->stop[i], k) == 0) {
                 hold = k;
                 break;
             }
@@ -404,7 +460,7 @@ static void seq_fail(lc_seq *s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    lc_log(LC_LOG_ERROR, "sequence %d: %s", s->id, msg);
+    lc_log(LC_LOG_INFO, "sequence %d: %s", s->id, msg); /* the event carries it */
     free(s->error);
     s->error  = strdup(msg); /* NULL on no memory: the event then says only "error" */
     s->finish = LC_FINISH_ERROR;
@@ -432,6 +488,8 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
                        "sequences may report one (pass cap >= %zu; n_seq_max %d is always "
                        "enough); nothing was advanced", cap, may_report, may_report,
                        c->p.n_seq_max);
+    const int rope_st = rope_cover_live(c); /* the table reaches every position of the step */
+    if (rope_st != LC_OK) return rope_st;
     const int32_t V    = c->model->hp.n_vocab;
     int32_t       rows = 0, n_aseq = 0, n_logit = 0;
 
@@ -693,6 +751,8 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                        "of %lld are free", (long long)n_tokens, (long long)need_pages,
                        (long long)c->kv->n_free, (long long)c->kv->n_pages);
 
+    const int rope_st = rope_cover(c, n_tokens); /* the table reaches every position */
+    if (rope_st != LC_OK) return rope_st;
     int32_t        max_lrows = SCORE_LOGIT_ROWS;
     const char    *env_lr    = getenv("LONGCTX_SCORE_ROWS");
     if (env_lr && atoi(env_lr) >= 1 && atoi(env_lr) < max_lrows) max_lrows = atoi(env_lr);
