@@ -576,8 +576,9 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             }
             any_sample = true;
             const int32_t cap = lc_sampler_pen_max(&s->sampler, s->n_tokens);
+            /* c->pen stays NULL while no sequence has a penalty (NULL + 0 is undefined) */
             const int32_t np  = lc_sampler_prepare(&s->sampler, s->tokens, s->n_tokens, r,
-                                                   c->pen + n_pen, cap);
+                                                   c->pen ? c->pen + n_pen : NULL, cap);
             r->pen_off = (int32_t)n_pen;
             n_pen += np;
         }
