@@ -13,8 +13,9 @@
 #     libFuzzer's fork mode with one job so that a finding does not end the run (artifacts in
 #     build-fuzz/findings/<target>/). Then the new inputs are merged back into the repo corpus,
 #     minimised: -merge=1 into a fresh directory that starts from the corpus's named seeds
-#     (files not named by a 40-hex hash, e.g. those of scripts/gen_fuzz_seeds.py), which then
-#     replaces the corpus. Prints a table: executions, exec/s, coverage (cov: edges, ft:
+#     (files not named by a 40-hex hash, e.g. those of scripts/gen_fuzz_seeds.py), keeping
+#     the corpus under $FUZZ_CORPUS_MAX_KB (default 512) KiB by dropping the largest merged
+#     inputs, and that directory replaces the corpus. Prints a table: executions, exec/s, coverage (cov: edges, ft:
 #     features) at the end of the run and of the merged corpus, corpus files and size, findings.
 #
 # $FUZZ_TARGETS (space-separated) limits the targets run (default: all four).
@@ -78,10 +79,13 @@ run_target() {
     # shellcheck disable=SC2046
     (cd "$ROOT" && "$BUILD/fuzz/$name" "$work" -max_total_time="$secs" -max_len=65536 \
         -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 $(flags_for "$name") \
-        -artifact_prefix="$ROOT/fuzz/" "${EXTRA[@]}")
-    local rc=$?
+        -artifact_prefix="$ROOT/fuzz/" "${EXTRA[@]}") 2>&1 | tee "$BUILD/fuzz-$name.log"
+    local rc=${PIPESTATUS[0]}
     set -e
     rm -rf "$work"
+    local execs eps cov ft
+    read -r execs eps cov ft <<<"$(stat_of "$BUILD/fuzz-$name.log")"
+    SUMMARY+=("$(printf '%-20s %4ss %9s execs  cov %5s  ft %5s' "$name" "$secs" "$execs" "$cov" "$ft")")
     if [ $rc -ne 0 ]; then
         echo "run-fuzz.sh: $name failed (exit $rc); see the artifact in $ROOT/fuzz/" >&2
         exit $rc
@@ -91,9 +95,9 @@ run_target() {
 # stat_of LOG: "execs exec/s cov ft" from the last status line of a libFuzzer log (plain:
 # "#N DONE cov: C ft: F ..."; fork mode: "#N: cov: C ft: F corp: ... exec/s: E ...")
 stat_of() {
-    awk '/^#[0-9]+:? .*cov: / { line = $0 }
+    awk '/^#[0-9]+:?[ \t].*cov: / { line = $0 }
          END {
-             n = line; sub(/^#/, "", n); sub(/[: ].*/, "", n)
+             n = line; sub(/^#/, "", n); sub(/[: \t].*/, "", n)
              c = line; sub(/.*cov: /, "", c); sub(/ .*/, "", c)
              f = line; sub(/.*ft: /, "", f); sub(/ .*/, "", f)
              e = "-"; if (line ~ /exec\/s:? /) { e = line; sub(/.*exec\/s:? /, "", e); sub(/ .*/, "", e) }
@@ -126,9 +130,22 @@ long_target() {
     for f in "$corpus"/*; do
         [[ "$(basename "$f")" =~ ^[0-9a-f]{40}$ ]] || cp "$f" "$fresh"/
     done
-    (cd "$ROOT" && "$BUILD/fuzz/$name" -merge=1 -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-        $(flags_for "$name") -artifact_prefix="$findings/" "$fresh" "$corpus" "$work") \
+    # (-use_counters=0: edges, not hit-count buckets, decide what is new; far fewer files)
+    (cd "$ROOT" && "$BUILD/fuzz/$name" -merge=1 -use_counters=0 -max_len=65536 \
+        -rss_limit_mb=2048 -timeout=10 $(flags_for "$name") -artifact_prefix="$findings/" \
+        "$fresh" "$corpus" "$work") \
         >"$log.merge" 2>&1 || echo "run-fuzz.sh: $name: merge failed, corpus left as it was (see $log.merge)" >&2
+    # size budget: drop the largest merged (hash-named) files until the corpus fits
+    local total dropped=0 big
+    total=$(cat "$fresh"/* | wc -c)
+    while [ "$total" -gt "$BUDGET" ]; do
+        big="$(ls -S "$fresh" | grep -E '^[0-9a-f]{40}$' | head -1 || true)"
+        [ -n "$big" ] || break
+        total=$(( total - $(stat -c %s "$fresh/$big") ))
+        rm -f "$fresh/$big"
+        dropped=$(( dropped + 1 ))
+    done
+    [ $dropped = 0 ] || echo "run-fuzz.sh: $name: $dropped merged inputs dropped to keep the corpus under $(( BUDGET / 1024 )) KiB"
     if grep -q "MERGE-OUTER: .* new files" "$log.merge"; then
         rm -f "$corpus"/*
         cp "$fresh"/* "$corpus"/
@@ -147,10 +164,11 @@ long_target() {
     read -r ccov cft <<<"$corp_stats"
     ROWS+=("$(printf '%-20s %6s %10s %7s %6s %6s %7s %7s %6s %8s %8s' "$name" "$secs" "$execs" "$eps" \
         "$cov" "$ft" "$ccov" "$cft" "$before_n>$(ls "$corpus" | wc -l)" \
-        "$(( $(cat "$corpus"/* | wc -c) / 1024 ))K" "$n_art")")
+        "$(( ($(cat "$corpus"/* | wc -c) + 1023) / 1024 ))K" "$n_art")")
 }
 
 EXTRA=("$@")
+BUDGET=$(( ${FUZZ_CORPUS_MAX_KB:-512} * 1024 ))
 if [ $LONG = 1 ]; then
     FOUND=0
     ROWS=()
@@ -171,9 +189,11 @@ if [ $LONG = 1 ]; then
     echo "run-fuzz.sh --long: no findings; review and commit the corpus changes (git status fuzz/)"
     exit 0
 fi
+SUMMARY=()
 for t in "${TARGETS[@]}"; do
     IFS=: read -r name corpus div <<<"$t"
     # fuzz_tokenizer checks decode(encode(x)) == x on every valid UTF-8 input
     run_target "$name" "$corpus" "$(( (SECONDS_TO_RUN + div - 1) / div ))"
 done
+for r in "${SUMMARY[@]}"; do echo "run-fuzz.sh: $r"; done
 echo "run-fuzz.sh: no crashes"
