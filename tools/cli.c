@@ -4,6 +4,9 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,50 +69,181 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+/* Worst case of memory per input byte while an input is tokenized and run:
+ *   the file's buffer and the prompt text built from it (cmd_run copies it): 2;
+ *   a chat-formatted copy: 1;
+ *   token ids: at most one token per byte (byte-level BPE), 4 bytes each, in a vector that
+ *   doubles: 8, 12 while realloc moves it;
+ *   the tokenizer's special-token map (1 per byte);
+ * = 16. Typical text is 3-4 bytes a token, so this leaves room for the model and the KV, whose
+ * own check comes when the context is made. */
+uint64_t cli_input_limit(uint64_t *available) {
+    uint64_t avail = 0;
+    if (lc_host_memory(&avail, NULL) != LC_OK) avail = UINT64_MAX / 2; /* unknown: no limit */
+    if (available) *available = avail;
+    const uint64_t limit = avail / CLI_BYTES_PER_INPUT_BYTE;
+    return limit < (1u << 20) ? (1u << 20) : limit;
+}
+
+long cli_cpu_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 0;
+}
+
+static void fmt_bytes(uint64_t b, char *buf, size_t cap) {
+    static const char *unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double             v      = (double)b;
+    int                u      = 0;
+    while (v >= 1024.0 && u < 5) v /= 1024.0, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+/* "waiting for input" after a second in a blocking open or first read (async-signal-safe) */
+static char   g_wait_msg[600];
+static size_t g_wait_len;
+static void   on_wait_alarm(int sig) {
+    (void)sig;
+    ssize_t r = write(2, g_wait_msg, g_wait_len);
+    (void)r;
+}
+
+/* Check s[from, n) as UTF-8 text without NUL. Returns where the next check starts (an
+ * incomplete character at the end waits for more bytes unless eof); *bad = offset of the first
+ * bad byte (SIZE_MAX: none) and *why what is wrong with it. */
+static size_t text_check(const unsigned char *s, size_t from, size_t n, bool eof, size_t *bad,
+                         const char **why) {
+    *bad = SIZE_MAX;
+    size_t i = from;
+    while (i < n) {
+        const unsigned char c = s[i];
+        if (c && c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c == 0) {
+            *bad = i, *why = "a NUL byte";
+            return i;
+        }
+        size_t        need;
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, no
+                                               surrogates, nothing past U+10FFFF) */
+        if (c >= 0xC2 && c <= 0xDF) need = 2;
+        else if (c >= 0xE0 && c <= 0xEF) need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4) need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else {
+            *bad = i, *why = "invalid UTF-8";
+            return i;
+        }
+        for (size_t k = 1; k < need; k++) {
+            if (i + k >= n) {
+                if (eof) *bad = i, *why = "invalid UTF-8 (a character cut off by the end)";
+                return i;
+            }
+            const unsigned char b = s[i + k];
+            if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) {
+                *bad = i, *why = "invalid UTF-8";
+                return i;
+            }
+        }
+        i += need;
+    }
+    return i;
+}
+
 char *cli_read_file(const char *cmd, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    uint64_t       avail = 0;
+    const uint64_t limit = cli_input_limit(&avail);
+    char           s_lim[32], s_avail[32], s_size[32];
+    fmt_bytes(limit, s_lim, sizeof s_lim);
+    fmt_bytes(avail, s_avail, sizeof s_avail);
+    /* a FIFO without a writer blocks in open, one without data in read: say so after 1 s */
+    const int wl = snprintf(g_wait_msg, sizeof g_wait_msg, "longctx %s: waiting for input on %s\n",
+                            cmd, path);
+    g_wait_len   = wl < 0 ? 0 : (size_t)wl < sizeof g_wait_msg ? (size_t)wl : sizeof g_wait_msg - 1;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_wait_alarm;
+    sa.sa_flags   = SA_RESTART; /* open and read go on waiting after the message */
+    sigemptyset(&sa.sa_mask);
+    const bool armed = sigaction(SIGALRM, &sa, &old_sa) == 0;
+    if (armed) alarm(1);
+    char  *buf = NULL;
+    size_t n = 0, cap = 0, checked = 0;
+    int    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         fprintf(stderr, "longctx %s: cannot open %s: %s\n", cmd, path, strerror(errno));
-        return NULL;
+        goto fail;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "longctx %s: %s is not a regular file\n", cmd, path);
-        fclose(f);
-        return NULL;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "longctx %s: %s is %s\n", cmd, path,
+                S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a readable file");
+        goto fail;
     }
-    size_t cap = 1 << 16, n = 0;
-    char  *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > limit) {
+        fmt_bytes((uint64_t)st.st_size, s_size, sizeof s_size);
+        fprintf(stderr, "longctx %s: %s is %s, more than the %s of input this machine can "
+                "tokenize (%s of memory available / %d bytes per input byte at worst); give a "
+                "shorter input\n", cmd, path, s_size, s_lim, s_avail, CLI_BYTES_PER_INPUT_BYTE);
+        goto fail;
+    }
+    /* a regular file: its size, the NUL and one byte to see the end in */
+    cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 2 : (size_t)1 << 16;
+    buf = malloc(cap);
+    for (bool eof = false; buf && !eof;) {
+        if (n + 1 >= cap) { /* a stream, or a file that grew: double, up to the limit + 1 */
+            size_t ncap = cap * 2 > limit + 2 ? (size_t)limit + 2 : cap * 2;
+            char  *nb   = ncap > cap ? realloc(buf, ncap) : NULL;
             if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
+                fprintf(stderr, "longctx %s: out of memory reading %s (%zu bytes read)\n", cmd,
+                        path, n);
+                goto fail;
             }
-            buf = nb;
-            cap *= 2;
+            buf = nb, cap = ncap;
         }
-        size_t r = fread(buf + n, 1, cap - 1 - n, f);
-        n += r;
-        if (r == 0) break;
+        size_t  want = cap - 1 - n < ((size_t)1 << 24) ? cap - 1 - n : (size_t)1 << 24;
+        ssize_t r    = read(fd, buf + n, want);
+        if (armed) alarm(0); /* data or the end came: no "waiting" message from here on */
+        if (r < 0) {
+            fprintf(stderr, "longctx %s: error reading %s at byte offset %zu: %s\n", cmd, path, n,
+                    strerror(errno));
+            goto fail;
+        }
+        n += (size_t)r;
+        eof = r == 0;
+        size_t      bad;
+        const char *why = "";
+        checked = text_check((const unsigned char *)buf, checked, n, eof, &bad, &why);
+        if (bad != SIZE_MAX) {
+            fprintf(stderr, "longctx %s: %s: %s at byte offset %zu (byte 0x%02X)%s\n", cmd, path,
+                    why, bad, (unsigned char)buf[bad],
+                    buf[bad] ? "" : "; the input must be UTF-8 text");
+            goto fail;
+        }
+        if (n > limit) {
+            fprintf(stderr, "longctx %s: %s: more than the %s of input this machine can tokenize "
+                    "(%s of memory available / %d bytes per input byte at worst); stopped "
+                    "reading there; give a shorter input\n", cmd, path, s_lim, s_avail,
+                    CLI_BYTES_PER_INPUT_BYTE);
+            goto fail;
+        }
     }
     if (!buf) {
-        fprintf(stderr, "longctx %s: out of memory reading %s\n", cmd, path);
-        fclose(f);
-        return NULL;
+        fprintf(stderr, "longctx %s: out of memory reading %s (%zu bytes read)\n", cmd, path, n);
+        goto fail;
     }
-    if (ferror(f)) {
-        fprintf(stderr, "longctx %s: error reading %s: %s\n", cmd, path, strerror(errno));
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
+    if (armed) alarm(0), sigaction(SIGALRM, &old_sa, NULL);
+    close(fd);
     buf[n] = '\0';
     *len   = n;
     return buf;
+fail:
+    if (armed) alarm(0), sigaction(SIGALRM, &old_sa, NULL);
+    if (fd >= 0) close(fd);
+    free(buf);
+    return NULL;
 }
 
 bool cli_device(const char *cmd, const char *s, lc_device *out) {

@@ -29,8 +29,18 @@ bool cli_float(const char *cmd, const char *opt, const char *s, double lo, doubl
                double *out);
 /* Value of an option at argv[*i] (advances *i); prints an error when missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
-/* Read a whole file (binary-safe; NUL-terminated); prints an error naming the path. */
+/* Read a whole text file (NUL-terminated), checking as it reads: it stops at the first NUL
+ * byte or invalid UTF-8 byte (an incomplete character may span reads) and at the input limit
+ * (cli_input_limit; a regular file's size is checked before reading), and after a second
+ * without data (a FIFO with no writer yet) says "waiting for input on PATH" and waits on.
+ * Prints an error naming the path and the byte offset; NULL on any failure. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
+/* Bytes of input that can be read and tokenized: the host's available memory divided by
+ * CLI_BYTES_PER_INPUT_BYTE (at least 1 MiB). */
+#define CLI_BYTES_PER_INPUT_BYTE 16
+uint64_t cli_input_limit(uint64_t *available);
+/* CPU cores this process may run on (affinity mask; else online cores); 0 if unknown. */
+long cli_cpu_count(void);
 bool  cli_device(const char *cmd, const char *s, lc_device *out);
 /* Report a library failure: "longctx CMD: what: <lc_last_error or status>". */
 void cli_fail(const char *cmd, const char *what, int status);

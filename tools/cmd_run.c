@@ -156,12 +156,22 @@ int cmd_run(int argc, char **argv) {
     lc_model_info info;
     lc_model_get_info(m, &info);
     int64_t want = (int64_t)n_ids + (n_predict < 0 ? 0 : n_predict);
+    /* without -c the context grows to the prompt plus -n: it cannot pass the engine's 2^30 */
+    if (!o.n_ctx && want > (1 << 30)) {
+        fprintf(stderr, "longctx run: -n %lld: the prompt (%zu tokens) and the tokens to generate "
+                "need a context of %lld tokens, past the largest there is (1,073,741,824 = 2^30); "
+                "give a smaller -n, or -n -1 to generate until the context is full\n",
+                n_predict, n_ids, (long long)want);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    /* (the context, and with it the memory check, before the note, so a refusal is one line) */
+    if (gen_context("run", &o, m, want, &ctx) != CLI_OK) goto done;
     if (!o.n_ctx && want > info.n_ctx_train) {
         fprintf(stderr, "longctx run: the prompt (%zu tokens) plus -n %lld exceeds the model's "
                 "trained context (%d); using -c %lld (quality may drop past the trained window)\n",
                 n_ids, n_predict, info.n_ctx_train, (long long)want);
     }
-    if (gen_context("run", &o, m, want, &ctx) != CLI_OK) goto done;
     lc_request req = {.prompt     = ids,
                       .n_prompt   = n_ids,
                       .max_tokens = n_predict < 0 ? (1 << 30) : (int32_t)n_predict,

@@ -379,6 +379,7 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
     b->dealloc     = prof_dealloc;
     b->weight_load = prof_weight_load;
     b->weight_free = prof_weight_free;
+    b->mem_info    = inner->mem_info; /* forwarded as it is (a query, not an op to time) */
     if (time_ops) {
         b->upload      = prof_upload;
         b->download    = prof_download;

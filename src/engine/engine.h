@@ -14,4 +14,9 @@
 int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
                                   const lc_attn_method *method, lc_context **out);
 
+/* The RoPE table (sized by the positions sequences reach, grown on demand): its rows now, and
+ * making it cover positions [0, n_pos) at once (capped at n_ctx). For tests. */
+int32_t lc_context_rope_rows(const lc_context *c);
+int     lc_context_rope_reserve(lc_context *c, int64_t n_pos);
+
 #endif

@@ -5,6 +5,7 @@
  */
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
+#include "util/sysmem.h"
 #include "util/util.h"
 
 #include <cblas.h>
@@ -28,6 +29,11 @@ static void *cpu_alloc(lc_backend *b, size_t bytes, const char *what) {
 static void cpu_dealloc(lc_backend *b, void *p) {
     (void)b;
     free(p);
+}
+
+static int cpu_mem_info(lc_backend *b, uint64_t *free_bytes, uint64_t *total_bytes) {
+    (void)b;
+    return lc_sys_host_memory(free_bytes, total_bytes);
 }
 
 static int cpu_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
@@ -180,6 +186,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->free        = cpu_free;
     b->alloc       = cpu_alloc;
     b->dealloc     = cpu_dealloc;
+    b->mem_info    = cpu_mem_info;
     b->upload      = cpu_copy;
     b->download    = cpu_copy;
     b->weight_load = cpu_weight_load;

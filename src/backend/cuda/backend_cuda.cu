@@ -107,6 +107,16 @@ static void *cuda_alloc(lc_backend *, size_t bytes, const char *what) {
     return p;
 }
 
+// Free and total memory of the backend's device (cudaMemGetInfo counts every process).
+static int cuda_mem_info(lc_backend *b, uint64_t *free_bytes, uint64_t *total_bytes) {
+    size_t f = 0, t = 0;
+    LC_CUDA_TRY(cudaSetDevice(impl_of(b)->device));
+    LC_CUDA_TRY(cudaMemGetInfo(&f, &t));
+    if (free_bytes) *free_bytes = f;
+    if (total_bytes) *total_bytes = t;
+    return LC_OK;
+}
+
 static void cuda_dealloc(lc_backend *, void *p) {
     if (p) cudaFree(p);
 }
@@ -720,6 +730,7 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->page_size   = 64; /* one page = one key tile of the attention kernels (attention.cu) */
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;
+    b->mem_info    = cuda_mem_info;
     b->upload       = cuda_upload;
     b->upload_async = cuda_upload; /* the same: small copies never wait */
     b->download     = cuda_download;
