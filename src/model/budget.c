@@ -53,25 +53,37 @@ static uint64_t held_bytes(const lc_gguf_tensor *t, bool f32) {
     return sat_mul(sat_mul(t->ne[0], rows), rows <= 1 || f32 ? 4 : 2);
 }
 
-/* The tensors load_weights reads, as the backend holds them (f32: 4 bytes a matrix element). */
-static uint64_t weight_bytes(const lc_model *m, bool f32) {
+/* Whether load_weights reads a tensor of this name: the three top-level ones, and the twelve
+ * of each layer blk.L.* with L < n_layer. */
+static bool loaded_name(const char *name, int32_t n_layer) {
     static const char *top[]   = {"token_embd.weight", "output_norm.weight", "output.weight"};
     static const char *layer[] = {"attn_norm.weight", "attn_q.weight",   "attn_k.weight",
                                   "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
                                   "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight",
                                   "attn_q.bias",      "attn_k.bias",     "attn_v.bias"};
-    uint64_t total = 0;
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
-        const lc_gguf_tensor *t = lc_gguf_find_tensor(m->gguf, top[i]);
-        if (t) total = sat_add(total, held_bytes(t, f32));
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (strcmp(name, top[i]) == 0) return true;
+    if (strncmp(name, "blk.", 4) != 0) return false;
+    const char *p = name + 4;
+    int64_t     l = 0;
+    if (*p < '0' || *p > '9') return false;
+    for (; *p >= '0' && *p <= '9' && l <= n_layer; p++) l = l * 10 + (*p - '0');
+    if (l >= n_layer || *p != '.') return false;
+    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+        if (strcmp(p + 1, layer[i]) == 0) return true;
+    return false;
+}
+
+/* The tensors load_weights reads, as the backend holds them (f32: 4 bytes a matrix element).
+ * One pass over the tensor table: a hostile block_count costs nothing here. */
+static uint64_t weight_bytes(const lc_model *m, bool f32) {
+    uint64_t      total = 0;
+    const int64_t n     = lc_gguf_n_tensors(m->gguf);
+    for (int64_t i = 0; i < n; i++) {
+        const lc_gguf_tensor *t = lc_gguf_tensor_at(m->gguf, i);
+        if (t && t->name && loaded_name(t->name, m->hp.n_layer))
+            total = sat_add(total, held_bytes(t, f32));
     }
-    for (int32_t l = 0; l < m->hp.n_layer; l++)
-        for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++) {
-            char name[96];
-            snprintf(name, sizeof name, "blk.%d.%s", l, layer[i]);
-            const lc_gguf_tensor *t = lc_gguf_find_tensor(m->gguf, name);
-            if (t) total = sat_add(total, held_bytes(t, f32));
-        }
     return total;
 }
 
