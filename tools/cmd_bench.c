@@ -475,6 +475,11 @@ int cmd_bench(int argc, char **argv) {
     rc = CLI_ERR;
     lc_model_info info;
     lc_model_get_info(m, &info);
+    { /* general.name comes from the file: printed escaped */
+        char nm[sizeof info.name];
+        lc_text_escape(nm, sizeof nm, info.name, strlen(info.name));
+        memcpy(info.name, nm, sizeof nm);
+    }
     const bool gpu = info.device == LC_DEVICE_CUDA;
     char       dev_name[256];
     lc_model_device_name(m, dev_name, sizeof dev_name);

@@ -376,12 +376,10 @@ static int eval_ppl(int argc, char **argv) {
             for (int64_t t = e - window; t < e && shown < 60; t++) {
                 size_t      nb = 0;
                 const char *tb = lc_tokenizer_token_bytes(lc_model_tokenizer(m), ids[t], &nb);
-                for (size_t k = 0; tb && k < nb && shown < 60; k++, shown++) {
-                    const unsigned char ch = (unsigned char)tb[k];
-                    if (ch == '\n') fputs("\\n", stdout);
-                    else if (ch < 32 || ch == 127) printf("\\x%02x", ch);
-                    else putchar(ch);
-                }
+                char        esc[512]; /* control and invalid bytes as \xHH */
+                lc_text_escape(esc, sizeof esc, tb, tb ? nb : 0);
+                for (const char *q = esc; *q && shown < 60; q++, shown++)
+                    putchar(*q);
             }
             fputs("\"", stdout);
         }

@@ -53,11 +53,13 @@ int cmd_inspect(int argc, char **argv) {
            lc_gguf_version(g), lc_gguf_alignment(g), (long long)lc_gguf_n_kv(g),
            (long long)lc_gguf_n_tensors(g));
     static char buf[1 << 16];
+    char        name[1024]; /* a key or tensor name, escaped (file bytes never reach the terminal) */
     if (meta) {
         printf("\nmetadata:\n");
         for (int64_t i = 0; i < lc_gguf_n_kv(g); i++) {
             lc_gguf_kv_format(g, i, full ? (size_t)-1 / 2 : 8, buf, sizeof buf);
-            printf("  %-45s %s\n", lc_gguf_kv_key(g, i), buf);
+            const char *key = lc_gguf_kv_key(g, i);
+            printf("  %-45s %s\n", lc_text_escape(name, sizeof name, key, strlen(key)), buf);
         }
     }
     if (tensors) {
@@ -73,7 +75,8 @@ int cmd_inspect(int argc, char **argv) {
                               (unsigned long long)t->ne[d]);
             if (n < (int)sizeof shape) snprintf(shape + n, sizeof shape - (size_t)n, "]");
             const char *tn = lc_type_name(t->type);
-            printf("  %-5lld %-40s %-6s %-24s %14llu %12llu\n", (long long)i, t->name,
+            printf("  %-5lld %-40s %-6s %-24s %14llu %12llu\n", (long long)i,
+                   lc_text_escape(name, sizeof name, t->name, strlen(t->name)),
                    tn ? tn : "?", shape, (unsigned long long)t->offset,
                    (unsigned long long)t->nbytes);
             total += t->nbytes;

@@ -27,7 +27,14 @@ static void print_piece(const char *p, size_t n) {
         else if (ch == '\t') fputs("\\t", stdout);
         else if (ch == '\\') fputs("\\\\", stdout);
         else if (ch < 0x20 || ch == 0x7f) printf("\\x%02x", ch);
-        else putchar(ch);
+        else if (ch >= 0x80) { /* valid UTF-8 kept; C1 controls, partial and bad bytes escaped */
+            size_t e = i;
+            while (e < n && (unsigned char)p[e] >= 0x80) e++;
+            char esc[256];
+            for (size_t c = i; c < e; c += 32) /* 32 bytes render in at most 128 */
+                fputs(lc_text_escape(esc, sizeof esc, p + c, e - c < 32 ? e - c : 32), stdout);
+            i = e - 1;
+        } else putchar(ch);
     }
 }
 

@@ -104,6 +104,9 @@ static const char *safe_name(const char *s, size_t n, char *buf, size_t cap) {
     return buf;
 }
 
+/* A key name for a message, escaped (lc_text_escape): b must be an array. */
+#define KEY_ESC(b, key) lc_text_escape(b, sizeof b, key, strlen(key))
+
 /* ---- the parser -------------------------------------------------------------------------- */
 
 typedef struct reader {
@@ -662,9 +665,10 @@ int lc_gguf_kv_array_info(const lc_gguf *g, int64_t i, lc_gguf_type *elem_type, 
     if (!g || i < 0 || i >= g->n_kv)
         return lc_fail(LC_ERR_INVALID_ARG, "gguf: kv index %" PRId64 " out of range", i);
     const gguf_kv *kv = &g->kv[i];
+    char kb[96];
     if (kv->type != LC_GGUF_TYPE_ARRAY)
-        return lc_fail(LC_ERR_INVALID_ARG, "gguf: key \"%s\" is a %s, not an array", kv->key,
-                       lc_gguf_type_name(kv->type));
+        return lc_fail(LC_ERR_INVALID_ARG, "gguf: key \"%s\" is a %s, not an array",
+                       KEY_ESC(kb, kv->key), lc_gguf_type_name(kv->type));
     if (elem_type) *elem_type = kv->elem_type;
     if (n) *n = kv->n;
     return LC_OK;
@@ -734,10 +738,18 @@ static void fmt_string(sbuf *b, const uint8_t *s, uint64_t len) {
             sb_puts(b, "\\t");
             break;
         default:
-            if (c < 0x20 || c == 0x7f)
+            if (c >= 0x80) { /* non-ASCII: valid UTF-8 kept, C1 controls and bad bytes escaped */
+                uint64_t e = i;
+                while (e < n && s[e] >= 0x80)
+                    e++;
+                char esc[4 * FMT_STR_MAX + 4];
+                sb_puts(b, lc_text_escape(esc, sizeof esc, (const char *)s + i, (size_t)(e - i)));
+                i = e - 1;
+            } else if (c < 0x20 || c == 0x7f) {
                 sb_printf(b, "\\x%02x", c);
-            else
+            } else {
                 sb_putc(b, (char)c);
+            }
         }
     }
     sb_putc(b, '"');
@@ -858,8 +870,9 @@ static const gguf_kv *lookup(const lc_gguf *g, const char *key) {
 }
 
 static int type_err(const gguf_kv *kv, const char *expected) {
-    return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\" has type %s, expected %s", kv->key,
-                   lc_gguf_type_name(kv->type), expected);
+    char kb[96];
+    return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\" has type %s, expected %s",
+                   KEY_ESC(kb, kv->key), lc_gguf_type_name(kv->type), expected);
 }
 
 /* Integer value of kv as signed/unsigned pair; false if not an integer type. */
@@ -925,8 +938,9 @@ static int range_err(const lc_gguf *g, const gguf_kv *kv, const char *dest) {
     sbuf b = {tmp, sizeof tmp, 0};
     tmp[0] = '\0';
     fmt_scalar(&b, kv->type, g->base + kv->off);
-    return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\": value %s (%s) does not fit %s", kv->key, tmp,
-                   lc_gguf_type_name(kv->type), dest);
+    char kb[96];
+    return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\": value %s (%s) does not fit %s",
+                   KEY_ESC(kb, kv->key), tmp, lc_gguf_type_name(kv->type), dest);
 }
 
 int lc_gguf_get_u32(const lc_gguf *g, const char *key, uint32_t *out) {
@@ -1017,9 +1031,11 @@ int lc_gguf_get_arr_data(const lc_gguf *g, const char *key, lc_gguf_type elem_ty
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
     if (kv->type != LC_GGUF_TYPE_ARRAY) return type_err(kv, "array");
+    char kb[96];
     if (kv->elem_type != elem_type)
         return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\" is an array of %s, expected an array of %s",
-                       kv->key, lc_gguf_type_name(kv->elem_type), lc_gguf_type_name(elem_type));
+                       KEY_ESC(kb, kv->key), lc_gguf_type_name(kv->elem_type),
+                       lc_gguf_type_name(elem_type));
     *data = g->base + kv->off;
     *n = kv->n;
     return LC_OK;
@@ -1030,14 +1046,15 @@ int lc_gguf_get_arr_str(const lc_gguf *g, const char *key, uint64_t i, const cha
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
     if (kv->type != LC_GGUF_TYPE_ARRAY) return type_err(kv, "array of strings");
+    char kb[96];
     if (kv->elem_type != LC_GGUF_TYPE_STRING)
         return lc_fail(LC_ERR_FORMAT,
-                       "gguf: key \"%s\" is an array of %s, expected an array of string", kv->key,
-                       lc_gguf_type_name(kv->elem_type));
+                       "gguf: key \"%s\" is an array of %s, expected an array of string",
+                       KEY_ESC(kb, kv->key), lc_gguf_type_name(kv->elem_type));
     if (i >= kv->n)
         return lc_fail(LC_ERR_INVALID_ARG,
                        "gguf: key \"%s\": index %" PRIu64 " out of range (%" PRIu64 " elements)",
-                       kv->key, i, kv->n);
+                       KEY_ESC(kb, kv->key), i, kv->n);
     size_t off = (size_t)kv->str_off[i];
     *s = (const char *)g->base + off;
     *len = (size_t)rd64(g->base + off - 8);

@@ -538,9 +538,10 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     } else if (model_len == 5 && memcmp(model, "llama", 5) == 0) {
         t->kind = TOK_SPM;
     } else {
+        char esc[96];
         return lc_fail(LC_ERR_UNSUPPORTED,
-                       "tokenizer.ggml.model: '%.*s' is not supported (gpt2 or llama)",
-                       (int)(model_len > 64 ? 64 : model_len), model);
+                       "tokenizer.ggml.model: '%s' is not supported (gpt2 or llama)",
+                       lc_text_escape(esc, sizeof esc, model, model_len));
     }
 
     /* vocabulary */
@@ -672,7 +673,7 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
         } else if (rc != LC_OK) {
             return rc;
         }
-        snprintf(t->pre, sizeof t->pre, "%.*s", (int)(pre_len > 63 ? 63 : pre_len), pre);
+        lc_text_escape(t->pre, sizeof t->pre, pre, pre_len); /* for messages only */
         for (size_t i = 0; i < sizeof k_pre / sizeof k_pre[0]; i++)
             if (name_in_list(k_pre[i].names, pre, pre_len)) fam = &k_pre[i];
         if (!fam) {
@@ -745,12 +746,12 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
                 return rc;
             }
             const char *sp = l > 1 ? memchr(s + 1, ' ', l - 1) : NULL;
+            char esc[96];
             if (!sp) {
                 free(buf);
                 return lc_fail(LC_ERR_FORMAT,
-                               "tokenizer.ggml.merges: entry %llu ('%.*s') is not "
-                               "'left right'",
-                               (unsigned long long)i, (int)(l > 64 ? 64 : l), s);
+                               "tokenizer.ggml.merges: entry %llu ('%s') is not 'left right'",
+                               (unsigned long long)i, lc_text_escape(esc, sizeof esc, s, l));
             }
             size_t la = (size_t)(sp - s), lb = l - la - 1;
             int32_t a = map_find(t, s, la), b = map_find(t, sp + 1, lb);
@@ -766,9 +767,9 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
             if (a < 0 || b < 0 || r < 0) {
                 free(buf);
                 return lc_fail(LC_ERR_FORMAT,
-                               "tokenizer.ggml.merges: entry %llu ('%.*s') references a token "
+                               "tokenizer.ggml.merges: entry %llu ('%s') references a token "
                                "that is not in tokenizer.ggml.tokens",
-                               (unsigned long long)i, (int)(l > 64 ? 64 : l), s);
+                               (unsigned long long)i, lc_text_escape(esc, sizeof esc, s, l));
             }
             merge_insert(t, a, b, (int32_t)i, r);
         }

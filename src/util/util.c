@@ -119,47 +119,54 @@ static size_t utf8_char_len(const unsigned char *p, size_t n) {
     return l;
 }
 
+/* The rendering of the character at p[0..n) (n > 0) into unit (4 bytes); returns its length
+ * and sets *adv to the bytes it consumes. */
+static size_t escape_unit(const unsigned char *p, size_t n, char unit[4], size_t *adv) {
+    static const char hex[] = "0123456789abcdef";
+    size_t l = utf8_char_len(p, n);
+    if (l == 1 && p[0] >= 0x20 && p[0] < 0x7f) {
+        *adv = 1;
+        if (p[0] != '\\') {
+            unit[0] = (char)p[0];
+            return 1;
+        }
+        unit[0] = unit[1] = '\\';
+        return 2;
+    }
+    if (l > 1 && !(p[0] == 0xC2 && p[1] < 0xA0)) { /* not a C1 control */
+        memcpy(unit, p, l);
+        *adv = l;
+        return l;
+    }
+    unit[0] = '\\';
+    unit[1] = 'x';
+    unit[2] = hex[p[0] >> 4];
+    unit[3] = hex[p[0] & 15];
+    *adv    = 1;
+    return 4;
+}
+
 const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n) {
     if (!buf || cap == 0) return "";
     const unsigned char *p = (const unsigned char *)s;
     if (!p) n = 0;
-    static const char hex[] = "0123456789abcdef";
-    size_t j = 0;
-    for (size_t i = 0; i < n;) {
-        char   unit[4];
-        size_t u, adv;
-        size_t l = utf8_char_len(p + i, n - i);
-        if (l == 1 && p[i] >= 0x20 && p[i] < 0x7f) {
-            adv = 1;
-            if (p[i] == '\\') {
-                memcpy(unit, "\\\\", 2);
-                u = 2;
-            } else {
-                unit[0] = (char)p[i];
-                u       = 1;
-            }
-        } else if (l > 1 && !(p[i] == 0xC2 && p[i + 1] < 0xA0)) { /* not a C1 control */
-            memcpy(unit, p + i, l);
-            u = adv = l;
-        } else {
-            unit[0] = '\\';
-            unit[1] = 'x';
-            unit[2] = hex[p[i] >> 4];
-            unit[3] = hex[p[i] & 15];
-            u       = 4;
-            adv     = 1;
-        }
-        /* keep room for "..." while more input follows */
-        if (j + u + (i + adv < n ? 3 : 0) > cap - 1) {
-            if (j + 3 <= cap - 1) {
-                memcpy(buf + j, "...", 3);
-                j += 3;
-            }
-            break;
-        }
+    char   unit[4];
+    size_t adv, total = 0;
+    for (size_t i = 0; i < n && total < cap; i += adv)
+        total += escape_unit(p + i, n - i, unit, &adv);
+    /* when it does not fit, whole characters up to a limit that leaves room for "..." */
+    const bool   cut   = total > cap - 1;
+    const size_t limit = cut && cap - 1 >= 3 ? cap - 1 - 3 : cap - 1;
+    size_t       j     = 0;
+    for (size_t i = 0; i < n; i += adv) {
+        size_t u = escape_unit(p + i, n - i, unit, &adv);
+        if (j + u > limit) break;
         memcpy(buf + j, unit, u);
         j += u;
-        i += adv;
+    }
+    if (cut && cap - 1 >= 3) {
+        memcpy(buf + j, "...", 3);
+        j += 3;
     }
     buf[j] = '\0';
     return buf;
