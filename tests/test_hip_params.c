@@ -37,7 +37,7 @@ static void check_presets(void) {
     CHECK(p.chunk[0] == 64 && p.chunk[1] == 16 && p.chunk[2] == 1 && p.k[0] == 32768);
     CHECK(lc_infinitehip_validate(&p) == LC_OK);
     CHECK(lc_infinitehip_preset("4k", &p) == LC_ERR_NOT_FOUND && msg_has("3k, fast, flash, 5k"));
-    CHECK(lc_infinitehip_preset(NULL, &p) == LC_ERR_NOT_FOUND);
+    CHECK(lc_infinitehip_preset(NULL, &p) == LC_ERR_INVALID_ARG); /* NULL is a caller bug */
     char d[512];
     CHECK(lc_infinitehip_preset("3k", &p) == LC_OK);
     CHECK(lc_infinitehip_describe(&p, d, sizeof d) == LC_OK);
