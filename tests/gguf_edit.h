@@ -28,6 +28,8 @@ typedef struct gguf_extra_tensor {
 typedef struct gguf_edit {
     const char *set_u32_key; /* override this u32 key (NULL: none) */
     uint32_t    set_u32_value;
+    const char *set_str_key; /* override this string key (NULL: none) */
+    const char *set_str_value;
     const char *fill_tensor; /* replace this f32/f16 tensor's values by fill_value */
     float       fill_value;
     int64_t     fill_row;    /* >= 0: only this row (ne[0] values) of it; -1: all of it */
@@ -41,6 +43,8 @@ static int gguf_edit_copy_kv(const lc_gguf *g, int64_t i, lc_gguf_writer *w, con
     lc_gguf_type t   = lc_gguf_kv_type(g, i);
     if (e->set_u32_key && strcmp(key, e->set_u32_key) == 0)
         return lc_gguf_writer_add_u32(w, key, e->set_u32_value);
+    if (e->set_str_key && strcmp(key, e->set_str_key) == 0)
+        return lc_gguf_writer_add_str(w, key, e->set_str_value);
     switch (t) {
     case LC_GGUF_TYPE_UINT32: {
         uint32_t v;

@@ -6,6 +6,7 @@
  *     LC_ERR_FORMAT naming the tensor, before a byte of it is read;
  *   - block_count far beyond the tensor table (2^29, and one more than the table): refused
  *     with LC_ERR_FORMAT naming block_count, before per-layer arrays are sized by it;
+ *   - general.architecture "llama\0junk": refused, not taken for llama;
  *   - NaN weights (the scenarios of tests/numerics_run.h, on the CPU): the sequence that
  *     meets them finishes with LC_FINISH_ERROR and an error naming the layer and block, a
  *     sequence beside it is not harmed; test_numerics_cuda.c runs the same on the GPU.
@@ -125,6 +126,31 @@ int main(void) {
         expect_refused("blocks_huge", &e, "block_count");
         e.set_u32_value = 3;
         expect_refused("blocks_plus1", &e, "block_count");
+    }
+
+    /* ---- general.architecture "llama\0junk" (written as "llamaXjunk", the X patched) ---- */
+    {
+        gguf_edit e = {.set_str_key = "general.architecture", .set_str_value = "llamaXjunk",
+                       .fill_row = -1};
+        char      path[128];
+        if (make("arch_nul", &e, path, sizeof path) == LC_OK) {
+            FILE *f   = fopen(path, "r+b");
+            char  buf[4096];
+            size_t n  = f ? fread(buf, 1, sizeof buf, f) : 0;
+            char  *at = memmem(buf, n, "llamaXjunk", 10);
+            CHECK(at != NULL);
+            if (at && f) {
+                fseek(f, (long)(at - buf) + 5, SEEK_SET);
+                fputc('\0', f);
+            }
+            if (f) fclose(f);
+            lc_model *m  = NULL;
+            int       st = load(path, &m);
+            CHECKF(st == LC_ERR_FORMAT && strstr(lc_last_error(), "architecture"),
+                   "arch with NUL: status %d, \"%s\"", st, lc_last_error());
+            lc_model_free(m);
+            unlink(path);
+        }
     }
 
     /* ---- NaN weights (tests/numerics_run.h) ---- */

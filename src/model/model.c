@@ -50,6 +50,8 @@ int lc_hparams_read(const lc_gguf *g, lc_hparams *hp) {
     size_t      arch_len;
     if (lc_gguf_get_str(g, "general.architecture", &arch, &arch_len) != LC_OK)
         return lc_fail(LC_ERR_FORMAT, "model metadata: general.architecture is missing");
+    if (memchr(arch, '\0', arch_len)) /* "llama\0junk" must not pass as llama */
+        return lc_fail(LC_ERR_FORMAT, "model metadata: general.architecture holds a NUL byte");
     if (arch_len >= sizeof hp->arch) arch_len = sizeof hp->arch - 1;
     memcpy(hp->arch, arch, arch_len);
     hp->arch[arch_len] = '\0';
