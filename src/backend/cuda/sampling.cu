@@ -370,9 +370,10 @@ __global__ void __launch_bounds__(NT)
     const row_mode      m   = mode_of(p, V);
     const chunk_stat   *st  = stats + (int64_t)row * n_chunks;
 
-    int bad = 0; // a non-finite logit anywhere in the row: no draw (every thread, one answer)
-    for (int32_t c = 0; c < n_chunks; c++) bad |= st[c].bad;
-    if (bad) {
+    // a non-finite logit anywhere in the row: no draw (one chunk flag per thread, one answer)
+    int bad = 0;
+    for (int32_t c = tid; c < n_chunks; c += NT) bad |= st[c].bad;
+    if (__syncthreads_or(bad)) {
         if (tid == 0) ids[row] = -1;
         return;
     }
