@@ -11,6 +11,7 @@
 #include "format/gguf.h"
 #include "longctx.h"
 #include "model/model.h"
+#include "gguf_image.h"
 #include "test_util.h"
 
 #include <stdint.h>
@@ -70,65 +71,12 @@ static void test_escape_fn(void) {
 
 /* ---- GGUF images in memory ---------------------------------------------------------------- */
 
-typedef struct gbuf {
-    unsigned char *p;
-    size_t n, cap;
-    uint64_t n_kv;
-} gbuf;
-
-static void put(gbuf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_u32(gbuf *b, uint32_t v) {
-    put(b, &v, 4);
-}
-static void put_u64(gbuf *b, uint64_t v) {
-    put(b, &v, 8);
-}
-static void put_str(gbuf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
-static void kv_str(gbuf *b, const char *key, const char *v) {
-    put_str(b, key);
-    put_u32(b, LC_GGUF_TYPE_STRING);
-    put_str(b, v);
-    b->n_kv++;
-}
-static void kv_u32(gbuf *b, const char *key, uint32_t v) {
-    put_str(b, key);
-    put_u32(b, LC_GGUF_TYPE_UINT32);
-    put_u32(b, v);
-    b->n_kv++;
-}
-static void kv_arr_str(gbuf *b, const char *key, const char *const *v, size_t n) {
-    put_str(b, key);
-    put_u32(b, LC_GGUF_TYPE_ARRAY);
-    put_u32(b, LC_GGUF_TYPE_STRING);
-    put_u64(b, n);
-    for (size_t i = 0; i < n; i++)
-        put_str(b, v[i]);
-    b->n_kv++;
-}
-
 /* The image of the kv set (no tensors); b is reset. */
 static unsigned char *image(gbuf *b, size_t *size) {
-    gbuf out = {0};
-    put(&out, "GGUF", 4);
-    put_u32(&out, 3);
-    put_u64(&out, 0);
-    put_u64(&out, b->n_kv);
-    put(&out, b->p, b->n);
+    unsigned char *out = gguf_image(b, size);
     free(b->p);
     memset(b, 0, sizeof *b);
-    *size = out.n;
-    return out.p;
+    return out;
 }
 
 static lc_gguf *open_image(gbuf *b, unsigned char **img) {

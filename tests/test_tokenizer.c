@@ -10,6 +10,7 @@
  */
 #include "format/gguf.h"
 #include "longctx.h"
+#include "gguf_image.h"
 #include "test_util.h"
 
 #include <string.h>
@@ -29,79 +30,7 @@ static void quiet_log(lc_log_level level, const char *msg, void *user) {
     (void)user;
 }
 
-/* ---- a GGUF image writer ------------------------------------------------------------------ */
-
-typedef struct gbuf {
-    unsigned char *p;
-    size_t n, cap;
-    uint64_t n_kv;
-} gbuf;
-
-static void put(gbuf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void put_u32(gbuf *b, uint32_t v) {
-    put(b, &v, 4);
-}
-static void put_u64(gbuf *b, uint64_t v) {
-    put(b, &v, 8);
-}
-static void put_str(gbuf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
-static void kv_head(gbuf *b, const char *key, uint32_t type) {
-    put_str(b, key);
-    put_u32(b, type);
-    b->n_kv++;
-}
-static void kv_str(gbuf *b, const char *key, const char *v) {
-    kv_head(b, key, LC_GGUF_TYPE_STRING);
-    put_str(b, v);
-}
-static void kv_u32(gbuf *b, const char *key, uint32_t v) {
-    kv_head(b, key, LC_GGUF_TYPE_UINT32);
-    put_u32(b, v);
-}
-static void kv_i32(gbuf *b, const char *key, int32_t v) {
-    kv_head(b, key, LC_GGUF_TYPE_INT32);
-    put(b, &v, 4);
-}
-static void kv_bool(gbuf *b, const char *key, bool v) {
-    kv_head(b, key, LC_GGUF_TYPE_BOOL);
-    unsigned char c = v;
-    put(b, &c, 1);
-}
-static void kv_arr_str(gbuf *b, const char *key, const char *const *v, size_t n) {
-    kv_head(b, key, LC_GGUF_TYPE_ARRAY);
-    put_u32(b, LC_GGUF_TYPE_STRING);
-    put_u64(b, n);
-    for (size_t i = 0; i < n; i++)
-        put_str(b, v[i]);
-}
-static void kv_arr_num(gbuf *b, const char *key, lc_gguf_type et, const void *v, size_t n) {
-    kv_head(b, key, LC_GGUF_TYPE_ARRAY);
-    put_u32(b, et);
-    put_u64(b, n);
-    put(b, v, n * 4);
-}
-
-/* Final image: header + the kv bytes collected in b. Caller frees. */
-static unsigned char *gguf_image(const gbuf *b, size_t *size) {
-    gbuf out = {0};
-    put(&out, "GGUF", 4);
-    put_u32(&out, 3);
-    put_u64(&out, 0);
-    put_u64(&out, b->n_kv);
-    put(&out, b->p, b->n);
-    *size = out.n;
-    return out.p;
-}
+/* ---- GGUF images: tests/gguf_image.h ----------------------------------------------------- */
 
 /* Load a tokenizer from a kv set; returns the status; *t set on success. */
 static int load_kv(gbuf *b, lc_tokenizer **t) {
