@@ -10,7 +10,7 @@ FUZZ_LONG_SECONDS ?= 600
 DEMO_FILE  ?= /usr/share/common-licenses/GPL-3
 DEMO_QUESTION ?= Question: what is the name of this license and who published it? Answer in one sentence.
 
-.PHONY: all deps model build demo test test-release test-asan fuzz fuzz-long bench clean
+.PHONY: all deps model model-qwen build demo test test-release test-asan fuzz fuzz-long bench clean
 
 all: build
 
@@ -19,6 +19,10 @@ deps:
 
 model:
 	bash scripts/get-model.sh
+
+# the second reference model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB); nothing depends on it
+model-qwen:
+	bash scripts/get-model-qwen.sh
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
