@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""gen_logits_fixtures.py — reference logits for SmolLM2-135M-Instruct, kept as test fixtures.
+"""gen_logits_fixtures.py — reference logits for the reference models, kept as test fixtures.
 
-Writes tests/fixtures/logits/transformers.txt (the reference tests check against) and, when
-llama-cpp-python is importable, tests/fixtures/logits/llamacpp.txt (a second, independent
-reference, for information), from models/SmolLM2-135M-Instruct.Q4_1.gguf.
+--preset smollm2 (the default): SmolLM2-135M-Instruct, models/SmolLM2-135M-Instruct.Q4_1.gguf,
+  writes tests/fixtures/logits/transformers.txt (the reference tests check against) and, when
+  llama-cpp-python is importable, tests/fixtures/logits/llamacpp.txt (a second, independent
+  reference, for information).
+--preset qwen: Qwen2.5-Coder-1.5B-Instruct, models/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf
+  (scripts/get-model-qwen.sh), the same prompts (its own chat template), written to
+  tests/fixtures/logits/qwen/ (read by tests/test_qwen_logits_slow.c).
 
 References
   transformers  Hugging Face transformers loads the GGUF through the `gguf` package,
@@ -18,7 +22,7 @@ References
                 while one without matches transformers to 2e-5). Not a pass/fail reference.
 
 Prompt token ids come from the transformers GGUF tokenizer with special tokens parsed and no
-BOS (the model's tokenizer.ggml.add_bos_token is false). The script also tokenizes every prompt
+BOS (both models' tokenizer.ggml.add_bos_token is false). The script also tokenizes every prompt
 with llama.cpp and prints any difference (the same ids are fed to both references either way).
 
 File format (plain text, one record per line, fields separated by single spaces; readable with
@@ -41,7 +45,8 @@ every list is preceded by its length:
 
 Log-probs are written with 6 decimals. Usage:
 
-    python3 scripts/gen_logits_fixtures.py [--model PATH] [--out DIR] [--no-llamacpp]
+    python3 scripts/gen_logits_fixtures.py [--preset smollm2|qwen] [--model PATH] [--out DIR]
+                                           [--no-llamacpp]
 
 Needs: torch, transformers, gguf, jinja2 (and llama-cpp-python for the second reference).
 """
@@ -54,8 +59,24 @@ import numpy as np
 from fixture_common import greedy_with_margins, llamacpp_no_extra_bufts, log_softmax, top_pairs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-DEFAULT_OUT = os.path.join(ROOT, "tests", "fixtures", "logits")
+# Per model: the GGUF under models/, the fixture folder, and the chat prompt the model's own
+# template must render for "What is the capital of France?" (its default system prompt).
+PRESETS = {
+    "smollm2": {
+        "model": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "out": os.path.join("tests", "fixtures", "logits"),
+        "chat": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                "Hugging Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
+                "<|im_end|>\n<|im_start|>assistant\n",
+    },
+    "qwen": {
+        "model": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
+        "out": os.path.join("tests", "fixtures", "logits", "qwen"),
+        "chat": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                "assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
+                "<|im_end|>\n<|im_start|>assistant\n",
+    },
+}
 
 TOP_K = 40
 
@@ -100,9 +121,10 @@ CODE = (
 SENTENCE = "Once upon a time, in a small village at the edge of a great forest, there lived"
 
 
-def chat_prompt(gguf_path):
+def chat_prompt(gguf_path, expected):
     """Render the conversation with the chat template stored in the GGUF, as llama.cpp,
-    transformers and the model card do (default system prompt, generation prompt)."""
+    transformers and the model card do (default system prompt, generation prompt); it must
+    give `expected`."""
     import gguf
     import jinja2
 
@@ -113,19 +135,14 @@ def chat_prompt(gguf_path):
         messages=[{"role": "user", "content": "What is the capital of France?"}],
         add_generation_prompt=True,
     )
-    expected = (
-        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
-        "Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
-        "<|im_start|>assistant\n"
-    )
     assert text == expected, repr(text)
     return text
 
 
-def prompts(gguf_path):
+def prompts(gguf_path, chat_expected):
     # (name, text, record prefixes?)
     return [
-        ("chat_capital", chat_prompt(gguf_path), False),
+        ("chat_capital", chat_prompt(gguf_path, chat_expected), False),
         ("sentence", SENTENCE, False),
         ("code", CODE, False),
         ("paragraph", PARAGRAPH, True),
@@ -283,18 +300,23 @@ def write(path, src, version, model_name, data, header_lines):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=DEFAULT_MODEL)
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="smollm2",
+                    help="which reference model (default model path and output folder)")
+    ap.add_argument("--model", help="GGUF path (default: models/<the preset's file>)")
+    ap.add_argument("--out", help="output folder (default: the preset's)")
     ap.add_argument("--no-llamacpp", action="store_true", help="only transformers.txt")
     ap.add_argument("--llamacpp-only", action="store_true",
                     help="only llamacpp.txt, from the ids in an existing transformers.txt")
     a = ap.parse_args()
+    preset = PRESETS[a.preset]
+    a.model = a.model or os.path.join(ROOT, "models", preset["model"])
+    a.out = a.out or os.path.join(ROOT, preset["out"])
 
     os.makedirs(a.out, exist_ok=True)
     model_name = os.path.basename(a.model)
     ref_path = os.path.join(a.out, "transformers.txt")
     if not a.llamacpp_only:
-        plist = prompts(a.model)
+        plist = prompts(a.model, preset["chat"])
         ref, _tok = run_transformers(a.model, plist)
         write(ref_path, "transformers", ref["version"], model_name, ref,
               ["transformers GGUF loader, every tensor dequantised to fp32, fp32 CPU forward.",
@@ -304,7 +326,7 @@ def main():
         # llama.cpp runs in a process of its own (torch and ggml each bring an OpenMP runtime).
         import subprocess
         return subprocess.call([sys.executable, os.path.abspath(__file__), "--llamacpp-only",
-                                "--model", a.model, "--out", a.out])
+                                "--preset", a.preset, "--model", a.model, "--out", a.out])
 
     try:
         import llama_cpp  # noqa: F401
@@ -312,7 +334,7 @@ def main():
         print("llama_cpp not importable: llamacpp.txt not written", file=sys.stderr)
         return 0
     ref = read_fixture(ref_path)
-    texts = {name: text for name, text, _ in prompts(a.model)}
+    texts = {name: text for name, text, _ in prompts(a.model, preset["chat"])}
     for p in ref["prompts"]:
         p["text"] = texts[p["name"]]
     lc = run_llamacpp(a.model, ref)

@@ -21,7 +21,17 @@ Outputs (plain text, read by tests/test_tokenizer.c and tests/test_chat.c):
   tests/fixtures/tokenizer/chat.txt      chat cases, see write_chat()
   tests/fixtures/tokenizer/template_*.jinja   template strings for detection tests
 
-Usage: python3 scripts/gen_tokenizer_fixtures.py [--model models/SmolLM2-135M-Instruct.Q4_1.gguf]
+--preset qwen: the second reference model, Qwen2.5-Coder-1.5B-Instruct (qwen2 pre-tokenizer,
+151,936 tokens; models/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf from scripts/get-model-qwen.sh),
+on the same corpus, written to
+  tests/fixtures/tokenizer/qwen25coder.tok   same format as smollm2.tok (read by
+                                         tests/test_qwen_logits_slow.c)
+and nothing else. Its Hugging Face reference is transformers' own GGUF tokenizer
+(AutoTokenizer.from_pretrained(dir, gguf_file=...): Qwen2Tokenizer with the qwen2 split regex,
+no normalizer), with split_special_tokens=True for the P cases; llama.cpp as above when it is
+importable (and the two are cross-checked).
+
+Usage: python3 scripts/gen_tokenizer_fixtures.py [--preset smollm2|qwen] [--model PATH]
 """
 import argparse
 import os
@@ -29,6 +39,17 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "tokenizer")
+
+# Per model: the GGUF under models/, the fixture file, the Hugging Face reference ("rebuilt":
+# a tokenizers.Tokenizer rebuilt from the GGUF metadata with SmolLM2's pre-tokenizer;
+# "transformers": transformers' GGUF tokenizer), and whether the pre-tokenizer variants and
+# the chat fixtures (SmolLM2 only) are written too.
+PRESETS = {
+    "smollm2": {"model": "SmolLM2-135M-Instruct.Q4_1.gguf", "tok": "smollm2.tok",
+                "hf": "rebuilt", "extras": True},
+    "qwen": {"model": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf", "tok": "qwen25coder.tok",
+             "hf": "transformers", "extras": False},
+}
 
 
 # ---- corpus ---------------------------------------------------------------------------------
@@ -223,11 +244,29 @@ def hf_tokenizer(model):
     return tk
 
 
-class Reference:
+class TransformersTokenizer:
+    """transformers' tokenizer built from the GGUF (its qwen2 converter)."""
+
     def __init__(self, model):
+        import transformers
+        from transformers import AutoTokenizer
+        d, f = os.path.split(os.path.abspath(model))
+        self.tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+        self.version = transformers.__version__
+
+    def encode(self, s, special):
+        # split_special_tokens: special (control) tokens are plain text; user-defined added
+        # tokens (<tool_call>) still match, as in llama.cpp with parse_special off
+        return list(self.tok(s, add_special_tokens=False,
+                             split_special_tokens=not special)["input_ids"])
+
+
+class Reference:
+    def __init__(self, model, hf_kind="rebuilt"):
         self.name = None
         self.llama = None
         self.hf = None
+        self.hf_kind = hf_kind
         try:
             import llama_cpp
             self.llama = llama_cpp.Llama(model_path=model, vocab_only=True, verbose=False)
@@ -235,9 +274,15 @@ class Reference:
         except ImportError:
             pass
         try:
-            self.hf = hf_tokenizer(model)
-            if self.name is None:
-                self.name = "huggingface tokenizers (rebuilt from the GGUF)"
+            if hf_kind == "transformers":
+                self.hf = TransformersTokenizer(model)
+                if self.name is None:
+                    self.name = "huggingface transformers %s (its GGUF tokenizer)" % \
+                        self.hf.version
+            else:
+                self.hf = hf_tokenizer(model)
+                if self.name is None:
+                    self.name = "huggingface tokenizers (rebuilt from the GGUF)"
         except ImportError:
             pass
         if self.name is None:
@@ -245,6 +290,8 @@ class Reference:
 
     def hf_encode(self, b, special):
         s = b.decode("utf-8")
+        if self.hf_kind == "transformers":
+            return self.hf.encode(s, special)
         if special:
             return self.hf.encode(s, add_special_tokens=False).ids
         # no special-token matching: encode the text with the added tokens disabled, by
@@ -450,10 +497,13 @@ def write_pre_variants(model, cases):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="smollm2")
+    ap.add_argument("--model", help="GGUF path (default: models/<the preset's file>)")
     a = ap.parse_args()
+    preset = PRESETS[a.preset]
+    a.model = a.model or os.path.join(ROOT, "models", preset["model"])
     os.makedirs(OUT, exist_ok=True)
-    ref = Reference(a.model)
+    ref = Reference(a.model, preset["hf"])
     cases = corpus()
     assert len(cases) >= 200, len(cases)
     lines = []
@@ -468,7 +518,7 @@ def main():
                     cross += 1
                     print("note: HF tokenizers differs from llama.cpp on %r (special=%s)" % (s[:40], special))
             lines.append("%s\t%s\t%s" % ("S" if special else "P", b.hex(), " ".join(map(str, ids))))
-    path = os.path.join(OUT, "smollm2.tok")
+    path = os.path.join(OUT, preset["tok"])
     with open(path, "w") as f:
         f.write("# generated by scripts/gen_tokenizer_fixtures.py from %s\n" % os.path.basename(a.model))
         f.write("# reference: %s\n" % ref.name)
@@ -476,6 +526,8 @@ def main():
         f.write("\n".join(lines) + "\n")
     print("%s: %d strings, %d cases, reference %s, %d cross-check differences" % (
         os.path.relpath(path, ROOT), len(cases), len(lines), ref.name, cross))
+    if not preset["extras"]:
+        return
     write_pre_variants(a.model, cases)
     _, _, _, tmpl = gguf_tokenizer_fields(a.model)
     write_chat(tmpl)
