@@ -64,6 +64,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESETS = {
     "smollm2": {
         "model": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "llamacpp_matmul": "Q4_1 x Q8_1",
         "out": os.path.join("tests", "fixtures", "logits"),
         "chat": "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
                 "Hugging Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
@@ -71,6 +72,7 @@ PRESETS = {
     },
     "qwen": {
         "model": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf",
+        "llamacpp_matmul": "Q4_K/Q6_K x Q8_K",
         "out": os.path.join("tests", "fixtures", "logits", "qwen"),
         "chat": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
                 "assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?"
@@ -340,7 +342,8 @@ def main():
     lc = run_llamacpp(a.model, ref)
     cmp = compare(ref, lc)
     hdr = ["llama.cpp (llama-cpp-python %s) on the same ids as transformers.txt;" % lc["version"],
-           "Q4_1 x Q8_1 matmuls (AMX extra buffers off), f16 K/V: log-probs differ from the",
+           "%s matmuls (AMX extra buffers off), f16 K/V: log-probs differ from the" %
+           preset["llamacpp_matmul"],
            "fp32 reference by activation quantisation noise. Versus transformers.txt: max",
            "|dlogprob| over its top 20 at the last position, same top-1, greedy ids equal",
            "before the first difference, and max |dlogprob| over the prefix records:"]

@@ -4,9 +4,9 @@
  * (issue 21, part 1):
  *   0. the hyper-parameters lc_model_get_info reports;
  *   1. token ids on every string of tests/fixtures/tokenizer/qwen25coder.tok (qwen2
- *      pre-tokenizer; ids from transformers' GGUF tokenizer, written by
- *      scripts/gen_tokenizer_fixtures.py --preset qwen), parse_special on and off, and
- *      decode(encode(x)) == x;
+ *      pre-tokenizer; ids from llama.cpp, which transformers' GGUF tokenizer matches on all
+ *      504 cases; written by scripts/gen_tokenizer_fixtures.py --preset qwen), parse_special
+ *      on and off, and decode(encode(x)) == x;
  *   2. the chat prompt of the logits fixture from lc_model_chat_tokenize (the model's own
  *      template with its default system prompt) equals the reference's ids;
  *   3. for every prompt of tests/fixtures/logits/qwen/transformers.txt (Hugging Face
