@@ -474,6 +474,13 @@ static int32_t seq_of_row(const lc_context *c, int32_t n_aseq, int32_t row) {
     return -1;
 }
 
+/* Logit row li was to draw a token and the sampling op drew none (-1): its logits hold NaN or
+ * Inf. (Rows of sequences at max_tokens are greedy placeholders, their draw unused.) */
+static bool drew_nothing(const lc_context *c, int32_t li) {
+    const lc_seq *s = &c->seqs[c->logit_seq[li]];
+    return c->sampled[li] == -1 && s->n_generated < s->max_tokens;
+}
+
 int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_events) {
     lc_clear_error();
     if (!c || !n_events || (cap && !events))
@@ -604,9 +611,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         /* the sampling op's free check: a row with NaN/Inf logits draws -1. Run the step again
          * with per-layer checks (no sampling) to name where the values first broke */
         bool nonfinite = false;
-        for (int32_t li = 0; li < n_logit && any_sample; li++)
-            nonfinite |= c->sampled[li] == -1 &&
-                         c->seqs[c->logit_seq[li]].n_generated < c->seqs[c->logit_seq[li]].max_tokens;
+        for (int32_t li = 0; li < n_logit && any_sample; li++) nonfinite |= drew_nothing(c, li);
         if (nonfinite) {
             char    diag[768];
             lc_batch chk      = batch;
@@ -625,7 +630,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             lc_clear_error();
             for (int32_t li = 0; li < n_logit; li++) {
                 lc_seq *s = &c->seqs[c->logit_seq[li]];
-                if (c->sampled[li] == -1 && s->n_generated < s->max_tokens)
+                if (drew_nothing(c, li))
                     seq_fail(s, "the logits at position %lld are not finite (NaN/Inf): %s",
                              (long long)(s->n_tokens - 1), diag);
             }

@@ -247,27 +247,16 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
 
 /* ---- weights --------------------------------------------------------------------------- */
 
-/* A tensor the loader reads must have exactly the expected shape (cols in ne[0], rows the
- * product of the others) and the byte size its type gives that shape, and lie inside the
- * mapping: checked here, for every tensor, before any byte of it is read. */
+/* A tensor the loader reads must have exactly the expected shape: cols in ne[0], rows the
+ * product of the others, all of them (a [n, 0] tensor is not a [n] one). The GGUF reader
+ * already derived nbytes from the shape and type and checked the data lies in the mapping, so
+ * with the shape right every byte the loader reads is the tensor's. */
 static int check_tensor(const lc_gguf_tensor *t, int64_t cols, int64_t rows) {
     const uint64_t t_rows = t->ne[1] * t->ne[2] * t->ne[3]; /* the parser bounds the product */
     if ((int64_t)t->ne[0] != cols || (int64_t)t_rows != rows)
         return lc_fail(LC_ERR_FORMAT, "model: tensor %s has shape [%llu, %llu], expected "
                        "[%lld, %lld]", t->name, (unsigned long long)t->ne[0],
                        (unsigned long long)t_rows, (long long)cols, (long long)rows);
-    uint64_t row_bytes, bytes;
-    if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes) ||
-        !lc_mul_u64(row_bytes, (uint64_t)rows, &bytes))
-        return lc_fail(LC_ERR_FORMAT, "model: tensor %s: a [%lld, %lld] %s tensor has no valid "
-                       "byte size", t->name, (long long)cols, (long long)rows,
-                       lc_type_name(t->type) ? lc_type_name(t->type) : "?");
-    if (t->nbytes != bytes || (bytes && !t->data))
-        return lc_fail(LC_ERR_FORMAT, "model: tensor %s holds %llu bytes, its shape [%lld, %lld] "
-                       "of %s needs %llu", t->name, (unsigned long long)t->nbytes,
-                       (long long)cols, (long long)rows,
-                       lc_type_name(t->type) ? lc_type_name(t->type) : "?",
-                       (unsigned long long)bytes);
     return LC_OK;
 }
 
