@@ -89,23 +89,17 @@ static int gguf_edit_copy_kv(const lc_gguf *g, int64_t i, lc_gguf_writer *w, con
             free(strs), free(lens);
             return st;
         }
+        /* i32 and f32 arrays: 4-byte elements, copied out aligned (the file's may not be) */
         const void *d;
-        if (lc_gguf_get_arr_data(g, key, et, &d, &n) != LC_OK) return LC_ERR_UNSUPPORTED;
-        if (et == LC_GGUF_TYPE_INT32) {
-            int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
-            memcpy(v, d, sizeof(int32_t) * n);
-            int st = lc_gguf_writer_add_arr_i32(w, key, v, n);
-            free(v);
-            return st;
-        }
-        if (et == LC_GGUF_TYPE_FLOAT32) {
-            float *v = malloc(sizeof(float) * (n ? n : 1));
-            memcpy(v, d, sizeof(float) * n);
-            int st = lc_gguf_writer_add_arr_f32(w, key, v, n);
-            free(v);
-            return st;
-        }
-        return LC_ERR_UNSUPPORTED;
+        if ((et != LC_GGUF_TYPE_INT32 && et != LC_GGUF_TYPE_FLOAT32) ||
+            lc_gguf_get_arr_data(g, key, et, &d, &n) != LC_OK)
+            return LC_ERR_UNSUPPORTED;
+        void *v = malloc(4 * (n ? n : 1));
+        memcpy(v, d, 4 * n);
+        int st = et == LC_GGUF_TYPE_INT32 ? lc_gguf_writer_add_arr_i32(w, key, v, n)
+                                          : lc_gguf_writer_add_arr_f32(w, key, v, n);
+        free(v);
+        return st;
     }
     default: return LC_ERR_UNSUPPORTED;
     }
