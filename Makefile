@@ -10,7 +10,7 @@ FUZZ_LONG_SECONDS ?= 600
 DEMO_FILE  ?= /usr/share/common-licenses/GPL-3
 DEMO_QUESTION ?= Question: what is the name of this license and who published it? Answer in one sentence.
 
-.PHONY: all deps model model-qwen build demo test test-release test-asan fuzz fuzz-long bench clean
+.PHONY: all deps model model-qwen haystack build demo test test-release test-asan fuzz fuzz-long bench clean
 
 all: build
 
@@ -24,6 +24,11 @@ model:
 # it for test_qwen_logits_slow (run by test-release; test-asan leaves the slow label out)
 model-qwen:
 	bash scripts/get-model-qwen.sh
+
+# the natural-text haystack of `longctx eval suite`: Django 5.1.4's documentation (its 10.7 MB
+# source distribution from PyPI) into data/haystack/
+haystack:
+	bash scripts/get-haystack.sh
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
@@ -49,7 +54,7 @@ fuzz:
 fuzz-long:
 	bash scripts/run-fuzz.sh --long $(FUZZ_LONG_SECONDS)
 
-test: deps model model-qwen fuzz test-asan test-release
+test: deps model model-qwen haystack fuzz test-asan test-release
 
 bench: build model
 	./$(BUILD)/longctx bench -m $(MODEL) --compare-llamacpp

@@ -18,6 +18,7 @@ int cmd_run(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_eval_suite(int argc, char **argv); /* `longctx eval suite` (cmd_eval_suite.c) */
 int cmd_bench(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 

@@ -6,7 +6,7 @@
  * the same queries and keys (lc_eval_attn_fidelity); `longctx eval ppl`: perplexity of a long
  * text against context length (teacher-forced scoring, lc_context_score).
  */
-#include "gen.h"
+#include "eval_common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +14,9 @@
 #include <string.h>
 
 static void help(void) {
-    printf("usage: longctx eval passkey -m FILE --len N[,N...] [--depths D,D,...] [--trials K]\n"
+    printf("usage: longctx eval suite -m FILE [--tasks LIST] [--len N[,N...]] [--quick] ...\n"
+           "                            (natural-text long-context tasks: longctx eval suite --help)\n"
+           "       longctx eval passkey -m FILE --len N[,N...] [--depths D,D,...] [--trials K]\n"
            "                            [--chat] [--out FILE.tsv] [options]\n"
            "       longctx eval fidelity -m FILE -f TEXT --len N[,N...] [--mass-k K] [--rows R]\n"
            "                            [--attn METHOD] [--preset NAME] [--hip-NAME=VALUE]\n"
@@ -81,58 +83,10 @@ static bool parse_list(const char *opt, const char *s, double lo, double hi, dou
     return ok;
 }
 
-typedef struct tokbuf {
-    int32_t *ids;
-    size_t   n, cap;
-} tokbuf;
-
-static bool tb_push(tokbuf *b, const int32_t *ids, size_t n) {
-    if (n == 0) return true; /* ids may be NULL (an empty chat prefix): memcpy must not see it */
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->n + n) cap *= 2;
-        int32_t *p = realloc(b->ids, cap * sizeof *p);
-        if (!p) return false;
-        b->ids = p;
-        b->cap = cap;
-    }
-    memcpy(b->ids + b->n, ids, n * sizeof *ids);
-    b->n += n;
-    return true;
-}
-
 static int encode(const lc_tokenizer *t, const char *s, bool special, int32_t **ids, size_t *n) {
     int st = lc_tokenizer_encode(t, s, strlen(s), false, special, ids, n);
     if (st != LC_OK) cli_fail("eval", "tokenizing", st);
     return st;
-}
-
-/* Bytes [a, b) of a formatted chat, with the message text in it (spans) as plain text and the
- * template's markers as special tokens. */
-static int encode_part(const lc_tokenizer *t, const char *text, size_t a, size_t b,
-                       const lc_text_span *spans, size_t n_spans, int32_t **ids, size_t *n) {
-    lc_text_span *part = malloc((n_spans ? n_spans : 1) * sizeof *part);
-    if (!part) {
-        fprintf(stderr, "longctx eval: out of memory\n");
-        return LC_ERR_NOMEM;
-    }
-    size_t np = 0;
-    for (size_t i = 0; i < n_spans; i++) {
-        size_t s0 = spans[i].start > a ? spans[i].start : a;
-        size_t s1 = spans[i].start + spans[i].len < b ? spans[i].start + spans[i].len : b;
-        if (s1 > s0) part[np++] = (lc_text_span){s0 - a, s1 - s0};
-    }
-    int st = lc_tokenizer_encode_spans(t, text + a, b - a, false, part, np, ids, n);
-    free(part);
-    if (st != LC_OK) cli_fail("eval", "tokenizing", st);
-    return st;
-}
-
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
 }
 
 static void fidelity_progress(int64_t done, int64_t total, void *user) {
@@ -426,14 +380,14 @@ static void make_trial(eval_task task, bool chat, uint64_t *rng, trial_text *t) 
     memset(t, 0, sizeof *t);
     char num[MAX_NEEDLES][16];
     for (int k = 0; k < MAX_NEEDLES; k++)
-        snprintf(num[k], sizeof num[k], "%07u", (unsigned)(rng_next(rng) % 9000000u + 1000000u));
+        snprintf(num[k], sizeof num[k], "%07u", (unsigned)(eval_rng_next(rng) % 9000000u + 1000000u));
     const size_t nw = sizeof k_words / sizeof k_words[0];
     const char  *word[MAX_NEEDLES];
-    const size_t w0 = (size_t)(rng_next(rng) % nw);
+    const size_t w0 = (size_t)(eval_rng_next(rng) % nw);
     for (int k = 0; k < MAX_NEEDLES; k++) word[k] = k_words[(w0 + 3 * (size_t)k) % nw];
     switch (task) {
     case T_PASSKEY:
-        snprintf(num[0], sizeof num[0], "%05u", (unsigned)(rng_next(rng) % 90000u + 10000u));
+        snprintf(num[0], sizeof num[0], "%05u", (unsigned)(eval_rng_next(rng) % 90000u + 10000u));
         t->n_needles = t->n_expect = 1;
         snprintf(t->needle[0], sizeof t->needle[0],
                  " The pass key is %s. Remember it. %s is the pass key.", num[0], num[0]);
@@ -452,7 +406,7 @@ static void make_trial(eval_task task, bool chat, uint64_t *rng, trial_text *t) 
                      " One of the special magic numbers for %s is: %s.", word[k], num[k]);
         {
             /* ask for one of the keys (the first for niah) */
-            const int q = task == T_NIAH ? 0 : (int)(rng_next(rng) % MAX_NEEDLES);
+            const int q = task == T_NIAH ? 0 : (int)(eval_rng_next(rng) % MAX_NEEDLES);
             snprintf(t->question, sizeof t->question,
                      chat ? "\nWhat is the special magic number for %s mentioned in the provided "
                             "text? Answer with the number only."
@@ -482,7 +436,7 @@ static void make_trial(eval_task task, bool chat, uint64_t *rng, trial_text *t) 
         /* a chain of 4 variables: VAR A = num, VAR B = VAR A, ... */
         char var[MAX_NEEDLES][8];
         for (int k = 0; k < MAX_NEEDLES; k++) {
-            for (int c = 0; c < 5; c++) var[k][c] = (char)('A' + rng_next(rng) % 26);
+            for (int c = 0; c < 5; c++) var[k][c] = (char)('A' + eval_rng_next(rng) % 26);
             var[k][5] = 0;
             snprintf(t->expect[k], sizeof t->expect[k], "%s", var[k]);
         }
@@ -523,8 +477,9 @@ int cmd_eval(int argc, char **argv) {
     }
     if (strcmp(argv[1], "fidelity") == 0) return eval_fidelity(argc, argv);
     if (strcmp(argv[1], "ppl") == 0) return eval_ppl(argc, argv);
+    if (strcmp(argv[1], "suite") == 0) return cmd_eval_suite(argc, argv);
     if (strcmp(argv[1], "passkey") != 0) {
-        fprintf(stderr, "longctx eval: unknown task '%s' (known: passkey, fidelity, ppl)\n",
+        fprintf(stderr, "longctx eval: unknown task '%s' (known: suite, passkey, fidelity, ppl)\n",
                 argv[1]);
         return CLI_USAGE;
     }
@@ -599,30 +554,9 @@ int cmd_eval(int argc, char **argv) {
                         "important information there.\n";
     const char *filler = " The grass is green. The sky is blue. The sun is yellow. Here we go. "
                          "There and back again.";
-    /* chat: the prompt is wrapped as a user turn; split the formatted text around a marker */
-    if (chat) {
-        /* message text (the default system prompt) is plain text, as in lc_model_chat_tokenize */
-        char           *formatted = NULL;
-        lc_text_span   *spans     = NULL;
-        size_t          n_spans   = 0;
-        lc_chat_message msg       = {"user", "\x01"};
-        int st = lc_model_chat_format_spans(m, o.chat_template, &msg, 1, true, &formatted, &spans,
-                                            &n_spans);
-        if (st != LC_OK) {
-            cli_fail("eval", "--chat", st);
-            goto done;
-        }
-        const size_t flen = strlen(formatted);
-        const size_t mark = (size_t)(strchr(formatted, '\x01') - formatted);
-        if (encode_part(tok, formatted, 0, mark, spans, n_spans, &t_pre, &n_pre) ||
-            encode_part(tok, formatted, mark + 1, flen, spans, n_spans, &t_post, &n_post)) {
-            free(spans);
-            free(formatted);
-            goto done;
-        }
-        free(spans);
-        free(formatted);
-    }
+    /* chat: the prompt is wrapped as a user turn, assembled between the template's ids */
+    if (chat && eval_chat_split("eval", m, o.chat_template, &t_pre, &n_pre, &t_post, &n_post))
+        goto done;
     if (encode(tok, intro, false, &t_intro, &n_intro) || encode(tok, filler, false, &t_fill, &n_fill))
         goto done;
     if (out_path && !(out = fopen(out_path, "w"))) {

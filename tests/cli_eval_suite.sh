@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# cli_eval_suite.sh — `longctx eval suite` (issue 21, part 2) on the CPU with SmolLM2: the
+# --quick run (every task at 4K, 3 trials) completes and writes a coherent summary, trial table
+# and Markdown table; every prompt is exactly --len tokens, holds each expected answer, and the
+# span reported as the answer's sentence (what --trace follows) does hold the answer; bad input
+# (a missing or too short haystack, a qa document without settings, bad --len / --tasks) gets a
+# one-line error naming what and where and a non-zero exit.
+# Usage: cli_eval_suite.sh PATH/TO/longctx
+set -u
+BIN="$1"
+MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
+HAY="data/haystack/django-docs.txt"
+QA="data/haystack/django-settings.txt"
+for f in "$MODEL" "$HAY" "$QA"; do
+    if [ ! -f "$f" ]; then
+        echo "$f not found (make model haystack)"
+        [ "${LC_REQUIRE_MODEL:-0}" = 1 ] && exit 1
+        exit 77
+    fi
+done
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect CODE PATTERN -- command...: exit code CODE and stderr matching PATTERN, one line
+expect() {
+    local code="$1" pattern="$2"
+    shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+    local rc=$?
+    local lines
+    lines=$(grep -v -e "^loading " -e "warning" "$TMP/err" | wc -l)
+    if [ "$rc" -eq "$code" ] && grep -Eq -- "$pattern" "$TMP/err" && [ "$lines" -le 2 ]; then
+        ok
+    else
+        bad "$* -> exit $rc (want $code), stderr:"
+        sed 's/^/    /' "$TMP/err" >&2
+    fi
+}
+
+# ---- bad input ----
+expect 1 "/nonexistent/hay.txt" -- "$BIN" eval suite -m "$MODEL" --haystack /nonexistent/hay.txt
+expect 2 "--len 100: out of range" -- "$BIN" eval suite -m "$MODEL" --len 100
+expect 2 "--len 'abc'" -- "$BIN" eval suite -m "$MODEL" --len abc
+expect 2 "unknown task 'bogus'" -- "$BIN" eval suite -m "$MODEL" --tasks fact,bogus
+head -c 20000 "$HAY" >"$TMP/short.txt"
+expect 1 "short.txt has [0-9]+ tokens, fewer than --len 8192" -- \
+    "$BIN" eval suite -m "$MODEL" --haystack "$TMP/short.txt" --tasks fact --len 8K
+grep -v "^Default: " "$TMP/short.txt" >"$TMP/nodefaults.txt"
+expect 1 "nodefaults.txt: no setting" -- \
+    "$BIN" eval suite -m "$MODEL" --qa-doc "$TMP/nodefaults.txt" --tasks qa
+
+# ---- the quick run ----
+if "$BIN" eval suite -m "$MODEL" --quick --out "$TMP/q" --dump-prompts "$TMP/prompts.tsv" \
+        >"$TMP/out" 2>"$TMP/err"; then
+    ok
+else
+    bad "eval suite --quick failed:"
+    tail -n 20 "$TMP/err" >&2
+fi
+python3 - "$TMP" <<'PY'
+import csv, sys
+tmp = sys.argv[1]
+tasks = ["fact", "multikey", "multivalue", "twohop", "aggregate", "qa"]
+errors = []
+summ = list(csv.DictReader(open(tmp + "/q.tsv"), delimiter="\t"))
+if [r["task"] for r in summ] != tasks:
+    errors.append(f"summary tasks {[r['task'] for r in summ]}")
+for r in summ:
+    m, lo, hi = float(r["mean"]), float(r["ci_lo"]), float(r["ci_hi"])
+    if r["len"] != "4096" or r["trials"] != "3" or not (0 <= lo <= m <= hi <= 1):
+        errors.append(f"summary row {r}")
+trials = list(csv.DictReader(open(tmp + "/q-trials.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
+if len(trials) != 18:
+    errors.append(f"{len(trials)} trial rows, want 18")
+for t in trials:
+    if t["n_prompt"] != "4096" or not 0 <= float(t["depth"]) <= 1 or not 0 <= float(t["score"]) <= 1:
+        errors.append(f"trial row {t}")
+# the summary's means are the trials' means
+for r in summ:
+    sc = [float(t["score"]) for t in trials if t["task"] == r["task"]]
+    if sc and abs(sum(sc) / len(sc) - float(r["mean"])) > 1e-3:
+        errors.append(f"{r['task']}: mean {r['mean']} != trials' {sum(sc) / len(sc)}")
+# depths are spread: trial i of 3 lands in [i/3, (i+1)/3) up to paragraph snapping
+md = open(tmp + "/q.md").read()
+if "| task | 4K |" not in md or md.count("(n=3)") != 6:
+    errors.append("markdown table:\n" + md)
+dumps = [l.rstrip("\n").split("\t") for l in open(tmp + "/prompts.tsv")]
+if len(dumps) != 18:
+    errors.append(f"{len(dumps)} prompts dumped, want 18")
+for task, ln, tr, expect, key, prompt in dumps:
+    for e in expect.split("|"):
+        if e not in prompt:
+            errors.append(f"{task} trial {tr}: '{e}' not in the prompt")
+    first = expect.split("|")[0]
+    if task != "aggregate" and first not in key:
+        errors.append(f"{task} trial {tr}: the answer's span '{key}' lacks '{first}'")
+    if task == "aggregate" and expect.split("|")[0] not in key:
+        errors.append(f"aggregate trial {tr}: span '{key}' is not a sighting of the top bird")
+    if "Question:" not in prompt[-600:]:
+        errors.append(f"{task} trial {tr}: no question at the end")
+    if task == "qa" and prompt.count(first) != 1:
+        errors.append(f"qa trial {tr}: the changed value '{first}' appears {prompt.count(first)} times")
+for e in errors:
+    print("FAIL:", e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
+if [ $? -eq 0 ]; then ok; else bad "the files of the quick run (above)"; fi
+grep -q "^fact .* 4K .* 3 " "$TMP/out" && ok || bad "no fact row on stdout: $(cat "$TMP/out")"
+
+echo "cli_eval_suite: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,32 @@
+/*
+ * eval_common.h — pieces shared by the evaluation commands (cmd_eval.c: passkey, fidelity,
+ * ppl; cmd_eval_suite.c: the natural-text suite): a growable token buffer, the xorshift
+ * generator the trials draw from, and a chat prompt split around the user's text so that a
+ * prompt can be assembled from token ids.
+ */
+#ifndef LC_EVAL_COMMON_H
+#define LC_EVAL_COMMON_H
+
+#include "gen.h"
+
+typedef struct tokbuf {
+    int32_t *ids;
+    size_t   n, cap;
+} tokbuf;
+
+/* Append n ids (ids may be NULL when n is 0). false: out of memory. */
+bool tb_push(tokbuf *b, const int32_t *ids, size_t n);
+
+/* xorshift64; *s must not be 0 */
+uint64_t eval_rng_next(uint64_t *s);
+/* uniform in [0, 1) */
+double eval_rng_unit(uint64_t *s);
+
+/* The model's chat template (tmpl, or the model's own when LC_CHAT_NONE) around one user
+ * message, as the ids before and after the message text: the template's markers as special
+ * tokens, its other text (e.g. a default system prompt) as plain text. *pre and *post are
+ * malloc'd (NULL when empty). Prints the failure and returns its status. */
+int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl, int32_t **pre,
+                    size_t *n_pre, int32_t **post, size_t *n_post);
+
+#endif
