@@ -577,6 +577,14 @@ typedef struct lc_attn_fidelity {
     int32_t rows;       /* rows probed */
     bool    sparse;     /* false: this layer read every key (a dense layer, or a context the
                            budgets cover) */
+    /* a followed span of tokens [span_begin, span_end) (e.g. the sentence holding an answer),
+     * means over probed rows and query heads; 0 without a span: */
+    double  span_mass;      /* the true attention mass on the span's keys */
+    double  span_mass_read; /* the part of span_mass on span keys the method reads */
+    double  span_read;      /* the share of the span's keys the method reads */
+    int32_t n_stages;       /* InfiniteHiP: its stages (0 for the other methods), and */
+    double  span_stage_read[LC_HIP_MAX_STAGES]; /* the share of the span's keys each stage's
+                                                   output keeps */
 } lc_attn_fidelity;
 
 struct lc_context_params;
@@ -584,11 +592,13 @@ struct lc_context_params;
  * chunk of their own), and at that last chunk run the sparse method p->attn (with its settings
  * from p; not dense) on the same queries and paged keys of every layer: out[layer] compares it
  * with dense attention. The true attention probabilities are computed in double on the host
- * (keys rotated at their true positions). out: n_layer entries. */
+ * (keys rotated at their true positions). span_begin < span_end: also follow the tokens
+ * [span_begin, span_end) (the span_* fields; a needle diagnostic); span_end <= span_begin:
+ * none. out: n_layer entries. */
 int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
                           const struct lc_context_params *p, int32_t top_k, int32_t n_rows,
-                          int32_t n_batch, lc_progress_fn progress, void *user,
-                          lc_attn_fidelity *out);
+                          int32_t n_batch, int64_t span_begin, int64_t span_end,
+                          lc_progress_fn progress, void *user, lc_attn_fidelity *out);
 
 /* ---- engine: a context advances a set of sequences ------------------------------------- */
 

@@ -53,17 +53,20 @@ grep -v "^Default: " "$TMP/short.txt" >"$TMP/nodefaults.txt"
 expect 1 "nodefaults.txt: no setting" -- \
     "$BIN" eval suite -m "$MODEL" --qa-doc "$TMP/nodefaults.txt" --tasks qa
 
-# ---- the quick run ----
-if "$BIN" eval suite -m "$MODEL" --quick --out "$TMP/q" --dump-prompts "$TMP/prompts.tsv" \
-        >"$TMP/out" 2>"$TMP/err"; then
+# ---- the quick run (at 2K under ASan, whose forward is ~5x slower: same code paths) ----
+LEN=4096
+grep -q __asan_init "$BIN" 2>/dev/null && LEN=2048
+if "$BIN" eval suite -m "$MODEL" --quick --len "$LEN" --out "$TMP/q" \
+        --dump-prompts "$TMP/prompts.tsv" >"$TMP/out" 2>"$TMP/err"; then
     ok
 else
     bad "eval suite --quick failed:"
     tail -n 20 "$TMP/err" >&2
 fi
-python3 - "$TMP" <<'PY'
+python3 - "$TMP" "$LEN" <<'PY'
 import csv, sys
-tmp = sys.argv[1]
+tmp, LEN = sys.argv[1], sys.argv[2]
+LABEL = {"4096": "4K", "2048": "2K"}[LEN]
 tasks = ["fact", "multikey", "multivalue", "twohop", "aggregate", "qa"]
 errors = []
 summ = list(csv.DictReader(open(tmp + "/q.tsv"), delimiter="\t"))
@@ -71,13 +74,13 @@ if [r["task"] for r in summ] != tasks:
     errors.append(f"summary tasks {[r['task'] for r in summ]}")
 for r in summ:
     m, lo, hi = float(r["mean"]), float(r["ci_lo"]), float(r["ci_hi"])
-    if r["len"] != "4096" or r["trials"] != "3" or not (0 <= lo <= m <= hi <= 1):
+    if r["len"] != LEN or r["trials"] != "3" or not (0 <= lo <= m <= hi <= 1):
         errors.append(f"summary row {r}")
 trials = list(csv.DictReader(open(tmp + "/q-trials.tsv"), delimiter="\t", quoting=csv.QUOTE_NONE))
 if len(trials) != 18:
     errors.append(f"{len(trials)} trial rows, want 18")
 for t in trials:
-    if t["n_prompt"] != "4096" or not 0 <= float(t["depth"]) <= 1 or not 0 <= float(t["score"]) <= 1:
+    if t["n_prompt"] != LEN or not 0 <= float(t["depth"]) <= 1 or not 0 <= float(t["score"]) <= 1:
         errors.append(f"trial row {t}")
 # the summary's means are the trials' means
 for r in summ:
@@ -86,7 +89,7 @@ for r in summ:
         errors.append(f"{r['task']}: mean {r['mean']} != trials' {sum(sc) / len(sc)}")
 # depths are spread: trial i of 3 lands in [i/3, (i+1)/3) up to paragraph snapping
 md = open(tmp + "/q.md").read()
-if "| task | 4K |" not in md or md.count("(n=3)") != 6:
+if f"| task | {LABEL} |" not in md or md.count("(n=3)") != 6:
     errors.append("markdown table:\n" + md)
 dumps = [l.rstrip("\n").split("\t") for l in open(tmp + "/prompts.tsv")]
 if len(dumps) != 18:
@@ -109,7 +112,44 @@ for e in errors:
 sys.exit(1 if errors else 0)
 PY
 if [ $? -eq 0 ]; then ok; else bad "the files of the quick run (above)"; fi
-grep -q "^fact .* 4K .* 3 " "$TMP/out" && ok || bad "no fact row on stdout: $(cat "$TMP/out")"
+grep -Eq "^fact +[24]K +3 " "$TMP/out" && ok || bad "no fact row on stdout: $(cat "$TMP/out")"
+
+# ---- --trace: the answer's sentence followed through a sparse method, layer by layer ----
+if "$BIN" eval suite -m "$MODEL" --tasks fact --len 2K --trials 1 --attn infinitehip \
+        --hip-chunks=64,16,4 --hip-k=512,256,128 --hip-stream=128 --hip-sink=16 \
+        --hip-first-layers=1 --hip-first-k=256 --trace --out "$TMP/t" >"$TMP/out" 2>"$TMP/err"; then
+    ok
+else
+    bad "eval suite --trace failed:"
+    tail -n 20 "$TMP/err" >&2
+fi
+python3 - "$TMP/t-trace.tsv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+errors = []
+if len(rows) != 30:  # SmolLM2-135M has 30 layers
+    errors.append(f"{len(rows)} trace rows, want 30")
+for r in rows:
+    m, mr, sr, rc = (float(r[k]) for k in ("span_mass", "span_mass_read", "span_read", "recall"))
+    if not (0 <= mr <= m * (1 + 1e-9) + 1e-12 <= 1 + 1e-9 and 0 <= sr <= 1 and 0 <= rc <= 1 + 1e-9):
+        errors.append(f"row out of range: {r}")
+    if sr == 0 and mr != 0 or sr == 1 and abs(mr - m) > 1e-9 * max(m, 1e-30):
+        errors.append(f"tokens read and mass read disagree: {r}")
+    if m <= 0:
+        errors.append(f"no attention mass on the answer's sentence: {r}")
+    # InfiniteHiP's stages refine one another: each keeps a part of what the one before kept,
+    # and the keys read are the last stage's plus the sink and the window
+    st = [float(r[f"stage{i}_read"]) for i in (1, 2, 3)]
+    if r["stage4_read"] != "" or not (1 >= st[0] >= st[1] - 1e-9 >= st[2] - 2e-9 >= -2e-9) \
+            or sr < st[2] - 1e-9:
+        errors.append(f"stage shares out of order: {r}")
+if not any(r["sparse"] == "1" and float(r["span_read"]) < 1 for r in rows):
+    errors.append("no sparse layer left part of the sentence out (the settings are meant to)")
+for e in errors:
+    print("FAIL:", e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
+if [ $? -eq 0 ]; then ok; else bad "the trace of --trace (above)"; fi
 
 echo "cli_eval_suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -175,7 +175,7 @@ static int eval_fidelity(int argc, char **argv) {
         cli_progress pr;
         cli_progress_begin(&pr, "prefill");
         st = lc_eval_attn_fidelity(m, ids, len, &mp, (int32_t)top_k, (int32_t)rows,
-                                   (int32_t)o.n_batch, fidelity_progress, &pr, res);
+                                   (int32_t)o.n_batch, 0, 0, fidelity_progress, &pr, res);
         cli_progress_end(&pr);
         if (st != LC_OK) {
             cli_fail("eval", "fidelity", st);

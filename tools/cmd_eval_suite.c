@@ -71,8 +71,14 @@ static void suite_help(void) {
            "  --dump-prompts FILE  write each trial's prompt as text, one line per trial:\n"
            "                     task, length, trial, the expected strings (joined by |), the\n"
            "                     sentence holding the answer, the prompt (tab-separated, escaped)\n"
-           "  --trace            (infinitehip) per layer and stage, how many tokens of the\n"
-           "                     sentence holding the answer the selection keeps (stderr)\n"
+           "  --trace            follow the sentence holding the answer (sparse methods): after\n"
+           "                     each trial, run its prompt again densely with the method probed\n"
+           "                     on the last 16 rows of every layer and print the true attention\n"
+           "                     mass on the sentence, the part of it the method reads and the\n"
+           "                     share of its tokens read (stderr; PREFIX-trace.tsv with --out);\n"
+           "                     InfiniteHiP also gives the share of them each stage keeps for\n"
+           "                     those rows and prints, per layer and stage, how many of them\n"
+           "                     each decode step's and prefill block's stages keep\n"
            "  -v, --verbose      print each trial's answer (stderr)\n"
            "\n%s",
            SUITE_DEFAULT_HAYSTACK, SUITE_DEFAULT_QA_DOC, gen_opts_help());
@@ -749,6 +755,65 @@ typedef struct cell {
 
 #define MAX_LENS 16
 
+static void trace_progress(int64_t done, int64_t total, void *user) {
+    cli_progress_update(user, done, total, "tokens");
+}
+
+/* --trace: the trial's prompt again, densely, with the method probed on the last rows (the
+ * question and the template after it) of every layer: the true attention mass on the answer's
+ * sentence, the part of it the method reads, and the share of its tokens read (stderr, and
+ * PREFIX-trace.tsv with --out). */
+static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int64_t key_at,
+                       int64_t key_len, const char *task, long long len, long long trial,
+                       FILE *f) {
+    lc_model_info info;
+    lc_model_get_info(m, &info);
+    lc_attn_fidelity *res = calloc((size_t)info.n_layer, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "longctx eval suite: out of memory\n");
+        return CLI_ERR;
+    }
+    lc_context_params cp = lc_context_default_params();
+    gen_context_attn(o, &cp);
+    const int32_t rows = 16; /* the question's last tokens and the template's */
+    cli_progress  pr;
+    cli_progress_begin(&pr, "trace: dense pass with the method probed");
+    int st = lc_eval_attn_fidelity(m, prompt->ids, (int64_t)prompt->n, &cp, 2048, rows,
+                                   (int32_t)o->n_batch, key_at, key_at + key_len, trace_progress,
+                                   &pr, res);
+    cli_progress_end(&pr);
+    if (st != LC_OK) {
+        cli_fail("eval suite", "--trace", st);
+        free(res);
+        return CLI_ERR;
+    }
+    fprintf(stderr, "trace: %s %lld trial %lld, answer tokens [%lld, %lld), last %d rows: per "
+            "layer the true attention mass on them, the part the method reads, their share "
+            "read, top-2048 recall\n", task, len, trial, (long long)key_at,
+            (long long)(key_at + key_len), rows);
+    for (int32_t l = 0; l < info.n_layer; l++) {
+        const lc_attn_fidelity *r = &res[l];
+        char stages[96] = "";
+        for (int32_t i = 0, at = 0; i < r->n_stages && at < (int)sizeof stages; i++)
+            at += snprintf(stages + at, sizeof stages - (size_t)at, " s%d %5.1f%%", i + 1,
+                           100 * r->span_stage_read[i]);
+        fprintf(stderr, "trace: layer %2d %s mass %.4f read %.4f (%5.1f%%) tokens read %5.1f%% "
+                "recall %.3f%s\n", l, r->sparse ? "sparse" : "dense ", r->span_mass,
+                r->span_mass_read, r->span_mass > 0 ? 100 * r->span_mass_read / r->span_mass : 0,
+                100 * r->span_read, r->recall, stages);
+        if (f) {
+            fprintf(f, "%s\t%lld\t%lld\t%d\t%d\t%.6g\t%.6g\t%.4f\t%.4f", task, len, trial, l,
+                    r->sparse, r->span_mass, r->span_mass_read, r->span_read, r->recall);
+            for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++)
+                fprintf(f, i < r->n_stages ? "\t%.4f" : "\t", r->span_stage_read[i]);
+            fputc('\n', f);
+        }
+    }
+    if (f) fflush(f);
+    free(res);
+    return CLI_OK;
+}
+
 int cmd_eval_suite(int argc, char **argv) {
     gen_opts o;
     gen_opts_default(&o);
@@ -835,7 +900,7 @@ int cmd_eval_suite(int argc, char **argv) {
     int            n_qi = 0;
     builder        bd   = {0};
     tokbuf         prompt = {0}, doc = {0};
-    FILE          *f_sum = NULL, *f_tr = NULL, *f_md = NULL, *f_dump = NULL;
+    FILE          *f_sum = NULL, *f_tr = NULL, *f_md = NULL, *f_dump = NULL, *f_trace = NULL;
     cell           cells[S_N_TASKS][MAX_LENS];
     memset(cells, 0, sizeof cells);
     char *path = NULL;
@@ -924,6 +989,14 @@ int cmd_eval_suite(int argc, char **argv) {
         if (!(f_tr = fopen(path, "w"))) goto cannot_write;
         snprintf(path, pl, "%s.md", out_prefix);
         if (!(f_md = fopen(path, "w"))) goto cannot_write;
+        if (trace && o.attn != LC_ATTN_DENSE) {
+            snprintf(path, pl, "%s-trace.tsv", out_prefix);
+            if (!(f_trace = fopen(path, "w"))) goto cannot_write;
+            fprintf(f_trace, "task\tlen\ttrial\tlayer\tsparse\tspan_mass\tspan_mass_read\t"
+                    "span_read\trecall");
+            for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++) fprintf(f_trace, "\tstage%d_read", i + 1);
+            fputc('\n', f_trace);
+        }
         fprintf(f_sum, "model\tmethod\ttask\tlen\ttrials\tmean\tci_lo\tci_hi\n");
         fprintf(f_tr, "task\tlen\ttrial\tdepth\tn_prompt\tscore\tanswer\n");
     }
@@ -1010,6 +1083,10 @@ int cmd_eval_suite(int argc, char **argv) {
                     fflush(f_tr);
                 }
                 free(res.text);
+                if (trace && o.attn != LC_ATTN_DENSE &&
+                    trace_trial(m, &o, &prompt, key_at, key_len, k_suite_tasks[t], len, ti,
+                                f_trace) != CLI_OK)
+                    goto done;
                 done_tok += len;
                 snprintf(plabel, sizeof plabel, "eval suite: trial %lld/%lld,",
                          (long long)++done_trials, (long long)total_trials);
@@ -1071,6 +1148,7 @@ done:
     if (f_sum) fclose(f_sum);
     if (f_tr) fclose(f_tr);
     if (f_dump) fclose(f_dump);
+    if (f_trace) fclose(f_trace);
     if (f_md && fclose(f_md) != 0) rc = CLI_ERR;
     free(path);
     free(prompt.ids), free(doc.ids);

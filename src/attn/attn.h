@@ -53,6 +53,11 @@ typedef struct lc_hip_last {
     lc_hip_qblock *qb;       /* [n_qb] */
     lc_hip_seg    *sel;      /* [n_qb][n_groups][sel_cap] */
     int32_t       *sel_n;    /* [n_qb][n_groups] */
+    /* InfiniteHiP: every stage's output (stage n_stages - 1 is sel); 0 stages for the others */
+    int32_t        n_stages;
+    int32_t        stage_cap[LC_HIP_MAX_STAGES];
+    lc_hip_seg    *stage_sel[LC_HIP_MAX_STAGES]; /* [n_qb][n_groups][stage_cap[i]] */
+    int32_t       *stage_n[LC_HIP_MAX_STAGES];   /* [n_qb][n_groups] */
 } lc_hip_last;
 int  lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out);
 /* Any method: its last() (LC_ERR_UNSUPPORTED for dense). */

@@ -47,7 +47,7 @@ typedef struct hip_impl {
     int32_t       *d_n[LC_HIP_MAX_STAGES];   /* [qb_cap][n_groups] */
     /* the last forward, for lc_attn_infinitehip_last (evaluation) */
     bool    last_sparse;
-    int32_t last_n_pre, last_sel_cap;
+    int32_t last_n_pre, last_sel_cap, last_layer;
 } hip_impl;
 
 typedef struct hip_state {
@@ -339,6 +339,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             trace_block(h, layer, "prefill", q->pos0 + q->n_rows - 1, segs, ns, 0);
         }
         h->last_sparse  = true;
+        h->last_layer   = layer;
         h->last_n_pre   = n_pre;
         h->last_sel_cap = last_keep;
         aa.max_rows = pre_rows;
@@ -403,6 +404,22 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
     if (st == LC_OK)
         st = h->b->download(h->b, out->sel_n, h->d_n[N - 1],
                             sizeof(int32_t) * (size_t)n * (size_t)h->n_groups);
+    /* every stage's output, to see where a followed span of tokens was dropped */
+    for (int32_t i = 0; i < N && st == LC_OK; i++) {
+        const int32_t c   = keep_of(h, h->last_layer, i);
+        const size_t  ng  = (size_t)n * (size_t)h->n_groups;
+        out->stage_cap[i] = c;
+        out->stage_sel[i] = lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(c > 0 ? c : 1),
+                                      "selection copy");
+        out->stage_n[i]   = lc_malloc(sizeof(int32_t) * ng, "selection copy");
+        out->n_stages     = i + 1;
+        if (!out->stage_sel[i] || !out->stage_n[i]) st = LC_ERR_NOMEM;
+        if (st == LC_OK && c > 0)
+            st = h->b->download(h->b, out->stage_sel[i], h->d_seg[i],
+                                sizeof(lc_hip_seg) * ng * (size_t)c);
+        if (st == LC_OK)
+            st = h->b->download(h->b, out->stage_n[i], h->d_n[i], sizeof(int32_t) * ng);
+    }
     if (st != LC_OK) lc_attn_hip_last_free(out);
     return st;
 }
@@ -410,6 +427,11 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
 void lc_attn_hip_last_free(lc_hip_last *l) {
     free(l->qb), free(l->sel), free(l->sel_n);
     l->qb = NULL, l->sel = NULL, l->sel_n = NULL;
+    for (int32_t i = 0; i < l->n_stages; i++) {
+        free(l->stage_sel[i]), free(l->stage_n[i]);
+        l->stage_sel[i] = NULL, l->stage_n[i] = NULL;
+    }
+    l->n_stages = 0;
 }
 
 static void hip_destroy(lc_attn_method *m) {

@@ -5,7 +5,8 @@
  * tokens a probe attention method also runs the method under test on the same queries and paged KV of
  * every layer, then compares: the selected key set against the true attention probabilities
  * (keys downloaded, rotated at their true positions, softmax in double on the host), and the
- * two outputs.
+ * two outputs; optionally, how much of the true attention mass on a followed span of tokens (a
+ * needle, `longctx eval suite --trace`) the method reads.
  */
 #include "backend/cpu/cpu.h"
 #include "engine/engine.h"
@@ -21,6 +22,7 @@ typedef struct probe_impl {
     lc_attn_method   *method; /* the sparse method under test */
     int64_t           final_end; /* probe the forward whose rows end here */
     int32_t           top_k;
+    int64_t           span_begin, span_end; /* followed tokens; end <= begin: none */
     lc_attn_fidelity *res;
     float            *cos_h, *sin_h; /* the rope table on the host */
 } probe_impl;
@@ -113,9 +115,11 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
         res->out_rel_l2 = nn > 0 ? sqrt(e / nn) : 0;
         res->rows       = R;
         res->sparse     = last.sparse;
-        double recall_sum = 0, keys_sum = 0;
+        double recall_sum = 0, keys_sum = 0, span_sum = 0, span_read_sum = 0, span_tok_sum = 0;
+        double stage_sum[LC_HIP_MAX_STAGES] = {0};
         int    fail       = 0;
-#pragma omp parallel reduction(+ : recall_sum, keys_sum) reduction(| : fail)
+#pragma omp parallel reduction(+ : recall_sum, keys_sum, span_sum, span_read_sum, span_tok_sum, \
+                                   stage_sum[:LC_HIP_MAX_STAGES]) reduction(| : fail)
         {
             double        *p   = malloc(sizeof(double) * (size_t)n_keys);
             double        *pc  = malloc(sizeof(double) * (size_t)n_keys);
@@ -141,6 +145,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 /* the key set the method read for this row */
                 int64_t n_read = nk;
                 for (int64_t t = 0; t < nk; t++) in[t] = 1;
+                int32_t row_block = -1; /* the row's query block in last, if sparse */
                 if (last.sparse) {
                     const lc_hip_qblock *qb = NULL;
                     int32_t              bi = 0;
@@ -151,6 +156,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                             break;
                         }
                     if (qb) {
+                        row_block = bi;
                         const int32_t g = last.n_groups == 1 ? 0 : h / G;
                         const int32_t w0 = qb->win0, ns = last.n_sink < w0 ? last.n_sink : w0;
                         for (int64_t t = 0; t < nk; t++) in[t] = 0;
@@ -177,12 +183,55 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                     if (p[t] == thr) top += p[t], got += in[t] ? p[t] : 0, taken++;
                 recall_sum += top > 0 ? got / top : 1;
                 keys_sum += (double)n_read;
+                /* the followed span: its true mass, the part the method reads, its keys read */
+                const int64_t sa = pi->span_begin > 0 ? pi->span_begin : 0;
+                const int64_t se = pi->span_end < nk ? pi->span_end : nk;
+                if (se > sa) {
+                    double  sm = 0, sr = 0;
+                    int64_t nr = 0;
+                    for (int64_t t = sa; t < se; t++) {
+                        sm += p[t];
+                        if (in[t]) sr += p[t], nr++;
+                    }
+                    span_sum += sm, span_read_sum += sr;
+                    span_tok_sum += (double)nr / (double)(se - sa);
+                    /* the share of the span each stage's output (chunks, without the sink and
+                     * the window) covers; a row read densely: all of it */
+                    for (int32_t i = 0; i < last.n_stages; i++) {
+                        if (row_block < 0) {
+                            stage_sum[i] += 1;
+                            continue;
+                        }
+                        const int32_t g  = last.n_groups == 1 ? 0 : h / G;
+                        const size_t  li = (size_t)row_block * (size_t)last.n_groups + (size_t)g;
+                        const lc_hip_seg *sg  = last.stage_sel[i] + li * (size_t)last.stage_cap[i];
+                        const int32_t     cnt = last.stage_n[i][li];
+                        /* pc is free again: marks over the span (overlapping segments, as
+                         * the first stage's with --hip-overlap, count once) */
+                        for (int64_t t = sa; t < se; t++) pc[t] = 0;
+                        for (int32_t j = 0; j < cnt && j < last.stage_cap[i]; j++) {
+                            const int64_t a = sg[j].start > sa ? sg[j].start : sa;
+                            const int64_t e = (int64_t)sg[j].start + sg[j].len < se
+                                                  ? (int64_t)sg[j].start + sg[j].len : se;
+                            for (int64_t t = a; t < e; t++) pc[t] = 1;
+                        }
+                        int64_t cov = 0;
+                        for (int64_t t = sa; t < se; t++) cov += pc[t] != 0;
+                        stage_sum[i] += (double)cov / (double)(se - sa);
+                    }
+                }
             }
             free(p), free(pc), free(in);
         }
         if (fail) st = LC_ERR_NOMEM;
         res->recall    = recall_sum / ((double)R * n_head);
         res->keys_read = keys_sum / ((double)R * n_head);
+        res->span_mass      = span_sum / ((double)R * n_head);
+        res->span_mass_read = span_read_sum / ((double)R * n_head);
+        res->span_read      = span_tok_sum / ((double)R * n_head);
+        res->n_stages       = last.n_stages;
+        for (int32_t i = 0; i < last.n_stages; i++)
+            res->span_stage_read[i] = stage_sum[i] / ((double)R * n_head);
     }
     lc_attn_hip_last_free(&last);
     free(qh), free(od), free(os), free(kh), free(page);
@@ -211,8 +260,8 @@ static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 
 int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
                           const lc_context_params *p, int32_t top_k, int32_t n_rows,
-                          int32_t n_batch, lc_progress_fn progress, void *user,
-                          lc_attn_fidelity *out) {
+                          int32_t n_batch, int64_t span_begin, int64_t span_end,
+                          lc_progress_fn progress, void *user, lc_attn_fidelity *out) {
     lc_clear_error();
     if (!m || !tokens || !p || !out)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: NULL argument");
@@ -229,7 +278,7 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
         return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: the method under test is dense");
     int st = lc_attn_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;
-    probe_impl pi = {hip, n_tokens, top_k, out, NULL, NULL};
+    probe_impl pi = {hip, n_tokens, top_k, span_begin, span_end, out, NULL, NULL};
     for (int32_t l = 0; l < info.n_layer; l++) memset(&out[l], 0, sizeof out[l]);
     lc_attn_method probe = {.name = "fidelity probe", .impl = &pi, .needs_raw_q = true,
                             .graph_safe = false, .state_create = probe_state_create,
