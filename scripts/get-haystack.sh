@@ -44,9 +44,24 @@ else
     PY=$(command -v python3 || command -v python || true)
     [ -n "$PY" ] || fail "python3 with pip is needed to download Django==$VERSION's sdist from PyPI"
     echo "get-haystack: downloading Django==$VERSION (source distribution, 10.7 MB) from PyPI" >&2
-    if ! "$PY" -m pip download --quiet --no-deps --no-binary :all: --disable-pip-version-check \
-            "django==$VERSION" -d "$tmp" >"$tmp/pip.log" 2>&1 || [ ! -f "$tmp/$SDIST" ]; then
-        fail "django==$VERSION: download failed: $(grep -m1 -E 'ERROR|error' "$tmp/pip.log" || tail -n1 "$tmp/pip.log")"
+    # the file itself through PyPI's JSON API (pip download would build the sdist's metadata);
+    # pip, which follows a configured index or proxy, where that fails
+    if ! "$PY" - "$VERSION" "$tmp/$SDIST" >"$tmp/get.log" 2>&1 <<'PY'
+import json, sys, urllib.request
+ver, dest = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen(f"https://pypi.org/pypi/Django/{ver}/json", timeout=60) as r:
+    meta = json.load(r)
+url = next(u["url"] for u in meta["urls"] if u["packagetype"] == "sdist")
+with urllib.request.urlopen(url, timeout=300) as r, open(dest, "wb") as f:
+    while chunk := r.read(1 << 20):
+        f.write(chunk)
+PY
+    then
+        rm -f "$tmp/$SDIST"
+        if ! "$PY" -m pip download --quiet --no-deps --no-binary :all: --disable-pip-version-check \
+                "django==$VERSION" -d "$tmp" >"$tmp/pip.log" 2>&1 || [ ! -f "$tmp/$SDIST" ]; then
+            fail "django==$VERSION: download failed: $(tail -n1 "$tmp/get.log"); pip: $(grep -m1 -E 'ERROR|error' "$tmp/pip.log" || tail -n1 "$tmp/pip.log")"
+        fi
     fi
 fi
 echo "$SDIST_SHA256  $tmp/$SDIST" | sha256sum -c --status ||
