@@ -189,8 +189,9 @@ static const char *const k_last[] = {
     "Novak",    "Ferreira",  "Osei",    "Larsen",  "Castillo", "Weber",   "Petrov",
     "Nakamura", "Sullivan",  "Rossi",   "Mbeki",   "Andersen", "Kaplan",  "Duarte",
     "Virtanen", "Whitlock",  "Szabo",   "Abbasi",  "Holloway", "Esposito", "Grieve"};
+/* plain ASCII names: an answer that drops a diacritic must not be scored wrong */
 static const char *const k_city[] = {
-    "Lisbon",  "Tallinn",  "Valparaiso", "Kraków",    "Nairobi",  "Edinburgh", "Porto",
+    "Lisbon",  "Tallinn",  "Valparaiso", "Lyon",       "Nairobi",  "Edinburgh", "Porto",
     "Hobart",  "Bergen",   "Montevideo", "Ljubljana", "Halifax",  "Marseille", "Tbilisi",
     "Trieste", "Winnipeg", "Cork",       "Ghent",     "Bratislava", "Dunedin", "Salzburg",
     "Antwerp", "Vilnius",  "Galway",     "Quito",     "Aarhus",   "Zagreb",    "Bologna"};
