@@ -50,6 +50,8 @@ head -c 20000 "$HAY" >"$TMP/short.txt"
 expect 1 "short.txt has [0-9]+ tokens, fewer than --len 8192" -- \
     "$BIN" eval suite -m "$MODEL" --haystack "$TMP/short.txt" --tasks fact --len 8K
 grep -v "^Default: " "$TMP/short.txt" >"$TMP/nodefaults.txt"
+expect 1 "no recognised chat template.*--no-chat" -- \
+    "$BIN" eval suite -m tests/fixtures/tiny/qwen2.gguf --tasks fact --len 1K
 expect 1 "nodefaults.txt: no setting" -- \
     "$BIN" eval suite -m "$MODEL" --qa-doc "$TMP/nodefaults.txt" --tasks qa
 

@@ -555,7 +555,8 @@ int cmd_eval(int argc, char **argv) {
     const char *filler = " The grass is green. The sky is blue. The sun is yellow. Here we go. "
                          "There and back again.";
     /* chat: the prompt is wrapped as a user turn, assembled between the template's ids */
-    if (chat && eval_chat_split("eval", m, o.chat_template, &t_pre, &n_pre, &t_post, &n_post))
+    if (chat && eval_chat_split("eval", m, o.chat_template, "leave out --chat", &t_pre, &n_pre,
+                                &t_post, &n_post))
         goto done;
     if (encode(tok, intro, false, &t_intro, &n_intro) || encode(tok, filler, false, &t_fill, &n_fill))
         goto done;

@@ -37,69 +37,71 @@ typedef enum suite_task {
     S_N_TASKS
 } suite_task;
 
-static const char *const k_suite_tasks[S_N_TASKS] = {"fact",      "multikey",  "multivalue",
-                                                     "twohop",    "aggregate", "qa"};
+static const char *const k_suite_tasks[S_N_TASKS] = {"fact",   "multikey",  "multivalue",
+                                                     "twohop", "aggregate", "qa"};
 
 static void suite_help(void) {
-    printf("usage: longctx eval suite -m FILE [--tasks LIST] [--len N[,N...]] [--trials K]\n"
-           "                          [--quick] [--out PREFIX] [--haystack FILE] [--qa-doc FILE]\n"
-           "                          [--no-chat] [--dump-prompts FILE] [--trace] [-v] [options]\n"
-           "\n"
-           "Long-context quality on natural text: facts stated once inside real documentation,\n"
-           "asked back in plain words through the model's chat template.\n"
-           "\n"
-           "  --tasks LIST       comma-separated, default all:\n"
-           "                       fact        one fact about a person, asked back\n"
-           "                       multikey    four facts of one kind about four people, one asked\n"
-           "                       multivalue  four cities one person lived in, all asked (score =\n"
-           "                                   the share named)\n"
-           "                       twohop      a project's leader, the leader's city (plus a\n"
-           "                                   distractor chain): which city?\n"
-           "                       aggregate   23 bird sightings spread over the text: the three\n"
-           "                                   birds seen most often (score = F1 of the birds named)\n"
-           "                       qa          the default value of a setting in Django's settings\n"
-           "                                   reference, changed in the document so that it\n"
-           "                                   cannot be remembered\n"
-           "  --len LIST         prompt lengths in tokens, K = 1024, M = 1048576 (default 4K)\n"
-           "  --trials K         trials per task and length (default 20 up to 128K, 10 beyond)\n"
-           "  --quick            a smoke run: 4K tokens, 3 trials per task\n"
-           "  --out PREFIX       write PREFIX.tsv, PREFIX-trials.tsv and PREFIX.md\n"
-           "  --haystack FILE    the text the facts are hidden in (default %s,\n"
-           "                     installed by `make haystack`)\n"
-           "  --qa-doc FILE      the settings reference of the qa task (default %s)\n"
-           "  --no-chat          plain completion prompts (for base models without a template)\n"
-           "  --dump-prompts FILE  write each trial's prompt as text, one line per trial:\n"
-           "                     task, length, trial, the expected strings (joined by |), the\n"
-           "                     sentence holding the answer, the prompt (tab-separated, escaped)\n"
-           "  --trace            follow the sentence holding the answer (sparse methods): after\n"
-           "                     each trial, run its prompt again densely with the method probed\n"
-           "                     on the last 16 rows of every layer and print the true attention\n"
-           "                     mass on the sentence, the part of it the method reads and the\n"
-           "                     share of its tokens read (stderr; PREFIX-trace.tsv with --out);\n"
-           "                     InfiniteHiP also gives the share of them each stage keeps for\n"
-           "                     those rows and prints, per layer and stage, how many of them\n"
-           "                     each decode step's and prefill block's stages keep\n"
-           "  -v, --verbose      print each trial's answer (stderr)\n"
-           "\n%s",
-           SUITE_DEFAULT_HAYSTACK, SUITE_DEFAULT_QA_DOC, gen_opts_help());
+    printf(
+        "usage: longctx eval suite -m FILE [--tasks LIST] [--len N[,N...]] [--trials K]\n"
+        "                          [--quick] [--out PREFIX] [--haystack FILE] [--qa-doc FILE]\n"
+        "                          [--no-chat] [--dump-prompts FILE] [--trace] [-v] [options]\n"
+        "\n"
+        "Long-context quality on natural text: facts stated once inside real documentation,\n"
+        "asked back in plain words through the model's chat template.\n"
+        "\n"
+        "  --tasks LIST       comma-separated, default all:\n"
+        "                       fact        one fact about a person, asked back\n"
+        "                       multikey    four facts of one kind about four people, one asked\n"
+        "                       multivalue  four cities one person lived in, all asked (score =\n"
+        "                                   the share named)\n"
+        "                       twohop      a project's leader, the leader's city (plus a\n"
+        "                                   distractor chain): which city?\n"
+        "                       aggregate   23 bird sightings spread over the text: the three\n"
+        "                                   birds seen most often (score = F1 of the birds named)\n"
+        "                       qa          the default value of a setting in Django's settings\n"
+        "                                   reference, changed in the document so that it\n"
+        "                                   cannot be remembered\n"
+        "  --len LIST         prompt lengths in tokens, K = 1024, M = 1048576 (default 4K)\n"
+        "  --trials K         trials per task and length (default 20 up to 128K, 10 beyond)\n"
+        "  --quick            a smoke run: 4K tokens, 3 trials per task\n"
+        "  --out PREFIX       write PREFIX.tsv, PREFIX-trials.tsv and PREFIX.md\n"
+        "  --haystack FILE    the text the facts are hidden in (default %s,\n"
+        "                     installed by `make haystack`)\n"
+        "  --qa-doc FILE      the settings reference of the qa task (default %s)\n"
+        "  --no-chat          plain completion prompts (for base models without a template)\n"
+        "  --dump-prompts FILE  write each trial's prompt as text, one line per trial:\n"
+        "                     task, length, trial, the expected strings (joined by |), the\n"
+        "                     sentence holding the answer, the prompt (tab-separated, escaped)\n"
+        "  --trace            follow the sentence holding the answer (sparse methods): after\n"
+        "                     each trial, run its prompt again densely with the method probed\n"
+        "                     on the last 16 rows of every layer and print the true attention\n"
+        "                     mass on the sentence, the part of it the method reads and the\n"
+        "                     share of its tokens read (stderr; PREFIX-trace.tsv with --out);\n"
+        "                     InfiniteHiP also gives the share of them each stage keeps for\n"
+        "                     those rows and prints, per layer and stage, how many of them\n"
+        "                     each decode step's and prefill block's stages keep\n"
+        "  -v, --verbose      print each trial's answer (stderr)\n"
+        "\n%s",
+        SUITE_DEFAULT_HAYSTACK, SUITE_DEFAULT_QA_DOC, gen_opts_help());
 }
 
 /* ---- haystacks: a text as paragraphs, each tokenized on first use --------------------------- */
 
 typedef struct haystack {
     const char *path;
-    char       *text;
-    size_t      len;
-    int32_t     n_para;
-    size_t     *p_start, *p_len; /* bytes of paragraph i, with the blank line(s) after it */
-    int32_t   **ids;             /* NULL until tokenized */
-    size_t     *n_ids;
-    int64_t     n_tokens;        /* of the paragraphs tokenized so far (all after hs_count) */
+    char *text;
+    size_t len;
+    int32_t n_para;
+    size_t *p_start, *p_len; /* bytes of paragraph i, with the blank line(s) after it */
+    int32_t **ids;           /* NULL until tokenized */
+    size_t *n_ids;
+    int64_t n_tokens; /* of the paragraphs tokenized so far (all after hs_count) */
 } haystack;
 
 static void hs_free(haystack *h) {
     if (h->ids)
-        for (int32_t i = 0; i < h->n_para; i++) free(h->ids[i]);
+        for (int32_t i = 0; i < h->n_para; i++)
+            free(h->ids[i]);
     free(h->ids), free(h->n_ids), free(h->p_start), free(h->p_len), free(h->text);
     memset(h, 0, sizeof *h);
 }
@@ -112,32 +114,34 @@ static int hs_load(haystack *h, const char *path) {
     if (!h->text) return CLI_ERR;
     size_t cap = 1024;
     h->p_start = malloc(cap * sizeof *h->p_start);
-    h->p_len   = malloc(cap * sizeof *h->p_len);
+    h->p_len = malloc(cap * sizeof *h->p_len);
     if (!h->p_start || !h->p_len) goto nomem;
     size_t at = 0;
-    while (at < h->len && (h->text[at] == '\n' || h->text[at] == '\r')) at++;
+    while (at < h->len && (h->text[at] == '\n' || h->text[at] == '\r'))
+        at++;
     while (at < h->len) {
         const char *brk = NULL;
         for (size_t k = at; k + 1 < h->len; k++)
-            if (h->text[k] == '\n' && (h->text[k + 1] == '\n' ||
-                                       (h->text[k + 1] == '\r' && k + 2 < h->len &&
-                                        h->text[k + 2] == '\n'))) {
+            if (h->text[k] == '\n' &&
+                (h->text[k + 1] == '\n' ||
+                 (h->text[k + 1] == '\r' && k + 2 < h->len && h->text[k + 2] == '\n'))) {
                 brk = h->text + k;
                 break;
             }
         size_t end = brk ? (size_t)(brk - h->text) : h->len;
-        while (end < h->len && (h->text[end] == '\n' || h->text[end] == '\r')) end++;
+        while (end < h->len && (h->text[end] == '\n' || h->text[end] == '\r'))
+            end++;
         if ((size_t)h->n_para == cap) {
             cap *= 2;
             size_t *a = realloc(h->p_start, cap * sizeof *a);
             if (!a) goto nomem;
             h->p_start = a;
-            size_t *b  = realloc(h->p_len, cap * sizeof *b);
+            size_t *b = realloc(h->p_len, cap * sizeof *b);
             if (!b) goto nomem;
             h->p_len = b;
         }
         h->p_start[h->n_para] = at;
-        h->p_len[h->n_para]   = end - at;
+        h->p_len[h->n_para] = end - at;
         h->n_para++;
         at = end;
     }
@@ -146,7 +150,7 @@ static int hs_load(haystack *h, const char *path) {
         hs_free(h);
         return CLI_ERR;
     }
-    h->ids   = calloc((size_t)h->n_para, sizeof *h->ids);
+    h->ids = calloc((size_t)h->n_para, sizeof *h->ids);
     h->n_ids = calloc((size_t)h->n_para, sizeof *h->n_ids);
     if (!h->ids || !h->n_ids) goto nomem;
     return CLI_OK;
@@ -180,28 +184,28 @@ static const int32_t *hs_para(haystack *h, const lc_tokenizer *tok, int32_t i, s
 /* ---- the entities the needles are made of ---------------------------------------------------- */
 
 static const char *const k_first[] = {
-    "Marta",  "Tomasz", "Ingrid", "Kwame",  "Lucia",  "Farid",   "Helen",  "Jonas",
-    "Amara",  "Oskar",  "Priya",  "Mateo",  "Yuki",   "Dmitri",  "Grace",  "Rafael",
-    "Sofia",  "Henrik", "Nadia",  "Callum", "Leila",  "Bruno",   "Chiara", "Emeka",
-    "Agnes",  "Tariq",  "Rosa",   "Viktor", "Hannah", "Joaquin", "Elif",   "Patrick"};
+    "Marta", "Tomasz", "Ingrid", "Kwame",  "Lucia",  "Farid",   "Helen",  "Jonas",
+    "Amara", "Oskar",  "Priya",  "Mateo",  "Yuki",   "Dmitri",  "Grace",  "Rafael",
+    "Sofia", "Henrik", "Nadia",  "Callum", "Leila",  "Bruno",   "Chiara", "Emeka",
+    "Agnes", "Tariq",  "Rosa",   "Viktor", "Hannah", "Joaquin", "Elif",   "Patrick"};
 static const char *const k_last[] = {
-    "Kowalski", "Lindqvist", "Okafor",  "Moreau",  "Haddad",   "Brennan", "Tanaka",
-    "Novak",    "Ferreira",  "Osei",    "Larsen",  "Castillo", "Weber",   "Petrov",
-    "Nakamura", "Sullivan",  "Rossi",   "Mbeki",   "Andersen", "Kaplan",  "Duarte",
-    "Virtanen", "Whitlock",  "Szabo",   "Abbasi",  "Holloway", "Esposito", "Grieve"};
+    "Kowalski", "Lindqvist", "Okafor", "Moreau", "Haddad",   "Brennan",  "Tanaka",
+    "Novak",    "Ferreira",  "Osei",   "Larsen", "Castillo", "Weber",    "Petrov",
+    "Nakamura", "Sullivan",  "Rossi",  "Mbeki",  "Andersen", "Kaplan",   "Duarte",
+    "Virtanen", "Whitlock",  "Szabo",  "Abbasi", "Holloway", "Esposito", "Grieve"};
 /* plain ASCII names: an answer that drops a diacritic must not be scored wrong */
 static const char *const k_city[] = {
-    "Lisbon",  "Tallinn",  "Valparaiso", "Lyon",       "Nairobi",  "Edinburgh", "Porto",
-    "Hobart",  "Bergen",   "Montevideo", "Ljubljana", "Halifax",  "Marseille", "Tbilisi",
-    "Trieste", "Winnipeg", "Cork",       "Ghent",     "Bratislava", "Dunedin", "Salzburg",
-    "Antwerp", "Vilnius",  "Galway",     "Quito",     "Aarhus",   "Zagreb",    "Bologna"};
+    "Lisbon",  "Tallinn",  "Valparaiso", "Lyon",      "Nairobi",    "Edinburgh", "Porto",
+    "Hobart",  "Bergen",   "Montevideo", "Ljubljana", "Halifax",    "Marseille", "Tbilisi",
+    "Trieste", "Winnipeg", "Cork",       "Ghent",     "Bratislava", "Dunedin",   "Salzburg",
+    "Antwerp", "Vilnius",  "Galway",     "Quito",     "Aarhus",     "Zagreb",    "Bologna"};
 static const char *const k_name[] = {
     "Kestrel", "Marigold", "Northern Star", "Windrose", "Halcyon", "Silver Heron", "Bluebell",
     "Ospray",  "Lodestar", "Morning Tide",  "Juniper",  "Petrel",  "Saltmarsh",    "Evening Lark"};
-static const char *const k_object[] = {"teapot",       "rubber boot", "birdhouse", "flour tin",
-                                       "watering can", "cigar box",   "tool chest", "biscuit jar",
-                                       "fishing tackle box", "piano stool", "wicker basket"};
-static const char *const k_project[] = {"Bluebird", "Northwind", "Copperleaf", "Foxglove",
+static const char *const k_object[] = {
+    "teapot",     "rubber boot", "birdhouse",          "flour tin",   "watering can", "cigar box",
+    "tool chest", "biscuit jar", "fishing tackle box", "piano stool", "wicker basket"};
+static const char *const k_project[] = {"Bluebird",  "Northwind", "Copperleaf", "Foxglove",
                                         "Tidewater", "Redstone",  "Larkspur",   "Silverline",
                                         "Driftwood", "Hawthorn",  "Cloudberry", "Ironbridge"};
 static const char *const k_bird[] = {"heron",  "kingfisher", "woodpecker", "cormorant", "owl",
@@ -214,9 +218,10 @@ static void pick_distinct(uint64_t *rng, int k, int n, int *out) {
     for (int i = 0; i < n; i++) {
         int v, dup;
         do {
-            v   = (int)(eval_rng_next(rng) % (uint64_t)k);
+            v = (int)(eval_rng_next(rng) % (uint64_t)k);
             dup = 0;
-            for (int j = 0; j < i; j++) dup |= out[j] == v;
+            for (int j = 0; j < i; j++)
+                dup |= out[j] == v;
         } while (dup);
         out[i] = v;
     }
@@ -227,12 +232,11 @@ static void pick_distinct(uint64_t *rng, int k, int n, int *out) {
 typedef enum vkind { V_CITY, V_NUM, V_NAME, V_OBJECT } vkind;
 typedef struct fact_tmpl {
     const char *sentence, *question;
-    vkind       kind;
+    vkind kind;
 } fact_tmpl;
 
 static const fact_tmpl k_facts[] = {
-    {"%s was born in %s, though it rarely comes up at work.", "In which city was %s born?",
-     V_CITY},
+    {"%s was born in %s, though it rarely comes up at work.", "In which city was %s born?", V_CITY},
     {"The invoice that %s sent to the printing company came to %s dollars.",
      "How many dollars did the invoice that %s sent to the printing company come to?", V_NUM},
     {"The door code for the workshop that %s rents is %s, and it has not changed in years.",
@@ -270,29 +274,39 @@ static const char *const k_sighting[] = {
 /* One trial's texts: sentences to insert (each at a depth), the question, the expected
  * strings, and which insert holds the answer (its depth is the trial's depth). */
 typedef struct trial {
-    int    n_ins, key, n_expect, max_tokens;
-    bool   f1; /* score: F1 of the expected items against all candidates named */
-    char   ins[MAX_INSERTS][400];
+    int n_ins, key, n_expect, max_tokens;
+    bool f1; /* score: F1 of the expected items against all candidates named */
+    char ins[MAX_INSERTS][400];
     double depth[MAX_INSERTS];
-    char   question[320];
-    char   expect[MAX_EXPECT][48];
+    char question[320];
+    char expect[MAX_EXPECT][48];
     /* aggregate: every candidate (expected or not), to count what the answer named */
-    int    n_cand;
-    char   cand[16][48];
+    int n_cand;
+    char cand[16][48];
 } trial;
 
 static void value_of(vkind k, uint64_t *rng, int idx, char *out, size_t cap) {
     switch (k) {
-    case V_CITY: snprintf(out, cap, "%s", k_city[idx % N_OF(k_city)]); break;
-    case V_NAME: snprintf(out, cap, "%s", k_name[idx % N_OF(k_name)]); break;
-    case V_OBJECT: snprintf(out, cap, "%s", k_object[idx % N_OF(k_object)]); break;
-    case V_NUM: snprintf(out, cap, "%u", (unsigned)(eval_rng_next(rng) % 9000u + 1000u)); break;
+    case V_CITY:
+        snprintf(out, cap, "%s", k_city[idx % N_OF(k_city)]);
+        break;
+    case V_NAME:
+        snprintf(out, cap, "%s", k_name[idx % N_OF(k_name)]);
+        break;
+    case V_OBJECT:
+        snprintf(out, cap, "%s", k_object[idx % N_OF(k_object)]);
+        break;
+    case V_NUM:
+        snprintf(out, cap, "%u", (unsigned)(eval_rng_next(rng) % 9000u + 1000u));
+        break;
     }
 }
 
 static int kind_count(vkind k) {
-    return k == V_CITY ? N_OF(k_city) : k == V_NAME ? N_OF(k_name) : k == V_OBJECT ? N_OF(k_object)
-                                                                                    : 1 << 20;
+    return k == V_CITY     ? N_OF(k_city)
+           : k == V_NAME   ? N_OF(k_name)
+           : k == V_OBJECT ? N_OF(k_object)
+                           : 1 << 20;
 }
 
 static void person(uint64_t *rng, int idx, char *out, size_t cap) {
@@ -308,13 +322,14 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
     int who[4];
     pick_distinct(rng, N_OF(k_first) * 5, 4, who);
     char p[4][64];
-    for (int i = 0; i < 4; i++) person(rng, who[i], p[i], sizeof p[i]);
+    for (int i = 0; i < 4; i++)
+        person(rng, who[i], p[i], sizeof p[i]);
     switch (t) {
     case S_FACT:
     case S_MULTIKEY: {
         const fact_tmpl *f = &k_facts[eval_rng_next(rng) % (uint64_t)N_OF(k_facts)];
-        const int        n = t == S_FACT ? 1 : 4;
-        int              vi[4];
+        const int n = t == S_FACT ? 1 : 4;
+        int vi[4];
         pick_distinct(rng, kind_count(f->kind) < 64 ? kind_count(f->kind) : 64, n, vi);
         char v[4][48];
         for (int i = 0; i < n; i++) {
@@ -324,7 +339,7 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
                     if (!strcmp(v[i], v[j])) value_of(f->kind, rng, 0, v[i], sizeof v[i]), j = -1;
         }
         tr->n_ins = n;
-        tr->key   = (int)(eval_rng_next(rng) % (uint64_t)n);
+        tr->key = (int)(eval_rng_next(rng) % (uint64_t)n);
         for (int i = 0; i < n; i++) {
             snprintf(tr->ins[i], sizeof tr->ins[i], f->sentence, p[i], v[i]);
             tr->depth[i] = i == tr->key ? d : eval_rng_unit(rng);
@@ -345,7 +360,8 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
         }
         /* the first sentence says "after finishing school": keep it first in the text */
         for (int i = 1; i < 4; i++)
-            if (tr->depth[i] < tr->depth[0]) tr->depth[i] = tr->depth[0] + (1 - tr->depth[0]) * eval_rng_unit(rng);
+            if (tr->depth[i] < tr->depth[0])
+                tr->depth[i] = tr->depth[0] + (1 - tr->depth[0]) * eval_rng_unit(rng);
         snprintf(tr->question, sizeof tr->question,
                  "In which cities has %s lived? Name every city mentioned for %s.", p[0], p[0]);
         tr->max_tokens = 64;
@@ -363,7 +379,7 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
                      "%s works from the company's office in %s.", p[c], k_city[ci[c]]);
         }
         /* chain 0 is asked: its second hop (the city) at depth d, its first hop anywhere */
-        tr->key      = 1;
+        tr->key = 1;
         tr->depth[1] = d;
         tr->depth[0] = eval_rng_unit(rng);
         tr->depth[2] = eval_rng_unit(rng);
@@ -377,7 +393,7 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
     }
     case S_AGGREGATE: {
         static const int counts[8] = {7, 5, 4, 2, 2, 1, 1, 1}; /* 23 sightings */
-        int              bi[8];
+        int bi[8];
         pick_distinct(rng, N_OF(k_bird), 8, bi);
         for (int b = 0; b < 8; b++) {
             for (int c = 0; c < counts[b]; c++) {
@@ -387,7 +403,7 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
             }
         }
         tr->depth[0] = d; /* one sighting of the most frequent bird at the trial's depth */
-        tr->key      = 0;
+        tr->key = 0;
         for (int b = 0; b < 3; b++)
             snprintf(tr->expect[b], sizeof tr->expect[b], "%s", k_bird[bi[b]]);
         tr->n_expect = 3;
@@ -401,30 +417,33 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
         return;
     }
     case S_QA:
-    case S_N_TASKS: return;
+    case S_N_TASKS:
+        return;
     }
 }
 
-/* ---- the qa task: a default value in the settings reference ----------------------------------- */
+/* ---- the qa task: a default value in the settings reference -----------------------------------
+ */
 
 typedef struct qa_item {
-    char    name[64];
-    int32_t para;    /* the paragraph "Default: ``...``" */
-    bool    numeric; /* else a quoted string */
+    char name[64];
+    int32_t para; /* the paragraph "Default: ``...``" */
+    bool numeric; /* else a quoted string */
 } qa_item;
 
 /* The settings whose default is a number or a quoted string of 4+ characters. */
 static int qa_items(const haystack *doc, qa_item **out, int *n_out) {
-    int      cap = 0, n = 0;
-    qa_item *it  = NULL;
+    int cap = 0, n = 0;
+    qa_item *it = NULL;
     for (int32_t i = 1; i < doc->n_para; i++) {
         const char *p = doc->text + doc->p_start[i];
-        size_t      l = doc->p_len[i];
+        size_t l = doc->p_len[i];
         if (l < 14 || strncmp(p, "Default: ``", 11)) continue;
         const char *v = p + 11, *e = memchr(v, '`', l - 11);
         if (!e) continue;
         bool num = e > v, str = false;
-        for (const char *q = v; q < e; q++) num &= *q >= '0' && *q <= '9';
+        for (const char *q = v; q < e; q++)
+            num &= *q >= '0' && *q <= '9';
         if (!num && e - v >= 6 && (*v == '\'' || *v == '"') && e[-1] == *v) str = true;
         if (!num && !str) continue;
         /* the setting's name: the heading "``NAME``" over a line of dashes before it */
@@ -439,11 +458,11 @@ static int qa_items(const haystack *doc, qa_item **out, int *n_out) {
         }
         memcpy(it[n].name, h + 2, (size_t)(he - h - 2));
         it[n].name[he - h - 2] = 0;
-        it[n].para             = i;
-        it[n].numeric          = num;
+        it[n].para = i;
+        it[n].numeric = num;
         n++;
     }
-    *out   = it;
+    *out = it;
     *n_out = n;
     return CLI_OK;
 }
@@ -452,17 +471,17 @@ static int qa_items(const haystack *doc, qa_item **out, int *n_out) {
 
 typedef struct builder {
     const lc_tokenizer *tok;
-    haystack           *hay;
-    int32_t            *pre, *post, *intro, *qa_intro;
-    size_t              n_pre, n_post, n_intro, n_qa_intro;
-    bool                bos;
+    haystack *hay;
+    int32_t *pre, *post, *intro, *qa_intro;
+    size_t n_pre, n_post, n_intro, n_qa_intro;
+    bool bos;
 } builder;
 
 typedef struct piece { /* a run of ids placed at a depth of the filler */
     const int32_t *ids;
-    size_t         n;
-    double         depth;
-    int            idx;  /* which insert */
+    size_t n;
+    double depth;
+    int idx; /* which insert */
 } piece;
 
 static int cmp_piece(const void *a, const void *b) {
@@ -476,12 +495,12 @@ static int cmp_piece(const void *a, const void *b) {
 static int place(builder *b, uint64_t *rng, int64_t fill, piece *pc, int n_pc, tokbuf *out,
                  int64_t *at) {
     qsort(pc, (size_t)n_pc, sizeof *pc, cmp_piece);
-    haystack *h   = b->hay;
-    int32_t   p   = (int32_t)(eval_rng_next(rng) % (uint64_t)h->n_para);
-    int64_t   got = 0;
-    int       k   = 0;
+    haystack *h = b->hay;
+    int32_t p = (int32_t)(eval_rng_next(rng) % (uint64_t)h->n_para);
+    int64_t got = 0;
+    int k = 0;
     while (got < fill) {
-        size_t         n;
+        size_t n;
         const int32_t *ids = hs_para(h, b->tok, p, &n);
         if (!ids) return CLI_ERR;
         /* the pieces whose depth is nearer this boundary than the next one */
@@ -505,8 +524,8 @@ static int place(builder *b, uint64_t *rng, int64_t fill, piece *pc, int n_pc, t
 /* The trial's question as ids, in the prompt's wording. */
 static int encode_question(const builder *b, const trial *tr, bool chat, int32_t **ids, size_t *n) {
     char q[400];
-    snprintf(q, sizeof q, chat ? "\n\nQuestion: %s Answer briefly." : "\n\nQuestion: %s\nAnswer:",
-             tr->question);
+    snprintf(q, sizeof q,
+             chat ? "\n\nQuestion: %s Answer briefly." : "\n\nQuestion: %s\nAnswer:", tr->question);
     int st = lc_tokenizer_encode(b->tok, q, strlen(q), false, false, ids, n);
     if (st != LC_OK) cli_fail("eval suite", "tokenizing the question", st);
     return st == LC_OK ? CLI_OK : CLI_ERR;
@@ -521,19 +540,21 @@ static int qa_document(builder *b, haystack *qa, const qa_item *it, trial *tr, t
     snprintf(para, sizeof para, it->numeric ? "Default: ``%s``\n\n" : "Default: ``'%s'``\n\n",
              tr->expect[0]);
     int32_t *key = NULL;
-    size_t   n_key = 0;
-    int      st = lc_tokenizer_encode(b->tok, para, strlen(para), false, false, &key, &n_key);
+    size_t n_key = 0;
+    int st = lc_tokenizer_encode(b->tok, para, strlen(para), false, false, &key, &n_key);
     if (st != LC_OK) {
         cli_fail("eval suite", "tokenizing", st);
         return CLI_ERR;
     }
     bool ok = true;
-    doc->n  = 0;
+    doc->n = 0;
     for (int32_t p = 0; p < qa->n_para && ok; p++) {
-        size_t         n   = n_key;
+        size_t n = n_key;
         const int32_t *ids = key;
-        if (p == it->para) *key_at = (int64_t)doc->n;
-        else if (!(ids = hs_para(qa, b->tok, p, &n))) ok = false;
+        if (p == it->para)
+            *key_at = (int64_t)doc->n;
+        else if (!(ids = hs_para(qa, b->tok, p, &n)))
+            ok = false;
         ok = ok && tb_push(doc, ids, n);
     }
     free(key);
@@ -545,13 +566,13 @@ static int qa_document(builder *b, haystack *qa, const qa_item *it, trial *tr, t
 /* One trial of task t at length len with the answer at depth d: its texts in *tr, its prompt
  * in *prompt (doc is scratch), and where the sentence holding the answer is in the prompt. */
 static int build_prompt(builder *b, haystack *qa, const qa_item *qi, int n_qi, suite_task t,
-                        long long len, double d, bool chat, uint64_t *rng, trial *tr,
-                        tokbuf *doc, tokbuf *prompt, int64_t *key_at, int64_t *key_len) {
+                        long long len, double d, bool chat, uint64_t *rng, trial *tr, tokbuf *doc,
+                        tokbuf *prompt, int64_t *key_at, int64_t *key_len) {
     int32_t *ins_ids[MAX_INSERTS] = {0}, *q_ids = NULL;
-    size_t   ins_n[MAX_INSERTS]   = {0}, q_n = 0;
-    int64_t  doc_key = 0;
-    int      rc      = CLI_ERR;
-    tokbuf   filler  = {0};
+    size_t ins_n[MAX_INSERTS] = {0}, q_n = 0;
+    int64_t doc_key = 0;
+    int rc = CLI_ERR;
+    tokbuf filler = {0};
     if (t == S_QA) {
         memset(tr, 0, sizeof *tr);
         const qa_item *it = &qi[eval_rng_next(rng) % (uint64_t)n_qi];
@@ -566,10 +587,11 @@ static int build_prompt(builder *b, haystack *qa, const qa_item *qi, int n_qi, s
         }
         snprintf(tr->question, sizeof tr->question,
                  "According to the settings reference above, what is the default value of the "
-                 "%s setting?", it->name);
+                 "%s setting?",
+                 it->name);
         tr->n_expect = tr->n_ins = 1;
-        tr->max_tokens           = 32;
-        tr->depth[0]             = d;
+        tr->max_tokens = 32;
+        tr->depth[0] = d;
         if (qa_document(b, qa, it, tr, doc, &doc_key, key_len) != CLI_OK) goto out;
     } else {
         make_trial(t, rng, d, tr);
@@ -586,23 +608,25 @@ static int build_prompt(builder *b, haystack *qa, const qa_item *qi, int n_qi, s
         *key_len = (int64_t)ins_n[tr->key];
     }
     if (encode_question(b, tr, chat, &q_ids, &q_n) != CLI_OK) goto out;
-    const int32_t *intro  = t == S_QA ? b->qa_intro : b->intro;
-    const size_t   nintro = t == S_QA ? b->n_qa_intro : b->n_intro;
-    prompt->n             = 0;
-    bool ok               = true;
+    const int32_t *intro = t == S_QA ? b->qa_intro : b->intro;
+    const size_t nintro = t == S_QA ? b->n_qa_intro : b->n_intro;
+    prompt->n = 0;
+    bool ok = true;
     if (b->bos) {
         const int32_t bos = lc_tokenizer_bos(b->tok);
-        ok                = tb_push(prompt, &bos, 1);
+        ok = tb_push(prompt, &bos, 1);
     }
     ok = ok && tb_push(prompt, b->pre, b->n_pre) && tb_push(prompt, intro, nintro);
     const int64_t base = (int64_t)prompt->n;
     const int64_t room = (int64_t)len - base - (int64_t)(q_n + b->n_post); /* the text's share */
-    int64_t       ins_tok = 0;
-    for (int k = 0; k < tr->n_ins; k++) ins_tok += t == S_QA ? (int64_t)doc->n : (int64_t)ins_n[k];
+    int64_t ins_tok = 0;
+    for (int k = 0; k < tr->n_ins; k++)
+        ins_tok += t == S_QA ? (int64_t)doc->n : (int64_t)ins_n[k];
     if (room < ins_tok && t != S_QA) {
-        fprintf(stderr, "longctx eval suite: --len %lld is too short for the %s task (its fixed "
-                "text takes %lld tokens)\n", len, k_suite_tasks[t],
-                (long long)(len - room + ins_tok));
+        fprintf(stderr,
+                "longctx eval suite: --len %lld is too short for the %s task (its fixed "
+                "text takes %lld tokens)\n",
+                len, k_suite_tasks[t], (long long)(len - room + ins_tok));
         goto out;
     }
     if (room < 64) {
@@ -614,13 +638,14 @@ static int build_prompt(builder *b, haystack *qa, const qa_item *qi, int n_qi, s
         int64_t s = doc_key - (int64_t)(d * (double)(room - *key_len));
         if (s < 0) s = 0;
         if (s + room > (int64_t)doc->n) s = (int64_t)doc->n - room;
-        ok           = ok && tb_push(prompt, doc->ids + s, (size_t)room);
-        *key_at      = base + doc_key - s;
+        ok = ok && tb_push(prompt, doc->ids + s, (size_t)room);
+        *key_at = base + doc_key - s;
         tr->depth[0] = (double)(doc_key - s) / (double)room;
     } else if (ok) {
         piece pc[MAX_INSERTS];
-        int   n_pc = 0;
-        if (t == S_QA) pc[n_pc++] = (piece){doc->ids, doc->n, d, 0};
+        int n_pc = 0;
+        if (t == S_QA)
+            pc[n_pc++] = (piece){doc->ids, doc->n, d, 0};
         else
             for (int k = 0; k < tr->n_ins; k++)
                 pc[n_pc++] = (piece){ins_ids[k], ins_n[k], tr->depth[k], k};
@@ -640,7 +665,8 @@ static int build_prompt(builder *b, haystack *qa, const qa_item *qi, int n_qi, s
     }
     rc = CLI_OK;
 out:
-    for (int k = 0; k < MAX_INSERTS; k++) free(ins_ids[k]);
+    for (int k = 0; k < MAX_INSERTS; k++)
+        free(ins_ids[k]);
     free(q_ids), free(filler.ids);
     return rc;
 }
@@ -648,14 +674,15 @@ out:
 /* ids as text (the tokens' bytes), escaped onto one line of f */
 static bool write_text(FILE *f, const lc_tokenizer *tok, const int32_t *ids, size_t n) {
     size_t cap = 4096, len = 0;
-    char  *raw = malloc(cap);
+    char *raw = malloc(cap);
     if (!raw) return false;
     for (size_t i = 0; i < n; i++) {
-        size_t      nb = 0;
-        const char *b  = lc_tokenizer_token_bytes(tok, ids[i], &nb);
+        size_t nb = 0;
+        const char *b = lc_tokenizer_token_bytes(tok, ids[i], &nb);
         if (!b) nb = 0;
         if (len + nb > cap) {
-            while (len + nb > cap) cap *= 2;
+            while (len + nb > cap)
+                cap *= 2;
             char *r = realloc(raw, cap);
             if (!r) return free(raw), false;
             raw = r;
@@ -664,7 +691,7 @@ static bool write_text(FILE *f, const lc_tokenizer *tok, const int32_t *ids, siz
         len += nb;
     }
     const size_t ecap = 4 * len + 4;
-    char        *esc  = malloc(ecap);
+    char *esc = malloc(ecap);
     if (!esc) return free(raw), false;
     lc_text_escape(esc, ecap, raw, len);
     fputs(esc, f);
@@ -672,7 +699,8 @@ static bool write_text(FILE *f, const lc_tokenizer *tok, const int32_t *ids, siz
     return true;
 }
 
-/* ---- scoring ---------------------------------------------------------------------------------- */
+/* ---- scoring ----------------------------------------------------------------------------------
+ */
 
 static bool contains_ci(const char *hay, const char *needle) {
     const size_t n = strlen(needle);
@@ -684,10 +712,12 @@ static bool contains_ci(const char *hay, const char *needle) {
 static double score_answer(const trial *t, const char *ans) {
     if (!ans) return 0;
     int found = 0;
-    for (int k = 0; k < t->n_expect; k++) found += contains_ci(ans, t->expect[k]);
+    for (int k = 0; k < t->n_expect; k++)
+        found += contains_ci(ans, t->expect[k]);
     if (!t->f1) return (double)found / t->n_expect;
     int named = 0;
-    for (int k = 0; k < t->n_cand; k++) named += contains_ci(ans, t->cand[k]);
+    for (int k = 0; k < t->n_cand; k++)
+        named += contains_ci(ans, t->cand[k]);
     if (found == 0 || named == 0) return 0;
     const double prec = (double)found / named, rec = (double)found / t->n_expect;
     return 2 * prec * rec / (prec + rec);
@@ -705,11 +735,13 @@ static void wilson(double mean, int n, double *lo, double *hi) {
 static bool parse_lens(const char *s, long long *lens, int *n, int max) {
     *n = 0;
     for (const char *p = s; *p;) {
-        char      *end;
-        long long  v = strtoll(p, &end, 10);
+        char *end;
+        long long v = strtoll(p, &end, 10);
         if (end == p || v <= 0) goto bad;
-        if (*end == 'K' || *end == 'k') v *= 1024, end++;
-        else if (*end == 'M' || *end == 'm') v *= 1048576, end++;
+        if (*end == 'K' || *end == 'k')
+            v *= 1024, end++;
+        else if (*end == 'M' || *end == 'm')
+            v *= 1048576, end++;
         if (*end && *end != ',') goto bad;
         if (v < 512 || v > (1LL << 30)) {
             fprintf(stderr, "longctx eval suite: --len %lld: out of range [512, 2^30]\n", v);
@@ -720,7 +752,7 @@ static bool parse_lens(const char *s, long long *lens, int *n, int max) {
             return false;
         }
         lens[(*n)++] = v;
-        p            = *end ? end + 1 : end;
+        p = *end ? end + 1 : end;
     }
     if (*n) return true;
 bad:
@@ -730,7 +762,7 @@ bad:
 
 static void commit_name(char *buf, size_t cap) {
     const char *env = getenv("LC_COMMIT"); /* a copy of the tree without git metadata */
-    buf[0]          = 0;
+    buf[0] = 0;
     if (env && env[0]) {
         snprintf(buf, cap, "%s", env);
         return;
@@ -744,14 +776,17 @@ static void commit_name(char *buf, size_t cap) {
 }
 
 static void len_label(long long n, char *buf, size_t cap) {
-    if (n % 1048576 == 0) snprintf(buf, cap, "%lldM", n / 1048576);
-    else if (n % 1024 == 0) snprintf(buf, cap, "%lldK", n / 1024);
-    else snprintf(buf, cap, "%lld", n);
+    if (n % 1048576 == 0)
+        snprintf(buf, cap, "%lldM", n / 1048576);
+    else if (n % 1024 == 0)
+        snprintf(buf, cap, "%lldK", n / 1024);
+    else
+        snprintf(buf, cap, "%lld", n);
 }
 
 typedef struct cell {
     double sum;
-    int    n;
+    int n;
 } cell;
 
 #define MAX_LENS 16
@@ -765,8 +800,7 @@ static void trace_progress(int64_t done, int64_t total, void *user) {
  * sentence, the part of it the method reads, and the share of its tokens read (stderr, and
  * PREFIX-trace.tsv with --out). */
 static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int64_t key_at,
-                       int64_t key_len, const char *task, long long len, long long trial,
-                       FILE *f) {
+                       int64_t key_len, const char *task, long long len, long long trial, FILE *f) {
     lc_model_info info;
     lc_model_get_info(m, &info);
     lc_attn_fidelity *res = calloc((size_t)info.n_layer, sizeof *res);
@@ -777,7 +811,7 @@ static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int
     lc_context_params cp = lc_context_default_params();
     gen_context_attn(o, &cp);
     const int32_t rows = 16; /* the question's last tokens and the template's */
-    cli_progress  pr;
+    cli_progress pr;
     cli_progress_begin(&pr, "trace: dense pass with the method probed");
     int st = lc_eval_attn_fidelity(m, prompt->ids, (int64_t)prompt->n, &cp, 2048, rows,
                                    (int32_t)o->n_batch, key_at, key_at + key_len, trace_progress,
@@ -788,20 +822,23 @@ static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int
         free(res);
         return CLI_ERR;
     }
-    fprintf(stderr, "trace: %s %lld trial %lld, answer tokens [%lld, %lld), last %d rows: per "
+    fprintf(stderr,
+            "trace: %s %lld trial %lld, answer tokens [%lld, %lld), last %d rows: per "
             "layer the true attention mass on them, the part the method reads, their share "
-            "read, top-2048 recall\n", task, len, trial, (long long)key_at,
-            (long long)(key_at + key_len), rows);
+            "read, top-2048 recall\n",
+            task, len, trial, (long long)key_at, (long long)(key_at + key_len), rows);
     for (int32_t l = 0; l < info.n_layer; l++) {
         const lc_attn_fidelity *r = &res[l];
         char stages[96] = "";
         for (int32_t i = 0, at = 0; i < r->n_stages && at < (int)sizeof stages; i++)
             at += snprintf(stages + at, sizeof stages - (size_t)at, " s%d %5.1f%%", i + 1,
                            100 * r->span_stage_read[i]);
-        fprintf(stderr, "trace: layer %2d %s mass %.4f read %.4f (%5.1f%%) tokens read %5.1f%% "
-                "recall %.3f%s\n", l, r->sparse ? "sparse" : "dense ", r->span_mass,
-                r->span_mass_read, r->span_mass > 0 ? 100 * r->span_mass_read / r->span_mass : 0,
-                100 * r->span_read, r->recall, stages);
+        fprintf(stderr,
+                "trace: layer %2d %s mass %.4f read %.4f (%5.1f%%) tokens read %5.1f%% "
+                "recall %.3f%s\n",
+                l, r->sparse ? "sparse" : "dense ", r->span_mass, r->span_mass_read,
+                r->span_mass > 0 ? 100 * r->span_mass_read / r->span_mass : 0, 100 * r->span_read,
+                r->recall, stages);
         if (f) {
             fprintf(f, "%s\t%lld\t%lld\t%d\t%d\t%.6g\t%.6g\t%.4f\t%.4f", task, len, trial, l,
                     r->sparse, r->span_mass, r->span_mass_read, r->span_read, r->recall);
@@ -818,16 +855,18 @@ static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int
 int cmd_eval_suite(int argc, char **argv) {
     gen_opts o;
     gen_opts_default(&o);
-    long long   lens[MAX_LENS] = {4096};
-    int         n_lens = 1;
-    long long   trials = 0; /* 0: 20 up to 128K, 10 beyond */
-    bool        want[S_N_TASKS], chat = true, verbose = false, trace = false, quick = false;
-    const char *out_prefix = NULL, *dump_path = NULL, *hay_path = SUITE_DEFAULT_HAYSTACK, *qa_path = SUITE_DEFAULT_QA_DOC;
-    bool        lens_given = false;
-    for (int t = 0; t < S_N_TASKS; t++) want[t] = true;
+    long long lens[MAX_LENS] = {4096};
+    int n_lens = 1;
+    long long trials = 0; /* 0: 20 up to 128K, 10 beyond */
+    bool want[S_N_TASKS], chat = true, verbose = false, trace = false, quick = false;
+    const char *out_prefix = NULL, *dump_path = NULL, *hay_path = SUITE_DEFAULT_HAYSTACK,
+               *qa_path = SUITE_DEFAULT_QA_DOC;
+    bool lens_given = false;
+    for (int t = 0; t < S_N_TASKS; t++)
+        want[t] = true;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
-        int         r = gen_opts_parse(&o, "eval suite", argc, argv, &i);
+        int r = gen_opts_parse(&o, "eval suite", argc, argv, &i);
         if (r < 0) return CLI_USAGE;
         if (r > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -844,7 +883,8 @@ int cmd_eval_suite(int argc, char **argv) {
                 return CLI_USAGE;
         } else if (!strcmp(a, "--tasks")) {
             if (!(v = cli_value("eval suite", argc, argv, &i))) return CLI_USAGE;
-            for (int t = 0; t < S_N_TASKS; t++) want[t] = false;
+            for (int t = 0; t < S_N_TASKS; t++)
+                want[t] = false;
             char *copy = strdup(v), *save = NULL;
             if (!copy) return CLI_ERR;
             bool any = false;
@@ -853,8 +893,10 @@ int cmd_eval_suite(int argc, char **argv) {
                 for (int t = 0; t < S_N_TASKS; t++)
                     if (!strcmp(tok, k_suite_tasks[t])) found = t;
                 if (found < 0) {
-                    fprintf(stderr, "longctx eval suite: --tasks: unknown task '%s' (known: fact, "
-                            "multikey, multivalue, twohop, aggregate, qa)\n", tok);
+                    fprintf(stderr,
+                            "longctx eval suite: --tasks: unknown task '%s' (known: fact, "
+                            "multikey, multivalue, twohop, aggregate, qa)\n",
+                            tok);
                     free(copy);
                     return CLI_USAGE;
                 }
@@ -893,37 +935,39 @@ int cmd_eval_suite(int argc, char **argv) {
     if (!gen_opts_check(&o, "eval suite")) return CLI_USAGE;
     o.sampling.temperature = 0.0f; /* greedy: the answers are reproducible */
 
-    int            rc   = CLI_ERR;
-    lc_model      *m    = NULL;
-    lc_context    *ctx  = NULL;
-    haystack       hay  = {0}, qa = {0};
-    qa_item       *qi   = NULL;
-    int            n_qi = 0;
-    builder        bd   = {0};
-    tokbuf         prompt = {0}, doc = {0};
-    FILE          *f_sum = NULL, *f_tr = NULL, *f_md = NULL, *f_dump = NULL, *f_trace = NULL;
-    cell           cells[S_N_TASKS][MAX_LENS];
+    int rc = CLI_ERR;
+    lc_model *m = NULL;
+    lc_context *ctx = NULL;
+    haystack hay = {0}, qa = {0};
+    qa_item *qi = NULL;
+    int n_qi = 0;
+    builder bd = {0};
+    tokbuf prompt = {0}, doc = {0};
+    FILE *f_sum = NULL, *f_tr = NULL, *f_md = NULL, *f_dump = NULL, *f_trace = NULL;
+    cell cells[S_N_TASKS][MAX_LENS];
     memset(cells, 0, sizeof cells);
     char *path = NULL;
 
     if (hs_load(&hay, hay_path) != CLI_OK) {
         if (!strcmp(hay_path, SUITE_DEFAULT_HAYSTACK))
             fprintf(stderr, "longctx eval suite: the default haystack is installed by `make "
-                    "haystack` (or give one with --haystack FILE)\n");
+                            "haystack` (or give one with --haystack FILE)\n");
         return CLI_ERR;
     }
     if (want[S_QA]) {
         if (hs_load(&qa, qa_path) != CLI_OK) {
             if (!strcmp(qa_path, SUITE_DEFAULT_QA_DOC))
                 fprintf(stderr, "longctx eval suite: the qa task's document is installed by "
-                        "`make haystack` (or leave qa out of --tasks)\n");
+                                "`make haystack` (or leave qa out of --tasks)\n");
             goto done;
         }
         if (qa_items(&qa, &qi, &n_qi) != CLI_OK) goto done;
         if (n_qi < 1) {
-            fprintf(stderr, "longctx eval suite: %s: no setting with a number or quoted string "
+            fprintf(stderr,
+                    "longctx eval suite: %s: no setting with a number or quoted string "
                     "as its \"Default: ``...``\" paragraph (the qa task needs Django's settings "
-                    "reference)\n", qa_path);
+                    "reference)\n",
+                    qa_path);
             goto done;
         }
     }
@@ -932,8 +976,8 @@ int cmd_eval_suite(int argc, char **argv) {
     bd.tok = lc_model_tokenizer(m);
     bd.hay = &hay;
     bd.bos = lc_tokenizer_add_bos(bd.tok);
-    if (chat && eval_chat_split("eval suite", m, o.chat_template, &bd.pre, &bd.n_pre, &bd.post,
-                                &bd.n_post))
+    if (chat && eval_chat_split("eval suite", m, o.chat_template, "--no-chat", &bd.pre, &bd.n_pre,
+                                &bd.post, &bd.n_post))
         goto done;
     {
         const char *intro = "Below is a long text. Read it carefully; a question about it "
@@ -941,11 +985,11 @@ int cmd_eval_suite(int argc, char **argv) {
         const char *qa_intro = "Below is a long text that includes a reference of settings "
                                "and their default values. Read it carefully; a question about "
                                "it follows.\n\n";
-        int st = lc_tokenizer_encode(bd.tok, intro, strlen(intro), false, false, &bd.intro,
-                                     &bd.n_intro);
+        int st =
+            lc_tokenizer_encode(bd.tok, intro, strlen(intro), false, false, &bd.intro, &bd.n_intro);
         if (st == LC_OK)
-            st = lc_tokenizer_encode(bd.tok, qa_intro, strlen(qa_intro), false, false,
-                                     &bd.qa_intro, &bd.n_qa_intro);
+            st = lc_tokenizer_encode(bd.tok, qa_intro, strlen(qa_intro), false, false, &bd.qa_intro,
+                                     &bd.n_qa_intro);
         if (st != LC_OK) {
             cli_fail("eval suite", "tokenizing", st);
             goto done;
@@ -953,7 +997,8 @@ int cmd_eval_suite(int argc, char **argv) {
     }
     /* the haystack must hold the longest prompt without repeating itself */
     long long max_len = 0;
-    for (int li = 0; li < n_lens; li++) max_len = lens[li] > max_len ? lens[li] : max_len;
+    for (int li = 0; li < n_lens; li++)
+        max_len = lens[li] > max_len ? lens[li] : max_len;
     {
         int64_t have = 0;
         for (int32_t i = 0; i < hay.n_para && have < max_len; i++) {
@@ -962,8 +1007,10 @@ int cmd_eval_suite(int argc, char **argv) {
             have += (int64_t)n;
         }
         if (have < max_len) {
-            fprintf(stderr, "longctx eval suite: %s has %lld tokens, fewer than --len %lld: the "
-                    "haystack would repeat itself\n", hay_path, (long long)have, max_len);
+            fprintf(stderr,
+                    "longctx eval suite: %s has %lld tokens, fewer than --len %lld: the "
+                    "haystack would repeat itself\n",
+                    hay_path, (long long)have, max_len);
             goto done;
         }
     }
@@ -982,7 +1029,7 @@ int cmd_eval_suite(int argc, char **argv) {
 
     if (out_prefix) {
         const size_t pl = strlen(out_prefix) + 16;
-        path            = malloc(pl);
+        path = malloc(pl);
         if (!path) goto done;
         snprintf(path, pl, "%s.tsv", out_prefix);
         if (!(f_sum = fopen(path, "w"))) goto cannot_write;
@@ -994,8 +1041,9 @@ int cmd_eval_suite(int argc, char **argv) {
             snprintf(path, pl, "%s-trace.tsv", out_prefix);
             if (!(f_trace = fopen(path, "w"))) goto cannot_write;
             fprintf(f_trace, "task\tlen\ttrial\tlayer\tsparse\tspan_mass\tspan_mass_read\t"
-                    "span_read\trecall");
-            for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++) fprintf(f_trace, "\tstage%d_read", i + 1);
+                             "span_read\trecall");
+            for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++)
+                fprintf(f_trace, "\tstage%d_read", i + 1);
             fputc('\n', f_trace);
         }
         fprintf(f_sum, "model\tmethod\ttask\tlen\ttrials\tmean\tci_lo\tci_hi\n");
@@ -1007,7 +1055,8 @@ int cmd_eval_suite(int argc, char **argv) {
         goto done;
     }
     int n_tasks = 0;
-    for (int t = 0; t < S_N_TASKS; t++) n_tasks += want[t];
+    for (int t = 0; t < S_N_TASKS; t++)
+        n_tasks += want[t];
     int64_t total = 0, total_trials = 0; /* progress in prompt tokens: a 1M trial is not a 4K one */
     for (int li = 0; li < n_lens; li++) {
         const long long nt = trials ? trials : lens[li] <= 131072 ? 20 : 10;
@@ -1020,23 +1069,23 @@ int cmd_eval_suite(int argc, char **argv) {
     fflush(stdout);
     cli_progress pr;
     cli_progress_begin(&pr, "eval suite");
-    int64_t  done_tok = 0, done_trials = 0;
-    char     plabel[64];
-    uint64_t rng    = 0x5EEDC0DEULL ^ (o.sampling.seed * 0x9E3779B97F4A7C15ULL);
+    int64_t done_tok = 0, done_trials = 0;
+    char plabel[64];
+    uint64_t rng = 0x5EEDC0DEULL ^ (o.sampling.seed * 0x9E3779B97F4A7C15ULL);
     if (!rng) rng = 1;
     for (int li = 0; li < n_lens; li++) {
         const long long len = lens[li];
-        const long long nt  = trials ? trials : len <= 131072 ? 20 : 10;
-        char            ll[32];
+        const long long nt = trials ? trials : len <= 131072 ? 20 : 10;
+        char ll[32];
         len_label(len, ll, sizeof ll);
         for (int t = 0; t < S_N_TASKS; t++) {
             if (!want[t]) continue;
             for (long long ti = 0; ti < nt; ti++) {
                 const double d = ((double)ti + eval_rng_unit(&rng)) / (double)nt;
-                trial        tr;
-                int64_t      key_at = 0, key_len = 0;
-                if (build_prompt(&bd, &qa, qi, n_qi, (suite_task)t, len, d, chat, &rng, &tr,
-                                 &doc, &prompt, &key_at, &key_len) != CLI_OK)
+                trial tr;
+                int64_t key_at = 0, key_len = 0;
+                if (build_prompt(&bd, &qa, qi, n_qi, (suite_task)t, len, d, chat, &rng, &tr, &doc,
+                                 &prompt, &key_at, &key_len) != CLI_OK)
                     goto done;
                 if (f_dump) {
                     fprintf(f_dump, "%s\t%lld\t%lld\t", k_suite_tasks[t], len, ti);
@@ -1052,8 +1101,10 @@ int cmd_eval_suite(int argc, char **argv) {
                         goto done;
                     }
                 }
-                lc_request req = {.prompt = prompt.ids, .n_prompt = prompt.n,
-                                  .max_tokens = tr.max_tokens, .sampling = o.sampling};
+                lc_request req = {.prompt = prompt.ids,
+                                  .n_prompt = prompt.n,
+                                  .max_tokens = tr.max_tokens,
+                                  .sampling = o.sampling};
                 if (trace) { /* read by InfiniteHiP's diagnosis (attn/infinitehip.c) */
                     char range[64];
                     snprintf(range, sizeof range, "%lld,%lld", (long long)key_at,
@@ -1094,13 +1145,13 @@ int cmd_eval_suite(int argc, char **argv) {
                 pr.label = plabel;
                 cli_progress_update(&pr, done_tok, total, "tokens");
             }
-            const cell *c    = &cells[t][li];
+            const cell *c = &cells[t][li];
             const double mean = c->n ? c->sum / c->n : 0;
-            double       lo, hi;
+            double lo, hi;
             wilson(mean, c->n, &lo, &hi);
             cli_progress_end(&pr);
-            printf("%-11s %8s %7d %6.1f%%  [%.1f, %.1f]\n", k_suite_tasks[t], ll, c->n,
-                   100 * mean, 100 * lo, 100 * hi);
+            printf("%-11s %8s %7d %6.1f%%  [%.1f, %.1f]\n", k_suite_tasks[t], ll, c->n, 100 * mean,
+                   100 * lo, 100 * hi);
             fflush(stdout);
             if (f_sum) {
                 fprintf(f_sum, "%s\t%s\t%s\t%lld\t%d\t%.4f\t%.4f\t%.4f\n", mname, method,
@@ -1115,10 +1166,12 @@ int cmd_eval_suite(int argc, char **argv) {
     cli_progress_end(&pr);
     if (f_md) {
         fprintf(f_md, "# longctx eval suite: %s, %s\n\n", mname, method);
-        fprintf(f_md, "- model: %s (%s)\n- attention: %s\n- device: %s\n- commit %s, %s\n"
+        fprintf(f_md,
+                "- model: %s (%s)\n- attention: %s\n- device: %s\n- commit %s, %s\n"
                 "- prompts: %s; haystack %s; greedy decoding\n- score: mean over trials, "
-                "[95%% Wilson interval], in %%\n\n", mname, o.model, desc, dev, commit, date,
-                chat ? "chat template" : "completion", hay_path);
+                "[95%% Wilson interval], in %%\n\n",
+                mname, o.model, desc, dev, commit, date, chat ? "chat template" : "completion",
+                hay_path);
         fprintf(f_md, "| task |");
         for (int li = 0; li < n_lens; li++) {
             char ll[32];
@@ -1126,15 +1179,16 @@ int cmd_eval_suite(int argc, char **argv) {
             fprintf(f_md, " %s |", ll);
         }
         fprintf(f_md, "\n|---|");
-        for (int li = 0; li < n_lens; li++) fprintf(f_md, "---|");
+        for (int li = 0; li < n_lens; li++)
+            fprintf(f_md, "---|");
         fprintf(f_md, "\n");
         for (int t = 0; t < S_N_TASKS; t++) {
             if (!want[t]) continue;
             fprintf(f_md, "| %s |", k_suite_tasks[t]);
             for (int li = 0; li < n_lens; li++) {
-                const cell *c    = &cells[t][li];
+                const cell *c = &cells[t][li];
                 const double mean = c->n ? c->sum / c->n : 0;
-                double       lo, hi;
+                double lo, hi;
                 wilson(mean, c->n, &lo, &hi);
                 fprintf(f_md, " %.0f [%.0f–%.0f] (n=%d) |", 100 * mean, 100 * lo, 100 * hi, c->n);
             }

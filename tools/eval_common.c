@@ -12,7 +12,8 @@ bool tb_push(tokbuf *b, const int32_t *ids, size_t n) {
     if (n == 0) return true; /* ids may be NULL (an empty chat prefix): memcpy must not see it */
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->n + n) cap *= 2;
+        while (cap < b->n + n)
+            cap *= 2;
         int32_t *p = realloc(b->ids, cap * sizeof *p);
         if (!p) return false;
         b->ids = p;
@@ -30,13 +31,14 @@ uint64_t eval_rng_next(uint64_t *s) {
     return *s;
 }
 
-double eval_rng_unit(uint64_t *s) { return (double)(eval_rng_next(s) >> 11) * 0x1.0p-53; }
+double eval_rng_unit(uint64_t *s) {
+    return (double)(eval_rng_next(s) >> 11) * 0x1.0p-53;
+}
 
 /* Bytes [a, b) of a formatted chat, with the message text in it (spans) as plain text and the
  * template's markers as special tokens. */
-static int encode_part(const char *cmd, const lc_tokenizer *t, const char *text, size_t a,
-                       size_t b, const lc_text_span *spans, size_t n_spans, int32_t **ids,
-                       size_t *n) {
+static int encode_part(const char *cmd, const lc_tokenizer *t, const char *text, size_t a, size_t b,
+                       const lc_text_span *spans, size_t n_spans, int32_t **ids, size_t *n) {
     lc_text_span *part = malloc((n_spans ? n_spans : 1) * sizeof *part);
     if (!part) {
         fprintf(stderr, "longctx %s: out of memory\n", cmd);
@@ -54,25 +56,30 @@ static int encode_part(const char *cmd, const lc_tokenizer *t, const char *text,
     return st;
 }
 
-int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl, int32_t **pre,
-                    size_t *n_pre, int32_t **post, size_t *n_post) {
+int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl,
+                    const char *no_chat_option, int32_t **pre, size_t *n_pre, int32_t **post,
+                    size_t *n_post) {
     *pre = *post = NULL;
-    *n_pre = *n_post   = 0;
-    char           *formatted = NULL;
-    lc_text_span   *spans     = NULL;
-    size_t          n_spans   = 0;
-    lc_chat_message msg       = {"user", "\x01"}; /* a marker where the text goes */
+    *n_pre = *n_post = 0;
+    char *formatted = NULL;
+    lc_text_span *spans = NULL;
+    size_t n_spans = 0;
+    lc_chat_message msg = {"user", "\x01"}; /* a marker where the text goes */
     int st = lc_model_chat_format_spans(m, tmpl, &msg, 1, true, &formatted, &spans, &n_spans);
+    if (st == LC_ERR_NOT_FOUND && no_chat_option) { /* one line, with the way out */
+        fprintf(stderr, "longctx %s: %s, or %s for plain completion prompts\n", cmd,
+                lc_last_error(), no_chat_option);
+        return st;
+    }
     if (st != LC_OK) {
         cli_fail(cmd, "chat template", st);
         return st;
     }
-    const lc_tokenizer *tok  = lc_model_tokenizer(m);
-    const size_t        flen = strlen(formatted);
-    const char         *at   = strchr(formatted, '\x01');
+    const lc_tokenizer *tok = lc_model_tokenizer(m);
+    const size_t flen = strlen(formatted);
+    const char *at = strchr(formatted, '\x01');
     if (!at) { /* a template that drops the user's text cannot carry a prompt */
-        fprintf(stderr, "longctx %s: the chat template does not include the user's message\n",
-                cmd);
+        fprintf(stderr, "longctx %s: the chat template does not include the user's message\n", cmd);
         st = LC_ERR_INVALID_ARG;
     } else {
         const size_t mark = (size_t)(at - formatted);

@@ -11,7 +11,7 @@
 
 typedef struct tokbuf {
     int32_t *ids;
-    size_t   n, cap;
+    size_t n, cap;
 } tokbuf;
 
 /* Append n ids (ids may be NULL when n is 0). false: out of memory. */
@@ -25,8 +25,11 @@ double eval_rng_unit(uint64_t *s);
 /* The model's chat template (tmpl, or the model's own when LC_CHAT_NONE) around one user
  * message, as the ids before and after the message text: the template's markers as special
  * tokens, its other text (e.g. a default system prompt) as plain text. *pre and *post are
- * malloc'd (NULL when empty). Prints the failure and returns its status. */
-int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl, int32_t **pre,
-                    size_t *n_pre, int32_t **post, size_t *n_post);
+ * malloc'd (NULL when empty). Prints the failure and returns its status; no_chat_option (may
+ * be NULL): the command's option for prompts without a template, named when the model has
+ * none. */
+int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl,
+                    const char *no_chat_option, int32_t **pre, size_t *n_pre, int32_t **post,
+                    size_t *n_post);
 
 #endif
