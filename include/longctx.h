@@ -567,7 +567,8 @@ int lc_tokenselect_describe(const lc_tokenselect_params *p, char *buf, size_t ca
 
 /* ---- evaluation: a sparse method against dense attention on a real forward -------------- */
 
-/* One layer's numbers over the probed rows (the last n_rows positions of the text). */
+/* One layer's numbers over the probed rows (the last n_rows positions of the text, or the
+ * first decode step). */
 typedef struct lc_attn_fidelity {
     double  recall;     /* mean over probed rows and query heads of: the part of the true
                            attention mass of the row's top_k keys that falls on keys the method
@@ -587,18 +588,31 @@ typedef struct lc_attn_fidelity {
                                                    output keeps */
 } lc_attn_fidelity;
 
+/* What lc_eval_attn_fidelity probes. */
+typedef struct lc_fidelity_params {
+    int32_t top_k;   /* recall of the true attention mass of each row's top_k keys (2048) */
+    int32_t n_rows;  /* probe the last n_rows positions of the text (64) */
+    int32_t n_batch; /* prefill chunk (512) */
+    bool    decode;  /* instead, probe the first decode step: one row, the greedy next token
+                        after the text, with the method's decode path (false) */
+    int64_t span_begin, span_end; /* span_begin < span_end: also follow the tokens
+                                     [span_begin, span_end) (the span_* fields: a needle
+                                     diagnostic); otherwise none (0, 0) */
+    lc_progress_fn progress;      /* prefill tokens done/total, may be NULL */
+    void          *progress_user;
+} lc_fidelity_params;
+lc_fidelity_params lc_fidelity_default_params(void);
+
 struct lc_context_params;
-/* Run the model densely over tokens (prefill chunks of n_batch; the last n_rows tokens in a
- * chunk of their own), and at that last chunk run the sparse method p->attn (with its settings
- * from p; not dense) on the same queries and paged keys of every layer: out[layer] compares it
- * with dense attention. The true attention probabilities are computed in double on the host
- * (keys rotated at their true positions). span_begin < span_end: also follow the tokens
- * [span_begin, span_end) (the span_* fields; a needle diagnostic); span_end <= span_begin:
- * none. out: n_layer entries. */
+/* Run the model densely over tokens (prefill chunks of fp->n_batch; the last n_rows tokens in a
+ * chunk of their own, or one decode step after them), and at that forward run the sparse
+ * method p->attn (with its settings from p; not dense) on the same queries and paged keys of
+ * every layer: out[layer] compares it with dense attention. The true attention probabilities
+ * are computed in double on the host (keys rotated at their true positions). out: n_layer
+ * entries. */
 int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
-                          const struct lc_context_params *p, int32_t top_k, int32_t n_rows,
-                          int32_t n_batch, int64_t span_begin, int64_t span_end,
-                          lc_progress_fn progress, void *user, lc_attn_fidelity *out);
+                          const struct lc_context_params *p, const lc_fidelity_params *fp,
+                          lc_attn_fidelity *out);
 
 /* ---- engine: a context advances a set of sequences ------------------------------------- */
 

@@ -116,7 +116,8 @@ PY
 if [ $? -eq 0 ]; then ok; else bad "the files of the quick run (above)"; fi
 grep -Eq "^fact +[24]K +3 " "$TMP/out" && ok || bad "no fact row on stdout: $(cat "$TMP/out")"
 
-# ---- --trace: the answer's sentence followed through a sparse method, layer by layer ----
+# ---- --trace: the answer's sentence followed through a sparse method, layer by layer, for the
+# question's rows and the first decode step ----
 if "$BIN" eval suite -m "$MODEL" --tasks fact --len 2K --trials 1 --attn infinitehip \
         --hip-chunks=64,16,4 --hip-k=512,256,128 --hip-stream=128 --hip-sink=16 \
         --hip-first-layers=1 --hip-first-k=256 --trace --out "$TMP/t" >"$TMP/out" 2>"$TMP/err"; then
@@ -129,8 +130,10 @@ python3 - "$TMP/t-trace.tsv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 errors = []
-if len(rows) != 30:  # SmolLM2-135M has 30 layers
-    errors.append(f"{len(rows)} trace rows, want 30")
+# SmolLM2-135M has 30 layers: probed at the last 16 prompt rows, then at the first decode step
+want = [("prompt", "16", str(l)) for l in range(30)] + [("decode", "1", str(l)) for l in range(30)]
+if [(r["rows"], r["n_rows"], r["layer"]) for r in rows] != want:
+    errors.append(f"trace rows {[(r['rows'], r['n_rows'], r['layer']) for r in rows]}")
 for r in rows:
     m, mr, sr, rc = (float(r[k]) for k in ("span_mass", "span_mass_read", "span_read", "recall"))
     if not (0 <= mr <= m * (1 + 1e-9) + 1e-12 <= 1 + 1e-9 and 0 <= sr <= 1 and 0 <= rc <= 1 + 1e-9):
@@ -145,8 +148,11 @@ for r in rows:
     if r["stage4_read"] != "" or not (1 >= st[0] >= st[1] - 1e-9 >= st[2] - 2e-9 >= -2e-9) \
             or sr < st[2] - 1e-9:
         errors.append(f"stage shares out of order: {r}")
-if not any(r["sparse"] == "1" and float(r["span_read"]) < 1 for r in rows):
-    errors.append("no sparse layer left part of the sentence out (the settings are meant to)")
+for where in ("prompt", "decode"):
+    if not any(r["rows"] == where and r["sparse"] == "1" and float(r["span_read"]) < 1
+               for r in rows):
+        errors.append(f"{where}: no sparse layer left part of the sentence out (the settings "
+                      "are meant to)")
 for e in errors:
     print("FAIL:", e, file=sys.stderr)
 sys.exit(1 if errors else 0)

@@ -74,12 +74,12 @@ static void suite_help(void) {
         "                     sentence holding the answer, the prompt (tab-separated, escaped)\n"
         "  --trace            follow the sentence holding the answer (sparse methods): after\n"
         "                     each trial, run its prompt again densely with the method probed\n"
-        "                     on the last 16 rows of every layer and print the true attention\n"
-        "                     mass on the sentence, the part of it the method reads and the\n"
-        "                     share of its tokens read (stderr; PREFIX-trace.tsv with --out);\n"
-        "                     InfiniteHiP also gives the share of them each stage keeps for\n"
-        "                     those rows and prints, per layer and stage, how many of them\n"
-        "                     each decode step's and prefill block's stages keep\n"
+        "                     in every layer at the last 16 prompt rows and at the first decode\n"
+        "                     step, and print the true attention mass on the sentence, the part\n"
+        "                     of it the method reads, the share of its tokens read and, for\n"
+        "                     InfiniteHiP, the share each stage keeps (stderr; PREFIX-trace.tsv\n"
+        "                     with --out); InfiniteHiP also prints, per layer and stage, how\n"
+        "                     many of them every prefill block and decode step keeps\n"
         "  -v, --verbose      print each trial's answer (stderr)\n"
         "\n%s",
         SUITE_DEFAULT_HAYSTACK, SUITE_DEFAULT_QA_DOC, gen_opts_help());
@@ -795,9 +795,11 @@ static void trace_progress(int64_t done, int64_t total, void *user) {
     cli_progress_update(user, done, total, "tokens");
 }
 
-/* --trace: the trial's prompt again, densely, with the method probed on the last rows (the
- * question and the template after it) of every layer: the true attention mass on the answer's
- * sentence, the part of it the method reads, and the share of its tokens read (stderr, and
+/* --trace: the trial's prompt again, densely, with the method probed at two forwards: the
+ * last 16 rows of the prompt (the question and the template after it, as prefill selects for
+ * them) and the first decode step (the greedy next token, as decoding selects for it). Per
+ * layer: the true attention mass on the answer's sentence, the part of it the method reads,
+ * the share of its tokens read, and for InfiniteHiP the share each stage keeps (stderr, and
  * PREFIX-trace.tsv with --out). */
 static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int64_t key_at,
                        int64_t key_len, const char *task, long long len, long long trial, FILE *f) {
@@ -810,41 +812,52 @@ static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int
     }
     lc_context_params cp = lc_context_default_params();
     gen_context_attn(o, &cp);
-    const int32_t rows = 16; /* the question's last tokens and the template's */
-    cli_progress pr;
-    cli_progress_begin(&pr, "trace: dense pass with the method probed");
-    int st = lc_eval_attn_fidelity(m, prompt->ids, (int64_t)prompt->n, &cp, 2048, rows,
-                                   (int32_t)o->n_batch, key_at, key_at + key_len, trace_progress,
-                                   &pr, res);
-    cli_progress_end(&pr);
-    if (st != LC_OK) {
-        cli_fail("eval suite", "--trace", st);
-        free(res);
-        return CLI_ERR;
-    }
-    fprintf(stderr,
-            "trace: %s %lld trial %lld, answer tokens [%lld, %lld), last %d rows: per "
-            "layer the true attention mass on them, the part the method reads, their share "
-            "read, top-2048 recall\n",
-            task, len, trial, (long long)key_at, (long long)(key_at + key_len), rows);
-    for (int32_t l = 0; l < info.n_layer; l++) {
-        const lc_attn_fidelity *r = &res[l];
-        char stages[96] = "";
-        for (int32_t i = 0, at = 0; i < r->n_stages && at < (int)sizeof stages; i++)
-            at += snprintf(stages + at, sizeof stages - (size_t)at, " s%d %5.1f%%", i + 1,
-                           100 * r->span_stage_read[i]);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *where = pass ? "decode" : "prompt";
+        lc_fidelity_params fp = lc_fidelity_default_params();
+        fp.n_rows = 16;
+        fp.decode = pass == 1;
+        fp.n_batch = (int32_t)o->n_batch;
+        fp.span_begin = key_at;
+        fp.span_end = key_at + key_len;
+        cli_progress pr;
+        cli_progress_begin(&pr, pass ? "trace: dense pass, first decode step probed"
+                                     : "trace: dense pass, last 16 rows probed");
+        fp.progress = trace_progress;
+        fp.progress_user = &pr;
+        int st = lc_eval_attn_fidelity(m, prompt->ids, (int64_t)prompt->n, &cp, &fp, res);
+        cli_progress_end(&pr);
+        if (st != LC_OK) {
+            cli_fail("eval suite", "--trace", st);
+            free(res);
+            return CLI_ERR;
+        }
         fprintf(stderr,
-                "trace: layer %2d %s mass %.4f read %.4f (%5.1f%%) tokens read %5.1f%% "
-                "recall %.3f%s\n",
-                l, r->sparse ? "sparse" : "dense ", r->span_mass, r->span_mass_read,
-                r->span_mass > 0 ? 100 * r->span_mass_read / r->span_mass : 0, 100 * r->span_read,
-                r->recall, stages);
-        if (f) {
-            fprintf(f, "%s\t%lld\t%lld\t%d\t%d\t%.6g\t%.6g\t%.4f\t%.4f", task, len, trial, l,
-                    r->sparse, r->span_mass, r->span_mass_read, r->span_read, r->recall);
-            for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++)
-                fprintf(f, i < r->n_stages ? "\t%.4f" : "\t", r->span_stage_read[i]);
-            fputc('\n', f);
+                "trace: %s %lld trial %lld, answer tokens [%lld, %lld), %s: per layer the true "
+                "attention mass on them, the part the method reads, their share read, top-%d "
+                "recall\n",
+                task, len, trial, (long long)key_at, (long long)(key_at + key_len),
+                pass ? "first decode step" : "last 16 prompt rows", fp.top_k);
+        for (int32_t l = 0; l < info.n_layer; l++) {
+            const lc_attn_fidelity *r = &res[l];
+            char stages[96] = "";
+            for (int32_t i = 0, at = 0; i < r->n_stages && at < (int)sizeof stages; i++)
+                at += snprintf(stages + at, sizeof stages - (size_t)at, " s%d %5.1f%%", i + 1,
+                               100 * r->span_stage_read[i]);
+            fprintf(stderr,
+                    "trace: %s layer %2d %s mass %.4f read %.4f (%5.1f%%) tokens read %5.1f%% "
+                    "recall %.3f%s\n",
+                    where, l, r->sparse ? "sparse" : "dense ", r->span_mass, r->span_mass_read,
+                    r->span_mass > 0 ? 100 * r->span_mass_read / r->span_mass : 0,
+                    100 * r->span_read, r->recall, stages);
+            if (f) {
+                fprintf(f, "%s\t%lld\t%lld\t%s\t%d\t%d\t%d\t%.6g\t%.6g\t%.4f\t%.4f", task, len,
+                        trial, where, r->rows, l, r->sparse, r->span_mass, r->span_mass_read,
+                        r->span_read, r->recall);
+                for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++)
+                    fprintf(f, i < r->n_stages ? "\t%.4f" : "\t", r->span_stage_read[i]);
+                fputc('\n', f);
+            }
         }
     }
     if (f) fflush(f);
@@ -1040,8 +1053,8 @@ int cmd_eval_suite(int argc, char **argv) {
         if (trace && o.attn != LC_ATTN_DENSE) {
             snprintf(path, pl, "%s-trace.tsv", out_prefix);
             if (!(f_trace = fopen(path, "w"))) goto cannot_write;
-            fprintf(f_trace, "task\tlen\ttrial\tlayer\tsparse\tspan_mass\tspan_mass_read\t"
-                             "span_read\trecall");
+            fprintf(f_trace, "task\tlen\ttrial\trows\tn_rows\tlayer\tsparse\tspan_mass\t"
+                             "span_mass_read\tspan_read\trecall");
             for (int32_t i = 0; i < LC_HIP_MAX_STAGES; i++)
                 fprintf(f_trace, "\tstage%d_read", i + 1);
             fputc('\n', f_trace);

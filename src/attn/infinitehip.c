@@ -28,34 +28,38 @@
 #include <string.h>
 
 typedef struct hip_impl {
-    lc_backend           *b;
+    lc_backend *b;
     lc_infinitehip_params p;
-    lc_attn_shape         shape;
-    int32_t               n_groups; /* selections per block: 1, or n_kv_head (heads=group) */
-    int32_t               keep_max[LC_HIP_MAX_STAGES]; /* most chunks any layer keeps */
-    bool                  no_shortcut; /* LONGCTX_HIP_SPARSE_ALWAYS=1: never fall back to dense
-                                          (tests and diagnosis of the sparse path) */
+    lc_attn_shape shape;
+    int32_t n_groups;                    /* selections per block: 1, or n_kv_head (heads=group) */
+    int32_t keep_max[LC_HIP_MAX_STAGES]; /* most chunks any layer keeps */
+    bool no_shortcut;                    /* LONGCTX_HIP_SPARSE_ALWAYS=1: never fall back to dense
+                                            (tests and diagnosis of the sparse path) */
     /* workspace: query blocks (host and backend), prefill stage outputs */
     lc_hip_qblock *h_qb;
     lc_hip_qblock *d_qb;
-    int32_t        qb_cap;
+    int32_t qb_cap;
     /* what d_qb holds (up_n blocks; 0: unknown): a forward whose blocks are the same skips the
        upload — every layer after the first of a decode step */
     lc_hip_qblock *up_qb;
-    int32_t        up_n;
-    lc_hip_seg    *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
-    int32_t       *d_n[LC_HIP_MAX_STAGES];   /* [qb_cap][n_groups] */
+    int32_t up_n;
+    lc_hip_seg *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
+    int32_t *d_n[LC_HIP_MAX_STAGES];      /* [qb_cap][n_groups] */
     /* the last forward, for lc_attn_infinitehip_last (evaluation) */
-    bool    last_sparse;
+    bool last_sparse;
     int32_t last_n_pre, last_sel_cap, last_layer;
+    /* a forward without prefill blocks: its last decode block and the state holding its
+       stage outputs */
+    const struct hip_state *last_dec_hs;
+    lc_hip_qblock last_dec_qb;
 } hip_impl;
 
 typedef struct hip_state {
     lc_backend *b;
-    int64_t     step; /* decode steps since the state was last fully valid */
-    bool        valid[LC_HIP_MAX_STAGES];
+    int64_t step; /* decode steps since the state was last fully valid */
+    bool valid[LC_HIP_MAX_STAGES];
     lc_hip_seg *seg[LC_HIP_MAX_STAGES]; /* [n_groups][keep_max[i]] */
-    int32_t    *n[LC_HIP_MAX_STAGES];
+    int32_t *n[LC_HIP_MAX_STAGES];
 } hip_state;
 
 /* chunks stage i keeps in layer l */
@@ -86,17 +90,17 @@ static void ws_release(hip_impl *h) {
 static int ws_reserve(hip_impl *h, int32_t n_qb) {
     if (n_qb <= h->qb_cap) return LC_OK;
     ws_release(h);
-    lc_backend   *b   = h->b;
+    lc_backend *b = h->b;
     const int32_t cap = n_qb < 64 ? 64 : n_qb + n_qb / 2;
-    h->h_qb           = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
-    h->up_qb          = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
-    h->d_qb           = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
+    h->h_qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
+    h->up_qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
+    h->d_qb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
     if (!h->h_qb || !h->up_qb || !h->d_qb) return ws_release(h), LC_ERR_NOMEM;
     for (int32_t i = 0; i < h->p.n_stages; i++) {
         const size_t lists = (size_t)cap * (size_t)h->n_groups;
         h->d_seg[i] = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)h->keep_max[i],
                                "InfiniteHiP stage output");
-        h->d_n[i]   = b->alloc(b, sizeof(int32_t) * lists, "InfiniteHiP stage output");
+        h->d_n[i] = b->alloc(b, sizeof(int32_t) * lists, "InfiniteHiP stage output");
         if (!h->d_seg[i] || !h->d_n[i]) return ws_release(h), LC_ERR_NOMEM;
     }
     h->qb_cap = cap;
@@ -116,15 +120,16 @@ static void hip_state_free(const lc_attn_method *m, void *state) {
 
 static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) {
     (void)layer;
-    hip_impl  *h = m->impl;
+    hip_impl *h = m->impl;
     hip_state *s = lc_calloc(1, sizeof *s, "InfiniteHiP layer state");
     if (!s) return LC_ERR_NOMEM;
     s->b = h->b;
     for (int32_t i = 0; i < h->p.n_stages; i++) {
-        s->seg[i] = h->b->alloc(h->b, sizeof(lc_hip_seg) * (size_t)h->n_groups *
-                                          (size_t)h->keep_max[i], "InfiniteHiP mask cache");
-        s->n[i]   = h->b->alloc(h->b, sizeof(int32_t) * (size_t)h->n_groups,
-                                "InfiniteHiP mask cache");
+        s->seg[i] =
+            h->b->alloc(h->b, sizeof(lc_hip_seg) * (size_t)h->n_groups * (size_t)h->keep_max[i],
+                        "InfiniteHiP mask cache");
+        s->n[i] =
+            h->b->alloc(h->b, sizeof(int32_t) * (size_t)h->n_groups, "InfiniteHiP mask cache");
         if (!s->seg[i] || !s->n[i]) {
             hip_state_free(m, s);
             return LC_ERR_NOMEM;
@@ -134,7 +139,9 @@ static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) 
     return LC_OK;
 }
 
-static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+static int32_t ceil_div(int64_t a, int64_t b) {
+    return (int32_t)((a + b - 1) / b);
+}
 
 /* LONGCTX_HIP_TRACE=a,b (diagnosis; `eval passkey --trace` sets it to a needle's tokens): after
  * the stages of a forward, print to stderr per layer how many of the positions [a, b) each
@@ -142,7 +149,7 @@ static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b
  * block whose stages were recomputed. Read per forward; off (no cost) when unset. */
 static bool trace_range(int64_t *a, int64_t *b) {
     const char *t = getenv("LONGCTX_HIP_TRACE");
-    long long   x, y;
+    long long x, y;
     if (!t || sscanf(t, "%lld,%lld", &x, &y) != 2 || y <= x) return false;
     *a = x, *b = y;
     return true;
@@ -165,18 +172,19 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
                         lc_hip_seg *const *seg, int32_t *const *n, int32_t first) {
     int64_t a, b;
     if (!trace_range(&a, &b) || pos < b) return;
-    lc_backend *be      = h->b;
-    int32_t     cap_max = 0;
+    lc_backend *be = h->b;
+    int32_t cap_max = 0;
     for (int32_t i = first; i < h->p.n_stages; i++)
         if (keep_of(h, layer, i) > cap_max) cap_max = keep_of(h, layer, i);
     lc_hip_seg *tmp = lc_malloc(sizeof(lc_hip_seg) * (size_t)(cap_max > 0 ? cap_max : 1), "trace");
     if (!tmp) return;
-    char        line[512];
-    int         at = snprintf(line, sizeof line, "hip-trace layer %d %s pos %d needle [%" PRId64
-                              ", %" PRId64 "):", layer, what, pos, a, b);
+    char line[512];
+    int at = snprintf(line, sizeof line,
+                      "hip-trace layer %d %s pos %d needle [%" PRId64 ", %" PRId64 "):", layer,
+                      what, pos, a, b);
     for (int32_t i = first; i < h->p.n_stages && at < (int)sizeof line; i++) {
         const int32_t cap = keep_of(h, layer, i);
-        int64_t       best = 0;
+        int64_t best = 0;
         for (int32_t g = 0; g < h->n_groups; g++) { /* the group that keeps most of it */
             int32_t cnt = 0;
             if (be->download(be, &cnt, n[i] + g, sizeof cnt) == LC_OK && cnt >= 0 && cnt <= cap &&
@@ -203,12 +211,12 @@ static int32_t cand_of(const lc_infinitehip_params *p, const lc_hip_qblock *qb) 
 static void stage_setup(const hip_impl *h, int32_t layer, int32_t i, int32_t max_rows,
                         int32_t max_cand, lc_hip_stage_args *sa) {
     const lc_infinitehip_params *p = &h->p;
-    sa->chunk      = p->chunk[i];
-    sa->n_keep     = keep_of(h, layer, i);
-    sa->q_stride   = p->q_stride[i];
+    sa->chunk = p->chunk[i];
+    sa->n_keep = keep_of(h, layer, i);
+    sa->q_stride = p->q_stride[i];
     sa->kv_descent = p->kv_descent[i];
-    sa->max_rows   = max_rows;
-    sa->in_cap     = i ? keep_of(h, layer, i - 1) : 0;
+    sa->max_rows = max_rows;
+    sa->in_cap = i ? keep_of(h, layer, i - 1) : 0;
     /* stagger: odd layers start the first stage's grid half a chunk later (one more chunk) */
     sa->first_offset = !i && p->stagger && (layer & 1) ? p->chunk[0] / 2 : 0;
     /* overlap: the first stage's chunks start every half chunk */
@@ -223,12 +231,14 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                        const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                        void *const *states, const float *q, const float *q_raw, int32_t n_head,
                        const lc_rope_table *rope, float scale, float *out) {
-    hip_impl                    *h = m->impl;
+    hip_impl *h = m->impl;
     const lc_infinitehip_params *p = &h->p;
-    const int32_t                N = p->n_stages;
-    h->last_sparse                 = false;
-    h->last_n_pre                  = 0;
-    if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    const int32_t N = p->n_stages;
+    h->last_sparse = false;
+    h->last_n_pre = 0;
+    h->last_dec_hs = NULL;
+    if (layer < p->dense_layers)
+        return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->hip_stage || !b->attn_sparse || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
                        b->name);
@@ -240,21 +250,21 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     int st = ws_reserve(h, n_qb);
     if (st != LC_OK) return st;
     const int32_t last_keep = keep_of(h, layer, N - 1);
-    const int64_t budget    = (int64_t)last_keep * p->chunk[N - 1];
-    int32_t       n_pre = 0, max_window = 1, pre_rows = 1, pre_cand = 0;
-    int64_t       max_end = 0;
-    bool          all_covered = true;
-    int32_t       idx = 0;
+    const int64_t budget = (int64_t)last_keep * p->chunk[N - 1];
+    int32_t n_pre = 0, max_window = 1, pre_rows = 1, pre_cand = 0;
+    int64_t max_end = 0;
+    bool all_covered = true;
+    int32_t idx = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         const lc_attn_seq *a = &seqs[s];
         if (a->n_rows <= 1) continue;
         for (int32_t r = 0; r < a->n_rows; r += p->block_q) {
             lc_hip_qblock *qb = &h->h_qb[idx++];
-            qb->seq           = s;
-            qb->row0          = a->row0 + r;
-            qb->n_rows        = a->n_rows - r < p->block_q ? a->n_rows - r : p->block_q;
-            qb->pos0          = a->pos0 + r;
-            qb->win0          = win0_of(p, qb->pos0);
+            qb->seq = s;
+            qb->row0 = a->row0 + r;
+            qb->n_rows = a->n_rows - r < p->block_q ? a->n_rows - r : p->block_q;
+            qb->pos0 = a->pos0 + r;
+            qb->win0 = win0_of(p, qb->pos0);
         }
     }
     n_pre = idx;
@@ -267,8 +277,8 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     }
     n_qb = idx;
     for (int32_t i = 0; i < n_qb; i++) {
-        const lc_hip_qblock *qb   = &h->h_qb[i];
-        const int32_t        cand = cand_of(p, qb);
+        const lc_hip_qblock *qb = &h->h_qb[i];
+        const int32_t cand = cand_of(p, qb);
         if (cand > budget) all_covered = false;
         if (i < n_pre && qb->n_rows > pre_rows) pre_rows = qb->n_rows;
         if (i < n_pre && cand > pre_cand) pre_cand = cand;
@@ -290,10 +300,10 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                         ((p->rope == LC_HIP_ROPE_AUTO || p->rope == LC_HIP_ROPE_STREAM) &&
                          max_end > h->shape.n_ctx_train);
     const int32_t scan_rope = !extend || p->rope == LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_PLAIN
-                              : layer < p->first_layers ? LC_HIP_SCAN_CHUNK
-                                                        : LC_HIP_SCAN_RELATIVE;
-    int (*up)(lc_backend *, void *, const void *, size_t) = b->upload_async ? b->upload_async
-                                                                            : b->upload;
+                              : layer < p->first_layers                ? LC_HIP_SCAN_CHUNK
+                                                                       : LC_HIP_SCAN_RELATIVE;
+    int (*up)(lc_backend *, void *, const void *, size_t) =
+        b->upload_async ? b->upload_async : b->upload;
     const size_t qb_bytes = sizeof(lc_hip_qblock) * (size_t)n_qb;
     if (h->up_n != n_qb || memcmp(h->up_qb, h->h_qb, qb_bytes) != 0) {
         h->up_n = 0;
@@ -304,48 +314,49 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 
     lc_hip_stage_args sa;
     memset(&sa, 0, sizeof sa);
-    sa.n_sink   = p->n_sink;
+    sa.n_sink = p->n_sink;
     sa.n_stream = p->n_stream;
     sa.n_groups = h->n_groups;
     sa.scan_rope = scan_rope;
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
-    aa.n_sink     = p->n_sink;
-    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
-    aa.n_groups   = h->n_groups;
-    aa.max_sel    = (int32_t)budget;
+    aa.n_sink = p->n_sink;
+    aa.attn_rope = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.n_groups = h->n_groups;
+    aa.max_sel = (int32_t)budget;
     aa.max_window = max_window;
 
     /* prefill blocks: every stage, outputs in the workspace */
     if (n_pre > 0) {
         for (int32_t i = 0; i < N && st == LC_OK; i++) {
             stage_setup(h, layer, i, pre_rows, pre_cand, &sa);
-            sa.in    = i ? h->d_seg[i - 1] : NULL;
-            sa.in_n  = i ? h->d_n[i - 1] : NULL;
-            sa.out   = h->d_seg[i];
+            sa.in = i ? h->d_seg[i - 1] : NULL;
+            sa.in_n = i ? h->d_n[i - 1] : NULL;
+            sa.out = h->d_seg[i];
             sa.out_n = h->d_n[i];
             st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb, n_pre, q_raw, n_head, rope, &sa);
         }
         if (st != LC_OK) return st;
         {
-            const int32_t      lb = n_pre - 1;
+            const int32_t lb = n_pre - 1;
             const lc_hip_qblock *q = &h->h_qb[lb];
             lc_hip_seg *segs[LC_HIP_MAX_STAGES];
-            int32_t    *ns[LC_HIP_MAX_STAGES];
+            int32_t *ns[LC_HIP_MAX_STAGES];
             for (int32_t i = 0; i < N; i++) {
-                segs[i] = h->d_seg[i] + (size_t)lb * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
-                ns[i]   = h->d_n[i] + (size_t)lb * (size_t)h->n_groups;
+                segs[i] =
+                    h->d_seg[i] + (size_t)lb * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
+                ns[i] = h->d_n[i] + (size_t)lb * (size_t)h->n_groups;
             }
             trace_block(h, layer, "prefill", q->pos0 + q->n_rows - 1, segs, ns, 0);
         }
-        h->last_sparse  = true;
-        h->last_layer   = layer;
-        h->last_n_pre   = n_pre;
+        h->last_sparse = true;
+        h->last_layer = layer;
+        h->last_n_pre = n_pre;
         h->last_sel_cap = last_keep;
         aa.max_rows = pre_rows;
-        aa.sel      = h->d_seg[N - 1];
-        aa.sel_n    = h->d_n[N - 1];
-        aa.sel_cap  = last_keep;
+        aa.sel = h->d_seg[N - 1];
+        aa.sel_n = h->d_n[N - 1];
+        aa.sel_cap = last_keep;
         if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb, n_pre, q, n_head, rope, scale, &aa,
                                  out)) != LC_OK)
             return st;
@@ -354,30 +365,76 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     /* decode blocks: one sequence at a time, with its cached stage outputs */
     for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
         const lc_hip_qblock *qb = &h->h_qb[j];
-        hip_state           *hs = states ? states[qb->seq] : NULL;
+        hip_state *hs = states ? states[qb->seq] : NULL;
         if (!hs) return lc_fail(LC_ERR_INTERNAL, "infinitehip: a decode sequence has no state");
         int32_t from = N;
         for (int32_t i = 0; i < N && from == N; i++)
             if (!hs->valid[i] || hs->step % p->refresh[i] == 0) from = i;
         for (int32_t i = from; i < N && st == LC_OK; i++) {
             stage_setup(h, layer, i, 1, cand_of(p, qb), &sa);
-            sa.in    = i ? hs->seg[i - 1] : NULL;
-            sa.in_n  = i ? hs->n[i - 1] : NULL;
-            sa.out   = hs->seg[i];
+            sa.in = i ? hs->seg[i - 1] : NULL;
+            sa.in_n = i ? hs->n[i - 1] : NULL;
+            sa.out = hs->seg[i];
             sa.out_n = hs->n[i];
             st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb + j, 1, q_raw, n_head, rope, &sa);
             hs->valid[i] = st == LC_OK;
         }
         if (st != LC_OK) return st;
         if (from < N) trace_block(h, layer, "decode", qb->pos0, hs->seg, hs->n, from);
+        if (n_pre == 0) { /* for lc_attn_infinitehip_last */
+            h->last_sparse = true;
+            h->last_layer = layer;
+            h->last_sel_cap = last_keep;
+            h->last_dec_hs = hs;
+            h->last_dec_qb = *qb;
+        }
         hs->step++;
-        aa.max_rows   = 1;
+        aa.max_rows = 1;
         aa.max_window = qb->pos0 + 1 - qb->win0;
-        aa.sel        = hs->seg[N - 1];
-        aa.sel_n      = hs->n[N - 1];
-        aa.sel_cap    = last_keep;
+        aa.sel = hs->seg[N - 1];
+        aa.sel_n = hs->n[N - 1];
+        aa.sel_cap = last_keep;
         st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb + j, 1, q, n_head, rope, scale, &aa, out);
     }
+    return st;
+}
+
+/* lc_attn_infinitehip_last of a forward that held only decode blocks: its last one, with the
+ * stage outputs its sequence's state holds ([n_groups][keep] per stage). */
+static int last_decode(const hip_impl *h, lc_hip_last *out) {
+    const hip_state *hs = h->last_dec_hs;
+    const int32_t N = h->p.n_stages, G = h->n_groups;
+    int st = LC_OK;
+    out->n_qb = 1;
+    out->sel_cap = h->last_sel_cap;
+    out->qb = lc_malloc(sizeof(lc_hip_qblock), "selection copy");
+    out->sel =
+        lc_malloc(sizeof(lc_hip_seg) * (size_t)G * (size_t)(out->sel_cap > 0 ? out->sel_cap : 1),
+                  "selection copy");
+    out->sel_n = lc_malloc(sizeof(int32_t) * (size_t)G, "selection copy");
+    if (!out->qb || !out->sel || !out->sel_n) st = LC_ERR_NOMEM;
+    if (st == LC_OK) {
+        *out->qb = h->last_dec_qb;
+        st = h->b->download(h->b, out->sel, hs->seg[N - 1],
+                            sizeof(lc_hip_seg) * (size_t)G * (size_t)out->sel_cap);
+    }
+    if (st == LC_OK)
+        st = h->b->download(h->b, out->sel_n, hs->n[N - 1], sizeof(int32_t) * (size_t)G);
+    for (int32_t i = 0; i < N && st == LC_OK; i++) {
+        const int32_t c = keep_of(h, h->last_layer, i);
+        out->stage_cap[i] = c;
+        out->stage_sel[i] =
+            lc_malloc(sizeof(lc_hip_seg) * (size_t)G * (size_t)(c > 0 ? c : 1), "selection copy");
+        out->stage_n[i] = lc_malloc(sizeof(int32_t) * (size_t)G, "selection copy");
+        out->n_stages = i + 1;
+        if (!out->stage_sel[i] || !out->stage_n[i]) st = LC_ERR_NOMEM;
+        if (st == LC_OK && c > 0)
+            st = h->b->download(h->b, out->stage_sel[i], hs->seg[i],
+                                sizeof(lc_hip_seg) * (size_t)G * (size_t)c);
+        if (st == LC_OK)
+            st = h->b->download(h->b, out->stage_n[i], hs->n[i], sizeof(int32_t) * (size_t)G);
+    }
+    if (st != LC_OK) lc_attn_hip_last_free(out);
     return st;
 }
 
@@ -386,17 +443,18 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
     if (!m || m->forward != hip_forward)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_attn_infinitehip_last: not an infinitehip method");
     const hip_impl *h = m->impl;
-    out->n_sink       = h->p.n_sink;
-    out->n_groups     = h->n_groups;
-    out->sparse       = h->last_sparse;
+    out->n_sink = h->p.n_sink;
+    out->n_groups = h->n_groups;
+    out->sparse = h->last_sparse;
     if (!h->last_sparse) return LC_OK;
-    const int32_t n  = h->last_n_pre, cap = h->last_sel_cap, N = h->p.n_stages;
-    out->n_qb        = n;
-    out->sel_cap     = cap;
-    out->qb          = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n, "selection copy");
-    out->sel         = lc_malloc(sizeof(lc_hip_seg) * (size_t)n * (size_t)h->n_groups * (size_t)cap,
-                                 "selection copy");
-    out->sel_n       = lc_malloc(sizeof(int32_t) * (size_t)n * (size_t)h->n_groups, "selection copy");
+    if (h->last_n_pre == 0 && h->last_dec_hs) return last_decode(h, out);
+    const int32_t n = h->last_n_pre, cap = h->last_sel_cap, N = h->p.n_stages;
+    out->n_qb = n;
+    out->sel_cap = cap;
+    out->qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n, "selection copy");
+    out->sel = lc_malloc(sizeof(lc_hip_seg) * (size_t)n * (size_t)h->n_groups * (size_t)cap,
+                         "selection copy");
+    out->sel_n = lc_malloc(sizeof(int32_t) * (size_t)n * (size_t)h->n_groups, "selection copy");
     if (!out->qb || !out->sel || !out->sel_n) return lc_attn_hip_last_free(out), LC_ERR_NOMEM;
     memcpy(out->qb, h->h_qb, sizeof(lc_hip_qblock) * (size_t)n);
     int st = h->b->download(h->b, out->sel, h->d_seg[N - 1],
@@ -406,13 +464,13 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
                             sizeof(int32_t) * (size_t)n * (size_t)h->n_groups);
     /* every stage's output, to see where a followed span of tokens was dropped */
     for (int32_t i = 0; i < N && st == LC_OK; i++) {
-        const int32_t c   = keep_of(h, h->last_layer, i);
-        const size_t  ng  = (size_t)n * (size_t)h->n_groups;
+        const int32_t c = keep_of(h, h->last_layer, i);
+        const size_t ng = (size_t)n * (size_t)h->n_groups;
         out->stage_cap[i] = c;
-        out->stage_sel[i] = lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(c > 0 ? c : 1),
-                                      "selection copy");
-        out->stage_n[i]   = lc_malloc(sizeof(int32_t) * ng, "selection copy");
-        out->n_stages     = i + 1;
+        out->stage_sel[i] =
+            lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(c > 0 ? c : 1), "selection copy");
+        out->stage_n[i] = lc_malloc(sizeof(int32_t) * ng, "selection copy");
+        out->n_stages = i + 1;
         if (!out->stage_sel[i] || !out->stage_n[i]) st = LC_ERR_NOMEM;
         if (st == LC_OK && c > 0)
             st = h->b->download(h->b, out->stage_sel[i], h->d_seg[i],
@@ -446,21 +504,21 @@ static void hip_destroy(lc_attn_method *m) {
 
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_infinitehip_params *p, lc_attn_method **out) {
-    *out   = NULL;
+    *out = NULL;
     int st = lc_infinitehip_validate(p);
     if (st != LC_OK) return st;
     if (!b->hip_stage || !b->attn_sparse || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend has no sparse attention",
                        b->name);
     lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
-    hip_impl       *h = lc_calloc(1, sizeof *h, "attention method");
+    hip_impl *h = lc_calloc(1, sizeof *h, "attention method");
     if (!m || !h) {
         free(m), free(h);
         return LC_ERR_NOMEM;
     }
-    h->b        = b;
-    h->p        = *p;
-    h->shape    = *shape;
+    h->b = b;
+    h->p = *p;
+    h->shape = *shape;
     h->n_groups = p->per_group ? shape->n_kv_head : 1;
     h->no_shortcut = sel_sparse_always();
     for (int32_t i = 0; i < p->n_stages; i++) {
@@ -469,15 +527,15 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
             p->first_k / p->chunk[i] > h->keep_max[i])
             h->keep_max[i] = p->first_k / p->chunk[i];
     }
-    m->name         = "infinitehip";
-    m->impl         = h;
-    m->needs_raw_q  = true;
-    m->graph_safe   = false;
+    m->name = "infinitehip";
+    m->impl = h;
+    m->needs_raw_q = true;
+    m->graph_safe = false;
     m->state_create = hip_state_create;
-    m->state_free   = hip_state_free;
-    m->forward      = hip_forward;
-    m->destroy      = hip_destroy;
-    m->last         = lc_attn_infinitehip_last;
-    *out            = m;
+    m->state_free = hip_state_free;
+    m->forward = hip_forward;
+    m->destroy = hip_destroy;
+    m->last = lc_attn_infinitehip_last;
+    *out = m;
     return LC_OK;
 }

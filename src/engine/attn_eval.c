@@ -2,8 +2,8 @@
  * attn_eval.c — a sparse attention method (InfiniteHiP, HiP, TokenSelect) against dense
  * attention on real queries and keys (recall of the true top-k attention mass, as InfiniteHiP
  * paper Fig. 6, and output error). The model runs densely; at the forward of the last n_rows
- * tokens a probe attention method also runs the method under test on the same queries and paged KV of
- * every layer, then compares: the selected key set against the true attention probabilities
+ * tokens a probe attention method also runs the method under test on the same queries and paged KV
+ * of every layer, then compares: the selected key set against the true attention probabilities
  * (keys downloaded, rotated at their true positions, softmax in double on the host), and the
  * two outputs; optionally, how much of the true attention mass on a followed span of tokens (a
  * needle, `longctx eval suite --trace`) the method reads.
@@ -19,12 +19,12 @@
 #include <string.h>
 
 typedef struct probe_impl {
-    lc_attn_method   *method; /* the sparse method under test */
-    int64_t           final_end; /* probe the forward whose rows end here */
-    int32_t           top_k;
-    int64_t           span_begin, span_end; /* followed tokens; end <= begin: none */
+    lc_attn_method *method; /* the sparse method under test */
+    int64_t final_end;      /* probe the forward whose rows end here */
+    int32_t top_k;
+    int64_t span_begin, span_end; /* followed tokens; end <= begin: none */
     lc_attn_fidelity *res;
-    float            *cos_h, *sin_h; /* the rope table on the host */
+    float *cos_h, *sin_h; /* the rope table on the host */
 } probe_impl;
 
 static int probe_state_create(const lc_attn_method *m, int32_t layer, void **state) {
@@ -42,19 +42,24 @@ static double kth_largest(double *x, int64_t n, int64_t k) {
     int64_t lo = 0, hi = n - 1, want = k - 1;
     while (lo < hi) {
         const double piv = x[lo + (hi - lo) / 2];
-        int64_t      i = lo, j = hi;
+        int64_t i = lo, j = hi;
         while (i <= j) {
-            while (x[i] > piv) i++;
-            while (x[j] < piv) j--;
+            while (x[i] > piv)
+                i++;
+            while (x[j] < piv)
+                j--;
             if (i <= j) {
                 double t = x[i];
                 x[i] = x[j], x[j] = t;
                 i++, j--;
             }
         }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
     }
     return x[want];
 }
@@ -65,41 +70,41 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                        const float *out_dense) {
     const int32_t R = seq->n_rows, D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
     const int32_t G = n_head / H;
-    const size_t  W = (size_t)n_head * (size_t)D;
+    const size_t W = (size_t)n_head * (size_t)D;
     const int64_t n_keys = (int64_t)seq->pos0 + R;
     lc_attn_fidelity *res = &pi->res[layer];
     memset(res, 0, sizeof *res);
     float *tmp = b->alloc(b, sizeof(float) * W * (size_t)(seq->row0 + R), "fidelity probe");
     if (!tmp) return LC_ERR_NOMEM;
     int st = pi->method->forward(pi->method, b, layer, kv, seq, 1, states, q, q_raw, n_head, rope,
-                              scale, tmp);
+                                 scale, tmp);
     lc_hip_last last;
     memset(&last, 0, sizeof last);
     if (st == LC_OK) st = lc_attn_last(pi->method, &last);
-    float  *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
-    float  *od = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
-    float  *os = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
+    float *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
+    float *od = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
+    float *os = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     const size_t esz = b->kv_type == LC_TYPE_BF16 ? 2 : 4;
     const size_t slab = (size_t)H * (size_t)P * (size_t)D; /* elements of one page */
     const int64_t n_pages = (n_keys + P - 1) / P;
-    float  *kh   = lc_malloc(sizeof(float) * (size_t)H * (size_t)n_keys * (size_t)D, "fidelity keys");
-    void   *page = lc_malloc(slab * esz, "fidelity page");
+    float *kh = lc_malloc(sizeof(float) * (size_t)H * (size_t)n_keys * (size_t)D, "fidelity keys");
+    void *page = lc_malloc(slab * esz, "fidelity page");
     if (!qh || !od || !os || !kh || !page) st = st == LC_OK ? LC_ERR_NOMEM : st;
     const size_t off = (size_t)seq->row0 * W;
     if (st == LC_OK) st = b->download(b, qh, q + off, sizeof(float) * W * (size_t)R);
     if (st == LC_OK) st = b->download(b, od, out_dense + off, sizeof(float) * W * (size_t)R);
     if (st == LC_OK) st = b->download(b, os, tmp + off, sizeof(float) * W * (size_t)R);
     /* keys [kv_head][token][dim] in fp32, rotated at their true positions */
-    const lc_rope_table hrope = {rope->n_pos, rope->n_rot, rope->pairing, pi->cos_h, pi->sin_h,
-                                 rope->mscale};
+    const lc_rope_table hrope = {rope->n_pos, rope->n_rot, rope->pairing,
+                                 pi->cos_h,   pi->sin_h,   rope->mscale};
     for (int64_t pg = 0; pg < n_pages && st == LC_OK; pg++) {
         const int32_t id = seq->page_table[pg];
         st = b->download(b, page, (const char *)kv->k + (size_t)id * slab * esz, slab * esz);
         for (int32_t h = 0; h < H && st == LC_OK; h++)
             for (int32_t t = 0; t < P && pg * P + t < n_keys; t++) {
                 const int64_t tok = pg * P + t;
-                float        *dst = kh + ((size_t)h * (size_t)n_keys + (size_t)tok) * (size_t)D;
-                const size_t  src = ((size_t)h * P + (size_t)t) * (size_t)D;
+                float *dst = kh + ((size_t)h * (size_t)n_keys + (size_t)tok) * (size_t)D;
+                const size_t src = ((size_t)h * P + (size_t)t) * (size_t)D;
                 for (int32_t i = 0; i < D; i++)
                     dst[i] = esz == 2 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
                                       : ((const float *)page)[src + (size_t)i];
@@ -113,17 +118,17 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
             e += d * d, nn += (double)od[i] * od[i];
         }
         res->out_rel_l2 = nn > 0 ? sqrt(e / nn) : 0;
-        res->rows       = R;
-        res->sparse     = last.sparse;
+        res->rows = R;
+        res->sparse = last.sparse;
         double recall_sum = 0, keys_sum = 0, span_sum = 0, span_read_sum = 0, span_tok_sum = 0;
         double stage_sum[LC_HIP_MAX_STAGES] = {0};
-        int    fail       = 0;
+        int fail = 0;
 #pragma omp parallel reduction(+ : recall_sum, keys_sum, span_sum, span_read_sum, span_tok_sum, \
                                    stage_sum[:LC_HIP_MAX_STAGES]) reduction(| : fail)
         {
-            double        *p   = malloc(sizeof(double) * (size_t)n_keys);
-            double        *pc  = malloc(sizeof(double) * (size_t)n_keys);
-            unsigned char *in  = malloc((size_t)n_keys);
+            double *p = malloc(sizeof(double) * (size_t)n_keys);
+            double *pc = malloc(sizeof(double) * (size_t)n_keys);
+            unsigned char *in = malloc((size_t)n_keys);
             if (!p || !pc || !in) fail = 1;
 #pragma omp for schedule(dynamic)
             for (int64_t rh = 0; rh < (int64_t)R * n_head; rh++) {
@@ -131,24 +136,28 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 const int32_t r = (int32_t)(rh / n_head), h = (int32_t)(rh % n_head);
                 const int64_t pos = (int64_t)seq->pos0 + r, nk = pos + 1;
                 if (nk < 1 || nk > n_keys) continue;
-                const float  *qv  = qh + (size_t)r * W + (size_t)h * D;
-                const float  *kb  = kh + (size_t)(h / G) * (size_t)n_keys * (size_t)D;
-                double        mx  = -INFINITY, sum = 0;
+                const float *qv = qh + (size_t)r * W + (size_t)h * D;
+                const float *kb = kh + (size_t)(h / G) * (size_t)n_keys * (size_t)D;
+                double mx = -INFINITY, sum = 0;
                 for (int64_t t = 0; t < nk; t++) {
                     double d = 0;
-                    for (int32_t i = 0; i < D; i++) d += (double)qv[i] * kb[(size_t)t * D + i];
+                    for (int32_t i = 0; i < D; i++)
+                        d += (double)qv[i] * kb[(size_t)t * D + i];
                     p[t] = d * scale;
                     if (p[t] > mx) mx = p[t];
                 }
-                for (int64_t t = 0; t < nk; t++) sum += (p[t] = exp(p[t] - mx));
-                for (int64_t t = 0; t < nk; t++) p[t] /= sum;
+                for (int64_t t = 0; t < nk; t++)
+                    sum += (p[t] = exp(p[t] - mx));
+                for (int64_t t = 0; t < nk; t++)
+                    p[t] /= sum;
                 /* the key set the method read for this row */
                 int64_t n_read = nk;
-                for (int64_t t = 0; t < nk; t++) in[t] = 1;
+                for (int64_t t = 0; t < nk; t++)
+                    in[t] = 1;
                 int32_t row_block = -1; /* the row's query block in last, if sparse */
                 if (last.sparse) {
                     const lc_hip_qblock *qb = NULL;
-                    int32_t              bi = 0;
+                    int32_t bi = 0;
                     for (; bi < last.n_qb; bi++)
                         if (seq->row0 + r >= last.qb[bi].row0 &&
                             seq->row0 + r < last.qb[bi].row0 + last.qb[bi].n_rows) {
@@ -159,16 +168,21 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                         row_block = bi;
                         const int32_t g = last.n_groups == 1 ? 0 : h / G;
                         const int32_t w0 = qb->win0, ns = last.n_sink < w0 ? last.n_sink : w0;
-                        for (int64_t t = 0; t < nk; t++) in[t] = 0;
-                        for (int64_t t = 0; t < ns && t < nk; t++) in[t] = 1;
-                        for (int64_t t = w0; t < nk; t++) in[t] = 1;
-                        const size_t       li = (size_t)bi * (size_t)last.n_groups + (size_t)g;
+                        for (int64_t t = 0; t < nk; t++)
+                            in[t] = 0;
+                        for (int64_t t = 0; t < ns && t < nk; t++)
+                            in[t] = 1;
+                        for (int64_t t = w0; t < nk; t++)
+                            in[t] = 1;
+                        const size_t li = (size_t)bi * (size_t)last.n_groups + (size_t)g;
                         const lc_hip_seg *sg = last.sel + li * (size_t)last.sel_cap;
                         for (int32_t j = 0; j < last.sel_n[li]; j++)
-                            for (int64_t t = sg[j].start; t < (int64_t)sg[j].start + sg[j].len && t < nk; t++)
+                            for (int64_t t = sg[j].start;
+                                 t < (int64_t)sg[j].start + sg[j].len && t < nk; t++)
                                 in[t] = 1;
                         n_read = 0;
-                        for (int64_t t = 0; t < nk; t++) n_read += in[t];
+                        for (int64_t t = 0; t < nk; t++)
+                            n_read += in[t];
                     }
                 }
                 const int64_t k = pi->top_k < nk ? pi->top_k : nk;
@@ -187,7 +201,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 const int64_t sa = pi->span_begin > 0 ? pi->span_begin : 0;
                 const int64_t se = pi->span_end < nk ? pi->span_end : nk;
                 if (se > sa) {
-                    double  sm = 0, sr = 0;
+                    double sm = 0, sr = 0;
                     int64_t nr = 0;
                     for (int64_t t = sa; t < se; t++) {
                         sm += p[t];
@@ -202,21 +216,25 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                             stage_sum[i] += 1;
                             continue;
                         }
-                        const int32_t g  = last.n_groups == 1 ? 0 : h / G;
-                        const size_t  li = (size_t)row_block * (size_t)last.n_groups + (size_t)g;
-                        const lc_hip_seg *sg  = last.stage_sel[i] + li * (size_t)last.stage_cap[i];
-                        const int32_t     cnt = last.stage_n[i][li];
+                        const int32_t g = last.n_groups == 1 ? 0 : h / G;
+                        const size_t li = (size_t)row_block * (size_t)last.n_groups + (size_t)g;
+                        const lc_hip_seg *sg = last.stage_sel[i] + li * (size_t)last.stage_cap[i];
+                        const int32_t cnt = last.stage_n[i][li];
                         /* pc is free again: marks over the span (overlapping segments, as
                          * the first stage's with --hip-overlap, count once) */
-                        for (int64_t t = sa; t < se; t++) pc[t] = 0;
+                        for (int64_t t = sa; t < se; t++)
+                            pc[t] = 0;
                         for (int32_t j = 0; j < cnt && j < last.stage_cap[i]; j++) {
                             const int64_t a = sg[j].start > sa ? sg[j].start : sa;
                             const int64_t e = (int64_t)sg[j].start + sg[j].len < se
-                                                  ? (int64_t)sg[j].start + sg[j].len : se;
-                            for (int64_t t = a; t < e; t++) pc[t] = 1;
+                                                  ? (int64_t)sg[j].start + sg[j].len
+                                                  : se;
+                            for (int64_t t = a; t < e; t++)
+                                pc[t] = 1;
                         }
                         int64_t cov = 0;
-                        for (int64_t t = sa; t < se; t++) cov += pc[t] != 0;
+                        for (int64_t t = sa; t < se; t++)
+                            cov += pc[t] != 0;
                         stage_sum[i] += (double)cov / (double)(se - sa);
                     }
                 }
@@ -224,12 +242,12 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
             free(p), free(pc), free(in);
         }
         if (fail) st = LC_ERR_NOMEM;
-        res->recall    = recall_sum / ((double)R * n_head);
+        res->recall = recall_sum / ((double)R * n_head);
         res->keys_read = keys_sum / ((double)R * n_head);
-        res->span_mass      = span_sum / ((double)R * n_head);
+        res->span_mass = span_sum / ((double)R * n_head);
         res->span_mass_read = span_read_sum / ((double)R * n_head);
-        res->span_read      = span_tok_sum / ((double)R * n_head);
-        res->n_stages       = last.n_stages;
+        res->span_read = span_tok_sum / ((double)R * n_head);
+        res->n_stages = last.n_stages;
         for (int32_t i = 0; i < last.n_stages; i++)
             res->span_stage_read[i] = stage_sum[i] / ((double)R * n_head);
     }
@@ -244,13 +262,13 @@ static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                          void *const *states, const float *q, const float *q_raw, int32_t n_head,
                          const lc_rope_table *rope, float scale, float *out) {
     probe_impl *pi = m->impl;
-    int         st = b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    int st = b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (st != LC_OK || n_seqs != 1 || (int64_t)seqs[0].pos0 + seqs[0].n_rows != pi->final_end)
         return st;
     if (!pi->cos_h) {
         const size_t n = (size_t)rope->n_pos * (size_t)(rope->n_rot / 2);
-        pi->cos_h      = lc_malloc(sizeof(float) * n, "rope table copy");
-        pi->sin_h      = lc_malloc(sizeof(float) * n, "rope table copy");
+        pi->cos_h = lc_malloc(sizeof(float) * n, "rope table copy");
+        pi->sin_h = lc_malloc(sizeof(float) * n, "rope table copy");
         if (!pi->cos_h || !pi->sin_h) return LC_ERR_NOMEM;
         if ((st = b->download(b, pi->cos_h, rope->cos, sizeof(float) * n)) != LC_OK) return st;
         if ((st = b->download(b, pi->sin_h, rope->sin, sizeof(float) * n)) != LC_OK) return st;
@@ -258,17 +276,23 @@ static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     return probe_layer(pi, b, layer, kv, &seqs[0], states, q, q_raw, n_head, rope, scale, out);
 }
 
+lc_fidelity_params lc_fidelity_default_params(void) {
+    lc_fidelity_params fp = {.top_k = 2048, .n_rows = 64, .n_batch = 512};
+    return fp;
+}
+
 int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
-                          const lc_context_params *p, int32_t top_k, int32_t n_rows,
-                          int32_t n_batch, int64_t span_begin, int64_t span_end,
-                          lc_progress_fn progress, void *user, lc_attn_fidelity *out) {
+                          const lc_context_params *p, const lc_fidelity_params *fp,
+                          lc_attn_fidelity *out) {
     lc_clear_error();
-    if (!m || !tokens || !p || !out)
+    if (!m || !tokens || !p || !fp || !out)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: NULL argument");
-    if (top_k < 1 || n_rows < 1 || n_batch < 1 || n_tokens <= n_rows || n_tokens > (1 << 30))
-        return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: top_k %d, rows %d, batch %d "
-                       "and %lld tokens (need rows < tokens <= 2^30, all >= 1)", top_k, n_rows,
-                       n_batch, (long long)n_tokens);
+    const int32_t top_k = fp->top_k, n_rows = fp->decode ? 1 : fp->n_rows, n_batch = fp->n_batch;
+    if (top_k < 1 || n_rows < 1 || n_batch < 1 || n_tokens <= n_rows || n_tokens > (1 << 30) - 2)
+        return lc_fail(LC_ERR_INVALID_ARG,
+                       "lc_eval_attn_fidelity: top_k %d, rows %d, batch %d "
+                       "and %lld tokens (need rows < tokens <= 2^30 - 2, all >= 1)",
+                       top_k, n_rows, n_batch, (long long)n_tokens);
     lc_model_info info;
     lc_model_get_info(m, &info);
     lc_attn_method *hip = NULL;
@@ -278,39 +302,55 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
         return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: the method under test is dense");
     int st = lc_attn_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;
-    probe_impl pi = {hip, n_tokens, top_k, span_begin, span_end, out, NULL, NULL};
-    for (int32_t l = 0; l < info.n_layer; l++) memset(&out[l], 0, sizeof out[l]);
-    lc_attn_method probe = {.name = "fidelity probe", .impl = &pi, .needs_raw_q = true,
-                            .graph_safe = false, .state_create = probe_state_create,
-                            .state_free = probe_state_free, .forward = probe_forward};
-    /* chunks of n_batch, the last n_rows tokens alone: feed the prefix, then the rest */
+    /* decode: the forward of the first generated token ends one past the text */
+    probe_impl pi = {
+        hip, fp->decode ? n_tokens + 1 : n_tokens, top_k, fp->span_begin, fp->span_end, out, NULL,
+        NULL};
+    for (int32_t l = 0; l < info.n_layer; l++)
+        memset(&out[l], 0, sizeof out[l]);
+    lc_attn_method probe = {.name = "fidelity probe",
+                            .impl = &pi,
+                            .needs_raw_q = true,
+                            .graph_safe = false,
+                            .state_create = probe_state_create,
+                            .state_free = probe_state_free,
+                            .forward = probe_forward};
     lc_context_params cp = lc_context_default_params();
-    cp.n_ctx             = (int32_t)n_tokens + 1;
-    cp.n_batch           = n_batch > n_rows ? n_batch : n_rows;
-    cp.prefill_progress  = progress;
-    cp.progress_user     = user;
-    lc_context *c        = NULL;
+    cp.n_ctx = (int32_t)n_tokens + 2;
+    cp.n_batch = n_batch > n_rows ? n_batch : n_rows;
+    cp.prefill_progress = fp->progress;
+    cp.progress_user = fp->progress_user;
+    lc_context *c = NULL;
     int32_t seq = -1;
     if (st == LC_OK) {
-        /* one request; the engine cuts prefill chunks from the start, so the batch size is the
-         * largest divisor of the prefix (n_tokens - n_rows) in [n_rows, n_batch]: the last chunk
-         * is then exactly n_rows. Without such a divisor chunks of n_rows are used and the last
-         * one holds n_tokens mod n_rows rows (out[].rows says how many were probed). */
-        const int64_t prefix = n_tokens - n_rows;
-        int64_t       nb     = cp.n_batch;
-        while (nb > n_rows && prefix % nb) nb--;
-        cp.n_batch = (int32_t)nb;
-        st         = lc_context_create_with_method(m, &cp, &probe, &c);
-        lc_request r = {.prompt = tokens, .n_prompt = (size_t)n_tokens, .max_tokens = 0,
-                        .sampling = lc_sampling_default()};
+        /* prefill rows: one request; the engine cuts prefill chunks from the start, so the
+         * batch size is the largest divisor of the prefix (n_tokens - n_rows) in [n_rows,
+         * n_batch]: the last chunk is then exactly n_rows. Without such a divisor chunks of
+         * n_rows are used and the last one holds n_tokens mod n_rows rows (out[].rows says how
+         * many were probed). Decode: two tokens, greedy; the second one's forward is probed. */
+        if (!fp->decode) {
+            const int64_t prefix = n_tokens - n_rows;
+            int64_t nb = cp.n_batch;
+            while (nb > n_rows && prefix % nb)
+                nb--;
+            cp.n_batch = (int32_t)nb;
+        }
+        st = lc_context_create_with_method(m, &cp, &probe, &c);
+        lc_request r = {.prompt = tokens,
+                        .n_prompt = (size_t)n_tokens,
+                        .max_tokens = fp->decode ? 2 : 0,
+                        .sampling = lc_sampling_default(),
+                        .ignore_eos = true};
+        r.sampling.temperature = 0.0f;
         if (st == LC_OK) st = lc_context_add(c, &r, &seq);
         for (int guard = 0; st == LC_OK && guard < (1 << 30); guard++) {
             lc_event ev[4];
-            size_t   n_ev = 0;
-            st            = lc_context_step(c, ev, 4, &n_ev);
+            size_t n_ev = 0;
+            st = lc_context_step(c, ev, 4, &n_ev);
             if (st != LC_OK || n_ev == 0) break;
             bool done = false;
-            for (size_t e = 0; e < n_ev; e++) done = done || ev[e].finish != LC_FINISH_NONE;
+            for (size_t e = 0; e < n_ev; e++)
+                done = done || ev[e].finish != LC_FINISH_NONE;
             if (done) break;
         }
     }
