@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # eval_suite.sh — run `longctx eval suite` for several attention methods one after another on
-# one machine and draw them together: OUT/<tag>-<label>.{tsv,md} and -trials.tsv per method,
-# OUT/<tag>.png over all of them, OUT/<tag>.log with stdout and stderr.
+# one machine and draw them together. Everything is written to OUT/<tag>/ (per method
+# <tag>-<label>.{tsv,md}, -trials.tsv and .err; <tag>.png over all of them; <tag>.log), and
+# packed into OUT/<tag>.tgz next to copies of the log and the plot (the device tool returns a
+# few files per call, not dozens).
 #
 # Usage: bench/eval_suite.sh OUT TAG MODEL LENS TASKS TRIALS 'LABEL ARGS...' ['LABEL ARGS...' ...]
 #   e.g. bench/eval_suite.sh $OUT qwen-64k models/Qwen...gguf 16K,64K fact,multikey 20 \
 #        'dense --attn dense' 'infinitehip --attn infinitehip' 'hip-2k --attn hip --preset 2k'
 # TRIALS 0: the suite's default (20 up to 128K, 10 beyond). BIN (default build-gpu/longctx).
 set -uo pipefail
-[ $# -ge 7 ] || { sed -n 2,10p "$0" >&2; exit 2; }
-OUT=$1 TAG=$2 MODEL=$3 LENS=$4 TASKS=$5 TRIALS=$6
+[ $# -ge 7 ] || { sed -n 2,11p "$0" >&2; exit 2; }
+TOP=$1 TAG=$2 MODEL=$3 LENS=$4 TASKS=$5 TRIALS=$6
 shift 6
+OUT=$TOP/$TAG
 BIN=${BIN:-build-gpu/longctx}
 mkdir -p "$OUT"
 tsvs=()
@@ -36,3 +39,7 @@ if [ ${#tsvs[@]} -gt 0 ]; then
     python3 scripts/plot_eval.py "${tsvs[@]}" "${labels[@]}" -o "$OUT/$TAG.png" \
         --title "$TAG: $(basename "$MODEL")" >>"$OUT/$TAG.log" 2>&1
 fi
+tar -czf "$TOP/$TAG.tgz" -C "$TOP" "$TAG"
+cp "$OUT/$TAG.log" "$TOP/"
+[ -f "$OUT/$TAG.png" ] && cp "$OUT/$TAG.png" "$TOP/"
+exit 0
