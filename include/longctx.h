@@ -595,6 +595,10 @@ typedef struct lc_fidelity_params {
     int32_t n_batch; /* prefill chunk (512) */
     bool    decode;  /* instead, probe the first decode step: one row, the greedy next token
                         after the text, with the method's decode path (false) */
+    bool    chunks_as_generation; /* prefill in chunks of n_batch from the start, as a request
+                                     does, run the method on the whole last chunk (its query
+                                     blocks as generation forms them) and measure its last
+                                     n_rows rows (false: those rows form a chunk of their own) */
     int64_t span_begin, span_end; /* span_begin < span_end: also follow the tokens
                                      [span_begin, span_end) (the span_* fields: a needle
                                      diagnostic); otherwise none (0, 0) */

@@ -74,8 +74,9 @@ static void suite_help(void) {
         "                     sentence holding the answer, the prompt (tab-separated, escaped)\n"
         "  --trace            follow the sentence holding the answer (sparse methods): after\n"
         "                     each trial, run its prompt again densely with the method probed\n"
-        "                     in every layer at the last 16 prompt rows and at the first decode\n"
-        "                     step, and print the true attention mass on the sentence, the part\n"
+        "                     in every layer at the last 16 prompt rows (in the last prefill\n"
+        "                     chunk, cut as the run cut it) and at the first decode step, and\n"
+        "                     print the true attention mass on the sentence, the part\n"
         "                     of it the method reads, the share of its tokens read and, for\n"
         "                     InfiniteHiP, the share each stage keeps (stderr; PREFIX-trace.tsv\n"
         "                     with --out); InfiniteHiP also prints, per layer and stage, how\n"
@@ -796,8 +797,8 @@ static void trace_progress(int64_t done, int64_t total, void *user) {
 }
 
 /* --trace: the trial's prompt again, densely, with the method probed at two forwards: the
- * last 16 rows of the prompt (the question and the template after it, as prefill selects for
- * them) and the first decode step (the greedy next token, as decoding selects for it). Per
+ * prompt's last prefill chunk, cut as the run cut it, measured on its last 16 rows (the
+ * question and the template after it, as prefill selects for them) and the first decode step (the greedy next token, as decoding selects for it). Per
  * layer: the true attention mass on the answer's sentence, the part of it the method reads,
  * the share of its tokens read, and for InfiniteHiP the share each stage keeps (stderr, and
  * PREFIX-trace.tsv with --out). */
@@ -817,6 +818,7 @@ static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int
         lc_fidelity_params fp = lc_fidelity_default_params();
         fp.n_rows = 16;
         fp.decode = pass == 1;
+        fp.chunks_as_generation = true; /* the question's block as the run formed it */
         fp.n_batch = (int32_t)o->n_batch;
         fp.span_begin = key_at;
         fp.span_end = key_at + key_len;

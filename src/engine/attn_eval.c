@@ -25,6 +25,7 @@ typedef struct probe_impl {
     int64_t span_begin, span_end; /* followed tokens; end <= begin: none */
     lc_attn_fidelity *res;
     float *cos_h, *sin_h; /* the rope table on the host */
+    int32_t measure_rows; /* measure the last this many rows of the probed forward (0: all) */
 } probe_impl;
 
 static int probe_state_create(const lc_attn_method *m, int32_t layer, void **state) {
@@ -69,6 +70,8 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                        const float *q_raw, int32_t n_head, const lc_rope_table *rope, float scale,
                        const float *out_dense) {
     const int32_t R = seq->n_rows, D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
+    /* the rows measured: the last M of the forward's R */
+    const int32_t M = pi->measure_rows > 0 && pi->measure_rows < R ? pi->measure_rows : R;
     const int32_t G = n_head / H;
     const size_t W = (size_t)n_head * (size_t)D;
     const int64_t n_keys = (int64_t)seq->pos0 + R;
@@ -118,7 +121,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
             e += d * d, nn += (double)od[i] * od[i];
         }
         res->out_rel_l2 = nn > 0 ? sqrt(e / nn) : 0;
-        res->rows = R;
+        res->rows = M;
         res->sparse = last.sparse;
         double recall_sum = 0, keys_sum = 0, span_sum = 0, span_read_sum = 0, span_tok_sum = 0;
         double stage_sum[LC_HIP_MAX_STAGES] = {0};
@@ -131,9 +134,9 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
             unsigned char *in = malloc((size_t)n_keys);
             if (!p || !pc || !in) fail = 1;
 #pragma omp for schedule(dynamic)
-            for (int64_t rh = 0; rh < (int64_t)R * n_head; rh++) {
+            for (int64_t rh = 0; rh < (int64_t)M * n_head; rh++) {
                 if (fail) continue;
-                const int32_t r = (int32_t)(rh / n_head), h = (int32_t)(rh % n_head);
+                const int32_t r = R - M + (int32_t)(rh / n_head), h = (int32_t)(rh % n_head);
                 const int64_t pos = (int64_t)seq->pos0 + r, nk = pos + 1;
                 if (nk < 1 || nk > n_keys) continue;
                 const float *qv = qh + (size_t)r * W + (size_t)h * D;
@@ -242,14 +245,14 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
             free(p), free(pc), free(in);
         }
         if (fail) st = LC_ERR_NOMEM;
-        res->recall = recall_sum / ((double)R * n_head);
-        res->keys_read = keys_sum / ((double)R * n_head);
-        res->span_mass = span_sum / ((double)R * n_head);
-        res->span_mass_read = span_read_sum / ((double)R * n_head);
-        res->span_read = span_tok_sum / ((double)R * n_head);
+        res->recall = recall_sum / ((double)M * n_head);
+        res->keys_read = keys_sum / ((double)M * n_head);
+        res->span_mass = span_sum / ((double)M * n_head);
+        res->span_mass_read = span_read_sum / ((double)M * n_head);
+        res->span_read = span_tok_sum / ((double)M * n_head);
         res->n_stages = last.n_stages;
         for (int32_t i = 0; i < last.n_stages; i++)
-            res->span_stage_read[i] = stage_sum[i] / ((double)R * n_head);
+            res->span_stage_read[i] = stage_sum[i] / ((double)M * n_head);
     }
     lc_attn_hip_last_free(&last);
     free(qh), free(od), free(os), free(kh), free(page);
@@ -303,9 +306,15 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
     int st = lc_attn_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;
     /* decode: the forward of the first generated token ends one past the text */
-    probe_impl pi = {
-        hip, fp->decode ? n_tokens + 1 : n_tokens, top_k, fp->span_begin, fp->span_end, out, NULL,
-        NULL};
+    probe_impl pi = {hip,
+                     fp->decode ? n_tokens + 1 : n_tokens,
+                     top_k,
+                     fp->span_begin,
+                     fp->span_end,
+                     out,
+                     NULL,
+                     NULL,
+                     fp->decode || !fp->chunks_as_generation ? 0 : n_rows};
     for (int32_t l = 0; l < info.n_layer; l++)
         memset(&out[l], 0, sizeof out[l]);
     lc_attn_method probe = {.name = "fidelity probe",
@@ -327,8 +336,10 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
          * batch size is the largest divisor of the prefix (n_tokens - n_rows) in [n_rows,
          * n_batch]: the last chunk is then exactly n_rows. Without such a divisor chunks of
          * n_rows are used and the last one holds n_tokens mod n_rows rows (out[].rows says how
-         * many were probed). Decode: two tokens, greedy; the second one's forward is probed. */
-        if (!fp->decode) {
+         * many were probed). chunks_as_generation: chunks of n_batch, the last one probed
+         * whole and its last n_rows rows measured. Decode: two tokens, greedy; the second
+         * one's forward is probed. */
+        if (!fp->decode && !fp->chunks_as_generation) {
             const int64_t prefix = n_tokens - n_rows;
             int64_t nb = cp.n_batch;
             while (nb > n_rows && prefix % nb)
