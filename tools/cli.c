@@ -297,3 +297,18 @@ void cli_progress_end(cli_progress *p) {
     if (p->shown && p->tty) fputc('\n', stderr);
     p->shown = false;
 }
+
+void cli_commit_name(char *buf, size_t cap) {
+    const char *env = getenv("LC_COMMIT");
+    buf[0]          = '\0';
+    if (env && env[0]) {
+        snprintf(buf, cap, "%s", env);
+        return;
+    }
+    FILE *p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
+    if (p) {
+        if (fgets(buf, (int)cap, p)) buf[strcspn(buf, "\r\n")] = '\0';
+        pclose(p);
+    }
+    if (!buf[0]) snprintf(buf, cap, "unknown");
+}

@@ -71,14 +71,6 @@ static void cpu_name(char *buf, size_t cap) {
     fclose(f);
 }
 
-static void run_cmd_line(const char *cmd, char *buf, size_t cap) {
-    buf[0]  = '\0';
-    FILE *p = popen(cmd, "r");
-    if (!p) return;
-    if (fgets(buf, (int)cap, p)) buf[strcspn(buf, "\n")] = '\0';
-    pclose(p);
-}
-
 /* Lowercase, runs of other characters as one '-' (for file names). */
 static void slug(const char *s, char *out, size_t cap) {
     size_t n    = 0;
@@ -532,11 +524,7 @@ int cmd_bench(int argc, char **argv) {
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     cpu_name(cpu, sizeof cpu);
-    /* LC_COMMIT names the commit where the tree is a copy without its own git metadata */
-    const char *env_commit = getenv("LC_COMMIT");
-    if (env_commit && env_commit[0]) snprintf(commit, sizeof commit, "%s", env_commit);
-    else run_cmd_line("git rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
-    if (!commit[0]) snprintf(commit, sizeof commit, "unknown");
+    cli_commit_name(commit, sizeof commit);
     const char *wname = o.weights == LC_WEIGHTS_F16    ? "f16"
                         : o.weights == LC_WEIGHTS_BF16 ? "bf16"
                         : o.weights == LC_WEIGHTS_F32 || !gpu ? "f32"

@@ -91,10 +91,6 @@ static int encode(const lc_tokenizer *t, const char *s, bool special, int32_t **
     return st;
 }
 
-static void fidelity_progress(int64_t done, int64_t total, void *user) {
-    cli_progress_update(user, done, total, "tokens");
-}
-
 /* `longctx eval fidelity`: InfiniteHiP vs dense on the same queries and keys, per layer */
 static int eval_fidelity(int argc, char **argv) {
     gen_opts o;
@@ -182,7 +178,7 @@ static int eval_fidelity(int argc, char **argv) {
         fp.top_k = (int32_t)top_k;
         fp.n_rows = (int32_t)rows;
         fp.n_batch = (int32_t)o.n_batch;
-        fp.progress = fidelity_progress;
+        fp.progress = eval_progress_tokens;
         fp.progress_user = &pr;
         st = lc_eval_attn_fidelity(m, ids, len, &mp, &fp, res);
         cli_progress_end(&pr);
@@ -313,7 +309,7 @@ static int eval_ppl(int argc, char **argv) {
         fprintf(stderr, "longctx eval: cannot write %s\n", out_path);
         goto done;
     }
-    if (gen_context_progress("eval", &o, m, max_len, fidelity_progress, &pr, &c) != CLI_OK)
+    if (gen_context_progress("eval", &o, m, max_len, eval_progress_tokens, &pr, &c) != CLI_OK)
         goto done;
     char desc[600];
     gen_attn_describe(&o, desc, sizeof desc);

@@ -96,7 +96,6 @@ typedef struct haystack {
     size_t *p_start, *p_len; /* bytes of paragraph i, with the blank line(s) after it */
     int32_t **ids;           /* NULL until tokenized */
     size_t *n_ids;
-    int64_t n_tokens; /* of the paragraphs tokenized so far (all after hs_count) */
 } haystack;
 
 static void hs_free(haystack *h) {
@@ -172,7 +171,6 @@ static const int32_t *hs_para(haystack *h, const lc_tokenizer *tok, int32_t i, s
             cli_fail("eval suite", where, st);
             return NULL;
         }
-        h->n_tokens += (int64_t)h->n_ids[i];
         if (!h->ids[i]) { /* an empty encoding: keep a non-NULL marker */
             h->ids[i] = malloc(sizeof(int32_t));
             if (!h->ids[i]) return NULL;
@@ -276,14 +274,11 @@ static const char *const k_sighting[] = {
  * strings, and which insert holds the answer (its depth is the trial's depth). */
 typedef struct trial {
     int n_ins, key, n_expect, max_tokens;
-    bool f1; /* score: F1 of the expected items against all candidates named */
+    bool f1; /* score: F1 of the expected items against every bird named (aggregate) */
     char ins[MAX_INSERTS][400];
     double depth[MAX_INSERTS];
     char question[320];
     char expect[MAX_EXPECT][48];
-    /* aggregate: every candidate (expected or not), to count what the answer named */
-    int n_cand;
-    char cand[16][48];
 } trial;
 
 static void value_of(vkind k, uint64_t *rng, int idx, char *out, size_t cap) {
@@ -310,8 +305,7 @@ static int kind_count(vkind k) {
                            : 1 << 20;
 }
 
-static void person(uint64_t *rng, int idx, char *out, size_t cap) {
-    (void)rng;
+static void person(int idx, char *out, size_t cap) {
     snprintf(out, cap, "%s %s", k_first[idx % N_OF(k_first)],
              k_last[(idx * 7 + idx / N_OF(k_first)) % N_OF(k_last)]);
 }
@@ -324,7 +318,7 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
     pick_distinct(rng, N_OF(k_first) * 5, 4, who);
     char p[4][64];
     for (int i = 0; i < 4; i++)
-        person(rng, who[i], p[i], sizeof p[i]);
+        person(who[i], p[i], sizeof p[i]);
     switch (t) {
     case S_FACT:
     case S_MULTIKEY: {
@@ -408,8 +402,6 @@ static void make_trial(suite_task t, uint64_t *rng, double d, trial *tr) {
         for (int b = 0; b < 3; b++)
             snprintf(tr->expect[b], sizeof tr->expect[b], "%s", k_bird[bi[b]]);
         tr->n_expect = 3;
-        for (int b = 0; b < N_OF(k_bird); b++)
-            snprintf(tr->cand[tr->n_cand++], sizeof tr->cand[0], "%s", k_bird[b]);
         tr->f1 = true;
         snprintf(tr->question, sizeof tr->question,
                  "Bird sightings are reported throughout the text above. Which three kinds of "
@@ -717,8 +709,8 @@ static double score_answer(const trial *t, const char *ans) {
         found += contains_ci(ans, t->expect[k]);
     if (!t->f1) return (double)found / t->n_expect;
     int named = 0;
-    for (int k = 0; k < t->n_cand; k++)
-        named += contains_ci(ans, t->cand[k]);
+    for (int k = 0; k < N_OF(k_bird); k++)
+        named += contains_ci(ans, k_bird[k]);
     if (found == 0 || named == 0) return 0;
     const double prec = (double)found / named, rec = (double)found / t->n_expect;
     return 2 * prec * rec / (prec + rec);
@@ -761,21 +753,6 @@ bad:
     return false;
 }
 
-static void commit_name(char *buf, size_t cap) {
-    const char *env = getenv("LC_COMMIT"); /* a copy of the tree without git metadata */
-    buf[0] = 0;
-    if (env && env[0]) {
-        snprintf(buf, cap, "%s", env);
-        return;
-    }
-    FILE *f = popen("git rev-parse --short HEAD 2>/dev/null", "r");
-    if (f) {
-        if (fgets(buf, (int)cap, f)) buf[strcspn(buf, "\r\n")] = 0;
-        pclose(f);
-    }
-    if (!buf[0]) snprintf(buf, cap, "unknown");
-}
-
 static void len_label(long long n, char *buf, size_t cap) {
     if (n % 1048576 == 0)
         snprintf(buf, cap, "%lldM", n / 1048576);
@@ -790,18 +767,26 @@ typedef struct cell {
     int n;
 } cell;
 
-#define MAX_LENS 16
-
-static void trace_progress(int64_t done, int64_t total, void *user) {
-    cli_progress_update(user, done, total, "tokens");
+/* a cell's mean score and its 95% interval */
+static double cell_stats(const cell *c, double *lo, double *hi) {
+    const double mean = c->n ? c->sum / c->n : 0;
+    wilson(mean, c->n, lo, hi);
+    return mean;
 }
+
+/* trials per task at a length: --trials, else 20 up to 128K and 10 beyond */
+static long long trials_at(long long trials, long long len) {
+    return trials ? trials : len <= 131072 ? 20 : 10;
+}
+
+#define MAX_LENS 16
 
 /* --trace: the trial's prompt again, densely, with the method probed at two forwards: the
  * prompt's last prefill chunk, cut as the run cut it, measured on its last 16 rows (the
- * question and the template after it, as prefill selects for them) and the first decode step (the greedy next token, as decoding selects for it). Per
- * layer: the true attention mass on the answer's sentence, the part of it the method reads,
- * the share of its tokens read, and for InfiniteHiP the share each stage keeps (stderr, and
- * PREFIX-trace.tsv with --out). */
+ * question and the template after it, as prefill selects for them) and the first decode step (the
+ * greedy next token, as decoding selects for it). Per layer: the true attention mass on the
+ * answer's sentence, the part of it the method reads, the share of its tokens read, and for
+ * InfiniteHiP the share each stage keeps (stderr, and PREFIX-trace.tsv with --out). */
 static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int64_t key_at,
                        int64_t key_len, const char *task, long long len, long long trial, FILE *f) {
     lc_model_info info;
@@ -825,7 +810,7 @@ static int trace_trial(lc_model *m, const gen_opts *o, const tokbuf *prompt, int
         cli_progress pr;
         cli_progress_begin(&pr, pass ? "trace: dense pass, first decode step probed"
                                      : "trace: dense pass, last 16 rows probed");
-        fp.progress = trace_progress;
+        fp.progress = eval_progress_tokens;
         fp.progress_user = &pr;
         int st = lc_eval_attn_fidelity(m, prompt->ids, (int64_t)prompt->n, &cp, &fp, res);
         cli_progress_end(&pr);
@@ -1037,7 +1022,7 @@ int cmd_eval_suite(int argc, char **argv) {
     lc_text_escape(mname, sizeof mname, info.name, strlen(info.name));
     if (lc_model_device_name(m, dev, sizeof dev) != LC_OK) snprintf(dev, sizeof dev, "unknown");
     gen_attn_describe(&o, desc, sizeof desc);
-    commit_name(commit, sizeof commit);
+    cli_commit_name(commit, sizeof commit);
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     const char *method = lc_attn_kind_name(o.attn);
@@ -1074,7 +1059,7 @@ int cmd_eval_suite(int argc, char **argv) {
         n_tasks += want[t];
     int64_t total = 0, total_trials = 0; /* progress in prompt tokens: a 1M trial is not a 4K one */
     for (int li = 0; li < n_lens; li++) {
-        const long long nt = trials ? trials : lens[li] <= 131072 ? 20 : 10;
+        const long long nt = trials_at(trials, lens[li]);
         total += n_tasks * nt * lens[li];
         total_trials += n_tasks * nt;
     }
@@ -1090,7 +1075,7 @@ int cmd_eval_suite(int argc, char **argv) {
     if (!rng) rng = 1;
     for (int li = 0; li < n_lens; li++) {
         const long long len = lens[li];
-        const long long nt = trials ? trials : len <= 131072 ? 20 : 10;
+        const long long nt = trials_at(trials, len);
         char ll[32];
         len_label(len, ll, sizeof ll);
         for (int t = 0; t < S_N_TASKS; t++) {
@@ -1161,9 +1146,8 @@ int cmd_eval_suite(int argc, char **argv) {
                 cli_progress_update(&pr, done_tok, total, "tokens");
             }
             const cell *c = &cells[t][li];
-            const double mean = c->n ? c->sum / c->n : 0;
             double lo, hi;
-            wilson(mean, c->n, &lo, &hi);
+            const double mean = cell_stats(c, &lo, &hi);
             cli_progress_end(&pr);
             printf("%-11s %8s %7d %6.1f%%  [%.1f, %.1f]\n", k_suite_tasks[t], ll, c->n, 100 * mean,
                    100 * lo, 100 * hi);
@@ -1173,9 +1157,6 @@ int cmd_eval_suite(int argc, char **argv) {
                         k_suite_tasks[t], len, c->n, mean, lo, hi);
                 fflush(f_sum);
             }
-            const double t0 = pr.t0; /* one rate and ETA over the whole run */
-            cli_progress_begin(&pr, "eval suite");
-            pr.t0 = t0;
         }
     }
     cli_progress_end(&pr);
@@ -1202,9 +1183,8 @@ int cmd_eval_suite(int argc, char **argv) {
             fprintf(f_md, "| %s |", k_suite_tasks[t]);
             for (int li = 0; li < n_lens; li++) {
                 const cell *c = &cells[t][li];
-                const double mean = c->n ? c->sum / c->n : 0;
                 double lo, hi;
-                wilson(mean, c->n, &lo, &hi);
+                const double mean = cell_stats(c, &lo, &hi);
                 fprintf(f_md, " %.0f [%.0f–%.0f] (n=%d) |", 100 * mean, 100 * lo, 100 * hi, c->n);
             }
             fprintf(f_md, "\n");

@@ -24,6 +24,10 @@ bool tb_push(tokbuf *b, const int32_t *ids, size_t n) {
     return true;
 }
 
+void eval_progress_tokens(int64_t done, int64_t total, void *user) {
+    cli_progress_update(user, done, total, "tokens");
+}
+
 uint64_t eval_rng_next(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;

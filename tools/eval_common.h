@@ -17,6 +17,9 @@ typedef struct tokbuf {
 /* Append n ids (ids may be NULL when n is 0). false: out of memory. */
 bool tb_push(tokbuf *b, const int32_t *ids, size_t n);
 
+/* An lc_progress_fn: done/total tokens to the cli_progress in user. */
+void eval_progress_tokens(int64_t done, int64_t total, void *user);
+
 /* xorshift64; *s must not be 0 */
 uint64_t eval_rng_next(uint64_t *s);
 /* uniform in [0, 1) */

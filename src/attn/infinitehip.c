@@ -47,7 +47,7 @@ typedef struct hip_impl {
     int32_t *d_n[LC_HIP_MAX_STAGES];      /* [qb_cap][n_groups] */
     /* the last forward, for lc_attn_infinitehip_last (evaluation) */
     bool last_sparse;
-    int32_t last_n_pre, last_sel_cap, last_layer;
+    int32_t last_n_pre, last_layer;
     /* a forward without prefill blocks: its last decode block and the state holding its
        stage outputs */
     const struct hip_state *last_dec_hs;
@@ -352,7 +352,6 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         h->last_sparse = true;
         h->last_layer = layer;
         h->last_n_pre = n_pre;
-        h->last_sel_cap = last_keep;
         aa.max_rows = pre_rows;
         aa.sel = h->d_seg[N - 1];
         aa.sel_n = h->d_n[N - 1];
@@ -384,7 +383,6 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         if (n_pre == 0) { /* for lc_attn_infinitehip_last */
             h->last_sparse = true;
             h->last_layer = layer;
-            h->last_sel_cap = last_keep;
             h->last_dec_hs = hs;
             h->last_dec_qb = *qb;
         }
@@ -399,40 +397,46 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     return st;
 }
 
-/* lc_attn_infinitehip_last of a forward that held only decode blocks: its last one, with the
- * stage outputs its sequence's state holds ([n_groups][keep] per stage). */
-static int last_decode(const hip_impl *h, lc_hip_last *out) {
-    const hip_state *hs = h->last_dec_hs;
-    const int32_t N = h->p.n_stages, G = h->n_groups;
+/* lc_attn_infinitehip_last's host copies: n_blocks query blocks and every stage's outputs,
+ * seg[i] / cnt[i] on the backend ([n_blocks][n_groups][keep_of(layer, i)] segments and
+ * [n_blocks][n_groups] counts); the final selection is the last stage's. */
+static int copy_last(const hip_impl *h, const lc_hip_qblock *qb, int32_t n_blocks,
+                     lc_hip_seg *const *seg, int32_t *const *cnt, lc_hip_last *out) {
+    const int32_t N = h->p.n_stages;
+    const size_t ng = (size_t)n_blocks * (size_t)h->n_groups;
     int st = LC_OK;
-    out->n_qb = 1;
-    out->sel_cap = h->last_sel_cap;
-    out->qb = lc_malloc(sizeof(lc_hip_qblock), "selection copy");
-    out->sel =
-        lc_malloc(sizeof(lc_hip_seg) * (size_t)G * (size_t)(out->sel_cap > 0 ? out->sel_cap : 1),
-                  "selection copy");
-    out->sel_n = lc_malloc(sizeof(int32_t) * (size_t)G, "selection copy");
-    if (!out->qb || !out->sel || !out->sel_n) st = LC_ERR_NOMEM;
-    if (st == LC_OK) {
-        *out->qb = h->last_dec_qb;
-        st = h->b->download(h->b, out->sel, hs->seg[N - 1],
-                            sizeof(lc_hip_seg) * (size_t)G * (size_t)out->sel_cap);
-    }
-    if (st == LC_OK)
-        st = h->b->download(h->b, out->sel_n, hs->n[N - 1], sizeof(int32_t) * (size_t)G);
+    out->n_qb = n_blocks;
+    out->qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n_blocks, "selection copy");
+    if (!out->qb)
+        st = LC_ERR_NOMEM;
+    else
+        memcpy(out->qb, qb, sizeof(lc_hip_qblock) * (size_t)n_blocks);
+    /* every stage's output, to see where a followed span of tokens was dropped */
     for (int32_t i = 0; i < N && st == LC_OK; i++) {
         const int32_t c = keep_of(h, h->last_layer, i);
         out->stage_cap[i] = c;
         out->stage_sel[i] =
-            lc_malloc(sizeof(lc_hip_seg) * (size_t)G * (size_t)(c > 0 ? c : 1), "selection copy");
-        out->stage_n[i] = lc_malloc(sizeof(int32_t) * (size_t)G, "selection copy");
+            lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(c > 0 ? c : 1), "selection copy");
+        out->stage_n[i] = lc_malloc(sizeof(int32_t) * ng, "selection copy");
         out->n_stages = i + 1;
         if (!out->stage_sel[i] || !out->stage_n[i]) st = LC_ERR_NOMEM;
         if (st == LC_OK && c > 0)
-            st = h->b->download(h->b, out->stage_sel[i], hs->seg[i],
-                                sizeof(lc_hip_seg) * (size_t)G * (size_t)c);
-        if (st == LC_OK)
-            st = h->b->download(h->b, out->stage_n[i], hs->n[i], sizeof(int32_t) * (size_t)G);
+            st = h->b->download(h->b, out->stage_sel[i], seg[i],
+                                sizeof(lc_hip_seg) * ng * (size_t)c);
+        if (st == LC_OK) st = h->b->download(h->b, out->stage_n[i], cnt[i], sizeof(int32_t) * ng);
+    }
+    if (st == LC_OK) { /* the selection read: the last stage's, copied on the host */
+        const int32_t cap = out->stage_cap[N - 1];
+        out->sel_cap = cap;
+        out->sel =
+            lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(cap > 0 ? cap : 1), "selection copy");
+        out->sel_n = lc_malloc(sizeof(int32_t) * ng, "selection copy");
+        if (!out->sel || !out->sel_n) {
+            st = LC_ERR_NOMEM;
+        } else {
+            memcpy(out->sel, out->stage_sel[N - 1], sizeof(lc_hip_seg) * ng * (size_t)cap);
+            memcpy(out->sel_n, out->stage_n[N - 1], sizeof(int32_t) * ng);
+        }
     }
     if (st != LC_OK) lc_attn_hip_last_free(out);
     return st;
@@ -447,39 +451,9 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
     out->n_groups = h->n_groups;
     out->sparse = h->last_sparse;
     if (!h->last_sparse) return LC_OK;
-    if (h->last_n_pre == 0 && h->last_dec_hs) return last_decode(h, out);
-    const int32_t n = h->last_n_pre, cap = h->last_sel_cap, N = h->p.n_stages;
-    out->n_qb = n;
-    out->sel_cap = cap;
-    out->qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n, "selection copy");
-    out->sel = lc_malloc(sizeof(lc_hip_seg) * (size_t)n * (size_t)h->n_groups * (size_t)cap,
-                         "selection copy");
-    out->sel_n = lc_malloc(sizeof(int32_t) * (size_t)n * (size_t)h->n_groups, "selection copy");
-    if (!out->qb || !out->sel || !out->sel_n) return lc_attn_hip_last_free(out), LC_ERR_NOMEM;
-    memcpy(out->qb, h->h_qb, sizeof(lc_hip_qblock) * (size_t)n);
-    int st = h->b->download(h->b, out->sel, h->d_seg[N - 1],
-                            sizeof(lc_hip_seg) * (size_t)n * (size_t)h->n_groups * (size_t)cap);
-    if (st == LC_OK)
-        st = h->b->download(h->b, out->sel_n, h->d_n[N - 1],
-                            sizeof(int32_t) * (size_t)n * (size_t)h->n_groups);
-    /* every stage's output, to see where a followed span of tokens was dropped */
-    for (int32_t i = 0; i < N && st == LC_OK; i++) {
-        const int32_t c = keep_of(h, h->last_layer, i);
-        const size_t ng = (size_t)n * (size_t)h->n_groups;
-        out->stage_cap[i] = c;
-        out->stage_sel[i] =
-            lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(c > 0 ? c : 1), "selection copy");
-        out->stage_n[i] = lc_malloc(sizeof(int32_t) * ng, "selection copy");
-        out->n_stages = i + 1;
-        if (!out->stage_sel[i] || !out->stage_n[i]) st = LC_ERR_NOMEM;
-        if (st == LC_OK && c > 0)
-            st = h->b->download(h->b, out->stage_sel[i], h->d_seg[i],
-                                sizeof(lc_hip_seg) * ng * (size_t)c);
-        if (st == LC_OK)
-            st = h->b->download(h->b, out->stage_n[i], h->d_n[i], sizeof(int32_t) * ng);
-    }
-    if (st != LC_OK) lc_attn_hip_last_free(out);
-    return st;
+    if (h->last_n_pre > 0) return copy_last(h, h->h_qb, h->last_n_pre, h->d_seg, h->d_n, out);
+    /* a forward of decode blocks only: its last one, with its sequence's cached stage outputs */
+    return copy_last(h, &h->last_dec_qb, 1, h->last_dec_hs->seg, h->last_dec_hs->n, out);
 }
 
 void lc_attn_hip_last_free(lc_hip_last *l) {

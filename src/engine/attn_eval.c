@@ -157,7 +157,8 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 int64_t n_read = nk;
                 for (int64_t t = 0; t < nk; t++)
                     in[t] = 1;
-                int32_t row_block = -1; /* the row's query block in last, if sparse */
+                /* the row's (query block, group) entry in last's lists; -1: read densely */
+                int64_t row_li = -1;
                 if (last.sparse) {
                     const lc_hip_qblock *qb = NULL;
                     int32_t bi = 0;
@@ -168,8 +169,9 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                             break;
                         }
                     if (qb) {
-                        row_block = bi;
                         const int32_t g = last.n_groups == 1 ? 0 : h / G;
+                        const size_t li = (size_t)bi * (size_t)last.n_groups + (size_t)g;
+                        row_li = (int64_t)li;
                         const int32_t w0 = qb->win0, ns = last.n_sink < w0 ? last.n_sink : w0;
                         for (int64_t t = 0; t < nk; t++)
                             in[t] = 0;
@@ -177,7 +179,6 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                             in[t] = 1;
                         for (int64_t t = w0; t < nk; t++)
                             in[t] = 1;
-                        const size_t li = (size_t)bi * (size_t)last.n_groups + (size_t)g;
                         const lc_hip_seg *sg = last.sel + li * (size_t)last.sel_cap;
                         for (int32_t j = 0; j < last.sel_n[li]; j++)
                             for (int64_t t = sg[j].start;
@@ -215,12 +216,11 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                     /* the share of the span each stage's output (chunks, without the sink and
                      * the window) covers; a row read densely: all of it */
                     for (int32_t i = 0; i < last.n_stages; i++) {
-                        if (row_block < 0) {
+                        if (row_li < 0) {
                             stage_sum[i] += 1;
                             continue;
                         }
-                        const int32_t g = last.n_groups == 1 ? 0 : h / G;
-                        const size_t li = (size_t)row_block * (size_t)last.n_groups + (size_t)g;
+                        const size_t li = (size_t)row_li;
                         const lc_hip_seg *sg = last.stage_sel[i] + li * (size_t)last.stage_cap[i];
                         const int32_t cnt = last.stage_n[i][li];
                         /* pc is free again: marks over the span (overlapping segments, as
