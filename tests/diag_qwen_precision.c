@@ -465,20 +465,6 @@ static double max_d(const double *lp, const pair_t *ref, int n_ref) {
     return m;
 }
 
-static void top_n(const double *lp, int n_vocab, pair_t *top, int n) {
-    for (int k = 0; k < n; k++) {
-        int best = -1;
-        for (int v = 0; v < n_vocab; v++) {
-            if (best >= 0 && lp[v] <= lp[best]) continue;
-            bool taken = false;
-            for (int j = 0; j < k && !taken; j++)
-                taken = top[j].id == v;
-            if (!taken) best = v;
-        }
-        top[k].id = best, top[k].lp = lp[best];
-    }
-}
-
 static bool in_list(const char *list, const char *name) {
     if (!list) return true;
     const size_t n = strlen(name);

@@ -178,6 +178,20 @@ static int argmax(const double *v, int n) {
     return best;
 }
 
+/* The top n ids of lp (n_vocab values), best first. */
+static inline void top_n(const double *lp, int n_vocab, pair_t *top, int n) {
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int v = 0; v < n_vocab; v++) {
+            if (best >= 0 && lp[v] <= lp[best]) continue;
+            bool taken = false;
+            for (int j = 0; j < k && !taken; j++) taken = top[j].id == v;
+            if (!taken) best = v;
+        }
+        top[k].id = best, top[k].lp = lp[best];
+    }
+}
+
 static void remove_seq(lc_context *c, int32_t seq) {
     int rc = lc_context_remove(c, seq);
     /* A finished sequence may already be gone; anything else is an error. */

@@ -55,20 +55,6 @@ typedef struct {
     int    greedy;            /* leading greedy ids equal to the reference's */
 } result_t;
 
-/* The top n ids of lp (n_vocab values), best first. */
-static void top_n(const double *lp, int n_vocab, pair_t *top, int n) {
-    for (int k = 0; k < n; k++) {
-        int best = -1;
-        for (int v = 0; v < n_vocab; v++) {
-            if (best >= 0 && lp[v] <= lp[best]) continue;
-            bool taken = false;
-            for (int j = 0; j < k && !taken; j++) taken = top[j].id == v;
-            if (!taken) best = v;
-        }
-        top[k].id = best, top[k].lp = lp[best];
-    }
-}
-
 /* Evaluate the first n ids of f in c (chunks of n_batch) and compare with the reference top
  * list; the result goes into r (and the line is printed for a whole prompt). Returns max |d|,
  * or -1 if the evaluation failed. */
