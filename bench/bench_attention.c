@@ -1,6 +1,6 @@
 /*
  * bench_attention.c — one layer of our dense CUDA attention (attention.cu: split-KV decode,
- * tensor-core causal prefill) on random bf16 K/V in 64-token pages, timed with CUDA events
+ * tensor-core causal prefill) on random fp16 K/V in 64-token pages, timed with CUDA events
  * (warm-up, then the median of repeated runs). Driven by bench/attention_vs_sdpa.py, which runs
  * PyTorch SDPA (cuDNN, flash) at the same shapes in the same run and writes the table.
  *

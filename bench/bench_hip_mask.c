@@ -1,6 +1,6 @@
 /*
  * bench_hip_mask.c — the CUDA HiP mask estimation (hip_mask.cu) alone, on the Llama-3.1-8B
- * shape (32/8 heads, dim 128, bf16 KV in 64-token pages behind a scattered page table, random
+ * shape (32/8 heads, dim 128, fp16 KV in 64-token pages behind a scattered page table, random
  * values; HiP paper 004_b4c89dd3429c70a1.txt §3, digest spec/infinitehip-and-hip.md §1.3,
  * §1.10): block_k 2, sink 256, window 1024.
  *   decode:  one row at T = 128K / 512K / 1M, k 512 and 2048, n_groups 8 (per KV head) and 1,
@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     lc_backend  *b    = env.b;
-    const size_t pool = (size_t)n_pages * H * P * D; /* bf16 elements: 2 GiB */
+    const size_t pool = (size_t)n_pages * H * P * D; /* fp16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");
     env.dq            = b->alloc(b, sizeof(float) * (size_t)max_rows * N_HEAD * D, "q");
     const int32_t n_pos = (int32_t)T_max + 64, half = D / 2; /* plain RoPE up to 1M */
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
     TRYC(cudaGetDeviceProperties(&prop, 0));
     char head[600];
     snprintf(head, sizeof head, "bench_hip_mask on %s: Llama-3.1-8B shape (32/8 heads, dim 128, "
-             "bf16 KV, 64-token pages), block_k 2, b_sq 1, b_sk 1, sink 256, window 1024; median "
+             "fp16 KV, 64-token pages), block_k 2, b_sq 1, b_sk 1, sink 256, window 1024; median "
              "(and min) of %d runs", prop.name, env.reps);
     printf("%s\n| case                   |  context  |  rows  |   k   | groups | rope     | median us  |   min us   |\n"
            "|---|---|---|---|---|---|---|---|\n", head);

@@ -1,7 +1,7 @@
 /*
  * bench_hip_sparse.c — the CUDA InfiniteHiP block-sparse attention (op attn_sparse,
  * hip_sparse.cu) alone, one layer of the Llama-3.1-8B shape (32 query heads, 8 KV heads, head
- * dim 128, bf16 KV in 64-token pages), on random data, timed with CUDA events (3 warm-up runs,
+ * dim 128, fp16 KV in 64-token pages), on random data, timed with CUDA events (3 warm-up runs,
  * then the median of the repeats). InfiniteHiP's attended set (spec/infinitehip-and-hip.md §3):
  * 256 sink tokens + 2048 selected tokens in 256 segments of 8 at random places + the 1024-token
  * window, n_groups 1.
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
     {
         struct cudaDeviceProp prop;
         TRYC(cudaGetDeviceProperties(&prop, 0));
-        printf("# %s, %d SMs; Llama-3.1-8B shape (%d/%d heads, dim %d), bf16 KV, %d-token pages; "
+        printf("# %s, %d SMs; Llama-3.1-8B shape (%d/%d heads, dim %d), fp16 KV, %d-token pages; "
                "%d sink + %d selected (%d x 8) + %d window, n_groups 1; median of %d\n",
                prop.name, prop.multiProcessorCount, NH, H, D, P, N_SINK, 8 * N_SEGS, N_SEGS,
                N_STREAM, x.reps);
@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
 
     /* decode */
     const double keys_dec = N_SINK + 8.0 * N_SEGS + N_STREAM;
-    const double kv_bytes = keys_dec * H * D * 2 /* K and V */ * 2 /* bf16 */;
+    const double kv_bytes = keys_dec * H * D * 2 /* K and V */ * 2 /* fp16 */;
     if (do_dec) printf("\n| decode, 1 row | rope | sparse us | back-to-back us | K+V read (MB) | GB/s | of 3.0 TB/s | dense us | dense / sparse |\n");
     if (do_dec) printf("|---|---|---|---|---|---|---|---|---|\n");
     const int64_t ctxs[] = {128 * 1024, 512 * 1024, 1024 * 1024};

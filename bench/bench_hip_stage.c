@@ -1,6 +1,6 @@
 /*
  * bench_hip_stage.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) alone, on the
- * Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV in 64-token pages, random values), through
+ * Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV in 64-token pages, random values), through
  * the three stages of the paper's `3k` preset (InfiniteHiP App. F; digest
  * spec/infinitehip-and-hip.md §3.6): stage 1 l_c 256 keeps 32768 tokens (128 chunks) of
  * [256, T-1024), stage 2 l_c 32 keeps 256 chunks of those, stage 3 l_c 8 keeps 256 chunks;
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     lc_backend  *b    = env.b;
-    const size_t pool = (size_t)n_pages * H * P * D; /* bf16 elements: 2 GiB */
+    const size_t pool = (size_t)n_pages * H * P * D; /* fp16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");
     env.dq            = b->alloc(b, sizeof(float) * (size_t)max_rows * N_HEAD * D, "q");
     const int32_t n_pos = 131072 + 64, half = D / 2; /* plain RoPE up to 128K */
@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
     TRYC(cudaEventCreate(&env.e1));
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
-    printf("bench_hip_stage on %s: Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV), 3k preset, "
+    printf("bench_hip_stage on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV), 3k preset, "
            "median of %d runs\n", prop.name, env.reps);
     static const struct {
         const char *what;

@@ -2,7 +2,7 @@
  * bench_infinitehip.c — one attention layer through the InfiniteHiP method exactly as the
  * engine runs it (attn/infinitehip.c: query blocks, pruning stages, block-sparse attention,
  * stage-wise mask caching in decode; paper 000_ced830aa0d9eb0ea.txt §3.3, Table 4/19/20), next
- * to our dense attention on the same paged bf16 K/V, timed with CUDA events.
+ * to our dense attention on the same paged fp16 K/V, timed with CUDA events.
  *
  * usage: bench_infinitehip decode  N_KV_HEADS GROUP HEAD_DIM KEYS [STEPS] [PRESET] [LAYER]
  *        bench_infinitehip prefill N_KV_HEADS GROUP HEAD_DIM KEYS ROWS [PRESET] [LAYER]

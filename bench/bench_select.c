@@ -2,7 +2,7 @@
  * bench_select.c — one attention layer through the HiP (attn/hip.c) or TokenSelect
  * (attn/tokenselect.c) method exactly as the engine runs it (query blocks, selection op, block-
  * sparse attention, HiP's mask refresh every r_m steps, TokenSelect's selection cache), next to
- * our dense attention on the same paged bf16 K/V, timed with CUDA events (HiP paper §5.4 Table 5;
+ * our dense attention on the same paged fp16 K/V, timed with CUDA events (HiP paper §5.4 Table 5;
  * TokenSelect paper §4.4, Fig. 7).
  *
  * usage: bench_select decode  hip|tokenselect N_KV_HEADS GROUP HEAD_DIM KEYS [STEPS] [KNOB=VAL..]

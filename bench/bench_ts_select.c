@@ -1,6 +1,6 @@
 /*
  * bench_ts_select.c — the CUDA TokenSelect selection (ts_select.cu) alone, on the
- * Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV in 64-token pages behind a scattered page
+ * Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV in 64-token pages behind a scattered page
  * table, random values), TokenSelect's defaults n_init 128, n_local 512, k 2048
  * (digest spec/tokenselect-and-sparseserve.md A.3):
  *   decode (one row) at 128K, 512K, 1M keys: a miss step (no cache) and a hit step (cache
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     lc_backend  *b    = env.b;
-    const size_t pool = (size_t)n_pages * H * P * D; /* bf16 elements: 2 GiB */
+    const size_t pool = (size_t)n_pages * H * P * D; /* fp16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");
     env.dq            = b->alloc(b, sizeof(float) * (size_t)max_rows * N_HEAD * D, "q");
     env.cache_q       = b->alloc(b, sizeof(float) * N_HEAD * D, "cache_q");
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
     TRYC(cudaGetDeviceProperties(&prop, 0));
     char        line[2048];
     const char *pe = getenv("LONGCTX_TS_SELECT_PATH"), *le = getenv("LONGCTX_TS_SELECT_LAUNCHES");
-    snprintf(line, sizeof line, "bench_ts_select on %s: Llama-3.1-8B shape (32/8 heads, dim 128, bf16 KV, "
+    snprintf(line, sizeof line, "bench_ts_select on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV, "
              "page 64), n_init %d, n_local %d, k %d; median (min) of %d runs, us; copy bandwidth "
              "%.0f GB/s; path %s, launches %s\n\n| case | keys | rows | blocks | miss | hit (1 call) | hit (20 back to back, per call) | K bytes / copy BW |\n"
              "|---|---|---|---|---|---|---|---|\n", prop.name, N_INIT, N_LOCAL, K, env.reps, env.copy_gbs,

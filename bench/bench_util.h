@@ -1,13 +1,14 @@
 /*
  * bench_util.h — pieces the kernel benchmarks (the programs in bench/) share: error macros that print the
  * program's name (define BENCH_NAME before including), the float comparison for medians, the
- * xorshift uniforms their random inputs come from (as fp32 or as bf16 bits), a host chunk of
+ * xorshift uniforms their random inputs come from (as fp32 or as fp16 bits), a host chunk of
  * them uploaded over and over to fill large device arrays, and the RoPE table (base 500000,
  * Llama-3 style, adjacent pairs) uploaded to the device.
  */
 #ifndef LC_BENCH_UTIL_H
 #define LC_BENCH_UTIL_H
 
+#include "format/quant.h"
 #include "model/model.h"
 
 #include <cuda_runtime.h>
@@ -46,14 +47,8 @@ static inline float bench_urand(uint64_t *s) {
     return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-/* the bf16 bit pattern of f (truncated) */
-static inline uint16_t bench_bf16_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
-}
-
-/* n uniforms of the xorshift stream from seed, as bf16 bits (*h16) and as floats (*h32), in
+/* n uniforms of the xorshift stream from seed, as fp16 bits (*h16: the CUDA KV pools' element)
+ * and as floats (*h32), in
  * host buffers the caller frees; 0 on success */
 static inline int bench_random_chunk(uint64_t seed, size_t n, uint16_t **h16, float **h32) {
     *h16 = malloc(2 * n), *h32 = malloc(4 * n);
@@ -65,7 +60,7 @@ static inline int bench_random_chunk(uint64_t seed, size_t n, uint16_t **h16, fl
     for (size_t i = 0; i < n; i++) {
         const float f = bench_urand(&seed);
         (*h32)[i]     = f;
-        (*h16)[i]     = bench_bf16_bits(f);
+        (*h16)[i]     = lc_fp32_to_fp16(f);
     }
     return 0;
 }
@@ -102,8 +97,8 @@ static inline float bench_median(float *t, int n) {
     return t[n / 2];
 }
 
-/* fill n device bf16 (or fp32) values with uniform [-1, 1) */
-static inline int bench_fill_random(void *dst, size_t n, int bf16, uint64_t seed) {
+/* fill n device fp16 (the KV pools' element; or fp32) values with uniform [-1, 1) */
+static inline int bench_fill_random(void *dst, size_t n, int f16, uint64_t seed) {
     const size_t chunk = 1 << 22;
     void        *h     = malloc(4 * chunk);
     if (!h) return 1;
@@ -112,10 +107,10 @@ static inline int bench_fill_random(void *dst, size_t n, int bf16, uint64_t seed
         const size_t m = n - off < chunk ? n - off : chunk;
         for (size_t i = 0; i < m; i++) {
             const float f = bench_urand(&s);
-            if (bf16) ((uint16_t *)h)[i] = bench_bf16_bits(f);
+            if (f16) ((uint16_t *)h)[i] = lc_fp32_to_fp16(f);
             else ((float *)h)[i] = f;
         }
-        if (cudaMemcpy((char *)dst + off * (bf16 ? 2 : 4), h, m * (bf16 ? 2 : 4),
+        if (cudaMemcpy((char *)dst + off * (f16 ? 2 : 4), h, m * (f16 ? 2 : 4),
                        cudaMemcpyHostToDevice) != cudaSuccess)
             return free(h), 1;
     }

@@ -1,7 +1,7 @@
 /*
  * hip_sparse_world.h — the test world shared by test_hip_sparse.c (CPU twin vs a naive
  * reference) and test_hip_sparse_cuda.c (GPU vs CPU twin): a random case of the sparse
- * attention op (backend/backend.h "Sparse attention") — RoPE table, bf16-representable fp32
+ * attention op (backend/backend.h "Sparse attention") — RoPE table, fp16-representable fp32
  * K/V pools behind scattered (optionally aliased) page tables, sequences cut into query blocks
  * (some rows in none), and selections of the kinds SEL_*; the caller seeds rng.
  */
@@ -109,14 +109,14 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
     w->rope = (lc_rope_table){max_k, c->n_rot, c->pairing, malloc(sizeof(float) * max_k * half),
                               malloc(sizeof(float) * max_k * half), (float)lc_rope_mscale(&hp)};
     CHECK(lc_rope_table_fill(&hp, NULL, max_k, w->rope.cos, w->rope.sin) == LC_OK);
-    /* pools (bf16-representable values, as the CUDA test uses), scattered page tables */
+    /* pools (fp16-representable values, as the CUDA test uses), scattered page tables */
     const int32_t n_pages = c->phys_cap > 0 && c->phys_cap < total_pages + 3 ? c->phys_cap
                                                                               : total_pages + 3;
     const int64_t pool    = (int64_t)n_pages * H * P * D;
     w->k = malloc(sizeof(float) * pool), w->v = malloc(sizeof(float) * pool);
     for (int64_t i = 0; i < pool; i++) {
-        w->k[i] = lc_bf16_to_fp32(lc_fp32_to_bf16(2.0f * frand()));
-        w->v[i] = lc_bf16_to_fp32(lc_fp32_to_bf16(frand()));
+        w->k[i] = lc_fp16_to_fp32(lc_fp32_to_fp16(2.0f * frand()));
+        w->v[i] = lc_fp16_to_fp32(lc_fp32_to_fp16(frand()));
     }
     w->n_pages = n_pages;
     w->perm    = malloc(sizeof(int32_t) * (total_pages + 3));

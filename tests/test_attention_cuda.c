@@ -1,6 +1,6 @@
 /*
  * test_attention_cuda.c — the CUDA dense attention (split-KV decode + merge, tensor-core
- * prefill) against its CPU twin lc_cpu_attn_dense on the same bf16 K/V values: head dims 64
+ * prefill) against its CPU twin lc_cpu_attn_dense on the same fp16 K/V values: head dims 64
  * and 128, GQA ratios 1, 3, 4, 8, both RoPE pairings, partial rotary and a YaRN table factor,
  * key counts 1, 63, 65, 4097 and longer, scattered page tables, batches mixing decode rows with
  * prefill chunks that start after a history. Fresh random inputs each run (seed printed);
@@ -72,13 +72,13 @@ static void run_case(lc_backend *b, const char *what, int32_t D, int32_t H, int3
     lc_rope_table ht = {max_k, n_rot, pairing, malloc(sizeof(float) * max_k * half),
                         malloc(sizeof(float) * max_k * half), (float)lc_rope_mscale(&hp)};
     CHECK(lc_rope_table_fill(&hp, NULL, max_k, ht.cos, ht.sin) == LC_OK);
-    /* pools: bf16 values; the CPU twin gets the same values as fp32 */
+    /* pools: fp16 values; the CPU twin gets the same values as fp32 */
     const int64_t pool = (int64_t)n_pages * H * P * D;
     float        *kc = malloc(sizeof(float) * pool), *vc = malloc(sizeof(float) * pool);
     uint16_t     *kb = malloc(sizeof(uint16_t) * pool), *vb = malloc(sizeof(uint16_t) * pool);
     for (int64_t i = 0; i < pool; i++) {
-        kb[i] = lc_fp32_to_bf16(2.0f * frand()), vb[i] = lc_fp32_to_bf16(frand());
-        kc[i] = lc_bf16_to_fp32(kb[i]), vc[i] = lc_bf16_to_fp32(vb[i]);
+        kb[i] = lc_fp32_to_fp16(2.0f * frand()), vb[i] = lc_fp32_to_fp16(frand());
+        kc[i] = lc_fp16_to_fp32(kb[i]), vc[i] = lc_fp16_to_fp32(vb[i]);
     }
     /* scattered page tables: a random permutation of the pool */
     int32_t *perm = malloc(sizeof(int32_t) * n_pages);
@@ -169,7 +169,7 @@ int main(void) {
     REQUIRE_CUDA_BACKEND(b);
     rng = (uint64_t)time(NULL) | 1;
     printf("seed %llu\n", (unsigned long long)rng);
-    /* decode keeps fp32 math over the bf16 K/V: near-exact; prefill rounds Q, the rotated K
+    /* decode keeps fp32 math over the fp16 K/V: near-exact; prefill rounds Q, the rotated K
      * and the probabilities to fp16 for the tensor cores */
     const double tol_dec = 1e-4, tol_pre = 1e-4; /* both kernels multiply in fp16 */
     const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {8, 4}, {2, 8}};

@@ -7,7 +7,7 @@
  * dropped one) is closer than a tolerance, a correct float kernel may pick either side: such a
  * (block, group) pair is "ambiguous" and only needs the invariants and an overlap of >= 95%
  * with the reference; every other pair must match the reference exactly.
- * Worlds: scattered page tables, bf16-representable keys; random keys, or planted keys
+ * Worlds: scattered page tables, fp16-representable keys; random keys, or planted keys
  * (small integer levels times one vector per KV head, with PLAIN RoPE only in the un-rotated
  * dims) so that block scores are discrete — equal levels tie exactly (lower start first),
  * different levels are far apart — or all keys equal (every score ties).
@@ -58,8 +58,8 @@ typedef struct hm_world {
     hm_case        cs;
     int32_t        n_head, n_pages, n_pos, rows, max_rows, max_cand;
     lc_rope_table  rope;
-    float         *k;  /* [n_pages][H][P][D], bf16 values */
-    uint16_t      *kb; /* the same in bf16 */
+    float         *k;  /* [n_pages][H][P][D], fp16 values */
+    uint16_t      *kb; /* the same in fp16 */
     int32_t       *perm;
     lc_attn_seq    seqs[4];
     float         *q; /* [rows][n_head][D] */
@@ -104,8 +104,8 @@ static inline void hm_world_make(const hm_case *cs, hm_world *w) {
         const int32_t d = (int32_t)(i % D), h = (int32_t)(i / ((int64_t)P * D) % H) % 8;
         float         x = 2.0f * hm_frand();
         if (cs->keys == HM_EQUAL) x = vec[h][d];
-        w->kb[i] = lc_fp32_to_bf16(x);
-        w->k[i]  = lc_bf16_to_fp32(w->kb[i]);
+        w->kb[i] = lc_fp32_to_fp16(x);
+        w->k[i]  = lc_fp16_to_fp32(w->kb[i]);
     }
     if (cs->keys == HM_LEVELS) {
         float *lv = malloc(sizeof(float) * (size_t)w->n_pages * P);
@@ -114,8 +114,8 @@ static inline void hm_world_make(const hm_case *cs, hm_world *w) {
             const int64_t page = row / P / H, slot = row % P;
             const int32_t h    = (int32_t)(row / P % H) % 8;
             for (int32_t d = 0; d < D; d++) {
-                w->kb[row * D + d] = lc_fp32_to_bf16(lv[page * P + slot] * vec[h][d]);
-                w->k[row * D + d]  = lc_bf16_to_fp32(w->kb[row * D + d]);
+                w->kb[row * D + d] = lc_fp32_to_fp16(lv[page * P + slot] * vec[h][d]);
+                w->k[row * D + d]  = lc_fp16_to_fp32(w->kb[row * D + d]);
             }
         }
         free(lv);

@@ -1,7 +1,7 @@
 /*
  * test_hip_mask_cuda.c — the CUDA HiP mask estimation (hip_mask.cu) against its CPU twin
  * lc_cpu_hip_mask and the double brute-force reference of test_hip_mask.c (included here), on
- * the same bf16 key values. Both twins score in fp32 (in different orders), so a selection cut
+ * the same fp16 key values. Both twins score in fp32 (in different orders), so a selection cut
  * closer than ~1e-4 of the scores' magnitude may go either way: where the reference finds such
  * a close cut in a (block, group) pair, the GPU's blocks need only the invariants and an
  * overlap of >= 95% with the CPU twin's; every other pair must equal the CPU twin's selection

@@ -6,7 +6,7 @@
  * LONGCTX_SPARSE_DECODE=prefill: the mma.sync kernel, decode calls through it too; and again with
  * LONGCTX_HIP_ROTATE=1: plain RoPE from keys and values rotated into fp16 tiles before the call,
  * where the default run rotates in the kernel, calls this small not being worth the pass)
- * against its CPU twin lc_cpu_attn_sparse on the same bf16 K/V values.
+ * against its CPU twin lc_cpu_attn_sparse on the same fp16 K/V values.
  * Cases as in test_hip_sparse.c: scattered page tables, several sequences per call, decode
  * blocks and prefill blocks up to 64 rows in one call (1-row blocks then take the prefill
  * path), both attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16,
@@ -53,7 +53,7 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
     const int64_t qn   = (int64_t)w->rows * w->n_head * c->D;
     const size_t  half = (size_t)c->n_rot / 2;
     uint16_t     *kb = malloc(2 * pool), *vb = malloc(2 * pool);
-    for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_bf16(w->k[i]), vb[i] = lc_fp32_to_bf16(w->v[i]);
+    for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_fp16(w->k[i]), vb[i] = lc_fp32_to_fp16(w->v[i]);
     void  *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
     float *dq = b->alloc(b, sizeof(float) * qn, "q"), *dout = b->alloc(b, sizeof(float) * qn, "out");
     float *dcs = b->alloc(b, sizeof(float) * w->max_pos * half, "cos");

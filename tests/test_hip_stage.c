@@ -44,7 +44,7 @@ typedef struct hs_case {
     lc_rope_pairing pairing;
     int32_t         b_q, n_sink, n_stream;
     int             ties;  /* every key the same vector: all chunk scores tie (RELATIVE) */
-    int             bf16;  /* keys rounded to bf16 values (what the CUDA pools hold) */
+    int             f16;   /* keys rounded to fp16 values (what the CUDA pools hold) */
     int             share; /* all sequences read one page table (saves memory at 128K) */
     int32_t         n_seqs;
     int32_t         pos0[4], n_rows[4];
@@ -55,7 +55,7 @@ typedef struct hs_world {
     int32_t        n_head, n_pages, n_pos, rows;
     lc_rope_table  rope; /* host table */
     float         *k;    /* [n_pages][H][P][D] */
-    uint16_t      *kb;   /* the same values in bf16 (cs.bf16) */
+    uint16_t      *kb;   /* the same values in fp16 (cs.f16) */
     int32_t       *perm;
     lc_attn_seq    seqs[4];
     float         *q; /* [rows][n_head][D] */
@@ -87,14 +87,14 @@ static inline void hs_world_make(const hs_case *cs, hs_world *w) {
     CHECK(lc_rope_table_fill(&hp, NULL, w->n_pos, w->rope.cos, w->rope.sin) == LC_OK);
     const int64_t pool = (int64_t)w->n_pages * cs->H * cs->P * cs->D;
     w->k               = malloc(sizeof(float) * (size_t)pool);
-    if (cs->bf16) w->kb = malloc(sizeof(uint16_t) * (size_t)pool);
+    if (cs->f16) w->kb = malloc(sizeof(uint16_t) * (size_t)pool);
     float tie[1024];
     for (int32_t d = 0; d < cs->D; d++) tie[d] = 2.0f * hs_frand();
     for (int64_t i = 0; i < pool; i++) {
         float x = cs->ties ? tie[i % cs->D] : 2.0f * hs_frand();
-        if (cs->bf16) {
-            w->kb[i] = lc_fp32_to_bf16(x);
-            x        = lc_bf16_to_fp32(w->kb[i]);
+        if (cs->f16) {
+            w->kb[i] = lc_fp32_to_fp16(x);
+            x        = lc_fp16_to_fp32(w->kb[i]);
         }
         w->k[i] = x;
     }

@@ -1,9 +1,10 @@
 /*
  * test_hip_stage_cuda.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) against its CPU
  * twin lc_cpu_hip_stage and the double brute-force reference of test_hip_stage.c (included
- * here), on the same bf16 key values. The GPU multiplies bf16 queries (and, for CHUNK, bf16
- * rotated keys; PLAIN: fp16 queries and keys) on the tensor cores, so its probe scores differ
- * from the reference by up to ~2·2^-9 of sum |q_i k_i|: a descent step closer than 2e-3 of that may go either way, and
+ * here), on the same fp16 key values. The GPU multiplies fp16 queries and fp16 keys (rotated in
+ * fp32 and rounded, or as stored) on the tensor cores, so its probe scores differ from the
+ * reference by up to ~2·2^-11 of sum |q_i k_i|; the tolerance kept from the bf16 pools, 2e-3 of
+ * that, covers it: a descent step closer than that may go either way, and
  * kept chunks may swap with dropped ones only within that tolerance. Every other output must
  * match: out_n, segments that are exactly chunks of the list, sorted by start.
  * Cases: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and n_kv_head,

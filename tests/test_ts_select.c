@@ -3,7 +3,7 @@
  * "TokenSelect token-level selection", paper 001_823a2d0cdd44ac9c.txt Eq. 7, Alg. 1–2) against
  * a brute-force reference written here in double (own rotation, dots, softmax, a full sort by
  * score then position), over the random paged worlds of hip_sparse_world.h (scattered page
- * tables, bf16-representable keys; n_sink plays n_init and n_stream n_local).
+ * tables, fp16-representable keys; n_sink plays n_init and n_stream n_local).
  * A selection passes when its segments are sorted, disjoint, maximal runs inside
  * [n_init, win0), hold min(k, candidates) tokens (all of them as one segment when there are no
  * more than k), every selected token's reference score is >= the reference k-th score - eps

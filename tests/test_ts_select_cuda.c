@@ -1,7 +1,7 @@
 /*
  * test_ts_select_cuda.c — the CUDA TokenSelect selection (ts_select.cu) against its CPU twin
  * lc_cpu_ts_select and the double reference of test_ts_select.c (included here), on the same
- * bf16 key values (the worlds' keys are bf16-representable; the GPU reads them as a bf16 pool).
+ * fp16 key values (the worlds' keys are fp16-representable; the GPU reads them as an fp16 pool).
  * The GPU's logits differ from the CPU's by rounding, so a selection passes with the
  * reference's tolerance check (selected tokens' scores >= the k-th - eps, dropped ones <= it +
  * eps, sorted disjoint maximal runs inside [n_init, win0), min(k, candidates) tokens); the
@@ -36,7 +36,7 @@ static void dev_make(lc_backend *b, const world *w, int32_t out_cap, dev_world *
     const int64_t pool = (int64_t)w->n_pages * w->c.H * w->c.P * w->c.D;
     const size_t  qn = (size_t)w->rows * w->n_head * w->c.D, tn = (size_t)w->rope.n_pos * (w->c.n_rot / 2);
     uint16_t     *kb = malloc(2 * (size_t)pool);
-    for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_bf16(w->k[i]);
+    for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_fp16(w->k[i]);
     d->k     = b->alloc(b, 2 * (size_t)pool, "k");
     d->q     = b->alloc(b, sizeof(float) * qn, "q");
     d->cs    = b->alloc(b, sizeof(float) * tn, "cos");

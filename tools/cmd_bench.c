@@ -531,7 +531,7 @@ int cmd_bench(int argc, char **argv) {
                                                               : "auto";
     if (gpu)
         snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s (auto: bf16 tensors in "
-                 "bf16, others in f16), bf16 KV", dev_name, cpu, wname);
+                 "bf16, others in f16), fp16 KV", dev_name, cpu, wname);
     else
         snprintf(host_dev, sizeof host_dev, "cpu: %s, %d threads, %s weights", cpu,
                  info.n_threads, wname);

@@ -331,7 +331,7 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
     cp.overcommit = o->overcommit;
     if (o->kv_gb > 0) {
-        /* bf16 KV on the GPU, fp32 on the CPU */
+        /* fp16 KV on the GPU, fp32 on the CPU */
         const double per_token = 2.0 * info.n_layer * info.n_head_kv * info.head_dim *
                                  (info.device == LC_DEVICE_CUDA ? 2 : 4);
         const double tokens = o->kv_gb * 1073741824.0 / per_token;

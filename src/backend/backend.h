@@ -73,7 +73,7 @@ typedef struct lc_rope_table {
 
 /* The paged KV pool of one layer, as kernels see it (DESIGN.md "KV pages"):
  * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE, elements of the
- * backend's kv_type (fp32 on the CPU, bf16 on CUDA). */
+ * backend's kv_type (fp32 on the CPU, fp16 on CUDA). */
 typedef struct lc_kv_layer_view {
     void   *k;
     void   *v;
@@ -331,7 +331,7 @@ struct lc_backend {
     lc_device   device;
     int         n_threads;   /* host threads used by the ops */
     uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16 / BF16) */
-    uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / BF16) */
+    uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / F16) */
     int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
     void       *impl;
     void (*free)(lc_backend *b);

@@ -87,7 +87,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     float *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     float *od = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     float *os = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
-    const size_t esz = b->kv_type == LC_TYPE_BF16 ? 2 : 4;
+    const size_t esz = b->kv_type == LC_TYPE_F32 ? 4 : 2;
     const size_t slab = (size_t)H * (size_t)P * (size_t)D; /* elements of one page */
     const int64_t n_pages = (n_keys + P - 1) / P;
     float *kh = lc_malloc(sizeof(float) * (size_t)H * (size_t)n_keys * (size_t)D, "fidelity keys");
@@ -109,8 +109,9 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 float *dst = kh + ((size_t)h * (size_t)n_keys + (size_t)tok) * (size_t)D;
                 const size_t src = ((size_t)h * P + (size_t)t) * (size_t)D;
                 for (int32_t i = 0; i < D; i++)
-                    dst[i] = esz == 2 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
-                                      : ((const float *)page)[src + (size_t)i];
+                    dst[i] = b->kv_type == LC_TYPE_F16  ? lc_fp16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
+                             : b->kv_type == LC_TYPE_BF16 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
+                                                          : ((const float *)page)[src + (size_t)i];
                 lc_cpu_rope_vec(dst, (int32_t)tok, &hrope);
             }
     }

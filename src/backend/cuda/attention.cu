@@ -1,4 +1,4 @@
-// attention.cu — dense causal attention over the paged bf16 KV cache, the GPU twin of the CPU
+// attention.cu — dense causal attention over the paged fp16 KV cache, the GPU twin of the CPU
 // backend's lc_cpu_attn_dense (backend/cpu/cpu_attention.c); the dense baseline the sparse
 // methods (HiP, InfiniteHiP, TokenSelect) are measured against and built from.
 //
@@ -14,13 +14,13 @@
 //    R(-ps), rebuilt once per page from one table row. Per-split partials (o, m, l) are merged
 //    by a second kernel.
 //  * prefill (any number of new rows per sequence): one pass rotates every key of the prefill
-//    sequences into fp16 (and converts V) in a scratch laid out like the pages; then a
+//    sequences into fp16 (and copies V) in a scratch laid out like the pages; then a
 //    FlashAttention-2-style causal kernel (mma.sync m16n8k16, fp32 accumulation) runs over it.
 //    A CTA owns 128 packed query rows of one KV head — rows are (token, query head of the
 //    group) pairs, so the G heads of a group share each K/V tile — and walks 64-key tiles,
 //    double-buffered with cp.async.
 //  Both paths multiply in fp16: the rotated keys, queries and probabilities keep 11 mantissa
-//  bits where bf16's 8 cost ~4e-2 in SmolLM2's log-probs; the bf16 K/V convert exactly.
+//  bits where bf16's 8 cost ~4e-2 in SmolLM2's log-probs; V goes to the mma as the pages hold it.
 //
 // The page size is 64 tokens on this backend: one page is exactly one key tile of the prefill
 // kernel and one pipeline stage of the decode kernel, so a tile never straddles pages and the
@@ -38,7 +38,7 @@
 #define PAGE 64
 
 struct attn_common {
-    const lc_bf16     *kpool, *vpool; // [n_pages][H][PAGE][D]
+    const lc_kv16     *kpool, *vpool; // [n_pages][H][PAGE][D]
     int32_t            H, G, n_head;
     const lc_attn_seq *seqs;
     const float       *q;             // [rows][n_head][D], rotated
@@ -91,7 +91,7 @@ __device__ __forceinline__ void online_softmax_step(float mx[2], float m_run[2],
 // row. Products in fp16 with fp32 accumulation, as the prefill kernel.
 template <int D> struct decode_cfg {
     static constexpr int NS   = D == 128 ? 3 : 5; // pipeline stages
-    static constexpr int LD   = D + 8;            // smem row pitch (bf16): conflict-free ldmatrix
+    static constexpr int LD   = D + 8;            // smem row pitch (fp16): conflict-free ldmatrix
     static constexpr int KV   = 2 * NS * PAGE * LD * 2;
     static constexpr int SMEM = KV + 16 * D * 4 + NS * D * 4; // + fp32 queries [16][D] + the
                                                             // pages' cos/sin rows [NS][2][D/2]
@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(128, 2)
     constexpr int NS = decode_cfg<D>::NS, LD = decode_cfg<D>::LD, KS = D / 16, DT = D / 8;
     constexpr int NT = 4 * KS; // table entries per thread (registers, see above)
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    lc_bf16 *Ks = (lc_bf16 *)smem_raw;           // [NS][PAGE][LD]
-    lc_bf16 *Vs = Ks + NS * PAGE * LD;           // [NS][PAGE][LD]
+    lc_kv16 *Ks = (lc_kv16 *)smem_raw;           // [NS][PAGE][LD]
+    lc_kv16 *Vs = Ks + NS * PAGE * LD;           // [NS][PAGE][LD]
     float   *qs = (float *)(Vs + NS * PAGE * LD); // [16][D], rows >= G zero
     float   *rs = qs + 16 * D;                    // [NS][cos HR | sin HR] of each page's row ps
 
@@ -132,8 +132,8 @@ __global__ void __launch_bounds__(128, 2)
             const float *src = (tid < HR / 4 ? a.cs : a.sn) + (int64_t)pg * PAGE * HR + c;
             cp_async16(rs + stage * D + (tid < HR / 4 ? 0 : HR) + c, src);
         }
-        const lc_bf16 *kg = a.kpool + base, *vg = a.vpool + base;
-        lc_bf16       *kd = Ks + stage * PAGE * LD, *vd = Vs + stage * PAGE * LD;
+        const lc_kv16 *kg = a.kpool + base, *vg = a.vpool + base;
+        lc_kv16       *kd = Ks + stage * PAGE * LD, *vd = Vs + stage * PAGE * LD;
 #pragma unroll
         for (int i = tid; i < PAGE * (D / 8); i += 128) {
             const int r = i / (D / 8), c = (i % (D / 8)) * 8;
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(128, 2)
         cp_async_commit();
 
         const int      stage = it % NS, ps = (pg0 + it) * PAGE, n_in = min(PAGE, L - ps);
-        const lc_bf16 *kst = Ks + stage * PAGE * LD, *vst = Vs + stage * PAGE * LD;
+        const lc_kv16 *kst = Ks + stage * PAGE * LD, *vst = Vs + stage * PAGE * LD;
 
         // queries rotated back by R(-ps) (pairs past the rotated dims: scaled by the table
         // factor, so that every dim carries it), fp16 A fragments; rows lane/4 and + 8
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(128, 2)
                 for (int r = 0; r < 4; r++) {
                     const uint32_t lo = kb[kk][r], up = kb[kk + KS / 2][r];
                     const int      e  = 2 * (4 * kk + r);
-                    const float    x0 = bf16_lo(lo), x1 = bf16_hi(lo), y0 = bf16_lo(up), y1 = bf16_hi(up);
+                    const float    x0 = kv_lo(lo), x1 = kv_hi(lo), y0 = kv_lo(up), y1 = kv_hi(up);
                     kb[kk][r]          = pack_f16(x0 * tc[e] - y0 * ts[e], x1 * tc[e + 1] - y1 * ts[e + 1]);
                     kb[kk + KS / 2][r] = pack_f16(x0 * ts[e] + y0 * tc[e], x1 * ts[e + 1] + y1 * tc[e + 1]);
                 }
@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(128, 2)
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
                     const int   e = 4 * kk + r;
-                    const float x = bf16_lo(kb[kk][r]), y = bf16_hi(kb[kk][r]);
+                    const float x = kv_lo(kb[kk][r]), y = kv_hi(kb[kk][r]);
                     kb[kk][r]     = pack_f16(x * tc[e] - y * ts[e], x * ts[e] + y * tc[e]);
                 }
         }
@@ -303,8 +303,8 @@ __global__ void __launch_bounds__(128, 2)
             uint32_t  b[4];
             const int mi = lane >> 3;
             ldmatrix_x4_trans(b, vst + (16 * warp + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
-            mma_f16(o[2 * dp], pa, bf16x2_to_f16x2(b[0]), bf16x2_to_f16x2(b[1]));
-            mma_f16(o[2 * dp + 1], pa, bf16x2_to_f16x2(b[2]), bf16x2_to_f16x2(b[3]));
+            mma_f16(o[2 * dp], pa, b[0], b[1]);
+            mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
         }
     }
     cp_async_wait_all();
@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(128)
     for (int kt = blockIdx.x; kt < n_tiles; kt += gridDim.x) {
         const int64_t  src = ((int64_t)sq.page_table[kt] * a.H + h) * PAGE * D;
         const int64_t  dst = ((base + kt) * a.H + h) * PAGE * D;
-        const lc_bf16 *kg = a.kpool + src, *vg = a.vpool + src;
+        const lc_kv16 *kg = a.kpool + src, *vg = a.vpool + src;
         const int      n_in = min(PAGE, L - kt * PAGE);
         for (int i = threadIdx.x; i < PAGE * CPR; i += 128) {
             const int j = i / CPR, c0 = (i % CPR) * 8;
@@ -427,8 +427,8 @@ __global__ void __launch_bounds__(128)
                     const int   p0 = c0 + 2 * w;
                     const float c0_ = a.cs[pos * HR + p0], s0 = a.sn[pos * HR + p0];
                     const float c1 = a.cs[pos * HR + p0 + 1], s1 = a.sn[pos * HR + p0 + 1];
-                    const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]);
-                    const float y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
+                    const float x0 = kv_lo(ua[w]), x1 = kv_hi(ua[w]);
+                    const float y0 = kv_lo(ub[w]), y1 = kv_hi(ub[w]);
                     ra[w] = pack_f16(x0 * c0_ - y0 * s0, x1 * c1 - y1 * s1);
                     rb[w] = pack_f16(x0 * s0 + y0 * c0_, x1 * s1 + y1 * c1);
                 }
@@ -442,7 +442,7 @@ __global__ void __launch_bounds__(128)
                 const bool      rot = p0 < HR; // HR is a multiple of 4: all or none of the chunk
 #pragma unroll
                 for (int w = 0; w < 4; w++) {
-                    const float x = bf16_lo(uk[w]), y = bf16_hi(uk[w]);
+                    const float x = kv_lo(uk[w]), y = kv_hi(uk[w]);
                     const float c = rot ? a.cs[pos * HR + p0 + w] : 1.0f;
                     const float s = rot ? a.sn[pos * HR + p0 + w] : 0.0f;
                     rk[w] = pack_f16(x * c - y * s, x * s + y * c);
@@ -450,15 +450,9 @@ __global__ void __launch_bounds__(128)
                 *(uint4 *)(ks + dst + scratch_off(j, c0)) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
             }
         }
-        for (int i = threadIdx.x; i < PAGE * (D / 8); i += 128) { // V: bf16 -> fp16 (exact)
+        for (int i = threadIdx.x; i < PAGE * (D / 8); i += 128) { // V: as the pages hold it
             const int j = i / (D / 8), c0 = (i % (D / 8)) * 8;
-            uint4     r = make_uint4(0, 0, 0, 0);
-            if (j < n_in) {
-                const uint4     xv = *(const uint4 *)(vg + j * D + c0);
-                const uint32_t *uv = (const uint32_t *)&xv;
-                r = make_uint4(bf16x2_to_f16x2(uv[0]), bf16x2_to_f16x2(uv[1]), bf16x2_to_f16x2(uv[2]),
-                               bf16x2_to_f16x2(uv[3]));
-            }
+            const uint4 r = j < n_in ? *(const uint4 *)(vg + j * D + c0) : make_uint4(0, 0, 0, 0);
             *(uint4 *)(vs + dst + scratch_off(j, c0)) = r;
         }
     }
@@ -638,66 +632,6 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
 //    as asynchronous warpgroup MMAs, and overlap them with the softmax: tile j's Q Kᵀ and tile
 //    j-1's P V are issued together, the softmax of tile j runs while P V still computes, and
 //    the two warpgroups interleave on the SM's schedulers.
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define LC_HAVE_WGMMA 1
-#endif
-
-#ifdef LC_HAVE_WGMMA
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
-    asm volatile("{\n.reg .pred done;\nLC_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra LC_WAIT;\n}\n" ::"r"(smem_u32(b)),
-                 "r"(parity)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-}
-
-#define LC_ACC32(d)                                                                                      \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
-        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
-        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
-        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define LC_REGS32                                                                                       \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define LC_REGS64                                                                                       \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
-    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
-    "%59, %60, %61, %62, %63}"
-
-// S (64 x 64, fp32) (+)= A B with A (64 x 16) and B (16 x 64, K-major) both from shared memory
-__device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t db, int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " LC_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : LC_ACC32(d)
-                 : "l"(da), "l"(db), "r"(scale_d));
-}
-// O (64 x 64) += A B, A from registers, B (16 x 64) transposed (MN-major) in shared memory
-__device__ __forceinline__ void wgmma_rs_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " LC_REGS32
-                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-                 : LC_ACC32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-// O (64 x 128) += A B, as above
-__device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " LC_REGS64
-                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                 : LC_ACC32(d), LC_ACC32((d + 32))
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-#endif
 
 template <int D> struct hopper_cfg {
     static constexpr int NS     = D == 128 ? 4 : 6;     // ring stages (K + V tile each)
@@ -1003,7 +937,7 @@ extern "C" int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn
                        rope->n_rot, D, neox ? "neox" : "adjacent");
     const float mscale = rope->mscale > 0.f ? rope->mscale : 1.0f;
     attn_common a;
-    a.kpool = (const lc_bf16 *)kv->k, a.vpool = (const lc_bf16 *)kv->v;
+    a.kpool = (const lc_kv16 *)kv->k, a.vpool = (const lc_kv16 *)kv->v;
     a.H = H, a.G = n_head / H, a.n_head = n_head;
     a.seqs = bt->seqs, a.q = q, a.out = out, a.cs = rope->cos, a.sn = rope->sin;
     a.half_rot = rope->n_rot / 2, a.mscale = mscale, a.n_pos = rope->n_pos;

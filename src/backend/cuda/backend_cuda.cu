@@ -726,7 +726,7 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->device      = LC_DEVICE_CUDA;
     b->n_threads   = 1;
     b->weight_type = LC_TYPE_COUNT; /* auto: per tensor, see cuda_weight_load */
-    b->kv_type     = LC_TYPE_BF16;
+    b->kv_type     = LC_TYPE_F16; /* lc_kv16, device_prims.cuh */
     b->page_size   = 64; /* one page = one key tile of the attention kernels (attention.cu) */
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;

@@ -3,7 +3,7 @@
  * contracts, device pointers). Nothing outside backend/cuda includes a CUDA header.
  * Where a kernel's grid is sized on the host without reading device-side sequences, the op
  * takes the launch shape as extra arguments (lc_cuda_kv_write's max_rows, the attention
- * batch descriptor). The CUDA KV pools hold bf16; weight matrices are bf16.
+ * batch descriptor). The CUDA KV pools hold fp16 (lc_kv16); weight matrices bf16 or f16.
  */
 #ifndef LC_CUDA_H
 #define LC_CUDA_H

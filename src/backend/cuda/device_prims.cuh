@@ -1,9 +1,10 @@
 // device_prims.cuh — small device helpers shared by the CUDA attention kernels (attention.cu,
 // hip_sparse.cu, hip_stage.cu): shared-memory addresses, cp.async, ldmatrix, mma.sync and
-// wgmma wrappers, fp16/bf16 packing, fast exp2, named barriers. Inline PTX; each function is
+// wgmma wrappers, the KV pools' element type, fp16/bf16 packing, fast exp2, named barriers. Inline PTX; each function is
 // what its name says, nothing more.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -44,11 +45,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
 }
-// two bf16 (one 32-bit register) as floats: low element, high element
-__device__ __forceinline__ float bf16_lo(uint32_t r) { return __uint_as_float(r << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t r) { return __uint_as_float(r & 0xffff0000u); }
-__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t r) {
-    return pack_f16(bf16_lo(r), bf16_hi(r));
+// The KV pools' element: fp16 (DESIGN.md "KV types"). Its 11 significant bits keep a key's
+// per-token part where bf16's 8 lost it under a large per-layer key bias (Qwen2's k bias reaches
+// 354 in layer 0: bf16 steps of 2 there cost 0.1 in log-probs, fp16 9e-3; bench/NOTES.md
+// section 35); the values attention reads (|K| <= 359, |V| <= 18 on Qwen2.5-Coder-1.5B) sit far
+// below its 65,504, and kv_write saturates there. The pools are the tensor cores' operand type
+// as they stand: no conversion on the way to an mma.
+typedef __half lc_kv16;
+// two pool elements (one 32-bit register) as floats: low element, high element
+__device__ __forceinline__ float kv_lo(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r & 0xffffu))); }
+__device__ __forceinline__ float kv_hi(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r >> 16))); }
+// one pool element from a 16-bit load
+__device__ __forceinline__ float kv_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+// a float into a pool element, saturating at fp16's largest finite value (no inf from a finite
+// key; NaN stays NaN, for the sampler's non-finite check)
+__device__ __forceinline__ lc_kv16 kv_from_f32(float x) {
+    return __float2half_rn(fabsf(x) > 65504.0f ? copysignf(65504.0f, x) : x);
 }
 // wgmma shared-memory descriptor, 128-byte swizzle: lbo / sbo in bytes
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *p, uint32_t lbo, uint32_t sbo) {
@@ -92,12 +104,69 @@ template <int DOFF, int SOFF> __device__ __forceinline__ void cp_async16_cg_at(u
                  : "memory");
 }
 
+// Hopper (sm_90a) only: mbarriers, bulk copies and the fp16 wgmma products of the
+// warp-specialised attention kernels (attention.cu's dense prefill, hip_sparse.cu's prefill)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LC_HAVE_WGMMA 1
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+    asm volatile("{\n.reg .pred done;\nLC_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra LC_WAIT;\n}\n" ::"r"(smem_u32(b)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+#define LC_ACC32(d)                                                                                      \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
+        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
+        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
+        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define LC_REGS32                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define LC_REGS64                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
+    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
+    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
+    "%59, %60, %61, %62, %63}"
+
+// S (64 x 64, fp32) (+)= A B with A (64 x 16) and B (16 x 64, K-major) both from shared memory
+__device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " LC_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : LC_ACC32(d)
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+// O (64 x 64) += A B, A from registers, B (16 x 64) transposed (MN-major) in shared memory
+__device__ __forceinline__ void wgmma_rs_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " LC_REGS32
+                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
+                 : LC_ACC32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// O (64 x 128) += A B, as above
+__device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " LC_REGS64
+                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                 : LC_ACC32(d), LC_ACC32((d + 32))
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 #endif
 

@@ -11,7 +11,7 @@
 //     max_cand: ceil(log2) of the largest first node): a CTA = (pair, KV head of the group,
 //     split of the pair's probes). Its query heads' sampled rows are rotated into shared memory
 //     (fp32); its warps take batches of 8 probes (branch, sampled key of the branch's middle
-//     block): the bf16 key rows gathered through the page table into a per-warp buffer, rotated
+//     block): the fp16 key rows gathered through the page table into a per-warp buffer, rotated
 //     there in fp32 from the table rows (PLAIN: the key's position; RELATIVE: row 0), and dotted
 //     with every query of the KV head (prefill: a lane computes 2 probes x 4 queries over all
 //     dims; decode: 1 probe x 4 queries over a slice of the dims, slices reduced by shuffles;
@@ -61,7 +61,7 @@ struct mask_params {
     const lc_attn_seq   *seqs;
     const lc_hip_qblock *qb;
     const float         *q_raw; // [rows][n_head][D]
-    const uint16_t      *k;     // [n_pages][H][P][D] bf16
+    const uint16_t      *k;     // [n_pages][H][P][D] fp16 (lc_kv16)
     const float         *cs, *sn;
     int32_t              n_head, G, H, p_shift, n_pos, n_rot, neox;
     int32_t              block_k, q_stride, k_stride, n_sink, n_stream, mode, n_groups;
@@ -304,11 +304,11 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
             if (tok[e] >= 0) {
                 if (V == 4) {
                     const uint2 v = *(const uint2 *)(row + 4 * lane);
-                    raw[e][0] = __uint_as_float(v.x << 16), raw[e][1] = __uint_as_float(v.x & 0xffff0000u);
-                    raw[e][2 % V] = __uint_as_float(v.y << 16), raw[e][3 % V] = __uint_as_float(v.y & 0xffff0000u);
+                    raw[e][0] = kv_lo(v.x), raw[e][1] = kv_hi(v.x);
+                    raw[e][2 % V] = kv_lo(v.y), raw[e][3 % V] = kv_hi(v.y);
                 } else {
                     const uint32_t v = *(const uint32_t *)(row + 2 * lane);
-                    raw[e][0] = __uint_as_float(v << 16), raw[e][1 % V] = __uint_as_float(v & 0xffff0000u);
+                    raw[e][0] = kv_lo(v), raw[e][1 % V] = kv_hi(v);
                 }
             } else {
 #pragma unroll

@@ -6,7 +6,7 @@
 // The attended keys of a query block b and group g form one list, the same for every row of
 // the block: sink [0, n_s), the selected segments in position order, the window [win0, last
 // row]. List index i has rope position base + i (STREAMING, base = win0 - n_sink_keys - n_sel)
-// or its token (PLAIN). K/V are read from the paged bf16 pools in place (no gathered copy in
+// or its token (PLAIN). K/V are read from the paged fp16 pools in place (no gathered copy in
 // global memory); every key is rotated with its own table row (fp32) and rounded to fp16;
 // products on tensor cores in fp16 with fp32 accumulation, as our dense kernels.
 //
@@ -33,7 +33,7 @@
 //    NS stages, NS - 2 tiles in flight), rotates K into fp16 in place (each thread one key's
 //    half: the table row in registers, loaded one tile ahead), and hands the stage to two
 //    consumer warpgroups (64 packed (row, head) rows each) that run S = Q Kᵀ (fp16) and
-//    O += P V (bf16: P rounded to bf16, V as the pages hold it, so the producer makes no pass
+//    O += P V (fp16: P rounded to fp16, V as the pages hold it, so the producer makes no pass
 //    over V) as asynchronous wgmma, overlapped with the online softmax; only the window keys
 //    are masked (causal). With PLAIN RoPE in a prefill-sized call the backend passes the
 //    prefill sequences' keys rotated once per layer into fp16 tiles of the same swizzled
@@ -67,7 +67,7 @@ constexpr int DEC_NT = 128, DEC_K = 64; // decode: threads, list entries of one 
 constexpr int PRE_NT = 256, PRE_TK = 64, PRE_BM = 128;
 
 struct sp_params {
-    const lc_bf16       *kpool, *vpool; // [n_pages][H][P][D]
+    const lc_kv16       *kpool, *vpool; // [n_pages][H][P][D]
     const lc_attn_seq   *seqs;
     const lc_hip_qblock *qb;
     const lc_hip_seg    *sel;   // [n_qb][n_groups][sel_cap]
@@ -103,14 +103,10 @@ __device__ __forceinline__ uint4 rot_adjacent(uint4 x, float4 c, float4 s) {
     uint32_t r[4];
 #pragma unroll
     for (int w = 0; w < 4; w++) {
-        const float x0 = bf16_lo(u[w]), x1 = bf16_hi(u[w]);
+        const float x0 = kv_lo(u[w]), x1 = kv_hi(u[w]);
         r[w] = pack_f16(x0 * cc[w] - x1 * ss[w], x0 * ss[w] + x1 * cc[w]);
     }
     return make_uint4(r[0], r[1], r[2], r[3]);
-}
-__device__ __forceinline__ uint4 cvt_chunk(uint4 x) {
-    return make_uint4(bf16x2_to_f16x2(x.x), bf16x2_to_f16x2(x.y), bf16x2_to_f16x2(x.z),
-                      bf16x2_to_f16x2(x.w));
 }
 // Two 16-byte chunks: dims 8c..8c+7 (lo) and their split-half partners + D/2 (up), pairs
 // (i, i + D/2) rotated by the 8 cos / sin values of pairs 8c..8c+7.
@@ -122,7 +118,7 @@ __device__ __forceinline__ void rot_halves(uint4 &lo, uint4 &up, float4 c0, floa
     uint32_t        ra[4], rb[4];
 #pragma unroll
     for (int w = 0; w < 4; w++) {
-        const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]), y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
+        const float x0 = kv_lo(ua[w]), x1 = kv_hi(ua[w]), y0 = kv_lo(ub[w]), y1 = kv_hi(ub[w]);
         ra[w] = pack_f16(x0 * cc[2 * w] - y0 * ss[2 * w], x1 * cc[2 * w + 1] - y1 * ss[2 * w + 1]);
         rb[w] = pack_f16(x0 * ss[2 * w] + y0 * cc[2 * w], x1 * ss[2 * w + 1] + y1 * cc[2 * w + 1]);
     }
@@ -265,7 +261,7 @@ __device__ __forceinline__ int64_t slot_row(const sp_params &a, int slot, int h)
 // (half_rot/4 chunks) and sin. Rows past the list are zero-filled.
 template <int D>
 __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bool valid, int c,
-                                           lc_bf16 *kd, lc_bf16 *vd, float *td) {
+                                           lc_kv16 *kd, lc_kv16 *vd, float *td) {
     const int64_t row = slot_row(a, e.y, h);
     const int     nb  = valid ? 16 : 0;
     if (c < D / 8) {
@@ -287,7 +283,7 @@ __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bo
 struct rot_params {
     const lc_attn_seq *seqs;
     const int32_t     *pre;   // the rotated sequences
-    const lc_bf16     *kpool;
+    const lc_kv16     *kpool;
     const float       *cs, *sn;
     __half            *ks; // [tiles][H][64][D] fp16, tile64_off layout
     int32_t            H, P, p_shift, half_rot, neox, n_pos;
@@ -304,9 +300,9 @@ __device__ __forceinline__ int64_t rot_base_tile(const lc_attn_seq *seqs, const 
 }
 
 // Every key of a rotated sequence at its true position (clamped to the table), as the kernels
-// that read the pages rotate them: x0·c − x1·s, x0·s + x1·c in fp32 from the bf16 values,
+// that read the pages rotate them: x0·c − x1·s, x0·s + x1·c in fp32 from the stored values,
 // rounded to fp16 (adjacent pairs 2i, 2i+1 or split halves i, i + n_rot/2 for i < n_rot/2; the
-// other dims converted). Rows past the sequence are not
+// other dims copied). Rows past the sequence are not
 // written (no kernel reads them). A thread owns one 16-byte output chunk of one key and does it
 // for every KV head (the table values loaded once).
 // grid (tile strides, n_pre); block 256: one 64-token tile per CTA and stride
@@ -343,9 +339,9 @@ __global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r) {
                     uint32_t        o[4];
 #pragma unroll
                     for (int w = 0; w < 4; w++) {
-                        const float x0 = bf16_lo(u[w]), x1 = bf16_hi(u[w]);
+                        const float x0 = kv_lo(u[w]), x1 = kv_hi(u[w]);
                         o[w] = rot[w] ? pack_f16(x0 * cc[w] - x1 * ss[w], x0 * ss[w] + x1 * cc[w])
-                                      : bf16x2_to_f16x2(u[w]);
+                                      : u[w];
                     }
                     *(uint4 *)(r.ks + dst + h * hs_dst) = make_uint4(o[0], o[1], o[2], o[3]);
                 }
@@ -365,7 +361,7 @@ __global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r) {
             }
             const bool vec = (HR & 7) == 0; // the partners form one aligned chunk
             for (int h = 0; h < r.H; h++) {
-                const lc_bf16  *row = r.kpool + src + h * hs_src;
+                const lc_kv16  *row = r.kpool + src + h * hs_src;
                 const uint4     xk  = *(const uint4 *)(row + d0);
                 const uint16_t *xo  = (const uint16_t *)&xk;
                 uint4           xp  = make_uint4(0, 0, 0, 0);
@@ -448,7 +444,7 @@ __host__ __device__ constexpr int dec_tab_pitch(int HR) {
     return 2 * HR + (((64 - 8 * HR) % 128) + 128) % 128 / 4;
 }
 template <int D> struct dec_cfg {
-    static constexpr int LDV = D + 8;             // V rows (bf16): conflict-free ldmatrix.trans
+    static constexpr int LDV = D + 8;             // V rows (fp16): conflict-free ldmatrix.trans
     static constexpr int V_B = DEC_K * LDV * 2;
     static constexpr int HDR = V_B + DEC_K * 8 + 64; // V, list entries, scan scratch
     static size_t smem(int HR, int G) {
@@ -477,7 +473,7 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     using C = dec_cfg<D>;
     constexpr int LDV = C::LDV, NSL = D / 32, KS = D / 16, DT = D / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    lc_bf16 *Vs  = (lc_bf16 *)smem_raw;             // [DEC_K][LDV]
+    lc_kv16 *Vs  = (lc_kv16 *)smem_raw;             // [DEC_K][LDV]
     int2    *ent = (int2 *)(smem_raw + C::V_B);     // [DEC_K] (position, token)
     int     *red = (int *)(ent + DEC_K);            // scan scratch
     float   *Ts  = (float *)(smem_raw + C::HDR);    // [DEC_K][pitch] table rows; then merge area
@@ -540,7 +536,7 @@ __global__ void __launch_bounds__(DEC_NT, 4)
         const uint32_t P     = 1u << a.page_shift;
         const int      slot = valid ? (int)((uint32_t)pt[e.y >> a.page_shift] * P + ((uint32_t)e.y & (P - 1))) : 0;
         const int64_t  row  = slot_row(a, slot, h);
-        const lc_bf16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
+        const lc_kv16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
 #pragma unroll
         for (int j = 0; j < NSL; j++)
             kraw[t][j] = valid ? ldg_u4(kg + 8 * dec_chunk<D, NEOX>(j, q)) : make_uint4(0u, 0u, 0u, 0u);
@@ -594,9 +590,9 @@ __global__ void __launch_bounds__(DEC_NT, 4)
 #pragma unroll
             for (int j = 0; j < NSL; j++) {
                 const int c = dec_chunk<D, NEOX>(j, q);
-                kraw[t][j]  = 4 * c < HR ? rot_adjacent(kraw[t][j], *(const float4 *)(tr + 4 * c),
-                                                        *(const float4 *)(tr + HR + 4 * c))
-                                         : cvt_chunk(kraw[t][j]);
+                if (4 * c < HR) // the dims past the rotated ones go to the mma as stored
+                    kraw[t][j] = rot_adjacent(kraw[t][j], *(const float4 *)(tr + 4 * c),
+                                              *(const float4 *)(tr + HR + 4 * c));
             }
         }
 #pragma unroll
@@ -647,8 +643,8 @@ __global__ void __launch_bounds__(DEC_NT, 4)
         o[2 * dp][0] = o[2 * dp][1] = o[2 * dp][2] = o[2 * dp][3] = 0.f;
         o[2 * dp + 1][0] = o[2 * dp + 1][1] = o[2 * dp + 1][2] = o[2 * dp + 1][3] = 0.f;
         ldmatrix_x4_trans(bv, Vs + (16 * warp + (mi & 1) * 8 + (lane & 7)) * LDV + dp * 16 + (mi >> 1) * 8);
-        mma_f16(o[2 * dp], pa, bf16x2_to_f16x2(bv[0]), bf16x2_to_f16x2(bv[1]));
-        mma_f16(o[2 * dp + 1], pa, bf16x2_to_f16x2(bv[2]), bf16x2_to_f16x2(bv[3]));
+        mma_f16(o[2 * dp], pa, bv[0], bv[1]);
+        mma_f16(o[2 * dp + 1], pa, bv[2], bv[3]);
     }
     // merge the 4 warps (shared memory: the table area, free now), then the split's output
     __syncthreads();
@@ -808,8 +804,8 @@ __global__ void __launch_bounds__(PRE_NT, 1)
     __half *Kr = (__half *)(smem_raw + C::STAGE); // [TK][LD] rotated keys of the current tile
     __half *Qs = Kr;                               // [BM][LD] fp16, read into registers first
     auto    stg  = [&](int st) { return smem_raw + (st ? C::STAGE + C::KR_B : 0); };
-    auto    kraw = [&](int st) { return (lc_bf16 *)stg(st); };                          // [TK][D]
-    auto    vsm  = [&](int st) { return (lc_bf16 *)(stg(st) + C::KRAW_B); };            // [TK][LD]
+    auto    kraw = [&](int st) { return (lc_kv16 *)stg(st); };                          // [TK][D]
+    auto    vsm  = [&](int st) { return (lc_kv16 *)(stg(st) + C::KRAW_B); };            // [TK][LD]
     auto    tsm  = [&](int st) { return (float *)(stg(st) + C::KRAW_B + C::V_B); };     // [TK][LDT]
 
     const int           b = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, h = blockIdx.y;
@@ -876,7 +872,7 @@ __global__ void __launch_bounds__(PRE_NT, 1)
             e_next      = x < n_keys ? L[x] : make_int2(0, 0);
         }
         // rotate the tile's keys into fp16
-        const lc_bf16 *kin = kraw(st);
+        const lc_kv16 *kin = kraw(st);
         const float   *tin = tsm(st);
         if (!NEOX) {
             for (int i = tid; i < TK * (D / 8); i += PRE_NT) {
@@ -890,12 +886,12 @@ __global__ void __launch_bounds__(PRE_NT, 1)
                     const float  cc[4] = {c4.x, c4.y, c4.z, c4.w}, ss[4] = {s4.x, s4.y, s4.z, s4.w};
 #pragma unroll
                     for (int w = 0; w < 4; w++) {
-                        const float x = bf16_lo(uk[w]), y = bf16_hi(uk[w]);
+                        const float x = kv_lo(uk[w]), y = kv_hi(uk[w]);
                         rk[w] = pack_f16(x * cc[w] - y * ss[w], x * ss[w] + y * cc[w]);
                     }
                 } else {
 #pragma unroll
-                    for (int w = 0; w < 4; w++) rk[w] = bf16x2_to_f16x2(uk[w]);
+                    for (int w = 0; w < 4; w++) rk[w] = uk[w];
                 }
                 *(uint4 *)(Kr + j * LD + c0) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
             }
@@ -910,23 +906,13 @@ __global__ void __launch_bounds__(PRE_NT, 1)
 #pragma unroll
                 for (int w = 0; w < 4; w++) {
                     const float c0_ = cr[2 * w], s0 = sr[2 * w], c1 = cr[2 * w + 1], s1 = sr[2 * w + 1];
-                    const float x0 = bf16_lo(ua[w]), x1 = bf16_hi(ua[w]);
-                    const float y0 = bf16_lo(ub[w]), y1 = bf16_hi(ub[w]);
+                    const float x0 = kv_lo(ua[w]), x1 = kv_hi(ua[w]);
+                    const float y0 = kv_lo(ub[w]), y1 = kv_hi(ub[w]);
                     ra[w] = pack_f16(x0 * c0_ - y0 * s0, x1 * c1 - y1 * s1);
                     rb[w] = pack_f16(x0 * s0 + y0 * c0_, x1 * s1 + y1 * c1);
                 }
                 *(uint4 *)(Kr + j * LD + c0)         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
                 *(uint4 *)(Kr + j * LD + c0 + D / 2) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
-            }
-        }
-        { // V: bf16 -> fp16 in place (exact for the magnitudes attention values have)
-            uint4 *vv = (uint4 *)vsm(st);
-            for (int i = tid; i < TK * (D / 8); i += PRE_NT) {
-                const int j = i / (D / 8), c = i % (D / 8);
-                uint4     w = vv[j * (LD / 8) + c];
-                w           = make_uint4(bf16x2_to_f16x2(w.x), bf16x2_to_f16x2(w.y),
-                                         bf16x2_to_f16x2(w.z), bf16x2_to_f16x2(w.w));
-                vv[j * (LD / 8) + c] = w;
             }
         }
         __syncthreads();
@@ -979,7 +965,7 @@ __global__ void __launch_bounds__(PRE_NT, 1)
                 s[nt][e]       = pe;
                 l_run[e >> 1] += pe;
             }
-        // O += P V (V converted to fp16 above)
+        // O += P V (V as the pages hold it)
         const __half *vb = (const __half *)vsm(st);
 #pragma unroll
         for (int kk = 0; kk < TK / 16; kk++) {
@@ -1014,66 +1000,6 @@ __global__ void __launch_bounds__(PRE_NT, 1)
 }
 
 // ---- prefill on Hopper: warp-specialised wgmma (sm_90a) ------------------------------------
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define SP_HAVE_WGMMA 1
-#endif
-
-#ifdef SP_HAVE_WGMMA
-// Element offset of (key r, dim c) inside one 64-key tile of fp16: D / 64 column blocks of
-// [64 keys][64 dims], each 128-byte row's 16-byte chunks permuted by XOR with r mod 8 — the
-// 128-byte-swizzled layout the tensor cores read (K as a K-major operand, V as an MN-major one),
-// as our dense kernel's scratch tiles (attention.cu, scratch_off). 8 consecutive dims
-// (c % 8 == 0) stay contiguous.
-__device__ __forceinline__ int tile_off(int r, int c) {
-    return ((c >> 6) * 64 + r) * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
-}
-
-__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
-    asm volatile("{\n.reg .pred done;\nSP_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra SP_WAIT;\n}\n" ::"r"(smem_u32(b)),
-                 "r"(parity)
-                 : "memory");
-}
-
-#define SP_ACC32(d)                                                                                      \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),      \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),        \
-        "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),      \
-        "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),      \
-        "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define SP_REGS32                                                                                       \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define SP_REGS64                                                                                       \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, " \
-    "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "  \
-    "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "  \
-    "%59, %60, %61, %62, %63}"
-
-// S (64 x 64, fp32) (+)= A B with A (64 x 16) and B (16 x 64, K-major) both from shared memory
-__device__ __forceinline__ void wgmma_ss_n64(float d[32], uint64_t da, uint64_t db, int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " SP_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : SP_ACC32(d)
-                 : "l"(da), "l"(db), "r"(scale_d));
-}
-// O (64 x 64) += A B in bf16 (P and the pages' V), A from registers, B (16 x 64) transposed
-// (MN-major) in shared memory
-__device__ __forceinline__ void wgmma_rs_bf16_n64_t(float d[32], const uint32_t a[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " SP_REGS32
-                 ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-                 : SP_ACC32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-// O (64 x 128) += A B, as above
-__device__ __forceinline__ void wgmma_rs_bf16_n128_t(float d[64], const uint32_t a[4], uint64_t db) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " SP_REGS64
-                 ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                 : SP_ACC32(d), SP_ACC32((d + 32))
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-#endif
 
 template <int D> struct wpre_cfg {
     static constexpr int NS     = D == 128 ? 6 : 10; // ring stages (K + V tile each)
@@ -1096,7 +1022,7 @@ template <int D, bool NEOX>
 __global__ void __launch_bounds__(384, 1)
     sparse_prefill_wgmma_kernel(sp_params a, int n_chunks, int64_t L_cap,
                                 const int2 *__restrict__ lists, const int4 *__restrict__ hdr) {
-#ifdef SP_HAVE_WGMMA
+#ifdef LC_HAVE_WGMMA
     using C = wpre_cfg<D>;
     constexpr int NS = C::NS, TILE_B = C::TILE_B, KS = D / 16;
     constexpr int LA = NS - 2; // tiles gathered ahead of the one rotated (consumers hold 2)
@@ -1104,7 +1030,7 @@ __global__ void __launch_bounds__(384, 1)
     unsigned char *sm   = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023); // swizzle atoms: 1 KB
     __half        *Qs   = (__half *)sm;                 // [2][64 rows][D] swizzled
     unsigned char *Kr   = sm + 2 * C::Q_B;              // [NS] K tiles (fp16, rotated)
-    unsigned char *Vr   = Kr + NS * TILE_B;             // [NS] V tiles (bf16, as the pages)
+    unsigned char *Vr   = Kr + NS * TILE_B;             // [NS] V tiles (fp16, as the pages)
     uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
 
     const int           h = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, b = blockIdx.y;
@@ -1142,18 +1068,18 @@ __global__ void __launch_bounds__(384, 1)
         if (hd.w) {
             // rotated fp16 tiles (plain RoPE): K of key j copied into the stage as it is (the
             // tiles share the stage's swizzle, with the source row's phase), V from its page slot
-            // e.x (bf16, as the streaming path)
+            // e.x (as the streaming path)
             auto issue_r = [&](int t, int2 e) {
                 const int s = t % NS;
                 if (t >= NS) mbar_wait(empty + s, ((t / NS) - 1) & 1);
                 const bool     valid = e.y >= 0;
                 const int64_t  tb    = valid ? ((int64_t)(e.y >> 6) * a.H + h) * (64 * D) : 0;
                 const int      r     = e.y & 63;
-                const lc_bf16 *vg    = a.vpool + (valid ? slot_row(a, e.x, h) : 0) * D;
+                const lc_kv16 *vg    = a.vpool + (valid ? slot_row(a, e.x, h) : 0) * D;
                 unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
 #pragma unroll
                 for (int q = 0; q < D / 16; q++) { // chunks 2q + hf: a lane pair reads 32 bytes
-                    const int c = 2 * q + hf, doff = 2 * tile_off(j, 8 * c), so = tile_off(r, 8 * c);
+                    const int c = 2 * q + hf, doff = 2 * tile64_off(j, 8 * c), so = tile64_off(r, 8 * c);
                     cp_async16_zfill(kd + doff, valid ? a.rk + tb + so : a.rk, valid ? 16 : 0);
                     cp_async16_zfill(vd + doff, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
                 }
@@ -1176,17 +1102,17 @@ __global__ void __launch_bounds__(384, 1)
             cp_async_wait_all();
             return;
         }
-        // K and V of key j, tile t: raw bf16 into the swizzled places of stage t % NS
+        // K and V of key j, tile t: raw fp16 into the swizzled places of stage t % NS
         auto issue_kv = [&](int t, int2 e) {
             const int s = t % NS;
             if (t >= NS) mbar_wait(empty + s, ((t / NS) - 1) & 1);
             const bool     valid = e.y >= 0;
             const int64_t  row   = valid ? slot_row(a, e.y, h) : 0;
-            const lc_bf16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
+            const lc_kv16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
             unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
 #pragma unroll
             for (int r = 0; r < D / 16; r++) { // chunks 2r + hf: a lane pair reads 32 bytes
-                const int c = 2 * r + hf, off = 2 * tile_off(j, 8 * c);
+                const int c = 2 * r + hf, off = 2 * tile64_off(j, 8 * c);
                 cp_async16_zfill(kd + off, valid ? kg + 8 * c : a.kpool, valid ? 16 : 0);
                 cp_async16_zfill(vd + off, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
             }
@@ -1220,7 +1146,7 @@ __global__ void __launch_bounds__(384, 1)
             named_barrier(3, 128);   // everyone's; and everyone is done with tile kt - 1
             if (kt + LA < n_tiles) issue_kv(kt + LA, F[LA - 1]);
             cp_async_commit();
-            unsigned char *kd = Kr + s * TILE_B; // V stays bf16, as gathered
+            unsigned char *kd = Kr + s * TILE_B; // V stays as gathered
             // rotate K into fp16 in place; each item's table registers then load tile kt + 1's
             const bool   more = kt + 1 < n_tiles;
             const int2   en   = F[0].y >= 0 ? F[0] : make_int2(0, 0);
@@ -1229,14 +1155,14 @@ __global__ void __launch_bounds__(384, 1)
             for (int m = 0; m < NM; m++) {
                 const int c = pro_chunk<D, NEOX>(m, hf);
                 if (NEOX) {
-                    uint4 *pa = (uint4 *)(kd + 2 * tile_off(j, 8 * c));
-                    uint4 *pb = (uint4 *)(kd + 2 * tile_off(j, 8 * c + D / 2));
+                    uint4 *pa = (uint4 *)(kd + 2 * tile64_off(j, 8 * c));
+                    uint4 *pb = (uint4 *)(kd + 2 * tile64_off(j, 8 * c + D / 2));
                     uint4  xa = *pa, xb = *pb;
                     rot_halves(xa, xb, tab[4 * m], tab[4 * m + 2], tab[4 * m + 1], tab[4 * m + 3]);
                     *pa = xa, *pb = xb;
                 } else {
-                    uint4 *pk = (uint4 *)(kd + 2 * tile_off(j, 8 * c));
-                    *pk = 4 * c < HR ? rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]) : cvt_chunk(*pk);
+                    uint4 *pk = (uint4 *)(kd + 2 * tile64_off(j, 8 * c));
+                    if (4 * c < HR) *pk = rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]);
                 }
                 if (more) load_tab_m(m, cr, sr);
             }
@@ -1261,7 +1187,7 @@ __global__ void __launch_bounds__(384, 1)
             const float4 x = *(const float4 *)qp, y = *(const float4 *)(qp + 4);
             v = make_uint4(pack_f16(x.x, x.y), pack_f16(x.z, x.w), pack_f16(y.x, y.y), pack_f16(y.z, y.w));
         }
-        *(uint4 *)(Qw + tile_off(r, c)) = v;
+        *(uint4 *)(Qw + tile64_off(r, c)) = v;
     }
     fence_proxy_async();
     named_barrier(1 + wg, 128);
@@ -1294,8 +1220,8 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int t = 0; t < 4; t++) { // 16 keys: two 8-row groups of 1 KB
             const uint64_t dv = wgmma_desc_sw128(vb + t * 2048, 64 * 128, 1024);
-            if constexpr (D == 128) wgmma_rs_bf16_n128_t(o, pa[t], dv);
-            else wgmma_rs_bf16_n64_t(o, pa[t], dv);
+            if constexpr (D == 128) wgmma_rs_n128_t(o, pa[t], dv);
+            else wgmma_rs_n64_t(o, pa[t], dv);
         }
     };
     // masks, online softmax of S (in place: exponentials), returns the rescale of O
@@ -1335,11 +1261,11 @@ __global__ void __launch_bounds__(384, 1)
                 l_run[e >> 1] += pe;
             }
     };
-    auto pack_p = [&]() { // P in bf16, as the pages' V
+    auto pack_p = [&]() { // P in fp16, as the pages' V
 #pragma unroll
         for (int jj = 0; jj < 8; jj++) {
-            pa[jj >> 1][2 * (jj & 1)]     = pack_bf16(s[4 * jj], s[4 * jj + 1]);
-            pa[jj >> 1][2 * (jj & 1) + 1] = pack_bf16(s[4 * jj + 2], s[4 * jj + 3]);
+            pa[jj >> 1][2 * (jj & 1)]     = pack_f16(s[4 * jj], s[4 * jj + 1]);
+            pa[jj >> 1][2 * (jj & 1) + 1] = pack_f16(s[4 * jj + 2], s[4 * jj + 3]);
         }
     };
     auto release = [&](int kt) {
@@ -1509,7 +1435,7 @@ template <int D, bool NEOX> int launch_decode(const sp_params &p, int32_t n_qb, 
 // Prefill kernel choice: the wgmma kernel on compute capability 9.x when the build has sm_90a
 // code for it (a one-thread probe asks the device code), unless LONGCTX_SPARSE_PREFILL=mma.
 __global__ void sparse_wgmma_probe_kernel(int *out) {
-#ifdef SP_HAVE_WGMMA
+#ifdef LC_HAVE_WGMMA
     *out = 1;
 #else
     *out = 0;
@@ -1583,7 +1509,7 @@ extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq 
                        rope->n_rot);
     rot_params r;
     r.seqs = seqs, r.pre = rot->pre;
-    r.kpool = (const lc_bf16 *)kv->k;
+    r.kpool = (const lc_kv16 *)kv->k;
     r.cs = rope->cos, r.sn = rope->sin;
     r.ks = (__half *)rot->k;
     r.H = kv->n_kv_head, r.P = P, r.p_shift = 0;
@@ -1630,7 +1556,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
         return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: scratch of %zu bytes, %zu needed",
                        scratch_bytes, pl.total);
     sp_params p;
-    p.kpool = (const lc_bf16 *)kv->k, p.vpool = (const lc_bf16 *)kv->v;
+    p.kpool = (const lc_kv16 *)kv->k, p.vpool = (const lc_kv16 *)kv->v;
     p.seqs = seqs, p.qb = qb, p.sel = a->sel, p.sel_n = a->sel_n, p.q = q, p.out = out;
     p.cs = rope->cos, p.sn = rope->sin;
     p.H = H, p.G = n_head / H, p.n_head = n_head;

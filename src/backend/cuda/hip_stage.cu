@@ -10,7 +10,7 @@
 //     overlapping when the stride is below l_c, the kept ones then clipped to stay disjoint,
 //     ours, not the paper's), its scores and completion counter cleared; per (block, head, m-tile of 16) the
 //     pooled queries (rows rotated at the mode's query position, averaged over q_stride) as
-//     mma.sync A fragments (PLAIN: fp16, as its keys; else bf16). With RELATIVE RoPE the key
+//     mma.sync A fragments (fp16, as the keys). With RELATIVE RoPE the key
 //     rotation is folded into the query, q·R(a)k = (R(a)ᵀq)·k, so two versions (a = 0 for the
 //     left slot, 1 for the right) are kept and the keys go to the tensor cores exactly as the
 //     pages hold them.
@@ -24,7 +24,7 @@
 //     is probed in both slots at once, the left one only where the descent goes on). The keys
 //     of a step (and, PLAIN / CHUNK, their table rows) are gathered from the pages into shared
 //     memory by cp.async (page-table entries cached per wave) — no registers held while in
-//     flight — rotated there in fp32 (PLAIN into fp16, CHUNK into bf16; one pass shared by the
+//     flight — rotated there in fp32 and rounded back to fp16 (one pass shared by the
 //     unit's m-tiles), and read by ldmatrix as B fragments of m16n8k16 (8 chunks × 16 queries
 //     per mma). With PLAIN RoPE in a prefill-sized call the backend passes the prefill
 //     sequences' keys rotated once into fp16 tiles (lc_cuda_hip_rot, filled here first): their
@@ -98,7 +98,7 @@ struct stage_params {
     const lc_attn_seq   *seqs;
     const lc_hip_qblock *qb;
     const float         *q_raw;   // [rows][n_head][D]
-    const uint16_t      *k;       // [n_pages][H][P][D] bf16
+    const uint16_t      *k;       // [n_pages][H][P][D] fp16 (lc_kv16)
     const float         *cs, *sn; // [n_pos][n_rot/2]
     int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox, tab16;
     // scoring heads: per query head (n_uh = n_head, uhpk = hpk, rmul = 1) or, kv_descent, per
@@ -127,20 +127,13 @@ struct stage_params {
     int32_t             *cnt;    // [n_pairs] score CTAs done
     int2                *chunks; // [n_pairs][max_chunks]
     uint32_t            *scores; // [n_pairs][max_chunks]
-    uint32_t            *qfrag;  // [n_qb][n_uh][2][n_mt][32 lanes][D/4] (bf16 pairs)
+    uint32_t            *qfrag;  // [n_qb][n_uh][2][n_mt][32 lanes][D/4] (fp16 pairs)
 };
 
 __device__ __forceinline__ uint32_t score_key(float s) {
     if (isnan(s)) s = -INFINITY;
     const uint32_t u = __float_as_uint(s);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
@@ -355,7 +348,7 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
             const int d0 = 16 * (j >> 1) + 8 * (j & 1) + 2 * c;
             float2    ev = make_float2(0.f, 0.f);
             if (slot < nv) ev = make_float2(y[ver][row][d0], y[ver][row][d0 + 1]);
-            dst[idx] = p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(ev.x, ev.y) : pack_bf16(ev.x, ev.y);
+            dst[idx] = pack_f16(ev.x, ev.y);
         }
         return;
     }
@@ -367,15 +360,14 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
             const int row = (l >> 2) + ((r & 1) ? 8 : 0);
             const int d0  = 16 * t + 2 * (l & 3) + ((r & 2) ? 8 : 0);
             const float2 ev = *(const float2 *)&y[v][row][d0];
-            // plain RoPE multiplies in fp16 (its keys are rotated into fp16), the others in bf16
-            dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] =
-                p.mode == LC_HIP_SCAN_PLAIN ? pack_f16(ev.x, ev.y) : pack_bf16(ev.x, ev.y);
+            // fp16, as the keys (the pages' and the rotated ones)
+            dst[((size_t)(v * p.n_mt + mt) * 32 + l) * (D / 4) + j] = pack_f16(ev.x, ev.y);
         }
     }
 }
 
 // ---- 2. scoring and selection ----------------------------------------------------------------
-// Shared memory of a unit (unit_bytes, 16-aligned): keys [W][D] bf16 (16-byte pieces of row r
+// Shared memory of a unit (unit_bytes, 16-aligned): keys [W][D] fp16 (16-byte pieces of row r
 // swizzled by r & 7 for conflict-free ldmatrix), PLAIN / CHUNK table rows [W][tab_stride] fp32
 // (cos at 0, sin at n_rot/2; the stride padded by 4 floats), red [n_mt][2 slots][W] fp32 (the
 // m-tiles' maxima), tflag [2 parities][NT] (bit 0: the tile has a probe, bit 1: left slot too).
@@ -385,19 +377,15 @@ template <int D> __device__ __forceinline__ int kidx(int r, int d) {
     return r * D + ((((d >> 3) ^ (r & 7)) << 3) | (d & 7));
 }
 
-template <bool F16> __device__ __forceinline__ uint32_t pack16(float lo, float hi) {
-    return F16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);
-}
-template <bool F16> __device__ __forceinline__ uint32_t rot_norm(uint32_t x, float c, float s) {
-    const float x0 = bf16_lo(x), x1 = bf16_hi(x);
-    return pack16<F16>(x0 * c - x1 * s, x0 * s + x1 * c);
+__device__ __forceinline__ uint32_t rot_norm(uint32_t x, float c, float s) {
+    const float x0 = kv_lo(x), x1 = kv_hi(x);
+    return pack_f16(x0 * c - x1 * s, x0 * s + x1 * c);
 }
 
-// Rotate key row r (bf16, swizzled) in place by its staged table row tr (PLAIN / CHUNK) into
-// fp16 (F16: PLAIN) or bf16 (CHUNK); item it of n_items: NORM 4 pairs (one 16-byte piece), NEOX 4
-// pairs (d, d + half), or with n_rot / 2 not a multiple of 4 one pair. With F16 the dims past
-// n_rot are converted by convert_dim.
-template <int D, bool F16>
+// Rotate key row r (fp16, swizzled) in place by its staged table row tr (PLAIN / CHUNK), in fp32
+// and back to fp16; item it of n_items: NORM 4 pairs (one 16-byte piece), NEOX 4 pairs (d, d +
+// half), or with n_rot / 2 not a multiple of 4 one pair. The dims past n_rot stay as stored.
+template <int D>
 __device__ __forceinline__ void rotate_item(uint16_t *kbuf, const float *tr, int r, int it, int half,
                                             bool neox, bool quad) {
     if (quad) {
@@ -405,38 +393,27 @@ __device__ __forceinline__ void rotate_item(uint16_t *kbuf, const float *tr, int
         if (!neox) {
             uint4 *pk = (uint4 *)(kbuf + kidx<D>(r, 8 * it));
             uint4  x  = *pk;
-            x.x = rot_norm<F16>(x.x, c.x, s.x), x.y = rot_norm<F16>(x.y, c.y, s.y);
-            x.z = rot_norm<F16>(x.z, c.z, s.z), x.w = rot_norm<F16>(x.w, c.w, s.w);
+            x.x = rot_norm(x.x, c.x, s.x), x.y = rot_norm(x.y, c.y, s.y);
+            x.z = rot_norm(x.z, c.z, s.z), x.w = rot_norm(x.w, c.w, s.w);
             *pk = x;
         } else {
             uint2 *pa = (uint2 *)(kbuf + kidx<D>(r, 4 * it)), *pb = (uint2 *)(kbuf + kidx<D>(r, 4 * it + half));
             const uint2 a = *pa, b = *pb;
-            const float a0 = bf16_lo(a.x), a1 = bf16_hi(a.x), a2 = bf16_lo(a.y), a3 = bf16_hi(a.y);
-            const float b0 = bf16_lo(b.x), b1 = bf16_hi(b.x), b2 = bf16_lo(b.y), b3 = bf16_hi(b.y);
-            *pa = make_uint2(pack16<F16>(a0 * c.x - b0 * s.x, a1 * c.y - b1 * s.y),
-                             pack16<F16>(a2 * c.z - b2 * s.z, a3 * c.w - b3 * s.w));
-            *pb = make_uint2(pack16<F16>(a0 * s.x + b0 * c.x, a1 * s.y + b1 * c.y),
-                             pack16<F16>(a2 * s.z + b2 * c.z, a3 * s.w + b3 * c.w));
+            const float a0 = kv_lo(a.x), a1 = kv_hi(a.x), a2 = kv_lo(a.y), a3 = kv_hi(a.y);
+            const float b0 = kv_lo(b.x), b1 = kv_hi(b.x), b2 = kv_lo(b.y), b3 = kv_hi(b.y);
+            *pa = make_uint2(pack_f16(a0 * c.x - b0 * s.x, a1 * c.y - b1 * s.y),
+                             pack_f16(a2 * c.z - b2 * s.z, a3 * c.w - b3 * s.w));
+            *pb = make_uint2(pack_f16(a0 * s.x + b0 * c.x, a1 * s.y + b1 * c.y),
+                             pack_f16(a2 * s.z + b2 * c.z, a3 * s.w + b3 * c.w));
         }
         return;
     }
     const float c = tr[it], s = tr[half + it];
     const int   i0 = neox ? it : 2 * it, i1 = neox ? it + half : 2 * it + 1;
-    const float x0 = __uint_as_float((uint32_t)kbuf[kidx<D>(r, i0)] << 16);
-    const float x1 = __uint_as_float((uint32_t)kbuf[kidx<D>(r, i1)] << 16);
-    if (F16) {
-        kbuf[kidx<D>(r, i0)] = __half_as_ushort(__float2half_rn(x0 * c - x1 * s));
-        kbuf[kidx<D>(r, i1)] = __half_as_ushort(__float2half_rn(x0 * s + x1 * c));
-    } else {
-        kbuf[kidx<D>(r, i0)] = __bfloat16_as_ushort(__float2bfloat16_rn(x0 * c - x1 * s));
-        kbuf[kidx<D>(r, i1)] = __bfloat16_as_ushort(__float2bfloat16_rn(x0 * s + x1 * c));
-    }
-}
-// F16: the dims of key row r past the rotated ones (n_rot < D), bf16 -> fp16 in place; item it
-// of D - n_rot (single dims).
-template <int D> __device__ __forceinline__ void convert_dim(uint16_t *kbuf, int r, int d) {
-    const float x = __uint_as_float((uint32_t)kbuf[kidx<D>(r, d)] << 16);
-    kbuf[kidx<D>(r, d)] = __half_as_ushort(__float2half_rn(x));
+    const float x0 = kv_f32(kbuf[kidx<D>(r, i0)]);
+    const float x1 = kv_f32(kbuf[kidx<D>(r, i1)]);
+    kbuf[kidx<D>(r, i0)] = __half_as_ushort(__float2half_rn(x0 * c - x1 * s));
+    kbuf[kidx<D>(r, i1)] = __half_as_ushort(__float2half_rn(x0 * s + x1 * c));
 }
 
 // The n_keep best chunks of pair bg (all threads of the block call it; smem >= kSelHead ints).
@@ -617,7 +594,7 @@ __device__ __forceinline__ void tr_slot_max(const float ca[4], const float cb[4]
 // false only row0 .. row0 + 7 exist; lanes 8-15 then read those again, unused) as A, by the
 // query columns bq as B; the k-steps alternate over ca and cb (two independent mma chains).
 // Lane (g, cq) gets rows g (ca/cb[0..1]) and g + 8 ([2..3]) at columns 2cq, 2cq + 1.
-template <int D, bool F16>
+template <int D>
 __device__ __forceinline__ void tr_mma_tile(const uint16_t *kbuf, int row0, bool two, int lane,
                                             const uint32_t *bq, float ca[4], float cb[4]) {
     const int row = row0 + ((lane >> 3) & 1 && two ? 8 : 0) + (lane & 7);
@@ -629,12 +606,11 @@ __device__ __forceinline__ void tr_mma_tile(const uint16_t *kbuf, int row0, bool
         const int pc = 2 * t + (lane >> 4);
         ldmatrix_x4(a, kbuf + row * D + ((pc ^ (row & 7)) << 3));
         float *c = (t & 1) ? cb : ca;
-        if (F16) mma_f16(c, a, bq[2 * t], bq[2 * t + 1]);
-        else mma_bf16(c, a, bq[2 * t], bq[2 * t + 1]);
+        mma_f16(c, a, bq[2 * t], bq[2 * t + 1]);
     }
 }
 
-// Quad lane cq's share of probe row `row` (bf16, D dims at src) into the swizzled rows: piece
+// Quad lane cq's share of probe row `row` (fp16, D dims at src) into the swizzled rows: piece
 // pc = cq + 4m goes to slot pc ^ (row & 7) = (cq ^ (row & 3)) + 4 (m ^ hb), hb = bit 2 of the
 // row: two shared bases and immediate offsets (the per-piece 64-bit address arithmetic was a
 // third of a decode step's instructions).
@@ -664,7 +640,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int  QR  = D / 4;
     constexpr bool REL   = MODE == LC_HIP_SCAN_RELATIVE;
-    constexpr bool PLAIN = MODE == LC_HIP_SCAN_PLAIN; // fp16 products (bf16 otherwise)
+    constexpr bool PLAIN = MODE == LC_HIP_SCAN_PLAIN;
     // tiles per mma pass: independent mma chains (a tile's 8 k-steps are one dependent chain);
     // RELATIVE: TPR tiles of two slots each
     constexpr int  TP    = REL ? TPR : 2;
@@ -823,21 +799,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                     }
                     cp_async_wait_all();
                     __syncwarp();
-                    // rotate the rows of this warp's tiles (PLAIN into fp16, its other dims
-                    // converted; CHUNK in bf16); rotated tiles are ready as loaded
-                    if (!REL && !rot_src && (half > 0 || PLAIN)) {
+                    // rotate the rows of this warp's tiles (PLAIN / CHUNK; the dims past n_rot as
+                    // stored); rotated tiles are ready as loaded
+                    if (!REL && !rot_src && half > 0) {
                         for (int j = 0; j < S; j++) {
                             if (!(tact >> j & 1)) continue;
                             const int T = j * n_mt + mt;
 #pragma unroll 2
                             for (int idx = lane; idx < 8 * n_items; idx += 32) {
                                 const int r = T * 8 + (idx & 7);
-                                rotate_item<D, PLAIN>(kbuf, tab + (size_t)r * p.tab_stride, r, idx >> 3, half,
-                                                      p.neox != 0, quad);
+                                rotate_item<D>(kbuf, tab + (size_t)r * p.tab_stride, r, idx >> 3, half,
+                                               p.neox != 0, quad);
                             }
-                            if (PLAIN)
-                                for (int idx = lane; idx < 8 * (D - p.n_rot); idx += 32)
-                                    convert_dim<D>(kbuf, T * 8 + (idx & 7), p.n_rot + (idx >> 3));
                         }
                     }
                     if (!TR && n_mt > 1) named_barrier(1 + u, 32 * n_mt);
@@ -855,7 +828,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                             const int  fl  = tflag[par * NT + T0] | (two ? tflag[par * NT + T0 + 1] : 0);
                             if (!(fl & 1)) continue;
                             float ca[4], cb[4];
-                            tr_mma_tile<D, PLAIN>(kbuf, T0 * 8, two, lane, bq, ca, cb);
+                            tr_mma_tile<D>(kbuf, T0 * 8, two, lane, bq, ca, cb);
                             float v[4]; // R g, L g, R g+8, L g+8
                             tr_slot_max<REL>(ca, cb, nq, lane, v);
                             if (cq == 0) {
@@ -897,10 +870,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                                 for (int hk = 0; hk < 2; hk++)
 #pragma unroll
                                     for (int t = 0; t < TP; t++) {
-                                        if (PLAIN) mma_f16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
-                                        else mma_bf16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
+                                        mma_f16(cR[t], aR + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
                                         if (REL && doL)
-                                            mma_bf16(cL[t], aL + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
+                                            mma_f16(cL[t], aL + 8 * kk + 4 * hk, bf[t][2 * hk], bf[t][2 * hk + 1]);
                                     }
                             }
                         }
@@ -999,7 +971,7 @@ __device__ void select_if_last(const stage_params &p, int bgrp, int kvh, unsigne
 // No shared state, no barriers in a step. (H200, 8B shape, 3k at 1M, against the tr == 1 path
 // in the same run: stage 2 32.5 -> 29.6 us, stage 3 26.9 -> 24.8, stage 1 the same; probe rows
 // straight into registers as A fragments were no faster, bench/NOTES.md 32.) block: 128
-// threads (units x nsub = 4 warps); dynamic smem: the warps' probe rows [4][W][D] bf16
+// threads (units x nsub = 4 warps); dynamic smem: the warps' probe rows [4][W][D] fp16
 // (swizzled as kidx), then the select's keys.
 template <int D, int S>
 __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
@@ -1079,7 +1051,7 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
                         if (act[a]) {
                             // (rows 8-15 of an A tile past the warp's W rows: rows 0-7 again, unused)
                             float ca[4], cb[4];
-                            tr_mma_tile<D, false>(kbuf, 16 * a, 16 * a + 8 < W, lane, bq, ca, cb);
+                            tr_mma_tile<D>(kbuf, 16 * a, 16 * a + 8 < W, lane, bq, ca, cb);
                             float v[4]; // R, L of row g; of g + 8
                             tr_slot_max<true>(ca, cb, nq, lane, v);
 #pragma unroll

@@ -1,10 +1,12 @@
 // rope_embed_kv.cu — CUDA twins of the CPU backend's embedding gather, RoPE (both pairings;
 // the table already holds any scaling) and KV page write. Contracts: backend/backend.h, with
 // every pointer (including the lc_attn_seq array and its page tables) in device memory. The
-// CUDA KV pools hold bf16 (the attention kernels' tensor-core input); embedding tables are
+// CUDA KV pools hold fp16 (lc_kv16, device_prims.cuh: the attention kernels' tensor-core input,
+// saturated at +-65504); embedding tables are
 // bf16 or f16 (weights) or fp32 (a gather of activation rows).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/device_prims.cuh"
 
 extern "C" {
 #include "format/quant.h"
@@ -54,7 +56,7 @@ __global__ void rope_kernel(float *__restrict__ x, const int32_t *__restrict__ p
 }
 
 // one block per (sequence row, kv head); k, v: [n_rows][n_kv_head][head_dim]
-__global__ void kv_write_kernel(lc_bf16 *__restrict__ kpool, lc_bf16 *__restrict__ vpool,
+__global__ void kv_write_kernel(lc_kv16 *__restrict__ kpool, lc_kv16 *__restrict__ vpool,
                                 int32_t page_size, int32_t n_kv_head, int32_t head_dim,
                                 const lc_attn_seq *__restrict__ seqs,
                                 const float *__restrict__ k, const float *__restrict__ v) {
@@ -66,8 +68,8 @@ __global__ void kv_write_kernel(lc_bf16 *__restrict__ kpool, lc_bf16 *__restrict
     const int64_t dst  = ((page * n_kv_head + h) * page_size + pos % page_size) * head_dim;
     const int64_t src  = ((int64_t)(sq.row0 + r) * n_kv_head + h) * head_dim;
     for (int32_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        kpool[dst + d] = __float2bfloat16_rn(k[src + d]);
-        vpool[dst + d] = __float2bfloat16_rn(v[src + d]);
+        kpool[dst + d] = kv_from_f32(k[src + d]);
+        vpool[dst + d] = kv_from_f32(v[src + d]);
     }
 }
 
@@ -108,7 +110,7 @@ extern "C" int lc_cuda_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *s
                                 const float *v) {
     if (n_seqs <= 0 || max_rows <= 0) return LC_OK;
     dim3 grid((unsigned)(max_rows * kv->n_kv_head), (unsigned)n_seqs);
-    kv_write_kernel<<<grid, 128, 0, lc_cuda_stream()>>>((lc_bf16 *)kv->k, (lc_bf16 *)kv->v, kv->page_size, kv->n_kv_head, kv->head_dim,
+    kv_write_kernel<<<grid, 128, 0, lc_cuda_stream()>>>((lc_kv16 *)kv->k, (lc_kv16 *)kv->v, kv->page_size, kv->n_kv_head, kv->head_dim,
                                    seqs, k, v);
     LC_CUDA_LAUNCHED();
     return LC_OK;

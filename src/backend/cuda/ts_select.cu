@@ -1,6 +1,6 @@
 // ts_select.cu — TokenSelect token-level selection on CUDA, the twin of lc_cpu_ts_select
 // (contract: backend.h "TokenSelect token-level selection"; paper 001_823a2d0cdd44ac9c.txt
-// Eq. 7, Alg. 1–2; digest spec/tokenselect-and-sparseserve.md A.2–A.5). bf16 KV pools
+// Eq. 7, Alg. 1–2; digest spec/tokenselect-and-sparseserve.md A.2–A.5). fp16 KV pools
 // [page][kv_head][P][D] read in place through each sequence's page table.
 // Kernels of the many-block path, in stream order (every one reads the device hit flag first and
 // returns on a hit; a step never waits for the host):
@@ -39,6 +39,7 @@
 // variable LONGCTX_TS_SELECT_NB caps the blocks per group, for tests).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/device_prims.cuh"
 
 #include <cooperative_groups.h>
 
@@ -58,7 +59,7 @@ struct ts_params {
     const lc_attn_seq   *seqs;
     const lc_hip_qblock *qb;
     const float         *q_raw;
-    const uint16_t      *kp; // bf16 [n_pages][H][P][D]
+    const uint16_t      *kp; // fp16 (lc_kv16) [n_pages][H][P][D]
     const float         *cs, *sn;
     int32_t n_head, H, G, D, P, p_shift, n_rot, neox, n_pos;
     int32_t n_init, k, fp_pos, gqa_mod, max_rows, max_cand;
@@ -284,8 +285,8 @@ __device__ __forceinline__ void logits_phase(const ts_params &p, int nbg, float 
                         const uint32_t w[4] = {raw[s][v].x, raw[s][v].y, raw[s][v].z, raw[s][v].w};
 #pragma unroll
                         for (int e = 0; e < 4; e++) {
-                            kf[8 * v + 2 * e]     = __uint_as_float(w[e] << 16);
-                            kf[8 * v + 2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+                            kf[8 * v + 2 * e]     = kv_lo(w[e]);
+                            kf[8 * v + 2 * e + 1] = kv_hi(w[e]);
                         }
                     }
                     float acc[GM];
