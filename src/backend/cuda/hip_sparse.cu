@@ -370,13 +370,13 @@ __global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r) {
                 float           o[8];
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
-                    const float x = __uint_as_float((uint32_t)xo[e] << 16);
+                    const float x = kv_f32(xo[e]);
                     if (!kind[e]) {
                         o[e] = x;
                         continue;
                     }
                     const uint16_t pb = vec ? xq[e] : ((const uint16_t *)row)[part[e]];
-                    const float    y  = __uint_as_float((uint32_t)pb << 16);
+                    const float    y  = kv_f32(pb);
                     // lower: x0 = x (own), y0 = partner; upper: x0 = partner, y0 = x (own)
                     o[e] = kind[e] == 1 ? x * cc[e] - y * ss[e] : y * ss[e] + x * cc[e];
                 }
