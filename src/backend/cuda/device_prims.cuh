@@ -52,11 +52,24 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // below its 65,504, and kv_write saturates there. The pools are the tensor cores' operand type
 // as they stand: no conversion on the way to an mma.
 typedef __half lc_kv16;
-// two pool elements (one 32-bit register) as floats: low element, high element
+// Two pool elements (one 32-bit register) as floats: low element, high element. Integer ops and
+// one multiply, not the conversion instruction: the fp16 exponent and mantissa bits moved into
+// an fp32's (sign kept) read as 2^-112 of the value, for normals and subnormals alike, so one
+// multiply by 2^112 makes it exact (denormals are not flushed in our builds); the stored pools
+// hold no inf (kv_write saturates), and a NaN reads as a large finite value.
+#ifndef LC_KV_UNPACK_CVT
+__device__ __forceinline__ float kv_lo(uint32_t r) {
+    return __uint_as_float(((r << 13) & 0x0fffe000u) | ((r << 16) & 0x80000000u)) * 0x1p112f;
+}
+__device__ __forceinline__ float kv_hi(uint32_t r) {
+    return __uint_as_float(((r >> 3) & 0x0fffe000u) | (r & 0x80000000u)) * 0x1p112f;
+}
+#else
 __device__ __forceinline__ float kv_lo(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r & 0xffffu))); }
 __device__ __forceinline__ float kv_hi(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r >> 16))); }
+#endif
 // one pool element from a 16-bit load
-__device__ __forceinline__ float kv_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float kv_f32(uint16_t h) { return kv_lo(h); }
 // a float into a pool element, saturating at fp16's largest finite value (no inf from a finite
 // key; NaN stays NaN, for the sampler's non-finite check)
 __device__ __forceinline__ lc_kv16 kv_from_f32(float x) {
