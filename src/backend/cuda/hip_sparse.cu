@@ -1128,6 +1128,8 @@ __global__ void __launch_bounds__(384, 1)
                 tab[4 * m + 2] = ldg_f4(cr + 8 * c + 4), tab[4 * m + 3] = ldg_f4(sr + 8 * c + 4);
             } else if (4 * c < HR) {
                 tab[2 * m] = ldg_f4(cr + 4 * c), tab[2 * m + 1] = ldg_f4(sr + 4 * c);
+            } else { // past the rotated dims: the identity (exact: an fp16 value through fp32)
+                tab[2 * m] = make_float4(1.f, 1.f, 1.f, 1.f), tab[2 * m + 1] = make_float4(0.f, 0.f, 0.f, 0.f);
             }
         };
         {
@@ -1162,7 +1164,9 @@ __global__ void __launch_bounds__(384, 1)
                     *pa = xa, *pb = xb;
                 } else {
                     uint4 *pk = (uint4 *)(kd + 2 * tile64_off(j, 8 * c));
-                    if (4 * c < HR) *pk = rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]);
+                    // every chunk, the unrotated ones by the identity: a branch here made the
+                    // producer 45% slower (bench_hip_sparse streaming, H100; bench/NOTES.md 36)
+                    *pk = rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]);
                 }
                 if (more) load_tab_m(m, cr, sr);
             }
