@@ -72,7 +72,7 @@ expect 2 "ts-gqa=div" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-gq
 expect 2 "ts-rope=stream: expected auto, extend, plain" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-rope=stream
 expect 2 "unknown TokenSelect option --ts-bogus" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-bogus=1
 expect 2 "unknown InfiniteHiP preset" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --preset 9k
-expect 2 "hip-k.*multiple of its chunk 256" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=1000,512,256
+expect 2 "hip-k.*multiple of its chunk 64" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=1000,512,256  # stage 1 of the default 3k-fine64: 64-token chunks
 expect 2 "hip-chunks.*power of two" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,48,8
 expect 2 "hip-chunks.*divide" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,512,8
 expect 2 "hip-k.*more than" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=32768,8192,16384

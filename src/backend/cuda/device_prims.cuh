@@ -45,29 +45,18 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
 }
-// The KV pools' element: fp16 (DESIGN.md "KV types"). Its 11 significant bits keep a key's
+// The KV pools' element: fp16 (DESIGN.md planned bf16; bench/NOTES.md 35-36). Its 11 significant bits keep a key's
 // per-token part where bf16's 8 lost it under a large per-layer key bias (Qwen2's k bias reaches
 // 354 in layer 0: bf16 steps of 2 there cost 0.1 in log-probs, fp16 9e-3; bench/NOTES.md
 // section 35); the values attention reads (|K| <= 359, |V| <= 18 on Qwen2.5-Coder-1.5B) sit far
 // below its 65,504, and kv_write saturates there. The pools are the tensor cores' operand type
 // as they stand: no conversion on the way to an mma.
 typedef __half lc_kv16;
-// Two pool elements (one 32-bit register) as floats: low element, high element. Integer ops and
-// one multiply, not the conversion instruction: the fp16 exponent and mantissa bits moved into
-// an fp32's (sign kept) read as 2^-112 of the value, for normals and subnormals alike, so one
-// multiply by 2^112 makes it exact (denormals are not flushed in our builds); the stored pools
-// hold no inf (kv_write saturates), and a NaN reads as a large finite value.
-#ifndef LC_KV_UNPACK_CVT
-__device__ __forceinline__ float kv_lo(uint32_t r) {
-    return __uint_as_float(((r << 13) & 0x0fffe000u) | ((r << 16) & 0x80000000u)) * 0x1p112f;
-}
-__device__ __forceinline__ float kv_hi(uint32_t r) {
-    return __uint_as_float(((r >> 3) & 0x0fffe000u) | (r & 0x80000000u)) * 0x1p112f;
-}
-#else
+// two pool elements (one 32-bit register) as floats: low element, high element (the conversion
+// instruction; an integer form, bits moved into an fp32 and multiplied by 2^112, measured no
+// faster: bench/NOTES.md 36)
 __device__ __forceinline__ float kv_lo(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r & 0xffffu))); }
 __device__ __forceinline__ float kv_hi(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r >> 16))); }
-#endif
 // one pool element from a 16-bit load
 __device__ __forceinline__ float kv_f32(uint16_t h) { return kv_lo(h); }
 // a float into a pool element, saturating at fp16's largest finite value (no inf from a finite
