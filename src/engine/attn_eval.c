@@ -109,9 +109,11 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 float *dst = kh + ((size_t)h * (size_t)n_keys + (size_t)tok) * (size_t)D;
                 const size_t src = ((size_t)h * P + (size_t)t) * (size_t)D;
                 for (int32_t i = 0; i < D; i++)
-                    dst[i] = b->kv_type == LC_TYPE_F16  ? lc_fp16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
-                             : b->kv_type == LC_TYPE_BF16 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
-                                                          : ((const float *)page)[src + (size_t)i];
+                    dst[i] = b->kv_type == LC_TYPE_F16
+                                 ? lc_fp16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
+                             : b->kv_type == LC_TYPE_BF16
+                                 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
+                                 : ((const float *)page)[src + (size_t)i];
                 lc_cpu_rope_vec(dst, (int32_t)tok, &hrope);
             }
     }

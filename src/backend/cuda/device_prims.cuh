@@ -1,7 +1,7 @@
 // device_prims.cuh — small device helpers shared by the CUDA attention kernels (attention.cu,
 // hip_sparse.cu, hip_stage.cu): shared-memory addresses, cp.async, ldmatrix, mma.sync and
-// wgmma wrappers, the KV pools' element type, fp16/bf16 packing, fast exp2, named barriers. Inline PTX; each function is
-// what its name says, nothing more.
+// wgmma wrappers, the KV pools' element type, fp16/bf16 packing, fast exp2, named barriers.
+// Inline PTX; each function is what its name says, nothing more.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -45,18 +45,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
 }
-// The KV pools' element: fp16 (DESIGN.md planned bf16; bench/NOTES.md 35-36). Its 11 significant bits keep a key's
-// per-token part where bf16's 8 lost it under a large per-layer key bias (Qwen2's k bias reaches
-// 354 in layer 0: bf16 steps of 2 there cost 0.1 in log-probs, fp16 9e-3; bench/NOTES.md
-// section 35); the values attention reads (|K| <= 359, |V| <= 18 on Qwen2.5-Coder-1.5B) sit far
+// The KV pools' element: fp16 (DESIGN.md planned bf16; bench/NOTES.md 35-36). Its 11
+// significant bits keep a key's per-token part where bf16's 8 lost it under a large per-layer
+// key bias (Qwen2's k bias reaches 354 in layer 0: bf16 steps of 2 there cost 0.1 in log-probs,
+// fp16 9e-3); the values attention reads (|K| <= 359, |V| <= 18 on Qwen2.5-Coder-1.5B) sit far
 // below its 65,504, and kv_write saturates there. The pools are the tensor cores' operand type
 // as they stand: no conversion on the way to an mma.
 typedef __half lc_kv16;
 // two pool elements (one 32-bit register) as floats: low element, high element (the conversion
 // instruction; an integer form, bits moved into an fp32 and multiplied by 2^112, measured no
 // faster: bench/NOTES.md 36)
-__device__ __forceinline__ float kv_lo(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r & 0xffffu))); }
-__device__ __forceinline__ float kv_hi(uint32_t r) { return __half2float(__ushort_as_half((unsigned short)(r >> 16))); }
+__device__ __forceinline__ float kv_lo(uint32_t r) {
+    return __half2float(__ushort_as_half((unsigned short)(r & 0xffffu)));
+}
+__device__ __forceinline__ float kv_hi(uint32_t r) {
+    return __half2float(__ushort_as_half((unsigned short)(r >> 16)));
+}
 // one pool element from a 16-bit load
 __device__ __forceinline__ float kv_f32(uint16_t h) { return kv_lo(h); }
 // a float into a pool element, saturating at fp16's largest finite value (no inf from a finite
