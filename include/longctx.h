@@ -493,10 +493,10 @@ typedef struct lc_infinitehip_params {
                                              head (the paper's) */
 } lc_infinitehip_params;
 
-/* The named presets: the paper's "3k" (the default), "fast", "flash", "5k", and ours
- * "3k-fine" (3k with a token-level last stage), "3k-fine64" (3k-fine with 64- and 16-token
- * chunks in the first two stages, the first stage's overlapping: overlap=1) and "3k-kv" (3k
- * with one descent per KV head: kv-descent=1,1,1); LC_ERR_NOT_FOUND
+/* The named presets: the paper's "3k", "fast", "flash", "5k", and ours "3k-fine" (3k with a
+ * token-level last stage), "3k-fine64" (the default of lc_context_default_params: 3k-fine with
+ * 64- and 16-token chunks in the first two stages, the first stage's overlapping: overlap=1)
+ * and "3k-kv" (3k with one descent per KV head: kv-descent=1,1,1); LC_ERR_NOT_FOUND
  * otherwise. */
 int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);
@@ -533,7 +533,8 @@ typedef struct lc_hipattn_params {
                              per head), 0: one for all heads */
 } lc_hipattn_params;
 
-/* "512" (the default: k 512) or "2k" (k 2048); LC_ERR_NOT_FOUND otherwise. */
+/* "512" (the paper's k 512) or "2k" (k 2048, the default of lc_context_default_params);
+ * LC_ERR_NOT_FOUND otherwise. */
 int lc_hipattn_preset(const char *name, lc_hipattn_params *out);
 /* One knob by name, as --hip-NAME=VALUE with --attn hip: k block-q block-k q-stride k-stride
  * sink stream dense-layers refresh rope=auto|extend|plain|stream heads=all|group. */
@@ -631,8 +632,9 @@ typedef struct lc_context_params {
     lc_progress_fn prefill_progress; /* prompt tokens done/total per step, may be NULL */
     void          *progress_user;
     lc_attn_kind          attn;        /* default dense */
-    lc_infinitehip_params hip;         /* used when attn is LC_ATTN_INFINITEHIP; default "3k" */
-    lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; default "512" */
+    lc_infinitehip_params hip;         /* used when attn is LC_ATTN_INFINITEHIP; default preset
+                                          "3k-fine64" */
+    lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; default "2k" */
     lc_tokenselect_params tokenselect; /* used when attn is LC_ATTN_TOKENSELECT */
     bool check_numerics; /* debug: after every layer of every forward, look for NaN/Inf in the
                             hidden state and stop at the first layer and block (attention or
