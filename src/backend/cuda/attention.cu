@@ -371,29 +371,17 @@ __global__ void attn_decode_merge_kernel(attn_common a, const int32_t *__restric
 // ---- prefill -------------------------------------------------------------------------------
 
 // Prefill first rotates every key of its sequences once into a scratch of fp16 tiles (and
-// converts V to fp16 beside it), laid out as the pages are but contiguously per sequence:
-// tile t of the z-th prefill sequence is scratch page (base_z + t). The tiled kernel then
-// reads plain fp16 tiles: no rotation or conversion pass in its loop. The pass costs reading
+// copies V beside it, into the same swizzled layout), laid out as the pages are but
+// contiguously per sequence: tile t of the z-th prefill sequence is scratch page (base_z + t).
+// The tiled kernel then reads plain fp16 tiles: no rotation pass in its loop. The pass costs reading
 // K + V and writing them once per layer (~0.1 ms at 32K keys on the 8B shape, next to tens of
 // ms of attention) and a scratch as large as the prefill sequences' K + V of one layer.
-__device__ __forceinline__ int64_t prefill_base_tile(const attn_common &a, const int32_t *pre_list, int z) {
-    int64_t base = 0;
-    for (int i = 0; i < z; i++) {
-        const lc_attn_seq s = a.seqs[pre_list[i]];
-        base += (s.pos0 + s.n_rows + PAGE - 1) / PAGE;
-    }
-    return base;
-}
-
-// Element offset of (key r, dim c) inside one scratch tile (64 keys x D fp16): the tile is
-// stored as D / 64 column blocks of [64 keys][64 dims], each 128-byte row's 16-byte chunks
-// permuted by XOR with the row's index mod 8 — the 128-byte-swizzled layout that Hopper's
-// tensor cores read from shared memory (K as a K-major operand, V as an MN-major one), so the
-// wgmma kernel copies a tile with one bulk copy, and the mma.sync kernel's ldmatrix reads of
-// the copy are free of bank conflicts. 8 consecutive dims (c % 8 == 0) stay contiguous.
-__device__ __forceinline__ int scratch_off(int r, int c) {
-    return ((c >> 6) * PAGE + r) * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
-}
+// The first tile of a sequence: tile64_first; the element (key r, dim c) of a scratch tile (64
+// keys x D fp16): tile64_off (both device_prims.cuh) — D / 64 column blocks of [64 keys][64
+// dims], each 128-byte row's 16-byte chunks permuted by XOR with the row's index mod 8, the
+// 128-byte-swizzled layout that Hopper's tensor cores read from shared memory (K as a K-major
+// operand, V as an MN-major one), so the wgmma kernel copies a tile with one bulk copy, and the
+// mma.sync kernel's ldmatrix reads of the copy are free of bank conflicts.
 
 // grid (tile strides, H, n_pre); block 128
 template <int D, bool NEOX>
@@ -403,7 +391,7 @@ __global__ void __launch_bounds__(128)
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
     const int         L = sq.pos0 + sq.n_rows, n_tiles = (L + PAGE - 1) / PAGE, HR = a.half_rot;
-    const int64_t     base = prefill_base_tile(a, pre_list, blockIdx.z);
+    const int64_t     base = tile64_first(a.seqs, pre_list, blockIdx.z);
     constexpr int     CPR = NEOX ? D / 16 : D / 8; // K work items per key: 8-dim chunks (pairs)
     for (int kt = blockIdx.x; kt < n_tiles; kt += gridDim.x) {
         const int64_t  src = ((int64_t)sq.page_table[kt] * a.H + h) * PAGE * D;
@@ -413,8 +401,8 @@ __global__ void __launch_bounds__(128)
         for (int i = threadIdx.x; i < PAGE * CPR; i += 128) {
             const int j = i / CPR, c0 = (i % CPR) * 8;
             if (j >= n_in) { // past the end: zeros
-                *(uint4 *)(ks + dst + scratch_off(j, c0)) = make_uint4(0, 0, 0, 0);
-                if (NEOX) *(uint4 *)(ks + dst + scratch_off(j, c0 + D / 2)) = make_uint4(0, 0, 0, 0);
+                *(uint4 *)(ks + dst + tile64_off(j, c0)) = make_uint4(0, 0, 0, 0);
+                if (NEOX) *(uint4 *)(ks + dst + tile64_off(j, c0 + D / 2)) = make_uint4(0, 0, 0, 0);
                 continue;
             }
             const int64_t pos = (int64_t)kt * PAGE + j;
@@ -432,8 +420,8 @@ __global__ void __launch_bounds__(128)
                     ra[w] = pack_f16(x0 * c0_ - y0 * s0, x1 * c1 - y1 * s1);
                     rb[w] = pack_f16(x0 * s0 + y0 * c0_, x1 * s1 + y1 * c1);
                 }
-                *(uint4 *)(ks + dst + scratch_off(j, c0))         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
-                *(uint4 *)(ks + dst + scratch_off(j, c0 + D / 2)) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
+                *(uint4 *)(ks + dst + tile64_off(j, c0))         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
+                *(uint4 *)(ks + dst + tile64_off(j, c0 + D / 2)) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
             } else {
                 const uint4     xk = *(const uint4 *)(kg + j * D + c0);
                 const uint32_t *uk = (const uint32_t *)&xk;
@@ -447,13 +435,13 @@ __global__ void __launch_bounds__(128)
                     const float s = rot ? a.sn[pos * HR + p0 + w] : 0.0f;
                     rk[w] = pack_f16(x * c - y * s, x * s + y * c);
                 }
-                *(uint4 *)(ks + dst + scratch_off(j, c0)) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
+                *(uint4 *)(ks + dst + tile64_off(j, c0)) = make_uint4(rk[0], rk[1], rk[2], rk[3]);
             }
         }
         for (int i = threadIdx.x; i < PAGE * (D / 8); i += 128) { // V: as the pages hold it
             const int j = i / (D / 8), c0 = (i % (D / 8)) * 8;
             const uint4 r = j < n_in ? *(const uint4 *)(vg + j * D + c0) : make_uint4(0, 0, 0, 0);
-            *(uint4 *)(vs + dst + scratch_off(j, c0)) = r;
+            *(uint4 *)(vs + dst + tile64_off(j, c0)) = r;
         }
     }
 }
@@ -522,7 +510,7 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
     const int n_tiles = (sq.pos0 + t_hi) / BN + 1;
     const int full    = (sq.pos0 + t_lo + 1) / BN; // tiles every row sees whole
 
-    const int64_t tile0 = prefill_base_tile(a, pre_list, blockIdx.z);
+    const int64_t tile0 = tile64_first(a.seqs, pre_list, blockIdx.z);
     auto load_tile = [&](int kt, int buf) {
         const int64_t base = ((tile0 + kt) * a.H + h) * BN * D;
         const __half *kg = ks + base, *vg = vs + base;
@@ -530,8 +518,8 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
 #pragma unroll
         for (int i = tid; i < BN * (D / 8); i += NTH) {
             const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-            cp_async16(kd + r * LD + c, kg + scratch_off(r, c));
-            cp_async16(vd + r * LD + c, vg + scratch_off(r, c));
+            cp_async16(kd + r * LD + c, kg + tile64_off(r, c));
+            cp_async16(vd + r * LD + c, vg + tile64_off(r, c));
         }
         cp_async_commit();
     };
@@ -672,7 +660,7 @@ __global__ void __launch_bounds__(384, 1)
 
     if (warp < 4) { // producer warpgroup: one thread issues the copies
         if (tid == 0) {
-            const int64_t tile0 = prefill_base_tile(a, pre_list, blockIdx.z);
+            const int64_t tile0 = tile64_first(a.seqs, pre_list, blockIdx.z);
             for (int kt = 0; kt < n_tiles; kt++) {
                 const int s = kt % NS, round = kt / NS;
                 if (round > 0) mbar_wait(empty + s, (round - 1) & 1);
@@ -696,7 +684,7 @@ __global__ void __launch_bounds__(384, 1)
             const float4 x = *(const float4 *)qp, y = *(const float4 *)(qp + 4);
             v = make_uint4(pack_f16(x.x, x.y), pack_f16(x.z, x.w), pack_f16(y.x, y.y), pack_f16(y.z, y.w));
         }
-        *(uint4 *)(Qw + scratch_off(r, c)) = v;
+        *(uint4 *)(Qw + tile64_off(r, c)) = v;
     }
     fence_proxy_async();
     named_barrier(1 + wg, 128);
@@ -828,17 +816,6 @@ template <int D, bool NEOX> static int launch_decode(const attn_common &a, const
     return LC_OK;
 }
 
-static int sm_count(void) {
-    static int n_sm = 0;
-    if (n_sm == 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            n_sm = 132;
-    }
-    return n_sm;
-}
-
 // Prefill kernel choice: the warp-specialised wgmma kernel on compute capability 9.x (it needs
 // sm_90a's wgmma and bulk copies), the mma.sync kernel elsewhere; LONGCTX_PREFILL=mma forces
 // the mma.sync kernel, =wgmma the wgmma one (where the GPU has it).
@@ -888,7 +865,7 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
         return lc_fail(LC_ERR_INVALID_ARG, "cuda attention: no prefill scratch for %lld pages",
                        (long long)bt->pre_tiles);
     __half *ks = (__half *)bt->scratch, *vs = ks + (size_t)bt->pre_tiles * a.H * PAGE * D;
-    const int strides = (4 * sm_count() + a.H * bt->n_pre - 1) / (a.H * bt->n_pre);
+    const int strides = (4 * lc_cuda_sm_count() + a.H * bt->n_pre - 1) / (a.H * bt->n_pre);
     attn_prefill_rotate_kernel<D, NEOX><<<dim3((unsigned)strides, (unsigned)a.H, (unsigned)bt->n_pre), 128, 0,
                                           lc_cuda_stream()>>>(a, bt->pre, ks, vs);
     LC_CUDA_LAUNCHED();
@@ -910,7 +887,7 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
 }
 
 extern "C" int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys) {
-    const int n_sm = sm_count();
+    const int n_sm = lc_cuda_sm_count();
     if (n_dec <= 0) return 1;
     const int64_t pages  = (max_keys + PAGE - 1) / PAGE;
     // one wave of the decode kernel (two CTAs per SM), each CTA streaming >= 4 pages

@@ -24,4 +24,7 @@ extern "C" {
 cudaStream_t lc_cuda_stream(void);
 void         lc_cuda_set_stream(cudaStream_t s);
 
+// Multiprocessors of the current device (queried once; 132 if the query fails), for grid sizes.
+int lc_cuda_sm_count(void);
+
 typedef __nv_bfloat16 lc_bf16;

@@ -1,6 +1,7 @@
 // device_info.cu — the current CUDA device's name and free/total memory, for the profiling
-// backend (backend/profile.c) and `longctx bench`'s result header; kept here because nothing
-// outside backend/cuda includes a CUDA header.
+// backend (backend/profile.c) and `longctx bench`'s result header (kept here because nothing
+// outside backend/cuda includes a CUDA header), and its multiprocessor count for the kernels'
+// grid sizes.
 #include "backend/cuda/common.cuh"
 #include "backend/profile.h"
 
@@ -22,6 +23,18 @@ extern "C" int lc_cuda_device_info(char *name, size_t cap, uint64_t *free_bytes,
         if (total_bytes) *total_bytes = t;
     }
     return LC_OK;
+}
+
+int lc_cuda_sm_count(void) {
+    static int n_sm = 0;
+    if (n_sm == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            n_sm = 132;
+        (void)cudaGetLastError();
+    }
+    return n_sm;
 }
 
 // Events for timing ops on the backend's stream (profile.c): n events made at once.

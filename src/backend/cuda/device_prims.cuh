@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda.h" // lc_attn_seq
+
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -98,6 +100,17 @@ __device__ __forceinline__ void named_barrier(int id, int n) {
 // and the InfiniteHiP rotated-key tiles). 8 consecutive dims (c % 8 == 0) stay contiguous.
 __device__ __forceinline__ int tile64_off(int r, int c) {
     return ((c >> 6) * 64 + r) * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
+// First 64-key tile of the z-th of the sequences seqs[pre[0..]] when each takes
+// ceil((pos0 + n_rows) / 64) tiles in list order (attention.cu's prefill scratch, the rotated-key
+// tiles of rotated_keys.cu).
+__device__ __forceinline__ int64_t tile64_first(const lc_attn_seq *seqs, const int32_t *pre, int z) {
+    int64_t base = 0;
+    for (int i = 0; i < z; i++) {
+        const lc_attn_seq s = seqs[pre[i]];
+        base += (s.pos0 + s.n_rows + 63) / 64;
+    }
+    return base;
 }
 // cp.async of 16 bytes, L2 to shared memory without allocating in L1 (.cg)
 __device__ __forceinline__ void cp_async16_cg(void *dst, const void *src) {

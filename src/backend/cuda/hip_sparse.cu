@@ -37,8 +37,8 @@
 //    over V) as asynchronous wgmma, overlapped with the online softmax; only the window keys
 //    are masked (causal). With PLAIN RoPE in a prefill-sized call the backend passes the
 //    prefill sequences' keys rotated once per layer into fp16 tiles of the same swizzled
-//    layout (lc_cuda_hip_rot, filled by hip_rotate_kernel here or by the layer's first
-//    hip_stage): the list then names tile rows (and the values' page slots), and the producer
+//    layout (lc_cuda_hip_rot, filled by lc_cuda_hip_rotate in rotated_keys.cu, here or in
+//    the layer's first hip_stage): the list then names tile rows (and the values' page slots), and the producer
 //    of a block of such a sequence only copies (no table rows, no pass over the stage; H100,
 //    8B shape, 32K rows at 128K: ~9.6 -> ~5 ms). Elsewhere (sm_80, or
 //    LONGCTX_SPARSE_PREFILL=mma) an mma.sync FlashAttention-2 kernel over the same gathered
@@ -275,115 +275,6 @@ __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bo
         const int    k4     = (is_cos ? tc : tc - q4) * 4;
         const float *src    = (is_cos ? a.cs : a.sn) + (int64_t)e.x * HR + k4;
         cp_async16_zfill(td + (is_cos ? 0 : HR) + k4, valid ? src : a.cs, nb);
-    }
-}
-
-// ---- rotated keys (plain RoPE, prefill-sized calls) -----------------------------------------
-
-struct rot_params {
-    const lc_attn_seq *seqs;
-    const int32_t     *pre;   // the rotated sequences
-    const lc_kv16     *kpool;
-    const float       *cs, *sn;
-    __half            *ks; // [tiles][H][64][D] fp16, tile64_off layout
-    int32_t            H, P, p_shift, half_rot, neox, n_pos;
-};
-
-// First tile of the z-th rotated sequence (the layout of attention.cu's prefill scratch).
-__device__ __forceinline__ int64_t rot_base_tile(const lc_attn_seq *seqs, const int32_t *pre, int z) {
-    int64_t base = 0;
-    for (int i = 0; i < z; i++) {
-        const lc_attn_seq s = seqs[pre[i]];
-        base += (s.pos0 + s.n_rows + 63) / 64;
-    }
-    return base;
-}
-
-// Every key of a rotated sequence at its true position (clamped to the table), as the kernels
-// that read the pages rotate them: x0·c − x1·s, x0·s + x1·c in fp32 from the stored values,
-// rounded to fp16 (adjacent pairs 2i, 2i+1 or split halves i, i + n_rot/2 for i < n_rot/2; the
-// other dims copied). Rows past the sequence are not
-// written (no kernel reads them). A thread owns one 16-byte output chunk of one key and does it
-// for every KV head (the table values loaded once).
-// grid (tile strides, n_pre); block 256: one 64-token tile per CTA and stride
-template <int D>
-__global__ void __launch_bounds__(256) hip_rotate_kernel(rot_params r) {
-    constexpr int CPR = D / 8;
-    const int         z  = blockIdx.y;
-    const lc_attn_seq sq = r.seqs[r.pre[z]];
-    const int         L = sq.pos0 + sq.n_rows, n_tiles = (L + 63) / 64, HR = r.half_rot;
-    const int64_t     base = rot_base_tile(r.seqs, r.pre, z);
-    const int64_t     hs_src = (int64_t)r.P * D, hs_dst = 64 * D; // one KV head further
-    for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-        for (int it = threadIdx.x; it < 64 * CPR; it += blockDim.x) {
-            const int j = it / CPR, c = it % CPR, tok = t * 64 + j, d0 = 8 * c;
-            if (tok >= L) continue;
-            const int64_t pos  = min(tok, r.n_pos - 1);
-            const int64_t page = sq.page_table[tok >> r.p_shift];
-            const int64_t src  = (page * r.H * r.P + (tok & (r.P - 1))) * D;
-            const int64_t dst  = (base + t) * r.H * 64 * D + tile64_off(j, d0);
-            if (!r.neox) { // adjacent pairs: pair 4c + w in word w
-                float cc[4], ss[4];
-                bool  rot[4];
-#pragma unroll
-                for (int w = 0; w < 4; w++) {
-                    const int i = 4 * c + w;
-                    rot[w]      = i < HR;
-                    cc[w]       = rot[w] ? r.cs[pos * HR + i] : 1.f;
-                    ss[w]       = rot[w] ? r.sn[pos * HR + i] : 0.f;
-                }
-#pragma unroll 4
-                for (int h = 0; h < r.H; h++) {
-                    const uint4     xk = *(const uint4 *)(r.kpool + src + h * hs_src + d0);
-                    const uint32_t *u  = (const uint32_t *)&xk;
-                    uint32_t        o[4];
-#pragma unroll
-                    for (int w = 0; w < 4; w++) {
-                        const float x0 = kv_lo(u[w]), x1 = kv_hi(u[w]);
-                        o[w] = rot[w] ? pack_f16(x0 * cc[w] - x1 * ss[w], x0 * ss[w] + x1 * cc[w])
-                                      : u[w];
-                    }
-                    *(uint4 *)(r.ks + dst + h * hs_dst) = make_uint4(o[0], o[1], o[2], o[3]);
-                }
-                continue;
-            }
-            // split halves: dim d < HR pairs with d + HR (lower), HR <= d < 2 HR with d - HR (upper)
-            float cc[8], ss[8];
-            int   kind[8], part[8]; // 0: copy, 1: lower, 2: upper; partner dim
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const int d = d0 + e;
-                kind[e]     = d < HR ? 1 : (d < 2 * HR ? 2 : 0);
-                const int i = kind[e] == 1 ? d : d - HR;
-                part[e]     = kind[e] == 1 ? d + HR : d - HR;
-                cc[e]       = kind[e] ? r.cs[pos * HR + i] : 1.f;
-                ss[e]       = kind[e] ? r.sn[pos * HR + i] : 0.f;
-            }
-            const bool vec = (HR & 7) == 0; // the partners form one aligned chunk
-            for (int h = 0; h < r.H; h++) {
-                const lc_kv16  *row = r.kpool + src + h * hs_src;
-                const uint4     xk  = *(const uint4 *)(row + d0);
-                const uint16_t *xo  = (const uint16_t *)&xk;
-                uint4           xp  = make_uint4(0, 0, 0, 0);
-                if (vec && kind[0]) xp = *(const uint4 *)(row + part[0]);
-                const uint16_t *xq = (const uint16_t *)&xp;
-                float           o[8];
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const float x = kv_f32(xo[e]);
-                    if (!kind[e]) {
-                        o[e] = x;
-                        continue;
-                    }
-                    const uint16_t pb = vec ? xq[e] : ((const uint16_t *)row)[part[e]];
-                    const float    y  = kv_f32(pb);
-                    // lower: x0 = x (own), y0 = partner; upper: x0 = partner, y0 = x (own)
-                    o[e] = kind[e] == 1 ? x * cc[e] - y * ss[e] : y * ss[e] + x * cc[e];
-                }
-                *(uint4 *)(r.ks + dst + h * hs_dst) = make_uint4(pack_f16(o[0], o[1]), pack_f16(o[2], o[3]),
-                                                                 pack_f16(o[4], o[5]), pack_f16(o[6], o[7]));
-            }
-        }
     }
 }
 
@@ -1347,18 +1238,6 @@ int device_major(void) {
     return major;
 }
 
-int sm_count(void) {
-    static int n_sm = 0;
-    if (n_sm == 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-            n_sm = 132;
-        (void)cudaGetLastError();
-    }
-    return n_sm;
-}
-
 // Decode splits per (block, KV head): every split at most DEC_K list entries.
 int64_t dec_splits(int64_t n_max) {
     const int64_t s = (n_max + DEC_K - 1) / DEC_K;
@@ -1500,34 +1379,6 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
 }
 
 } // namespace
-
-extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                  const lc_rope_table *rope, const lc_cuda_hip_rot *rot) {
-    const int D = kv->head_dim, P = kv->page_size;
-    if (!rot || rot->n_pre <= 0 || rot->tiles <= 0 || rot->filled) return LC_OK;
-    if (!rot->k || !rot->pre || !seqs)
-        return lc_fail(LC_ERR_INVALID_ARG, "cuda hip_rotate: missing buffers");
-    if ((D != 64 && D != 128) || P <= 0 || (P & (P - 1)) || rope->n_rot < 0 || rope->n_rot > D ||
-        rope->n_rot % 2 || rope->n_pos < 1)
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda hip_rotate: head dim %d, page %d, n_rot %d", D, P,
-                       rope->n_rot);
-    rot_params r;
-    r.seqs = seqs, r.pre = rot->pre;
-    r.kpool = (const lc_kv16 *)kv->k;
-    r.cs = rope->cos, r.sn = rope->sin;
-    r.ks = (__half *)rot->k;
-    r.H = kv->n_kv_head, r.P = P, r.p_shift = 0;
-    while ((1 << r.p_shift) < P) r.p_shift++;
-    r.half_rot = rope->n_rot / 2, r.neox = rope->pairing == LC_ROPE_NEOX, r.n_pos = rope->n_pos;
-    int64_t gx = (4 * (int64_t)sm_count() + rot->n_pre - 1) / rot->n_pre;
-    if (gx > rot->tiles) gx = rot->tiles;
-    if (gx < 1) gx = 1;
-    const dim3 grid((unsigned)gx, (unsigned)rot->n_pre);
-    if (D == 64) hip_rotate_kernel<64><<<grid, 256, 0, lc_cuda_stream()>>>(r);
-    else hip_rotate_kernel<128><<<grid, 256, 0, lc_cuda_stream()>>>(r);
-    LC_CUDA_LAUNCHED();
-    return LC_OK;
-}
 
 extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
                                                     const lc_hip_sparse_args *a) {

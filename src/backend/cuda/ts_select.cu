@@ -898,17 +898,6 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, l
     L->total = o;
 }
 
-int n_sms(void) {
-    static int n = 0;
-    if (n == 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1)
-            n = 132;
-    }
-    return n;
-}
-
 template <int D, int GM> int launch_logits(const ts_params &p, int nbg, int grid, size_t smem) {
     static size_t set = 0;
     if (smem > 48 * 1024 && smem > set) {
@@ -937,7 +926,7 @@ template <int D, int GM, int FIRST> int launch_fused(const ts_params &p, int nbg
         occ_smem = smem;
     }
     if (occ < 1) return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: the fused kernel does not fit an SM");
-    int64_t grid = (int64_t)(occ < 4 ? occ : 4) * n_sms();
+    int64_t grid = (int64_t)(occ < 4 ? occ : 4) * lc_cuda_sm_count();
     if (grid > need) grid = need;
     if (grid < 1) grid = 1;
     ts_params pp  = p;
@@ -1057,7 +1046,7 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
         LC_CUDA_LAUNCHED();
     }
 
-    const int sms = n_sms();
+    const int sms = lc_cuda_sm_count();
     for (int32_t b0 = 0; b0 < n_qb; b0 += gsz) {
         const int nbg = n_qb - b0 < gsz ? n_qb - b0 : gsz;
         p.b0          = b0;
