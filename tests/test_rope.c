@@ -56,6 +56,22 @@ static void check_case(char *line) {
     CHECKF(max_err < 2e-6, "%s: max error at position 1: %g", name, max_err);
     CHECKF(max_err1000 < 2e-3, "%s: max error at position 1000: %g", name, max_err1000);
     CHECK(c[0] == (float)att && s[0] == 0.0f); /* position 0: identity (times the factor) */
+    /* a table extended in pieces (as the engine grows it) equals the whole one bit for bit; the
+     * pieces are large enough to be filled by several threads */
+    const int32_t Q = 70000;
+    float *wc = malloc(sizeof(float) * Q * n), *ws = malloc(sizeof(float) * Q * n);
+    float *gc = malloc(sizeof(float) * Q * n), *gs = malloc(sizeof(float) * Q * n);
+    CHECK(lc_rope_table_fill(&hp, NULL, Q, wc, ws) == LC_OK);
+    const int32_t cut[] = {0, 1, 4096, 4099, 65536, Q};
+    for (int k = 0; k + 1 < 6; k++)
+        CHECK(lc_rope_table_fill_rows(&hp, NULL, cut[k], cut[k + 1], gc + (int64_t)cut[k] * n,
+                                      gs + (int64_t)cut[k] * n) == LC_OK);
+    CHECKF(!memcmp(wc, gc, sizeof(float) * Q * n) && !memcmp(ws, gs, sizeof(float) * Q * n),
+           "%s: rows filled in pieces differ from the whole table", name);
+    CHECK(!memcmp(wc, c, sizeof(float) * P * n)); /* and the first rows from the short table */
+    CHECK(lc_rope_table_fill_rows(&hp, NULL, 5, 4, gc, gs) == LC_ERR_INVALID_ARG);
+    CHECK(lc_rope_table_fill_rows(&hp, NULL, -1, 4, gc, gs) == LC_ERR_INVALID_ARG);
+    free(wc), free(ws), free(gc), free(gs);
     free(c), free(s);
 }
 

@@ -131,8 +131,11 @@ void lc_context_free(lc_context *c) {
 }
 
 /* Make the RoPE table cover positions [0, need) (need capped at n_ctx): a new table of
- * max(need, twice the old rows) rows (at most n_ctx), filled, replaces the old one. It is sized
- * by the positions sequences reach, not by n_ctx. The table lives in backend memory and a
+ * max(need, twice the old rows) rows (at most n_ctx) replaces the old one. It is sized by the
+ * positions sequences reach, not by n_ctx. Growing copies the old rows within backend memory
+ * and computes only the new ones (a row depends on its position only): recomputing a 1M-row
+ * table when a decode step crossed its end took seconds on the host, paid by the first token
+ * after a prompt of 2^k tokens (bench/NOTES.md 39). The table lives in backend memory and a
  * captured CUDA decode graph holds its address (the graph key in forward.c mixes &c->rope,
  * which does not change), so replacing it drops every graph (graph_reset) first. */
 static int rope_cover(lc_context *c, int64_t need) {
@@ -144,18 +147,31 @@ static int rope_cover(lc_context *c, int64_t need) {
     if (rows > n_ctx) rows = n_ctx;
     const lc_hparams *hp    = &c->model->hp;
     lc_backend       *b     = c->model->backend;
-    const size_t      bytes = sizeof(float) * (size_t)rows * (size_t)(hp->n_rot / 2);
+    const int64_t     half  = hp->n_rot / 2;
+    /* rows kept from the old table (a backend without a copy op recomputes them all) */
+    const int64_t     old   = c->rope.cos && b->copy ? c->rope.n_pos : 0;
+    const size_t      bytes = sizeof(float) * (size_t)rows * (size_t)half;
+    const size_t      kept  = sizeof(float) * (size_t)old * (size_t)half;
+    const size_t      fresh = bytes - kept;
     const bool        host  = b->device == LC_DEVICE_CPU; /* fill the backend's buffers in place */
     float *dc = b->alloc(b, bytes, "rope table"), *ds = b->alloc(b, bytes, "rope table");
-    float *hc = host ? dc : lc_malloc(bytes, "rope table"), *hs = host ? ds : lc_malloc(bytes, "rope table");
-    int    st = dc && ds && hc && hs ? LC_OK : LC_ERR_NOMEM;
+    float *hc = NULL, *hs = NULL;
+    if (dc && ds) {
+        hc = host ? dc + old * half : lc_malloc(fresh ? fresh : 1, "rope table");
+        hs = host ? ds + old * half : lc_malloc(fresh ? fresh : 1, "rope table");
+    }
+    int st = dc && ds && hc && hs ? LC_OK : LC_ERR_NOMEM;
     if (st != LC_OK)
         lc_fail(st, "out of memory for the RoPE table of %lld positions (2 x %zu bytes; it had "
                 "%d)", (long long)rows, bytes, c->rope.n_pos);
-    if (st == LC_OK) st = lc_rope_table_fill(hp, c->model->rope_freq_factors, (int32_t)rows, hc, hs);
+    if (st == LC_OK && old > 0) st = b->copy(b, dc, c->rope.cos, kept);
+    if (st == LC_OK && old > 0) st = b->copy(b, ds, c->rope.sin, kept);
+    if (st == LC_OK)
+        st = lc_rope_table_fill_rows(hp, c->model->rope_freq_factors, (int32_t)old,
+                                     (int32_t)rows, hc, hs);
     if (!host) {
-        if (st == LC_OK) st = b->upload(b, dc, hc, bytes);
-        if (st == LC_OK) st = b->upload(b, ds, hs, bytes);
+        if (st == LC_OK && fresh) st = b->upload(b, dc + old * half, hc, fresh);
+        if (st == LC_OK && fresh) st = b->upload(b, ds + old * half, hs, fresh);
         free(hc), free(hs);
     }
     if (st != LC_OK) {

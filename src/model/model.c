@@ -179,7 +179,14 @@ double lc_rope_mscale(const lc_hparams *hp) {
 
 int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t n_pos,
                        float *cos_out, float *sin_out) {
+    return lc_rope_table_fill_rows(hp, freq_factors, 0, n_pos, cos_out, sin_out);
+}
+
+int lc_rope_table_fill_rows(const lc_hparams *hp, const float *freq_factors, int32_t p0,
+                            int32_t p1, float *cos_out, float *sin_out) {
     const int half = hp->n_rot / 2;
+    if (p0 < 0 || p1 < p0)
+        return lc_fail(LC_ERR_INVALID_ARG, "RoPE table rows [%d, %d): not a range", p0, p1);
     double   *freq = malloc(sizeof(double) * (size_t)half);
     double   *ramp = malloc(sizeof(double) * (size_t)half); /* share of the extrapolated angle */
     if (!freq || !ramp) {
@@ -226,7 +233,11 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
         freq[i] = fr;
     }
     mscale = lc_rope_mscale(hp);
-    for (int32_t p = 0; p < n_pos; p++) {
+    /* ~20 ns a value: 1M positions of a 128-dim head are 134M sines and cosines, seconds on
+     * one core, so the rows are shared among threads when there are many */
+#pragma omp parallel for schedule(static) if ((int64_t)(p1 - p0) * half >= (1 << 16))
+    for (int32_t p = p0; p < p1; p++) {
+        const int64_t row = (int64_t)(p - p0) * half;
         for (int i = 0; i < half; i++) {
             double theta;
             if (hp->rope_scaling == LC_ROPE_SCALING_YARN) {
@@ -236,8 +247,8 @@ int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t 
             } else {
                 theta = (double)p * freq[i];
             }
-            cos_out[(int64_t)p * half + i] = (float)(cos(theta) * mscale);
-            sin_out[(int64_t)p * half + i] = (float)(sin(theta) * mscale);
+            cos_out[row + i] = (float)(cos(theta) * mscale);
+            sin_out[row + i] = (float)(sin(theta) * mscale);
         }
     }
     free(freq);

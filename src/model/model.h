@@ -73,6 +73,11 @@ double lc_rope_mscale(const lc_hparams *hp);
  * (the CPU reference of the rotation angles; freq_factors may be NULL). */
 int lc_rope_table_fill(const lc_hparams *hp, const float *freq_factors, int32_t n_pos,
                        float *cos_out, float *sin_out);
+/* The rows of positions [p0, p1) of that table (row p at cos/sin + (p - p0) * n_rot/2): the
+ * same values, bit for bit, as the whole table's rows (a row depends on its position only), so
+ * a table can be extended without recomputing the rows it has. Threads over the rows. */
+int lc_rope_table_fill_rows(const lc_hparams *hp, const float *freq_factors, int32_t p0,
+                            int32_t p1, float *cos_out, float *sin_out);
 
 /* Scratch for one forward of up to n_batch rows, in backend memory. */
 typedef struct lc_forward_ws {
