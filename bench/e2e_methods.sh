@@ -30,8 +30,8 @@ summary=$OUT/$TAG.md
          "commit ${LC_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}; $(date -u +%F);" \
          "\`longctx bench --gen $GEN\`, one run per method."
     echo
-    echo "| method | context | prompt tok/s | TTFT s | decode tok/s | peak GiB (backend) |"
-    echo "|---|---:|---:|---:|---:|---:|"
+    echo "| method | context | prompt tok/s | TTFT s | decode tok/s (mean) | decode tok/s (median step) | peak GiB (backend) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
 } >"$summary"
 for spec in "$@"; do
     label=${spec%% *}
@@ -70,17 +70,17 @@ for line in open(md, encoding="utf-8"):
                 return cells[i]
         return None
     if any("prompt" in h for h in hdr):
-        rows[ctx] = (col("prompt"), col("decode") or col("gen"))
+        rows[ctx] = (col("prompt"), col("decode") or col("gen"), col("median"))
     if any("backend peak" in h for h in hdr):
         mem[ctx] = col("backend peak")
 def num(s):
     m = re.search(r"[\d,]+(\.\d+)?", s or "")
     return float(m.group(0).replace(",", "")) if m else None
 for ctx in sorted(rows):
-    p, d = rows[ctx]
+    p, d, dm = rows[ctx]
     pv = num(p)
     ttft = f"{ctx / pv:.2f}" if pv else "–"
-    print(f"| {label} | {ctx} | {p or '–'} | {ttft} | {d or '–'} | {mem.get(ctx) or '–'} |")
+    print(f"| {label} | {ctx} | {p or '–'} | {ttft} | {d or '–'} | {dm or '–'} | {mem.get(ctx) or '–'} |")
 PY
 done
 cat "$summary" | tee -a "$OUT/$TAG.log"

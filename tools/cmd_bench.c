@@ -24,9 +24,11 @@ static void help(void) {
            "                     [--out DIR] [options]\n"
            "\n"
            "For each context length L: evaluate an L-token prompt (prompt tokens/s), then\n"
-           "generate N tokens after it (generation tokens/s at that context). The best of R\n"
-           "repetitions is kept. One context, sized for the longest prompt + N (or --kv-tokens),\n"
-           "serves every length: its KV pool is allocated once. Writes\n"
+           "generate N tokens after it (generation tokens/s at that context: the N - 1 decode\n"
+           "steps' mean, one-time costs of the first steps included, and one over the median\n"
+           "step, the steady rate). The best of R repetitions is kept. One context, sized for\n"
+           "the longest prompt + N (or --kv-tokens), serves every length: its KV pool is\n"
+           "allocated once. Writes\n"
            "DIR/bench-<device>-<weights>-<model>-<date>.md (default DIR bench/results).\n"
            "\n"
            "  --contexts LIST      comma-separated context lengths (default 512,2048,8192)\n"
@@ -119,6 +121,7 @@ static const char *sb_str(const sbuf *b) { return b->s ? b->s : ""; }
 typedef struct bench_row {
     long long ctx;
     double    prompt_tps, decode_tps;
+    double    decode_med_tps; /* 1 / the median decode step (one-time costs left out) */
     double    lcpp_prompt_tps, lcpp_decode_tps; /* llama.cpp, 0 if not measured */
     double    hf_prompt_tps, hf_decode_tps, hf_peak_gib, hf_reserved_gib; /* transformers */
     char      hf_status[16];                    /* "" not run, "ok", "oom" */
@@ -273,19 +276,20 @@ static void ratio(sbuf *b, double ours, double theirs) {
 
 static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool hf, bool gpu,
                    const lc_model_info *info, long long page_size) {
-    sb_printf(t, "| context | prompt tok/s | gen tok/s |");
+    sb_printf(t, "| context | prompt tok/s | gen tok/s | gen tok/s (median step) |");
     if (lcpp)
         sb_printf(t, " llama.cpp prompt tok/s | llama.cpp gen tok/s | prompt ratio | gen ratio |");
     if (hf)
         sb_printf(t, " transformers prompt tok/s | transformers gen tok/s | prompt ratio | "
                   "gen ratio |");
-    sb_printf(t, "\n|---:|---:|---:|");
+    sb_printf(t, "\n|---:|---:|---:|---:|");
     if (lcpp) sb_printf(t, "---:|---:|---:|---:|");
     if (hf) sb_printf(t, "---:|---:|---:|---:|");
     sb_printf(t, "\n");
     for (int i = 0; i < n_rows; i++) {
         const bench_row *r = &rows[i];
-        sb_printf(t, "| %lld | %.1f | %.2f |", r->ctx, r->prompt_tps, r->decode_tps);
+        sb_printf(t, "| %lld | %.1f | %.2f | %.2f |", r->ctx, r->prompt_tps, r->decode_tps,
+                  r->decode_med_tps);
         if (lcpp) {
             if (r->lcpp_decode_tps > 0)
                 sb_printf(t, " %.1f | %.2f |", r->lcpp_prompt_tps, r->lcpp_decode_tps);
@@ -503,6 +507,8 @@ int cmd_bench(int argc, char **argv) {
             const double dtps = res.gen_s > 0 ? (double)(res.n_generated - 1) / res.gen_s : 0;
             if (ptps > rows[ci].prompt_tps) rows[ci].prompt_tps = ptps;
             if (dtps > rows[ci].decode_tps) rows[ci].decode_tps = dtps;
+            const double mtps = res.step_median_s > 0 ? 1.0 / res.step_median_s : 0;
+            if (mtps > rows[ci].decode_med_tps) rows[ci].decode_med_tps = mtps;
         }
         rows[ci].have_mem = lc_model_memory(m, &rows[ci].mem) == LC_OK;
     }

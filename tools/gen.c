@@ -352,6 +352,11 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
     return CLI_OK;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream,
             int64_t progress_min, gen_result *res) {
     memset(res, 0, sizeof *res);
@@ -376,6 +381,8 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
     const double t0     = cli_now();
     double       t_first = 0;
     int          rc     = CLI_OK;
+    double      *tok_t  = NULL; /* when each generated token arrived */
+    size_t       n_tok_t = 0, cap_tok_t = 0;
     for (;;) {
         lc_event ev[4];
         size_t   n_ev;
@@ -390,6 +397,14 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
         const lc_event *e = &ev[0];
         if (show && e->n_prompt_done <= e->n_prompt && e->token < 0 && e->finish == LC_FINISH_NONE)
             cli_progress_update(&pr, e->n_prompt_done, e->n_prompt, "tokens");
+        if (e->token >= 0) {
+            if (n_tok_t == cap_tok_t) {
+                const size_t nc = cap_tok_t ? 2 * cap_tok_t : 64;
+                double      *nt = realloc(tok_t, sizeof(double) * nc);
+                if (nt) tok_t = nt, cap_tok_t = nc;
+            }
+            if (n_tok_t < cap_tok_t) tok_t[n_tok_t++] = cli_now();
+        }
         if (e->token >= 0 && t_first == 0) {
             t_first = cli_now();
             if (show) {
@@ -431,6 +446,14 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
     if (t_first == 0) t_first = t1;
     res->prompt_s = t_first - t0;
     res->gen_s    = t1 - t_first;
+    res->step_median_s = 0;
+    if (n_tok_t >= 2) { /* the intervals, in place, sorted: the median */
+        for (size_t i = 0; i + 1 < n_tok_t; i++) tok_t[i] = tok_t[i + 1] - tok_t[i];
+        qsort(tok_t, n_tok_t - 1, sizeof(double), cmp_double);
+        const size_t n = n_tok_t - 1;
+        res->step_median_s = n % 2 ? tok_t[n / 2] : 0.5 * (tok_t[n / 2 - 1] + tok_t[n / 2]);
+    }
+    free(tok_t);
     lc_context_remove(ctx, seq);
     return rc;
 }

@@ -61,6 +61,8 @@ typedef struct gen_result {
     int64_t   n_prompt;
     int32_t   n_generated;
     double    prompt_s, gen_s;
+    double    step_median_s; /* the median time between two generated tokens (0 with fewer
+                                than 2): the steady decode step, without one-time costs */
     lc_finish finish;
 } gen_result;
 
