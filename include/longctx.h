@@ -336,7 +336,7 @@ typedef enum lc_profile_phase {
     LC_PROFILE_N_PHASE = 3,
 } lc_profile_phase;
 
-#define LC_PROFILE_MAX_OPS 16
+#define LC_PROFILE_MAX_OPS 24
 
 typedef struct lc_profile_op {
     const char    *name; /* the op table's field name: "matmul", "attn_dense", ... */

@@ -4,8 +4,9 @@
  * (prefill and decode); matmul and attn_dense are counted in both phases; times are >= 0 and
  * the categories add up to the total; memory counts the weights exactly as the model does and
  * the KV pools as exactly pages x page bytes, back to zero when the context is freed; the
- * wrapper copies the inner backend's fields and passes through ops it does not time. Not a
- * timed test: no time is compared with a bound.
+ * wrapper copies the inner backend's fields and passes through ops it does not time;
+ * TokenSelect's ts_select, HiP's hip_mask and the sampling op are timed. Not a timed test: no
+ * time is compared with a bound.
  */
 #include "backend/profile.h"
 #include "longctx.h"
@@ -127,6 +128,74 @@ static void same_logits(lc_model *plain, lc_model *prof, int32_t n_vocab) {
     CHECK(mr.peak_bytes >= mr.weight_bytes + 4 * page_bytes);
 }
 
+/* calls of the op named name in phase ph of the report, -1 when it is not listed; *cat its
+ * category */
+static int64_t op_calls(const lc_profile_report *r, const char *name, int ph, int *cat) {
+    for (int i = 0; i < r->n_ops; i++)
+        if (!strcmp(r->ops[i].name, name)) {
+            *cat = r->ops[i].cat;
+            return r->ops[i].calls[ph];
+        }
+    return -1;
+}
+
+/* TokenSelect's and HiP's selection ops and the sampling op are timed too (they were passed
+ * through untimed, so `bench --profile` counted them as host time): a prompt longer than the
+ * methods' budgets, a few greedy tokens, the op counted in both phases, as attention. */
+static void sparse_ops_timed(lc_model *prof) {
+    for (int method = 0; method < 2; method++) {
+        CHECK(lc_model_profile_reset(prof) == LC_OK);
+        lc_context_params cp = lc_context_default_params();
+        cp.n_ctx             = 512;
+        cp.page_size         = 64;
+        if (method == 0) {
+            cp.attn                = LC_ATTN_TOKENSELECT;
+            cp.tokenselect.k       = 32;
+            cp.tokenselect.n_init  = 16;
+            cp.tokenselect.n_local = 64;
+            cp.tokenselect.chunk   = 64;
+        } else {
+            cp.attn                 = LC_ATTN_HIP;
+            cp.hipattn.k            = 32;
+            cp.hipattn.n_sink       = 16;
+            cp.hipattn.n_stream     = 32;
+            cp.hipattn.dense_layers = 0;
+        }
+        lc_context *c = NULL;
+        CHECKF(lc_context_create(prof, &cp, &c) == LC_OK, "%s", lc_last_error());
+        if (!c) continue;
+        int32_t prompt[400];
+        for (int i = 0; i < 400; i++) prompt[i] = 30 + (i * 53) % 200;
+        lc_request req = {.prompt = prompt, .n_prompt = 400, .max_tokens = 4,
+                          .sampling = lc_sampling_default(), .ignore_eos = true};
+        req.sampling.temperature = 0.0f;
+        int32_t sq;
+        CHECK(lc_context_add(c, &req, &sq) == LC_OK);
+        bool done = false;
+        for (int steps = 0; !done && steps < 64; steps++) {
+            lc_event ev[4];
+            size_t   n = 0;
+            CHECKF(lc_context_step(c, ev, 4, &n) == LC_OK, "%s", lc_last_error());
+            if (n == 0) break;
+            done = ev[0].finish != LC_FINISH_NONE;
+        }
+        CHECK(done);
+        lc_profile_report r;
+        CHECK(lc_model_profile(prof, &r) == LC_OK);
+        const char *op  = method == 0 ? "ts_select" : "hip_mask";
+        int         cat = -1, scat = -1;
+        const int64_t pre = op_calls(&r, op, LC_PROFILE_PREFILL, &cat);
+        const int64_t dec = op_calls(&r, op, LC_PROFILE_DECODE, &cat);
+        CHECKF(pre > 0 && dec > 0 && cat == LC_PROFILE_ATTENTION, "%s: %lld prefill, %lld decode "
+               "calls, category %d", op, (long long)pre, (long long)dec, cat);
+        const int64_t smp = op_calls(&r, "sample", LC_PROFILE_DECODE, &scat);
+        CHECKF(smp > 0 && scat == LC_PROFILE_REST, "sample: %lld decode calls, category %d",
+               (long long)smp, scat);
+        lc_context_remove(c, sq);
+        lc_context_free(c);
+    }
+}
+
 /* The wrapper on its own: fields copied, untimed ops passed through, ownership of inner. */
 static void wrapper_fields(void) {
     lc_backend *inner = NULL, *w = NULL;
@@ -176,6 +245,7 @@ int main(void) {
         lc_model_info info;
         lc_model_get_info(plain, &info);
         same_logits(plain, prof, info.n_vocab);
+        sparse_ops_timed(prof);
         lc_profile_report r;
         lc_memory_report  mr;
         CHECK(lc_model_profile(plain, &r) == LC_ERR_INVALID_ARG);

@@ -45,19 +45,23 @@ typedef enum op_id {
     OP_HIP_STAGE,
     OP_ATTN_SPARSE,
     OP_COPY,
+    OP_TS_SELECT,
+    OP_HIP_MASK,
+    OP_SAMPLE,
     OP_N
 } op_id;
 
 static const char *const k_op_names[OP_N] = {
     "attn_dense", "matmul", "embed", "rmsnorm", "add_bias", "rope",
     "kv_write",   "silu_mul", "add", "batch_begin", "upload", "download",
-    "hip_stage",  "attn_sparse", "copy",
+    "hip_stage",  "attn_sparse", "copy", "ts_select", "hip_mask", "sample",
 };
 
 _Static_assert(OP_N <= LC_PROFILE_MAX_OPS, "LC_PROFILE_MAX_OPS too small");
 
 static lc_profile_cat op_cat(op_id op) {
-    return op == OP_ATTN_DENSE || op == OP_HIP_STAGE || op == OP_ATTN_SPARSE
+    return op == OP_ATTN_DENSE || op == OP_HIP_STAGE || op == OP_ATTN_SPARSE ||
+                   op == OP_TS_SELECT || op == OP_HIP_MASK
                ? LC_PROFILE_ATTENTION
                                : (op == OP_MATMUL ? LC_PROFILE_GEMM : LC_PROFILE_REST);
 }
@@ -349,6 +353,26 @@ static int prof_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
     TIMED(OP_COPY, p_->fn.copy(b, dst, src, bytes));
 }
 
+static int prof_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
+                          const lc_ts_select_args *a) {
+    TIMED(OP_TS_SELECT, p_->fn.ts_select(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
+}
+
+static int prof_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+                         const float *q_raw, int32_t n_head, const lc_rope_table *rope,
+                         const lc_hip_mask_args *a) {
+    TIMED(OP_HIP_MASK, p_->fn.hip_mask(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
+}
+
+static int prof_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
+                       int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen_tokens,
+                       int32_t *ids) {
+    TIMED(OP_SAMPLE, p_->fn.sample(b, logits, ld, n_rows, n_vocab, rows, pen_tokens, ids));
+}
+
 /* ---- public ---------------------------------------------------------------------------- */
 
 int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) {
@@ -396,6 +420,9 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
         if (inner->hip_stage) b->hip_stage = prof_hip_stage;
         if (inner->attn_sparse) b->attn_sparse = prof_attn_sparse;
         if (inner->copy) b->copy = prof_copy;
+        if (inner->ts_select) b->ts_select = prof_ts_select;
+        if (inner->hip_mask) b->hip_mask = prof_hip_mask;
+        if (inner->sample) b->sample = prof_sample;
     }
     sample_device(p);
     *out = b;
