@@ -21,6 +21,11 @@ double cli_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int cli_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 void cli_log(lc_log_level level, const char *msg, void *user) {
     (void)user;
     static const char *names[] = {"debug", "info", "warning", "error"};

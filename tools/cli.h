@@ -60,6 +60,8 @@ void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const cha
 void cli_progress_end(cli_progress *p);
 
 double cli_now(void);
+/* qsort comparator of doubles, ascending */
+int cli_cmp_double(const void *a, const void *b);
 /* The commit a report names: $LC_COMMIT (a copy of the tree without git metadata, as on the
  * GPU machine), else `git rev-parse --short HEAD`, else "unknown". */
 void cli_commit_name(char *buf, size_t cap);

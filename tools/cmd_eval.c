@@ -209,11 +209,6 @@ done:
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* `longctx eval ppl`: perplexity of a text's windows ending at each length, in one pass */
 static int eval_ppl(int argc, char **argv) {
     gen_opts o;
@@ -255,7 +250,7 @@ static int eval_ppl(int argc, char **argv) {
         return CLI_USAGE;
     }
     if (!gen_opts_check(&o, "eval")) return CLI_USAGE;
-    qsort(lens, (size_t)n_lens, sizeof lens[0], cmp_double);
+    qsort(lens, (size_t)n_lens, sizeof lens[0], cli_cmp_double);
     for (int i = 0; i < n_lens; i++)
         if (window >= (long long)lens[i]) {
             fprintf(stderr,

@@ -352,11 +352,6 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
     return CLI_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream,
             int64_t progress_min, gen_result *res) {
     memset(res, 0, sizeof *res);
@@ -397,16 +392,17 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
         const lc_event *e = &ev[0];
         if (show && e->n_prompt_done <= e->n_prompt && e->token < 0 && e->finish == LC_FINISH_NONE)
             cli_progress_update(&pr, e->n_prompt_done, e->n_prompt, "tokens");
+        const double t_ev = e->token >= 0 ? cli_now() : 0;
         if (e->token >= 0) {
             if (n_tok_t == cap_tok_t) {
                 const size_t nc = cap_tok_t ? 2 * cap_tok_t : 64;
                 double      *nt = realloc(tok_t, sizeof(double) * nc);
                 if (nt) tok_t = nt, cap_tok_t = nc;
             }
-            if (n_tok_t < cap_tok_t) tok_t[n_tok_t++] = cli_now();
+            if (n_tok_t < cap_tok_t) tok_t[n_tok_t++] = t_ev;
         }
         if (e->token >= 0 && t_first == 0) {
-            t_first = cli_now();
+            t_first = t_ev;
             if (show) {
                 cli_progress_update(&pr, e->n_prompt, e->n_prompt, "tokens");
                 cli_progress_end(&pr);
@@ -449,7 +445,7 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
     res->step_median_s = 0;
     if (n_tok_t >= 2) { /* the intervals, in place, sorted: the median */
         for (size_t i = 0; i + 1 < n_tok_t; i++) tok_t[i] = tok_t[i + 1] - tok_t[i];
-        qsort(tok_t, n_tok_t - 1, sizeof(double), cmp_double);
+        qsort(tok_t, n_tok_t - 1, sizeof(double), cli_cmp_double);
         const size_t n = n_tok_t - 1;
         res->step_median_s = n % 2 ? tok_t[n / 2] : 0.5 * (tok_t[n / 2 - 1] + tok_t[n / 2]);
     }
