@@ -116,6 +116,20 @@ PY
 if [ $? -eq 0 ]; then ok; else bad "the files of the quick run (above)"; fi
 grep -Eq "^fact +[14]K +3 " "$TMP/out" && ok || bad "no fact row on stdout: $(cat "$TMP/out")"
 
+# ---- --only: one trial of the quick run alone keeps its needle, depth and (greedy) answer ----
+expect 2 "--only: '1,,2' is not a list" -- "$BIN" eval suite -m "$MODEL" --quick --only 1,,2
+expect 2 "--only: '-1' is not a list" -- "$BIN" eval suite -m "$MODEL" --quick --only -1
+if "$BIN" eval suite -m "$MODEL" --quick --len "$LEN" --tasks fact --only 2 --out "$TMP/o" \
+        >"$TMP/out" 2>"$TMP/err"; then
+    ok
+else
+    bad "eval suite --only failed:"
+    tail -n 20 "$TMP/err" >&2
+fi
+want=$(awk -F'\t' '$1 == "fact" && $3 == 2' "$TMP/q-trials.tsv")
+got=$(tail -n +2 "$TMP/o-trials.tsv")
+[ -n "$want" ] && [ "$got" = "$want" ] && ok || bad "--only 2 gave '$got', the full run's trial 2 '$want'"
+
 # ---- --trace: the answer's sentence followed through a sparse method, layer by layer, for the
 # question's rows and the first decode step ----
 if "$BIN" eval suite -m "$MODEL" --tasks fact --len 2K --trials 1 --attn infinitehip \

@@ -17,6 +17,7 @@
  */
 #include "eval_common.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,8 @@ static void suite_help(void) {
     printf(
         "usage: longctx eval suite -m FILE [--tasks LIST] [--len N[,N...]] [--trials K]\n"
         "                          [--quick] [--out PREFIX] [--haystack FILE] [--qa-doc FILE]\n"
-        "                          [--no-chat] [--dump-prompts FILE] [--trace] [-v] [options]\n"
+        "                          [--no-chat] [--dump-prompts FILE] [--trace] [--only LIST] [-v]\n"
+        "                          [options]\n"
         "\n"
         "Long-context quality on natural text: facts stated once inside real documentation,\n"
         "asked back in plain words through the model's chat template.\n"
@@ -64,6 +66,10 @@ static void suite_help(void) {
         "  --len LIST         prompt lengths in tokens, K = 1024, M = 1048576 (default 4K)\n"
         "  --trials K         trials per task and length (default 20 up to 128K, 10 beyond)\n"
         "  --quick            a smoke run: 4K tokens, 3 trials per task\n"
+        "  --only LIST        run only these trial numbers (0-based, comma-separated) of each\n"
+        "                     task and length; the others' prompts are still drawn, so each\n"
+        "                     trial keeps the needle and depth it has in the full run (to\n"
+        "                     --trace the trials a full run lost)\n"
         "  --out PREFIX       write PREFIX.tsv, PREFIX-trials.tsv and PREFIX.md\n"
         "  --haystack FILE    the text the facts are hidden in (default %s,\n"
         "                     installed by `make haystack`)\n"
@@ -780,6 +786,27 @@ static long long trials_at(long long trials, long long len) {
 }
 
 #define MAX_LENS 16
+#define MAX_ONLY 4096 /* --only: trial numbers below this */
+
+/* --only LIST: trial numbers, 0-based, comma-separated, each below MAX_ONLY. */
+static bool parse_only(const char *v, bool *only) {
+    const char *p = v;
+    bool any = false;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        const long long t = strtoll(p, &end, 10);
+        if (end == p || errno || t < 0 || t >= MAX_ONLY || (*end && *end != ',')) {
+            fprintf(stderr, "longctx eval suite: --only: '%s' is not a list of trial numbers "
+                    "0 .. %d\n", v, MAX_ONLY - 1);
+            return false;
+        }
+        only[t] = any = true;
+        p = *end ? end + 1 : end;
+    }
+    if (!any) fprintf(stderr, "longctx eval suite: --only: empty list\n");
+    return any;
+}
 
 /* --trace: the trial's prompt again, densely, with the method probed at two forwards: the
  * prompt's last prefill chunk, cut as the run cut it, measured on its last 16 rows (the
@@ -859,6 +886,7 @@ int cmd_eval_suite(int argc, char **argv) {
     int n_lens = 1;
     long long trials = 0; /* 0: 20 up to 128K, 10 beyond */
     bool want[S_N_TASKS], chat = true, verbose = false, trace = false, quick = false;
+    bool only[MAX_ONLY] = {false}, only_given = false;
     const char *out_prefix = NULL, *dump_path = NULL, *hay_path = SUITE_DEFAULT_HAYSTACK,
                *qa_path = SUITE_DEFAULT_QA_DOC;
     bool lens_given = false;
@@ -921,6 +949,10 @@ int cmd_eval_suite(int argc, char **argv) {
             chat = false;
         } else if (!strcmp(a, "--trace")) {
             trace = true;
+        } else if (!strcmp(a, "--only")) {
+            if (!(v = cli_value("eval suite", argc, argv, &i)) || !parse_only(v, only))
+                return CLI_USAGE;
+            only_given = true;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             verbose = true;
         } else {
@@ -1059,7 +1091,13 @@ int cmd_eval_suite(int argc, char **argv) {
         n_tasks += want[t];
     int64_t total = 0, total_trials = 0; /* progress in prompt tokens: a 1M trial is not a 4K one */
     for (int li = 0; li < n_lens; li++) {
-        const long long nt = trials_at(trials, lens[li]);
+        long long nt = trials_at(trials, lens[li]);
+        if (only_given) { /* only the trials that run */
+            long long k = 0;
+            for (long long ti = 0; ti < nt && ti < MAX_ONLY; ti++)
+                k += only[ti];
+            nt = k;
+        }
         total += n_tasks * nt * lens[li];
         total_trials += n_tasks * nt;
     }
@@ -1101,6 +1139,7 @@ int cmd_eval_suite(int argc, char **argv) {
                         goto done;
                     }
                 }
+                if (only_given && (ti >= MAX_ONLY || !only[ti])) continue;
                 lc_request req = {.prompt = prompt.ids,
                                   .n_prompt = prompt.n,
                                   .max_tokens = tr.max_tokens,
