@@ -172,6 +172,33 @@ for e in errors:
 sys.exit(1 if errors else 0)
 PY
 if [ $? -eq 0 ]; then ok; else bad "the trace of --trace (above)"; fi
+# the library's per-block lines: stage coverage, and for a short span which of its tokens the
+# last stage kept, one mark per token of the sentence the suite prints
+python3 - "$TMP/err" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+errors = []
+m = re.search(r"^trace: fact len \d+ trial 0 depth [\d.]+ answer tokens \[(\d+),(\d+)\):((?:\|[^|\n]*)+)\|$",
+              text, re.M)
+if not m:
+    errors.append("no sentence line")
+else:
+    a, b, toks = int(m.group(1)), int(m.group(2)), m.group(3).split("|")[1:]
+    if len(toks) != b - a:
+        errors.append(f"{len(toks)} tokens printed for [{a}, {b})")
+    lines = re.findall(r"^hip-trace layer (\d+) (prefill|decode) pos \d+ needle \[(\d+), (\d+)\):"
+                       r"((?: s\d \d+/\d+)+) \[([#.]+)\]$", text, re.M)
+    if not any(l[1] == "prefill" for l in lines) or not any(l[1] == "decode" for l in lines):
+        errors.append(f"hip-trace lines missing: {len(lines)}")
+    for l in lines:
+        last = re.findall(r"s\d (\d+)/(\d+)", l[4])[-1]
+        if len(l[5]) != b - a or l[5].count("#") != int(last[0]) or int(last[1]) != b - a:
+            errors.append(f"mask {l[5]} against {l[4]} for [{a}, {b})")
+for e in errors[:5]:
+    print("FAIL:", e, file=sys.stderr)
+sys.exit(1 if errors else 0)
+PY
+if [ $? -eq 0 ]; then ok; else bad "the hip-trace lines of --trace (above)"; fi
 
 echo "cli_eval_suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

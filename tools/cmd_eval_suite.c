@@ -1149,8 +1149,15 @@ int cmd_eval_suite(int argc, char **argv) {
                     snprintf(range, sizeof range, "%lld,%lld", (long long)key_at,
                              (long long)(key_at + key_len));
                     setenv("LONGCTX_HIP_TRACE", range, 1);
-                    fprintf(stderr, "trace: %s len %zu trial %lld depth %.3f answer tokens [%s)\n",
+                    fprintf(stderr, "trace: %s len %zu trial %lld depth %.3f answer tokens [%s)",
                             k_suite_tasks[t], prompt.n, ti, tr.depth[tr.key], range);
+                    /* the sentence token by token, to read the hip-trace lines' masks against */
+                    fputs(":", stderr);
+                    for (int64_t k = 0; k < key_len && k < 64; k++) {
+                        fputc('|', stderr);
+                        write_text(stderr, bd.tok, prompt.ids + key_at + k, 1);
+                    }
+                    fputs("|\n", stderr);
                 }
                 gen_result res;
                 if (gen_run("eval suite", ctx, &req, false, 1LL << 40, &res) != CLI_OK) {

@@ -166,8 +166,20 @@ static int64_t trace_cover(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t 
     return c;
 }
 
+/* Mark in mask[0 .. b-a) the positions of [a, b) the n segments cover. */
+static void trace_mask(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t b, char *mask) {
+    for (int32_t j = 0; j < n; j++) {
+        const int64_t s = seg[j].start > a ? seg[j].start : a;
+        const int64_t e = seg[j].start + seg[j].len < b ? seg[j].start + seg[j].len : b;
+        for (int64_t x = s; x < e; x++)
+            mask[x - a] = '#';
+    }
+}
+
 /* Print the coverage line of one block: stage i's output lists (group g at seg[i] + g * cap_i
- * segments, counts at n[i] + g) on the device. */
+ * segments, counts at n[i] + g) on the device. For a span of at most 64 tokens the line ends
+ * with which of its tokens the last stage keeps ('#' kept, '.' not; the group that keeps most),
+ * so a lost answer can be told from a lost sentence. */
 static void trace_block(const hip_impl *h, int32_t layer, const char *what, int32_t pos,
                         lc_hip_seg *const *seg, int32_t *const *n, int32_t first) {
     int64_t a, b;
@@ -178,7 +190,8 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
         if (keep_of(h, layer, i) > cap_max) cap_max = keep_of(h, layer, i);
     lc_hip_seg *tmp = lc_malloc(sizeof(lc_hip_seg) * (size_t)(cap_max > 0 ? cap_max : 1), "trace");
     if (!tmp) return;
-    char line[512];
+    char line[512], mask[65] = "";
+    const bool masked = b - a <= 64;
     int at = snprintf(line, sizeof line,
                       "hip-trace layer %d %s pos %d needle [%" PRId64 ", %" PRId64 "):", layer,
                       what, pos, a, b);
@@ -191,6 +204,13 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
                 be->download(be, tmp, seg[i] + (size_t)g * (size_t)cap,
                              sizeof(lc_hip_seg) * (size_t)cnt) == LC_OK) {
                 const int64_t c = trace_cover(tmp, cnt, a, b);
+                if (c > best || (g == 0 && masked && i == h->p.n_stages - 1)) {
+                    if (masked && i == h->p.n_stages - 1) {
+                        memset(mask, '.', (size_t)(b - a));
+                        mask[b - a] = '\0';
+                        trace_mask(tmp, cnt, a, b, mask);
+                    }
+                }
                 if (c > best) best = c;
             }
         }
@@ -198,6 +218,8 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
                        best, b - a);
     }
     free(tmp);
+    if (masked && mask[0] && at < (int)sizeof line)
+        snprintf(line + at, sizeof line - (size_t)at, " [%s]", mask);
     fprintf(stderr, "%s\n", line);
 }
 
