@@ -179,6 +179,12 @@ static void test_rope_by_use(lc_model *m) {
     bool same = true;
     for (int64_t i = rg.begin; i < rg.end; i++) same = same && ga[i] == gb[i] && isfinite(ga[i]);
     CHECK(same);
+    /* growth by an eighth (at least LC_ROPE_MIN_ROWS rows), or to what is asked if more */
+    CHECK(lc_context_rope_reserve(b, 9001) == LC_OK);
+    CHECKF(lc_context_rope_rows(b) == 9000 + LC_ROPE_MIN_ROWS, "%d", lc_context_rope_rows(b));
+    CHECK(lc_context_rope_reserve(b, 40000) == LC_OK && lc_context_rope_rows(b) == 40000);
+    CHECK(lc_context_rope_reserve(b, 40001) == LC_OK);
+    CHECKF(lc_context_rope_rows(b) == 45000, "%d", lc_context_rope_rows(b));
     lc_context_free(a);
     lc_context_free(b);
     p.n_ctx = 100; /* a context smaller than the first table: the table is n_ctx rows, and

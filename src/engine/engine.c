@@ -131,7 +131,11 @@ void lc_context_free(lc_context *c) {
 }
 
 /* Make the RoPE table cover positions [0, need) (need capped at n_ctx): a new table of
- * max(need, twice the old rows) rows (at most n_ctx) replaces the old one. It is sized by the
+ * max(need, the old rows + max(1/8 of them, LC_ROPE_MIN_ROWS)) rows (at most n_ctx) replaces
+ * the old one. Growing by an eighth, not by doubling, keeps the one step that grows it short:
+ * a decode step just past a 512K prompt filled 512K new rows (~0.13 s on an H100's host, where
+ * steps take 3 ms; bench/NOTES.md 40) and now fills 64K; the copies of old rows it costs
+ * instead run in backend memory. It is sized by the
  * positions sequences reach, not by n_ctx. Growing copies the old rows within backend memory
  * and computes only the new ones (a row depends on its position only): recomputing a 1M-row
  * table when a decode step crossed its end took seconds on the host, paid by the first token
@@ -142,7 +146,10 @@ static int rope_cover(lc_context *c, int64_t need) {
     const int64_t n_ctx = c->p.n_ctx;
     if (need > n_ctx) need = n_ctx;
     if (c->rope.cos && need <= c->rope.n_pos) return LC_OK;
-    int64_t rows = c->rope.cos ? 2 * (int64_t)c->rope.n_pos : need;
+    const int64_t grow = c->rope.cos ? c->rope.n_pos / 8 : 0;
+    int64_t rows = c->rope.cos ? (int64_t)c->rope.n_pos + (grow > LC_ROPE_MIN_ROWS
+                                                               ? grow : LC_ROPE_MIN_ROWS)
+                               : need;
     if (rows < need) rows = need;
     if (rows > n_ctx) rows = n_ctx;
     const lc_hparams *hp    = &c->model->hp;
