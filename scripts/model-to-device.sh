@@ -51,7 +51,10 @@ if [ $((tree + biggest)) -gt "$LIMIT" ]; then
          "bytes) exceed 64 MiB: run again with a larger N" >&2
 fi
 
-echo "# $N device calls, one per piece (keep the machine warm between them):"
+echo "# $N device calls, one per piece (keep the machine warm between them: issue them all in"
+echo "# one batch). Build in the foreground of the first one (carry .deb too; add"
+echo "# 'bash scripts/gpu-build.sh >/tmp/build.log 2>&1;'), never in the background across the"
+echo "# piece calls (bench/NOTES.md 42); long work after the join: scripts/device-job.sh."
 while read -r sum name; do
     echo
     echo "carry: [\"$DIR/$name\"]"
