@@ -21,7 +21,7 @@
 # foreground of the first call (about 40 s on 16 cores).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-R=/tmp/res
+R=${DEVICE_JOB_DIR:-/tmp/res} # (the tests point it elsewhere)
 mkdir -p "$R"
 case "${1:-}" in
 start)
@@ -54,7 +54,7 @@ collect)
         echo "== $n: $st"
         tr '\r' '\n' <"$R/$n.log" 2>/dev/null | grep -v '^$' | tail -n 8 | cut -c1-300
     done
-    [ -n "${OUT:-}" ] && tar -czf "$OUT/res.tgz" -C /tmp res && ls -l "$OUT/res.tgz"
+    [ -n "${OUT:-}" ] && tar -czf "$OUT/res.tgz" -C "$(dirname "$R")" "$(basename "$R")" && ls -l "$OUT/res.tgz"
     ;;
 *)
     sed -n 2,22p "$0" >&2
