@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     lc_rope_table rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
     int32_t      *pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;
-    lc_attn_seq seq = {0, rows, decode ? (int32_t)keys - 1 : 0, pages};
+    lc_attn_seq seq = {0, rows, decode ? (int32_t)keys - 1 : 0, pages, 0};
     if (b->batch_begin(b, &seq, 1, P) != LC_OK) {
         fprintf(stderr, "bench_attention: %s\n", lc_last_error());
         return 1;

@@ -46,7 +46,7 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
                     int32_t n_groups, int32_t mode) {
     lc_backend    *b    = env->b;
     const int32_t  n_qb = (n_rows + B_Q - 1) / B_Q;
-    lc_attn_seq    seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages};
+    lc_attn_seq    seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages, 0};
     lc_hip_qblock *hq   = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
     int32_t        max_cand = 0;
     for (int32_t i = 0; i < n_qb; i++) {

@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
     const int64_t ctxs[] = {128 * 1024, 512 * 1024, 1024 * 1024};
     for (int ci = 0; ci < 3 && do_dec; ci++) {
         const int32_t ctx = (int32_t)ctxs[ci], pos = ctx - 1;
-        lc_attn_seq   seq = {0, 1, pos, x.pages};
+        lc_attn_seq   seq = {0, 1, pos, x.pages, 0};
         qb[0]             = (lc_hip_qblock){0, 0, 1, pos, pos + 1 - N_STREAM};
         sel_n[0]          = pick_segments(N_SINK, qb[0].win0, sel, mark);
         double dense_us   = 0;
@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
     const char   *path0  = getenv("LONGCTX_SPARSE_PREFILL");
     for (int ci = 0; ci < 2 && do_pre; ci++) {
         const int32_t ctx = (int32_t)pctx[ci], pos0 = ctx - (int32_t)pre_rows;
-        lc_attn_seq   seq   = {0, (int32_t)pre_rows, pos0, x.pages};
+        lc_attn_seq   seq   = {0, (int32_t)pre_rows, pos0, x.pages, 0};
         double        flops = 0;
         for (int32_t k = 0; k < n_blk; k++) {
             const int32_t p0 = pos0 + 64 * k;

@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
     lc_rope_table    rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
     int32_t         *pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;
-    lc_attn_seq      seq = {0, rows, (int32_t)(keys - rows), pages};
+    lc_attn_seq      seq = {0, rows, (int32_t)(keys - rows), pages, 0};
     lc_kv_layer_view kv  = {dk, dv, P, H, D};
     const float      scale = 1.0f / sqrtf((float)D);
     const lc_attn_shape shape = {32, n_head, H, D, 131072};

@@ -491,6 +491,11 @@ typedef struct lc_infinitehip_params {
                                              instead of one per query head; the chunk score is
                                              still the max over heads); 0: one descent per query
                                              head (the paper's) */
+    int32_t tail_block;                   /* ours: the prompt's last block_q rows (where a
+                                             long prompt's question is) select in blocks of
+                                             this many rows, 1 .. block_q, so the question's
+                                             rows are not outvoted by the text before it in
+                                             their block (0: blocks of block_q throughout) */
 } lc_infinitehip_params;
 
 /* The named presets: the paper's "3k", "fast", "flash", "5k", and ours "3k-fine" (3k with a
@@ -503,9 +508,8 @@ const char *lc_infinitehip_preset_names(void);
 /* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
  * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
  * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  overlap=0|1  kv-descent=1,1,0
- * (0 or 1 per stage)  (the chunks and k lists set
- * n_stages). LC_ERR_INVALID_ARG with a
- * message naming the option and the allowed values. Does not validate the whole set. */
+ * (0 or 1 per stage)  tail-block  (the chunks and k lists set n_stages). LC_ERR_INVALID_ARG
+ * with a message naming the option and the allowed values. Does not validate the whole set. */
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);
 /* Check the whole set: LC_ERR_INVALID_ARG naming the first bad option and its allowed range. */
 int lc_infinitehip_validate(const lc_infinitehip_params *p);
@@ -531,13 +535,15 @@ typedef struct lc_hipattn_params {
                              re-indexes StreamingLLM-style (our addition; HiP has none) */
     int32_t per_group;    /* 1: one mask per KV head (max over its query heads; HiP's masks are
                              per head), 0: one for all heads */
+    int32_t tail_block;   /* ours: the prompt's last block_q rows select in blocks of this many
+                             rows, 1 .. block_q (0: blocks of block_q throughout) */
 } lc_hipattn_params;
 
 /* "512" (the paper's k 512) or "2k" (k 2048, the default of lc_context_default_params);
  * LC_ERR_NOT_FOUND otherwise. */
 int lc_hipattn_preset(const char *name, lc_hipattn_params *out);
 /* One knob by name, as --hip-NAME=VALUE with --attn hip: k block-q block-k q-stride k-stride
- * sink stream dense-layers refresh rope=auto|extend|plain|stream heads=all|group. */
+ * sink stream dense-layers refresh rope=auto|extend|plain|stream heads=all|group tail-block. */
 int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *value);
 int lc_hipattn_validate(const lc_hipattn_params *p);
 int lc_hipattn_describe(const lc_hipattn_params *p, char *buf, size_t cap);
@@ -557,11 +563,15 @@ typedef struct lc_tokenselect_params {
     int32_t rope;         /* lc_hip_rope_mode: auto (re-index past the trained window), extend
                              (always), plain (never); stream is the same as auto */
     int32_t dense_layers; /* layers [0, dense_layers) run dense attention (0) */
+    int32_t tail_block;   /* ours: the prompt's last `chunk` rows select in chunks of this many
+                             rows, 1 .. chunk, so the question at a long prompt's end is not
+                             averaged into one query with the text before it (0: chunks of
+                             `chunk` throughout, the paper's) */
 } lc_tokenselect_params;
 
 lc_tokenselect_params lc_tokenselect_default(void);
 /* One knob by name, as --ts-NAME=VALUE: k init local chunk theta gqa=group|mod
- * rope=auto|extend|plain dense-layers. */
+ * rope=auto|extend|plain dense-layers tail-block. */
 int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *value);
 int lc_tokenselect_validate(const lc_tokenselect_params *p);
 int lc_tokenselect_describe(const lc_tokenselect_params *p, char *buf, size_t cap);

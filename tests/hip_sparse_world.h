@@ -132,7 +132,7 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
     w->seqs = malloc(sizeof(lc_attn_seq) * n_seqs);
     int32_t row = 0, pg = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
-        w->seqs[s] = (lc_attn_seq){row, ts[s].n_rows, ts[s].pos0, w->perm + pg};
+        w->seqs[s] = (lc_attn_seq){row, ts[s].n_rows, ts[s].pos0, w->perm + pg, 0};
         row += ts[s].n_rows;
         pg += (ts[s].pos0 + ts[s].n_rows + P - 1) / P;
     }

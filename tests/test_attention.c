@@ -64,10 +64,10 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
         /* write the history and the new rows through kv_write, as the forward does */
         float *k = malloc(sizeof(float) * n_k * KVD), *v = malloc(sizeof(float) * n_k * KVD);
         for (int64_t i = 0; i < n_k * KVD; i++) k[i] = frand(), v[i] = frand();
-        lc_attn_seq hist = {0, n_k, 0, seqs[s].pages};
+        lc_attn_seq hist = {0, n_k, 0, seqs[s].pages, 0};
         CHECK(lc_cpu_kv_write(&view, &hist, 1, k, v) == LC_OK);
         free(k), free(v);
-        aseqs[s] = (lc_attn_seq){row, n_rows[s], pos0[s], seqs[s].pages};
+        aseqs[s] = (lc_attn_seq){row, n_rows[s], pos0[s], seqs[s].pages, 0};
         row += n_rows[s];
     }
     for (int64_t i = 0; i < (int64_t)total_rows * n_head * D; i++) q[i] = 2 * frand();

@@ -90,7 +90,7 @@ static void run_case(lc_backend *b, const char *what, int32_t D, int32_t H, int3
     lc_attn_seq *seqs = malloc(sizeof(lc_attn_seq) * n_seqs);
     int32_t      row = 0, pg = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
-        seqs[s] = (lc_attn_seq){row, cs[s].n_rows, cs[s].pos0, perm + pg};
+        seqs[s] = (lc_attn_seq){row, cs[s].n_rows, cs[s].pos0, perm + pg, 0};
         row += cs[s].n_rows;
         pg += (cs[s].pos0 + cs[s].n_rows + P - 1) / P;
     }

@@ -129,7 +129,7 @@ static inline void hm_world_make(const hm_case *cs, hm_world *w) {
     }
     int32_t row = 0, pg = 0, n_qb = 0;
     for (int32_t s = 0; s < cs->n_seqs; s++) {
-        w->seqs[s] = (lc_attn_seq){row, cs->n_rows[s], cs->pos0[s], w->perm + pg};
+        w->seqs[s] = (lc_attn_seq){row, cs->n_rows[s], cs->pos0[s], w->perm + pg, 0};
         row += cs->n_rows[s];
         pg += (cs->pos0[s] + cs->n_rows[s] + P - 1) / P;
         n_qb += (cs->n_rows[s] + cs->b_q - 1) / cs->b_q;

@@ -3,9 +3,12 @@
  * presets carry the paper's values; knobs set by name; every invalid value is rejected with a
  * message naming the option; and a context refuses invalid settings before any kernel runs.
  */
+#include "attn/select_common.h"
 #include "longctx.h"
 #include "test_util.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool msg_has(const char *needle) {
@@ -163,9 +166,87 @@ static void check_validate(void) {
     CHECK(strcmp(lc_attn_kind_name(LC_ATTN_INFINITEHIP), "infinitehip") == 0);
 }
 
+/* The lengths sel_block_len gives a prefill slice [pos0, end) of a prompt ending at pe. */
+static int cut(int32_t pos0, int32_t end, int32_t B, int32_t pe, int32_t tb, int32_t *len,
+               int cap) {
+    int n = 0;
+    for (int32_t p = pos0; p < end && n < cap; p += len[n++]) {
+        len[n] = sel_block_len(p, end, B, pe, tb);
+        if (len[n] < 1) return -1;
+    }
+    return n;
+}
+
+static bool same(const int32_t *a, int n, const int32_t *b, int m) {
+    return n == m && memcmp(a, b, sizeof(int32_t) * (size_t)n) == 0;
+}
+
+/* tail-block: the prompt's last block of rows is cut finer; the other blocks keep their
+ * position-aligned cut; no block straddles the tail's start (issue 21 part 4) */
+static void check_tail_blocks(void) {
+    int32_t len[256];
+    int     n = cut(0, 100, 32, 100, 0, len, 256);
+    CHECK(same(len, n, (int32_t[]){32, 32, 32, 4}, 4)); /* off: aligned blocks */
+    n = cut(0, 100, 32, 100, 8, len, 256);              /* tail [68, 100) in 8s */
+    CHECK(same(len, n, (int32_t[]){32, 32, 4, 8, 8, 8, 8}, 7));
+    n = cut(0, 80, 32, 100, 8, len, 256); /* a forward that stops inside the tail */
+    CHECK(same(len, n, (int32_t[]){32, 32, 4, 8, 4}, 5));
+    n = cut(80, 100, 32, 100, 8, len, 256); /* and the next one resumes the same cut */
+    CHECK(same(len, n, (int32_t[]){4, 8, 8}, 3));
+    n = cut(0, 20, 32, 20, 8, len, 256); /* a prompt shorter than a block: all tail */
+    CHECK(same(len, n, (int32_t[]){8, 8, 4}, 3));
+    n = cut(0, 100, 32, 0, 8, len, 256); /* no prompt end known (a scored text): off */
+    CHECK(same(len, n, (int32_t[]){32, 32, 32, 4}, 4));
+    /* random slices: lengths positive, no block crosses a multiple of B before the tail, nor
+     * the tail's start, nor a tail block's border */
+    srand(7);
+    bool ok = true;
+    for (int it = 0; it < 2000 && ok; it++) {
+        const int32_t B = 1 + rand() % 64, tb = rand() % (B + 1), pe = 1 + rand() % 300;
+        const int32_t pos0 = rand() % pe, end = pos0 + 1 + rand() % (pe - pos0);
+        const int32_t t0 = pe - B > 0 ? pe - B : 0;
+        n = cut(pos0, end, B, pe, tb, len, 256);
+        int32_t p = pos0, sum = 0;
+        for (int i = 0; i < n && ok; p += len[i], sum += len[i], i++) {
+            const int32_t e = p + len[i];
+            if (tb == 0 || p < t0) ok = ok && (e <= t0 || tb == 0) && (p / B == (e - 1) / B);
+            else ok = ok && len[i] <= tb && (p - t0) / tb == (e - 1 - t0) / tb;
+        }
+        ok = ok && n > 0 && sum == end - pos0;
+        if (!ok) fprintf(stderr, "cut B %d tb %d pe %d [%d, %d)\n", B, tb, pe, pos0, end);
+    }
+    CHECK(ok);
+    /* the knob, per method: range, message, description */
+    lc_infinitehip_params ih;
+    lc_infinitehip_preset("3k-fine64", &ih);
+    CHECK(ih.tail_block == 0);
+    CHECK(lc_infinitehip_set(&ih, "tail-block", "16") == LC_OK && ih.tail_block == 16);
+    CHECK(lc_infinitehip_validate(&ih) == LC_OK);
+    char d[512];
+    CHECK(lc_infinitehip_describe(&ih, d, sizeof d) == LC_OK && strstr(d, "tail-block=16"));
+    ih.block_q = 8;
+    CHECK(lc_infinitehip_validate(&ih) == LC_ERR_INVALID_ARG && msg_has("--hip-tail-block=16"));
+    CHECK(lc_infinitehip_set(&ih, "tail-block", "65") == LC_ERR_INVALID_ARG);
+    lc_hipattn_params hp;
+    lc_hipattn_preset("2k", &hp);
+    CHECK(hp.tail_block == 0 && lc_hipattn_set(&hp, "tail-block", "8") == LC_OK);
+    CHECK(lc_hipattn_validate(&hp) == LC_OK);
+    CHECK(lc_hipattn_describe(&hp, d, sizeof d) == LC_OK && strstr(d, "tail-block=8"));
+    hp.tail_block = 33;
+    CHECK(lc_hipattn_validate(&hp) == LC_ERR_INVALID_ARG && msg_has("--hip-tail-block=33"));
+    lc_tokenselect_params ts = lc_tokenselect_default();
+    CHECK(ts.tail_block == 0 && lc_tokenselect_set(&ts, "tail-block", "16") == LC_OK);
+    CHECK(lc_tokenselect_validate(&ts) == LC_OK);
+    CHECK(lc_tokenselect_describe(&ts, d, sizeof d) == LC_OK && strstr(d, "tail-block=16"));
+    ts.chunk = 8;
+    ts.n_local = 512;
+    CHECK(lc_tokenselect_validate(&ts) == LC_ERR_INVALID_ARG && msg_has("--ts-tail-block=16"));
+}
+
 int main(void) {
     check_presets();
     check_set();
     check_validate();
+    check_tail_blocks();
     TEST_END();
 }

@@ -107,7 +107,7 @@ static inline void hs_world_make(const hs_case *cs, hs_world *w) {
     }
     int32_t row = 0, pg = 0, n_qb = 0;
     for (int32_t s = 0; s < cs->n_seqs; s++) {
-        w->seqs[s] = (lc_attn_seq){row, cs->n_rows[s], cs->pos0[s], w->perm + (cs->share ? 0 : pg)};
+        w->seqs[s] = (lc_attn_seq){row, cs->n_rows[s], cs->pos0[s], w->perm + (cs->share ? 0 : pg), 0};
         row += cs->n_rows[s];
         pg += (cs->pos0[s] + cs->n_rows[s] + cs->P - 1) / cs->P;
         n_qb += (cs->n_rows[s] + cs->b_q - 1) / cs->b_q;

@@ -139,7 +139,7 @@ int main(void) {
         int32_t *pt = malloc(sizeof(int32_t) * n_pages);
         for (int32_t i = 0; i < n_pages; i++) pt[i] = n_pages - 1 - i; /* scattered, distinct */
         const int32_t half_pages = n_pages / 2;
-        lc_attn_seq   hs[2] = {{0, (int32_t)R, 100, pt}, {(int32_t)R, 5, 3, pt + half_pages}};
+        lc_attn_seq   hs[2] = {{0, (int32_t)R, 100, pt, 0}, {(int32_t)R, 5, 3, pt + half_pages, 0}};
         const int64_t rows = R + 5, KD = (int64_t)KH * D;
         float *k = malloc(sizeof(float) * rows * KD), *v = malloc(sizeof(float) * rows * KD);
         for (int64_t i = 0; i < rows * KD; i++) k[i] = frand(), v[i] = frand();
@@ -158,7 +158,7 @@ int main(void) {
         b->upload(b, dks, k, sizeof(float) * rows * KD);
         b->upload(b, dvs, v, sizeof(float) * rows * KD);
         b->upload(b, dpt, pt, sizeof(int32_t) * n_pages);
-        lc_attn_seq ds2[2] = {{0, (int32_t)R, 100, dpt}, {(int32_t)R, 5, 3, dpt + half_pages}};
+        lc_attn_seq ds2[2] = {{0, (int32_t)R, 100, dpt, 0}, {(int32_t)R, 5, 3, dpt + half_pages, 0}};
         b->upload(b, dseq, ds2, sizeof ds2);
         lc_kv_layer_view dvw = {dk, dv, P, KH, D};
         CHECK(lc_cuda_kv_write(&dvw, dseq, 2, (int32_t)(R > 5 ? R : 5), dks, dvs) == LC_OK &&

@@ -77,6 +77,9 @@ const char *gen_opts_help(void) {
            "                          (first-stage chunks every half chunk, 2x its work)\n"
            "                          --hip-kv-descent=1,1,1 (per stage: one descent per KV\n"
            "                          head, not per query head; preset 3k-kv)\n"
+           "                          --hip-tail-block=0 (1 .. block-q: the prompt's last\n"
+           "                          block-q rows, where its question is, select in blocks of\n"
+           "                          this many rows; 0: off; also with --attn hip)\n"
            "                          with --attn hip: --hip-k=512 --hip-block-q=32 --hip-block-k=2\n"
            "                          --hip-q-stride=2 --hip-k-stride=1 --hip-sink=128\n"
            "                          --hip-stream=512 --hip-dense-layers=3 --hip-refresh=8\n"
@@ -84,7 +87,8 @@ const char *gen_opts_help(void) {
            "  --ts-NAME=VALUE         one TokenSelect knob: --ts-k=2048 --ts-init=128 --ts-local=512\n"
            "                          --ts-chunk=512 --ts-theta=0.9 (selection-cache threshold;\n"
            "                          above 1: no cache) --ts-gqa=group|mod --ts-rope=auto|extend|plain\n"
-           "                          --ts-dense-layers=0\n";
+           "                          --ts-dense-layers=0 --ts-tail-block=0 (1 .. chunk: the\n"
+           "                          prompt's last chunk selects in chunks of this many rows)\n";
 }
 
 int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) {

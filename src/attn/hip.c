@@ -80,7 +80,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (!q_raw || !b->hip_mask || !b->attn_sparse)
         return lc_fail(LC_ERR_UNSUPPORTED, "hip: the %s backend lacks the sparse ops", b->name);
     int32_t       n_pre = 0;
-    const int32_t n_qb  = sel_blocks(&h->ws, seqs, n_seqs, p->block_q, hipa_win0, p, &n_pre);
+    const int32_t n_qb  = sel_blocks(&h->ws, seqs, n_seqs, p->block_q, p->tail_block, hipa_win0, p, &n_pre);
     if (n_qb < 0) return n_qb;
     int32_t pre_rows = 1, max_cand = 0, max_window = 1;
     int64_t max_end  = 0;

@@ -267,8 +267,16 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 
     /* query blocks: prefill blocks first, then one per decode sequence */
     int32_t n_qb = 0;
-    for (int32_t s = 0; s < n_seqs; s++)
-        n_qb += seqs[s].n_rows > 1 ? ceil_div(seqs[s].n_rows, p->block_q) : 1;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const lc_attn_seq *a = &seqs[s];
+        if (a->n_rows <= 1) {
+            n_qb += a->n_rows == 1;
+            continue;
+        }
+        for (int32_t r = 0; r < a->n_rows; n_qb++)
+            r += sel_block_len(a->pos0 + r, a->pos0 + a->n_rows, p->block_q, a->prompt_end,
+                               p->tail_block);
+    }
     int st = ws_reserve(h, n_qb);
     if (st != LC_OK) return st;
     const int32_t last_keep = keep_of(h, layer, N - 1);
@@ -280,11 +288,14 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     for (int32_t s = 0; s < n_seqs; s++) {
         const lc_attn_seq *a = &seqs[s];
         if (a->n_rows <= 1) continue;
-        for (int32_t r = 0; r < a->n_rows; r += p->block_q) {
-            lc_hip_qblock *qb = &h->h_qb[idx++];
+        /* blocks end at multiples of block_q in position, and the prompt's last block_q rows
+         * are cut finer with tail_block (sel_block_len) */
+        for (int32_t r = 0; r < a->n_rows; r += h->h_qb[idx++].n_rows) {
+            lc_hip_qblock *qb = &h->h_qb[idx];
             qb->seq = s;
             qb->row0 = a->row0 + r;
-            qb->n_rows = a->n_rows - r < p->block_q ? a->n_rows - r : p->block_q;
+            qb->n_rows = sel_block_len(a->pos0 + r, a->pos0 + a->n_rows, p->block_q,
+                                       a->prompt_end, p->tail_block);
             qb->pos0 = a->pos0 + r;
             qb->win0 = win0_of(p, qb->pos0);
         }

@@ -147,8 +147,6 @@ static int parse_list(const char *opt, const char *v, int64_t lo, int64_t hi, in
 int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value) {
     if (!p || !name || !value)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_set: NULL argument");
-    if (!p || !name || !value)
-        return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_set: NULL argument");
     int32_t n = 0;
     int     st;
     /* a list option: the stage count follows the list given last */
@@ -175,6 +173,7 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     if (same_opt(name, "rope")) return lc_opt_rope("hip", value, true, &p->rope);
     if (same_opt(name, "stagger")) return parse_int(name, value, 0, 1, &p->stagger);
     if (same_opt(name, "overlap")) return parse_int(name, value, 0, 1, &p->overlap);
+    if (same_opt(name, "tail-block")) return parse_int(name, value, 0, 64, &p->tail_block);
     if (same_opt(name, "heads")) {
         if (strcmp(value, "all") == 0) return p->per_group = 0, LC_OK;
         if (strcmp(value, "group") == 0) return p->per_group = 1, LC_OK;
@@ -182,12 +181,11 @@ int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *v
     }
     return lc_fail(LC_ERR_INVALID_ARG, "unknown InfiniteHiP option --hip-%s (known: chunks, k, "
                    "refresh, q-stride, block-q, sink, stream, first-layers, first-k, "
-                   "dense-layers, rope, heads, stagger, overlap, kv-descent)", name);
+                   "dense-layers, rope, heads, stagger, overlap, kv-descent, tail-block)", name);
 }
 
 int lc_infinitehip_validate(const lc_infinitehip_params *p) {
     if (!p) return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_validate: NULL argument");
-    if (!p) return lc_fail(LC_ERR_INVALID_ARG, "InfiniteHiP settings: NULL");
     const int32_t N = p->n_stages;
     if (N < 1 || N > LC_HIP_MAX_STAGES)
         return lc_fail(LC_ERR_INVALID_ARG, "InfiniteHiP: %d stages; allowed 1 .. %d", N,
@@ -253,13 +251,15 @@ int lc_infinitehip_validate(const lc_infinitehip_params *p) {
     if (p->overlap && (p->chunk[0] < 2 || N < 2))
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-overlap=1 needs a first-stage chunk of at least "
                        "2 and a later stage (chunks %d, %d stages)", p->chunk[0], N);
+    if (p->tail_block < 0 || p->tail_block > p->block_q)
+        return lc_fail(LC_ERR_INVALID_ARG, "--hip-tail-block=%d; allowed 0 (off) .. block-q (%d)",
+                       p->tail_block, p->block_q);
     return LC_OK;
 }
 
 int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t cap) {
     if (!p || !buf || !cap)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_infinitehip_describe: NULL argument");
-    if (!p || !buf || cap == 0) return lc_fail(LC_ERR_INVALID_ARG, "describe: NULL argument");
     size_t at = 0;
 #define PUT(...)                                                                              \
     do {                                                                                      \
@@ -280,10 +280,10 @@ int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t ca
     for (int32_t i = 0; i < p->n_stages && i < LC_HIP_MAX_STAGES; i++)
         PUT("%s%d", i ? "," : "", p->kv_descent[i]);
     PUT(" block-q=%d sink=%d stream=%d first-layers=%d first-k=%d dense-layers=%d rope=%s "
-        "heads=%s stagger=%d overlap=%d",
+        "heads=%s stagger=%d overlap=%d tail-block=%d",
         p->block_q, p->n_sink, p->n_stream, p->first_layers, p->first_k, p->dense_layers,
         lc_rope_mode_name(p->rope),
-        p->per_group ? "group" : "all", p->stagger, p->overlap);
+        p->per_group ? "group" : "all", p->stagger, p->overlap, p->tail_block);
 #undef PUT
     if (at >= cap) return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);
     return LC_OK;

@@ -33,11 +33,34 @@ static int ws_reserve(sel_ws *w, int32_t n_qb) {
     return LC_OK;
 }
 
+int32_t sel_block_len(int32_t pos, int32_t end, int32_t block_rows, int32_t prompt_end,
+                      int32_t tail_block) {
+    int32_t len = block_rows - pos % block_rows;
+    if (tail_block > 0 && prompt_end > 0 && pos < prompt_end) {
+        const int32_t t0 = prompt_end - block_rows > 0 ? prompt_end - block_rows : 0;
+        if (pos >= t0) {
+            len = tail_block - (pos - t0) % tail_block;
+            if (len > prompt_end - pos) len = prompt_end - pos;
+        } else if (pos + len > t0) {
+            len = t0 - pos;
+        }
+    }
+    return len < end - pos ? len : end - pos;
+}
+
 int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
-                   sel_win0_fn win0, const void *params, int32_t *n_pre) {
+                   int32_t tail_block, sel_win0_fn win0, const void *params, int32_t *n_pre) {
     int32_t n_qb = 0;
-    for (int32_t s = 0; s < n_seqs; s++)
-        n_qb += seqs[s].n_rows > 1 ? (seqs[s].n_rows + block_rows - 1) / block_rows + 1 : 1;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const lc_attn_seq *a = &seqs[s];
+        if (a->n_rows <= 1) {
+            n_qb += a->n_rows == 1;
+            continue;
+        }
+        for (int32_t r = 0; r < a->n_rows; n_qb++)
+            r += sel_block_len(a->pos0 + r, a->pos0 + a->n_rows, block_rows, a->prompt_end,
+                               tail_block);
+    }
     const int st = ws_reserve(w, n_qb);
     if (st != LC_OK) return st;
     int32_t idx = 0;
@@ -46,16 +69,14 @@ int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t b
         for (int32_t s = 0; s < n_seqs; s++) {
             const lc_attn_seq *a = &seqs[s];
             if (a->n_rows < 1 || (a->n_rows > 1) != (pass == 0)) continue;
-            /* blocks end at multiples of block_rows in position, so a sequence's blocks do not
-             * depend on how the scheduler cut its prompt into forwards */
             for (int32_t r = 0; r < a->n_rows;) {
-                const int32_t  pos  = a->pos0 + r;
-                const int32_t  left = block_rows - pos % block_rows;
-                lc_hip_qblock *qb   = &w->h_qb[idx++];
-                qb->seq             = s;
-                qb->row0            = a->row0 + r;
-                qb->n_rows          = a->n_rows - r < left ? a->n_rows - r : left;
-                qb->pos0            = pos;
+                const int32_t  pos = a->pos0 + r;
+                lc_hip_qblock *qb  = &w->h_qb[idx++];
+                qb->seq            = s;
+                qb->row0           = a->row0 + r;
+                qb->n_rows = sel_block_len(pos, a->pos0 + a->n_rows, block_rows, a->prompt_end,
+                                           tail_block);
+                qb->pos0   = pos;
                 qb->win0            = win0(params, qb->pos0, qb->n_rows);
                 r += qb->n_rows;
             }

@@ -43,10 +43,21 @@ static inline bool sel_sparse_always(void) {
 /* win0 of a block of n_rows rows from pos0 (the method's sink / window rule) */
 typedef int32_t (*sel_win0_fn)(const void *params, int32_t pos0, int32_t n_rows);
 
-/* Cut the batch into blocks (prefill sequences into blocks of at most block_rows rows ending at
- * multiples of block_rows in position, then one per decode sequence) into w->h_qb, growing the workspace; *n_pre = prefill blocks. Returns the
- * block count, or a negative status. */
+/* The rows of the query block that starts at position pos of a prefill slice ending at end
+ * (exclusive). Blocks end at multiples of block_rows in position, so they do not depend on how
+ * the scheduler cut the prompt into forwards. With tail_block > 0 and a known prompt end
+ * (prompt_end > 0), the prompt's last block_rows rows [prompt_end - block_rows, prompt_end)
+ * are cut instead into blocks of tail_block rows counted from their start: the question at
+ * the end of a long prompt gets selections of its own, not ones shared with (and outvoted by)
+ * the text before it (issue 21 part 4: the question's block never selected the answer). */
+int32_t sel_block_len(int32_t pos, int32_t end, int32_t block_rows, int32_t prompt_end,
+                      int32_t tail_block);
+
+/* Cut the batch into blocks (prefill sequences as sel_block_len cuts them, then one per decode
+ * sequence) into w->h_qb, growing the workspace; *n_pre = prefill blocks. Returns the block
+ * count, or a negative status. */
 int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                   int32_t tail_block,
                    sel_win0_fn win0, const void *params, int32_t *n_pre);
 void    sel_ws_release(sel_ws *w);
 /* the last forward's prefill selections (lc_attn_method.last) */

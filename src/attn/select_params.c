@@ -44,7 +44,6 @@ int lc_hipattn_preset(const char *name, lc_hipattn_params *out) {
 
 int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *v) {
     if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_set: NULL argument");
-    if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_set: NULL argument");
     if (lc_same_opt(name, "k")) return lc_opt_int("hip", name, v, 1, SEL_MAX_TOKENS, &p->k);
     if (lc_same_opt(name, "block-q")) return lc_opt_int("hip", name, v, 1, 512, &p->block_q);
     if (lc_same_opt(name, "block-k")) return lc_opt_int("hip", name, v, 1, 64, &p->block_k);
@@ -57,6 +56,8 @@ int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *v) {
         return lc_opt_int("hip", name, v, 0, 1 << 16, &p->dense_layers);
     if (lc_same_opt(name, "refresh")) return lc_opt_int("hip", name, v, 1, 1 << 20, &p->refresh);
     if (lc_same_opt(name, "rope")) return lc_opt_rope("hip", v, true, &p->rope);
+    if (lc_same_opt(name, "tail-block"))
+        return lc_opt_int("hip", name, v, 0, 512, &p->tail_block);
     if (lc_same_opt(name, "heads")) {
         if (!strcmp(v, "all")) return p->per_group = 0, LC_OK;
         if (!strcmp(v, "group")) return p->per_group = 1, LC_OK;
@@ -64,12 +65,11 @@ int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *v) {
     }
     return lc_fail(LC_ERR_INVALID_ARG, "unknown HiP option --hip-%s (known with --attn hip: k, "
                    "block-q, block-k, q-stride, k-stride, sink, stream, dense-layers, refresh, "
-                   "rope, heads)", name);
+                   "rope, heads, tail-block)", name);
 }
 
 int lc_hipattn_validate(const lc_hipattn_params *p) {
     if (!p) return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_validate: NULL argument");
-    if (!p) return lc_fail(LC_ERR_INVALID_ARG, "HiP settings: NULL");
     if (p->block_k < 1 || p->block_k > 64)
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-block-k=%d; allowed 1 .. 64", p->block_k);
     if (p->k < p->block_k || p->k > SEL_MAX_TOKENS || p->k % p->block_k || p->k / p->block_k > 4096)
@@ -98,18 +98,20 @@ int lc_hipattn_validate(const lc_hipattn_params *p) {
     if (p->per_group != 0 && p->per_group != 1)
         return lc_fail(LC_ERR_INVALID_ARG, "--hip-heads: %d; allowed all (0) or group (1)",
                        p->per_group);
+    if (p->tail_block < 0 || p->tail_block > p->block_q)
+        return lc_fail(LC_ERR_INVALID_ARG, "--hip-tail-block=%d; allowed 0 (off) .. block-q (%d)",
+                       p->tail_block, p->block_q);
     return LC_OK;
 }
 
 int lc_hipattn_describe(const lc_hipattn_params *p, char *buf, size_t cap) {
     if (!p || !buf || !cap)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_hipattn_describe: NULL argument");
-    if (!p || !buf || cap == 0) return lc_fail(LC_ERR_INVALID_ARG, "describe: NULL argument");
     const int n = snprintf(buf, cap, "k=%d block-q=%d block-k=%d q-stride=%d k-stride=%d sink=%d "
-                           "stream=%d dense-layers=%d refresh=%d rope=%s heads=%s", p->k,
+                           "stream=%d dense-layers=%d refresh=%d rope=%s heads=%s tail-block=%d", p->k,
                            p->block_q, p->block_k, p->q_stride, p->k_stride, p->n_sink,
                            p->n_stream, p->dense_layers, p->refresh, lc_rope_mode_name(p->rope),
-                           p->per_group ? "group" : "all");
+                           p->per_group ? "group" : "all", p->tail_block);
     if (n < 0 || (size_t)n >= cap)
         return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);
     return LC_OK;
@@ -133,7 +135,6 @@ lc_tokenselect_params lc_tokenselect_default(void) {
 
 int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *v) {
     if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_set: NULL argument");
-    if (!p || !name || !v) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_set: NULL argument");
     if (lc_same_opt(name, "k")) return lc_opt_int("ts", name, v, 1, SEL_MAX_TOKENS, &p->k);
     if (lc_same_opt(name, "init")) return lc_opt_int("ts", name, v, 0, SEL_MAX_TOKENS, &p->n_init);
     if (lc_same_opt(name, "local")) return lc_opt_int("ts", name, v, 1, SEL_MAX_TOKENS, &p->n_local);
@@ -142,6 +143,8 @@ int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *v
     if (lc_same_opt(name, "dense-layers"))
         return lc_opt_int("ts", name, v, 0, 1 << 16, &p->dense_layers);
     if (lc_same_opt(name, "rope")) return lc_opt_rope("ts", v, false, &p->rope);
+    if (lc_same_opt(name, "tail-block"))
+        return lc_opt_int("ts", name, v, 0, 4096, &p->tail_block);
     if (lc_same_opt(name, "gqa")) {
         if (!strcmp(v, "group")) return p->gqa_mod = 0, LC_OK;
         if (!strcmp(v, "mod")) return p->gqa_mod = 1, LC_OK;
@@ -149,12 +152,11 @@ int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *v
                        "mod (the paper's code: head h reads KV head h mod n_kv_head)", v);
     }
     return lc_fail(LC_ERR_INVALID_ARG, "unknown TokenSelect option --ts-%s (known: k, init, local, "
-                   "chunk, theta, gqa, rope, dense-layers)", name);
+                   "chunk, theta, gqa, rope, dense-layers, tail-block)", name);
 }
 
 int lc_tokenselect_validate(const lc_tokenselect_params *p) {
     if (!p) return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_validate: NULL argument");
-    if (!p) return lc_fail(LC_ERR_INVALID_ARG, "TokenSelect settings: NULL");
     if (p->k < 1 || p->k > SEL_MAX_TOKENS)
         return lc_fail(LC_ERR_INVALID_ARG, "--ts-k=%d; allowed 1 .. %d", p->k, SEL_MAX_TOKENS);
     if (p->n_init < 0 || p->n_init > SEL_MAX_TOKENS)
@@ -175,17 +177,19 @@ int lc_tokenselect_validate(const lc_tokenselect_params *p) {
         return lc_fail(LC_ERR_INVALID_ARG, "--ts-rope: mode %d; allowed auto, extend, plain", p->rope);
     if (p->dense_layers < 0)
         return lc_fail(LC_ERR_INVALID_ARG, "--ts-dense-layers=%d; allowed >= 0", p->dense_layers);
+    if (p->tail_block < 0 || p->tail_block > p->chunk)
+        return lc_fail(LC_ERR_INVALID_ARG, "--ts-tail-block=%d; allowed 0 (off) .. chunk (%d)",
+                       p->tail_block, p->chunk);
     return LC_OK;
 }
 
 int lc_tokenselect_describe(const lc_tokenselect_params *p, char *buf, size_t cap) {
     if (!p || !buf || !cap)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_tokenselect_describe: NULL argument");
-    if (!p || !buf || cap == 0) return lc_fail(LC_ERR_INVALID_ARG, "describe: NULL argument");
     const int n = snprintf(buf, cap, "k=%d init=%d local=%d chunk=%d theta=%g gqa=%s rope=%s "
-                           "dense-layers=%d", p->k, p->n_init, p->n_local, p->chunk,
+                           "dense-layers=%d tail-block=%d", p->k, p->n_init, p->n_local, p->chunk,
                            (double)p->theta, p->gqa_mod ? "mod" : "group",
-                           lc_rope_mode_name(p->rope), p->dense_layers);
+                           lc_rope_mode_name(p->rope), p->dense_layers, p->tail_block);
     if (n < 0 || (size_t)n >= cap)
         return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);
     return LC_OK;

@@ -100,7 +100,7 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend lacks the sparse ops",
                        b->name);
     int32_t       n_pre = 0;
-    const int32_t n_qb  = sel_blocks(&t->ws, seqs, n_seqs, p->chunk, ts_win0, p, &n_pre);
+    const int32_t n_qb  = sel_blocks(&t->ws, seqs, n_seqs, p->chunk, p->tail_block, ts_win0, p, &n_pre);
     if (n_qb < 0) return n_qb;
     int32_t pre_rows = 1, max_cand = 0;
     int64_t max_end  = 0;

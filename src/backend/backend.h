@@ -84,12 +84,15 @@ typedef struct lc_kv_layer_view {
 
 /* One sequence's slice of a batch: rows [row0, row0 + n_rows) of the batch belong to it and
  * have positions [pos0, pos0 + n_rows); its keys live in pages page_table[0 .. ]. Queries
- * attend causally to keys [0, pos0 + row]. */
+ * attend causally to keys [0, pos0 + row]. prompt_end: for rows of a prompt, the position after
+ * its last token (where the question of a long prompt ends; the sparse methods may select for
+ * the rows just before it in finer blocks); 0 for decode rows and texts that are scored. */
 typedef struct lc_attn_seq {
     int32_t        row0;
     int32_t        n_rows;
     int32_t        pos0;
     const int32_t *page_table;
+    int32_t        prompt_end;
 } lc_attn_seq;
 
 /* ---- InfiniteHiP selection and block-sparse attention (attn/infinitehip.c; digest

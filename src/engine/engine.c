@@ -558,6 +558,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             a->n_rows      = (int32_t)take;
             a->pos0        = (int32_t)s->n_done;
             a->page_table  = s->kv.pages;
+            a->prompt_end  = decoding ? 0 : (int32_t)s->n_prompt;
             c->astates[n_aseq]  = s->attn_states;
             c->aseq_idx[n_aseq] = i;
             n_aseq++;
