@@ -3,7 +3,7 @@
 # warm machine with the Qwen model joined in /tmp (scripts/model-to-device.sh). After the join:
 #   LC_COMMIT=xxxx scripts/device-job.sh start main bash bench/runs/issue21-next.sh
 # then `scripts/device-job.sh collect 540` calls back to back (results in /tmp/res).
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LC_COMMIT=${LC_COMMIT:-unknown}
 L=/tmp/res; mkdir -p $L
 M=/tmp/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf
