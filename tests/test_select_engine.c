@@ -105,6 +105,30 @@ int main(void) {
                        "%s sequence %d: a batched run does not repeat", name, i);
         }
 
+        /* 2b. tail blocks (--hip-tail-block / --ts-tail-block): the engine tells the method
+         * where each prompt ends, so the last block's rows select in blocks of their own: the
+         * last prompt row's logits change, and (HiP) batched still equals alone */
+        {
+            lc_context_params tp = sp;
+            if (kind == LC_ATTN_HIP) CHECK(lc_hipattn_set(&tp.hipattn, "tail-block", "1") == LC_OK);
+            else CHECK(lc_tokenselect_set(&tp.tokenselect, "tail-block", "1") == LC_OK);
+            float  *lg_off = malloc(sizeof(float) * (size_t)V), *lg_on = malloc(sizeof(float) * (size_t)V);
+            run_out off = {{0}, 0, lg_off}, on = {{0}, 0, lg_on};
+            CHECK(run(m, &sp, &ps[0], &ns[0], 1, &off, NULL) == LC_OK);
+            CHECK(run(m, &tp, &ps[0], &ns[0], 1, &on, NULL) == LC_OK);
+            CHECKF(on.n == N_GEN && max_logprob_diff(lg_off, lg_on, V) > 0,
+                   "%s tail-block=1: the last prompt row's logits did not change", name);
+            if (kind == LC_ATTN_HIP) {
+                run_out tb[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}}, ta = {{0}, 0, NULL};
+                CHECK(run(m, &tp, ps, ns, 2, tb, NULL) == LC_OK);
+                CHECK(run(m, &tp, &ps[1], &ns[1], 1, &ta, NULL) == LC_OK);
+                CHECKF(memcmp(on.tokens, tb[0].tokens, sizeof on.tokens) == 0 &&
+                           memcmp(ta.tokens, tb[1].tokens, sizeof ta.tokens) == 0,
+                       "hip tail-block=1: batched tokens differ from alone");
+            }
+            free(lg_off), free(lg_on);
+        }
+
         /* 3. counters: N_GEN - 1 decode forwards per sequence, each layer past the dense ones */
         const int64_t steps = (int64_t)(N_GEN - 1) * (L - 2);
         CHECKF(st_a.selected + st_a.reused == steps, "%s: %lld + %lld decode selections, want %lld",
