@@ -74,6 +74,28 @@ int main(void) {
         CHECKF(alone[i].n == N_GEN && memcmp(alone[i].tokens, both[i].tokens, sizeof both[i].tokens) == 0,
                "sequence %d: batched tokens differ from alone", i);
 
+    /* 3. tail blocks (--hip-tail-block): the engine tells the method where each prompt ends, so
+     * the prompt's last block_q rows select one row at a time: the last prompt row's logits
+     * change, and batched still equals alone */
+    {
+        lc_context_params tp = sp;
+        CHECK(lc_infinitehip_set(&tp.hip, "tail-block", "1") == LC_OK);
+        float  *lg_off = malloc(sizeof(float) * (size_t)f.info.n_vocab);
+        float  *lg_on  = malloc(sizeof(float) * (size_t)f.info.n_vocab);
+        run_out off = {{0}, 0, lg_off}, on = {{0}, 0, lg_on}, tb[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};
+        run_out ta = {{0}, 0, NULL};
+        CHECK(run(m, &sp, &ps[0], &ns[0], 1, &off, NULL) == LC_OK);
+        CHECK(run(m, &tp, &ps[0], &ns[0], 1, &on, NULL) == LC_OK);
+        CHECKF(on.n == N_GEN && max_logprob_diff(lg_off, lg_on, f.info.n_vocab) > 0,
+               "tail-block=1: the last prompt row's logits did not change");
+        CHECK(run(m, &tp, ps, ns, 2, tb, NULL) == LC_OK);
+        CHECK(run(m, &tp, &ps[1], &ns[1], 1, &ta, NULL) == LC_OK);
+        CHECKF(memcmp(on.tokens, tb[0].tokens, sizeof on.tokens) == 0 &&
+                   memcmp(ta.tokens, tb[1].tokens, sizeof ta.tokens) == 0,
+               "tail-block=1: batched tokens differ from alone");
+        free(lg_off), free(lg_on);
+    }
+
     unsetenv("LONGCTX_HIP_SPARSE_ALWAYS");
 
     engine_fixture_free(&f);
