@@ -69,7 +69,11 @@ static int32_t keep_of(const hip_impl *h, int32_t layer, int32_t i) {
     return p->k[i] / p->chunk[i];
 }
 
-static int32_t win0_of(const lc_infinitehip_params *p, int32_t pos0) {
+/* where a block's window starts (sel_win0_fn): n_stream positions back from its first row,
+ * not inside the sink */
+static int32_t win0_cut(const void *params, int32_t pos0, int32_t n_rows) {
+    const lc_infinitehip_params *p = params;
+    (void)n_rows;
     return sel_win0_stream(p->n_sink, p->n_stream, pos0);
 }
 
@@ -265,18 +269,8 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
                        b->name);
 
-    /* query blocks: prefill blocks first, then one per decode sequence */
-    int32_t n_qb = 0;
-    for (int32_t s = 0; s < n_seqs; s++) {
-        const lc_attn_seq *a = &seqs[s];
-        if (a->n_rows <= 1) {
-            n_qb += a->n_rows == 1;
-            continue;
-        }
-        for (int32_t r = 0; r < a->n_rows; n_qb++)
-            r += sel_block_len(a->pos0 + r, a->pos0 + a->n_rows, p->block_q, a->prompt_end,
-                               p->tail_block);
-    }
+    /* query blocks: prefill blocks first, then one per decode sequence (sel_cut_blocks) */
+    int32_t n_qb = sel_count_blocks(seqs, n_seqs, p->block_q, p->tail_block);
     int st = ws_reserve(h, n_qb);
     if (st != LC_OK) return st;
     const int32_t last_keep = keep_of(h, layer, N - 1);
@@ -284,31 +278,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     int32_t n_pre = 0, max_window = 1, pre_rows = 1, pre_cand = 0;
     int64_t max_end = 0;
     bool all_covered = true;
-    int32_t idx = 0;
-    for (int32_t s = 0; s < n_seqs; s++) {
-        const lc_attn_seq *a = &seqs[s];
-        if (a->n_rows <= 1) continue;
-        /* blocks end at multiples of block_q in position, and the prompt's last block_q rows
-         * are cut finer with tail_block (sel_block_len) */
-        for (int32_t r = 0; r < a->n_rows; r += h->h_qb[idx++].n_rows) {
-            lc_hip_qblock *qb = &h->h_qb[idx];
-            qb->seq = s;
-            qb->row0 = a->row0 + r;
-            qb->n_rows = sel_block_len(a->pos0 + r, a->pos0 + a->n_rows, p->block_q,
-                                       a->prompt_end, p->tail_block);
-            qb->pos0 = a->pos0 + r;
-            qb->win0 = win0_of(p, qb->pos0);
-        }
-    }
-    n_pre = idx;
-    for (int32_t s = 0; s < n_seqs; s++) {
-        const lc_attn_seq *a = &seqs[s];
-        if (a->n_rows != 1) continue;
-        lc_hip_qblock *qb = &h->h_qb[idx++];
-        qb->seq = s, qb->row0 = a->row0, qb->n_rows = 1, qb->pos0 = a->pos0;
-        qb->win0 = win0_of(p, a->pos0);
-    }
-    n_qb = idx;
+    n_qb = sel_cut_blocks(seqs, n_seqs, p->block_q, p->tail_block, win0_cut, p, h->h_qb, &n_pre);
     for (int32_t i = 0; i < n_qb; i++) {
         const lc_hip_qblock *qb = &h->h_qb[i];
         const int32_t cand = cand_of(p, qb);

@@ -48,8 +48,8 @@ int32_t sel_block_len(int32_t pos, int32_t end, int32_t block_rows, int32_t prom
     return len < end - pos ? len : end - pos;
 }
 
-int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
-                   int32_t tail_block, sel_win0_fn win0, const void *params, int32_t *n_pre) {
+int32_t sel_count_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                         int32_t tail_block) {
     int32_t n_qb = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         const lc_attn_seq *a = &seqs[s];
@@ -61,8 +61,12 @@ int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t b
             r += sel_block_len(a->pos0 + r, a->pos0 + a->n_rows, block_rows, a->prompt_end,
                                tail_block);
     }
-    const int st = ws_reserve(w, n_qb);
-    if (st != LC_OK) return st;
+    return n_qb;
+}
+
+int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                       int32_t tail_block, sel_win0_fn win0, const void *params,
+                       lc_hip_qblock *qbs, int32_t *n_pre) {
     int32_t idx = 0;
     *n_pre      = 0;
     for (int pass = 0; pass < 2; pass++) { /* prefill blocks, then one per decode sequence */
@@ -70,20 +74,26 @@ int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t b
             const lc_attn_seq *a = &seqs[s];
             if (a->n_rows < 1 || (a->n_rows > 1) != (pass == 0)) continue;
             for (int32_t r = 0; r < a->n_rows;) {
-                const int32_t  pos = a->pos0 + r;
-                lc_hip_qblock *qb  = &w->h_qb[idx++];
-                qb->seq            = s;
-                qb->row0           = a->row0 + r;
-                qb->n_rows = sel_block_len(pos, a->pos0 + a->n_rows, block_rows, a->prompt_end,
-                                           tail_block);
-                qb->pos0   = pos;
-                qb->win0            = win0(params, qb->pos0, qb->n_rows);
+                lc_hip_qblock *qb = &qbs[idx++];
+                qb->seq           = s;
+                qb->row0          = a->row0 + r;
+                qb->pos0          = a->pos0 + r;
+                qb->n_rows = sel_block_len(qb->pos0, a->pos0 + a->n_rows, block_rows,
+                                           a->prompt_end, tail_block);
+                qb->win0   = win0(params, qb->pos0, qb->n_rows);
                 r += qb->n_rows;
             }
         }
         if (pass == 0) *n_pre = idx;
     }
     return idx;
+}
+
+int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                   int32_t tail_block, sel_win0_fn win0, const void *params, int32_t *n_pre) {
+    const int st = ws_reserve(w, sel_count_blocks(seqs, n_seqs, block_rows, tail_block));
+    if (st != LC_OK) return st;
+    return sel_cut_blocks(seqs, n_seqs, block_rows, tail_block, win0, params, w->h_qb, n_pre);
 }
 
 int sel_upload_blocks(sel_ws *w, int32_t n_qb) {

@@ -53,9 +53,15 @@ typedef int32_t (*sel_win0_fn)(const void *params, int32_t pos0, int32_t n_rows)
 int32_t sel_block_len(int32_t pos, int32_t end, int32_t block_rows, int32_t prompt_end,
                       int32_t tail_block);
 
-/* Cut the batch into blocks (prefill sequences as sel_block_len cuts them, then one per decode
- * sequence) into w->h_qb, growing the workspace; *n_pre = prefill blocks. Returns the block
- * count, or a negative status. */
+/* How many blocks sel_cut_blocks makes of the batch. */
+int32_t sel_count_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                         int32_t tail_block);
+/* Cut the batch into qbs (room for sel_count_blocks): prefill sequences as sel_block_len cuts
+ * them, then one block per decode sequence; *n_pre = prefill blocks. Returns the block count. */
+int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                       int32_t tail_block, sel_win0_fn win0, const void *params,
+                       lc_hip_qblock *qbs, int32_t *n_pre);
+/* The two into w->h_qb, growing the workspace; a negative status if it cannot grow. */
 int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
                    int32_t tail_block,
                    sel_win0_fn win0, const void *params, int32_t *n_pre);
