@@ -23,6 +23,10 @@ laneB() { # part 3 at 64K (fact, 20 trials, one seed: paired), then refresh at 2
   $E q64 $M 64K fact 20 "dense --attn dense" "ts --attn tokenselect" "ts-tail16 --attn tokenselect --ts-tail-block=16" "hip --attn hip" "hip-tail8 --attn hip --hip-tail-block=8" "ihip --attn infinitehip" "ihip-tail16 --attn infinitehip --hip-tail-block=16"
   $E q256rf $M 256K fact 20 "refresh --attn infinitehip -b 4096 --hip-refresh=16,1,1"
 }
+laneC() { # the GPU tests of the selection code the tail blocks touched (not the 5-min attention ones)
+  ctest --test-dir build-gpu -L cuda -R 'hip|ts_select|graphs|sampling|ops|numerics' --output-on-failure
+}
+laneC > $L/laneC.log 2>&1 &
 laneA > $L/laneA.log 2>&1 &
 laneB > $L/laneB.log 2>&1 &
 wait
