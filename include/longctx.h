@@ -499,10 +499,10 @@ typedef struct lc_infinitehip_params {
 } lc_infinitehip_params;
 
 /* The named presets: the paper's "3k", "fast", "flash", "5k", and ours "3k-fine" (3k with a
- * token-level last stage), "3k-fine64" (the default of lc_context_default_params: 3k-fine with
- * 64- and 16-token chunks in the first two stages, the first stage's overlapping: overlap=1)
- * and "3k-kv" (3k with one descent per KV head: kv-descent=1,1,1); LC_ERR_NOT_FOUND
- * otherwise. */
+ * token-level last stage), "3k-fine64" (3k-fine with 64- and 16-token chunks in the first two
+ * stages, the first stage's overlapping: overlap=1), "default" (the default of
+ * lc_context_default_params: 3k-fine64 with tail-block=16) and "3k-kv" (3k with one descent
+ * per KV head: kv-descent=1,1,1); LC_ERR_NOT_FOUND otherwise. */
 int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
 const char *lc_infinitehip_preset_names(void);
 /* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
@@ -539,8 +539,8 @@ typedef struct lc_hipattn_params {
                              rows, 1 .. block_q (0: blocks of block_q throughout) */
 } lc_hipattn_params;
 
-/* "512" (the paper's k 512) or "2k" (k 2048, the default of lc_context_default_params);
- * LC_ERR_NOT_FOUND otherwise. */
+/* "512" (the paper's k 512), "2k" (k 2048) or "default" (the default of
+ * lc_context_default_params: 2k with tail-block=8); LC_ERR_NOT_FOUND otherwise. */
 int lc_hipattn_preset(const char *name, lc_hipattn_params *out);
 /* One knob by name, as --hip-NAME=VALUE with --attn hip: k block-q block-k q-stride k-stride
  * sink stream dense-layers refresh rope=auto|extend|plain|stream heads=all|group tail-block. */
@@ -565,7 +565,7 @@ typedef struct lc_tokenselect_params {
     int32_t dense_layers; /* layers [0, dense_layers) run dense attention (0) */
     int32_t tail_block;   /* ours: the prompt's last `chunk` rows select in chunks of this many
                              rows, 1 .. chunk, so the question at a long prompt's end is not
-                             averaged into one query with the text before it (0: chunks of
+                             averaged into one query with the text before it (16; 0: chunks of
                              `chunk` throughout, the paper's) */
 } lc_tokenselect_params;
 
@@ -643,8 +643,8 @@ typedef struct lc_context_params {
     void          *progress_user;
     lc_attn_kind          attn;        /* default dense */
     lc_infinitehip_params hip;         /* used when attn is LC_ATTN_INFINITEHIP; default preset
-                                          "3k-fine64" */
-    lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; default "2k" */
+                                          "default" */
+    lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; preset "default" */
     lc_tokenselect_params tokenselect; /* used when attn is LC_ATTN_TOKENSELECT */
     bool check_numerics; /* debug: after every layer of every forward, look for NaN/Inf in the
                             hidden state and stop at the first layer and block (attention or

@@ -234,8 +234,23 @@ static void check_tail_blocks(void) {
     CHECK(lc_hipattn_describe(&hp, d, sizeof d) == LC_OK && strstr(d, "tail-block=8"));
     hp.tail_block = 33;
     CHECK(lc_hipattn_validate(&hp) == LC_ERR_INVALID_ARG && msg_has("--hip-tail-block=33"));
+    /* the defaults (measured, bench/results/eval-tail-blocks-qwen-h200-2026-11-28/): presets
+     * "default" and TokenSelect's default settings; the papers' presets keep 0 */
+    lc_infinitehip_params dih;
+    CHECK(lc_infinitehip_preset("default", &dih) == LC_OK && dih.tail_block == 16);
+    dih.tail_block = 0;
+    lc_infinitehip_params f64;
+    CHECK(lc_infinitehip_preset("3k-fine64", &f64) == LC_OK && f64.tail_block == 0);
+    CHECK(memcmp(&dih, &f64, sizeof dih) == 0); /* default = 3k-fine64 + tail-block 16 */
+    lc_hipattn_params dhp;
+    CHECK(lc_hipattn_preset("default", &dhp) == LC_OK && dhp.tail_block == 8 && dhp.k == 2048);
+    CHECK(lc_hipattn_preset("512", &dhp) == LC_OK && dhp.tail_block == 0);
+    const lc_context_params cp = lc_context_default_params();
+    CHECK(cp.hip.tail_block == 16 && cp.hipattn.tail_block == 8 && cp.tokenselect.tail_block == 16);
     lc_tokenselect_params ts = lc_tokenselect_default();
-    CHECK(ts.tail_block == 0 && lc_tokenselect_set(&ts, "tail-block", "16") == LC_OK);
+    CHECK(ts.tail_block == 16);
+    ts.tail_block = 0; /* the paper's */
+    CHECK(lc_tokenselect_set(&ts, "tail-block", "16") == LC_OK);
     CHECK(lc_tokenselect_validate(&ts) == LC_OK);
     CHECK(lc_tokenselect_describe(&ts, d, sizeof d) == LC_OK && strstr(d, "tail-block=16"));
     ts.chunk = 8;

@@ -57,12 +57,13 @@ const char *gen_opts_help(void) {
            "                          caught and the layer named)\n"
            "\nattention options:\n"
            "  --attn dense|infinitehip|hip|tokenselect  attention method (default dense)\n"
-           "  --preset NAME           InfiniteHiP preset: 3k-fine64 (default, ours: 64/16/1\n"
-           "                          chunks, overlapping in the first stage), the paper's 3k\n"
+           "  --preset NAME           InfiniteHiP preset: default (ours: 3k-fine64 with\n"
+           "                          tail-block 16), 3k-fine64 (ours: 64/16/1 chunks,\n"
+           "                          overlapping in the first stage), the paper's 3k\n"
            "                          (~4x less first-stage work), fast, flash, 5k; 3k-fine\n"
            "                          (3k, single tokens in the last stage), 3k-kv (3k with one\n"
-           "                          descent per KV head: ~1.4x faster prefill); HiP: 2k\n"
-           "                          (default), the paper's 512\n"
+           "                          descent per KV head: ~1.4x faster prefill); HiP: default\n"
+           "                          (2k with tail-block 8), 2k, the paper's 512\n"
            "  --hip-NAME=VALUE        one InfiniteHiP knob (applied after --preset), e.g.\n"
            "                          --hip-chunks=256,32,8 --hip-k=32768,8192,2048\n"
            "                          --hip-refresh=16,8,4 --hip-q-stride=4,4,1 --hip-block-q=64\n"
@@ -77,9 +78,10 @@ const char *gen_opts_help(void) {
            "                          (first-stage chunks every half chunk, 2x its work)\n"
            "                          --hip-kv-descent=1,1,1 (per stage: one descent per KV\n"
            "                          head, not per query head; preset 3k-kv)\n"
-           "                          --hip-tail-block=0 (1 .. block-q: the prompt's last\n"
+           "                          --hip-tail-block=16 (1 .. block-q: the prompt's last\n"
            "                          block-q rows, where its question is, select in blocks of\n"
-           "                          this many rows; 0: off; also with --attn hip)\n"
+           "                          this many rows; 0: off, as the paper's presets; with\n"
+           "                          --attn hip: 8)\n"
            "                          with --attn hip: --hip-k=512 --hip-block-q=32 --hip-block-k=2\n"
            "                          --hip-q-stride=2 --hip-k-stride=1 --hip-sink=128\n"
            "                          --hip-stream=512 --hip-dense-layers=3 --hip-refresh=8\n"
@@ -87,8 +89,9 @@ const char *gen_opts_help(void) {
            "  --ts-NAME=VALUE         one TokenSelect knob: --ts-k=2048 --ts-init=128 --ts-local=512\n"
            "                          --ts-chunk=512 --ts-theta=0.9 (selection-cache threshold;\n"
            "                          above 1: no cache) --ts-gqa=group|mod --ts-rope=auto|extend|plain\n"
-           "                          --ts-dense-layers=0 --ts-tail-block=0 (1 .. chunk: the\n"
-           "                          prompt's last chunk selects in chunks of this many rows)\n";
+           "                          --ts-dense-layers=0 --ts-tail-block=16 (1 .. chunk: the\n"
+           "                          prompt's last chunk selects in chunks of this many rows;\n"
+           "                          0: the paper's)\n";
 }
 
 int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) {

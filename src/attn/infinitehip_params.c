@@ -79,7 +79,7 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
          * work; H100, 8B shape, 32K rows: prefill 26.4 -> 19.3 ms at 128K, 71.6 -> 46.8 ms at
          * 1M; niah on SmolLM2 as 3k's (bench/NOTES.md 29) */
         if (strcmp(name, "3k-kv") == 0) set3(p.kv_descent, 1, 1, 1);
-    } else if (strcmp(name, "3k-fine64") == 0) {
+    } else if (strcmp(name, "3k-fine64") == 0 || strcmp(name, "default") == 0) {
         /* 3k-fine64 (ours): 3k-fine with 64-token chunks in the first stage (as the paper's
          * 5k) and 16 in the second: SmolLM2-135M keeps a RULER needle at 128K with it (9/10
          * against 5/10 with 256-token chunks, bench/NOTES.md 18) at ~3x the stage-1 work; and
@@ -89,6 +89,11 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
         set3(p.k, 32768, 8192, 2048);
         set3(p.refresh, 16, 8, 4);
         p.overlap = 1;
+        /* default (ours; lc_context_default_params): 3k-fine64 whose prompt ends (the question)
+         * select in 16-row blocks: Qwen2.5-Coder-1.5B, fact, 20 paired trials (H200,
+         * bench/results/eval-tail-blocks-qwen-h200-2026-11-28/): 11/20 at 256K against 9/20
+         * without, 20/20 at 64K as without */
+        if (strcmp(name, "default") == 0) p.tail_block = 16;
         /* (one descent per KV head, --hip-kv-descent=1,1,1, halves its cost — 62.0 -> 37.4 ms
          * at 128K, 311 -> 169 ms at 1M — but found 9/10 needles at 1M against 12/13 per head:
          * left off in this retrieval preset, bench/NOTES.md 29) */
@@ -106,7 +111,7 @@ int lc_infinitehip_preset(const char *name, lc_infinitehip_params *out) {
 }
 
 const char *lc_infinitehip_preset_names(void) {
-    return "3k, fast, flash, 5k, 3k-fine, 3k-fine64, 3k-kv";
+    return "default, 3k, fast, flash, 5k, 3k-fine, 3k-fine64, 3k-kv";
 }
 
 static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int32_t *out) {

@@ -87,10 +87,12 @@ lc_context_params lc_context_default_params(void) {
      * bench/results/defaults-qwen-h100-2026-11-27.md): InfiniteHiP 3k-fine64 found the single
      * fact 20/20 against the paper's 3k 14/20 (dense 17/20), at ~4x the first stage's scan work
      * (--preset 3k keeps the paper's speed); HiP k 2048 found it 15/20 against the paper's k
-     * 512 1/10 (--preset 512). TokenSelect keeps the paper's settings: its 64-row prompt
-     * chunks, the one candidate tried, were not better on every fact task. */
-    lc_infinitehip_preset("3k-fine64", &p.hip);
-    lc_hipattn_preset("2k", &p.hipattn);
+     * 512 1/10 (--preset 512). Then the prompt's last block in finer blocks ("tail blocks",
+     * H200, bench/results/eval-tail-blocks-qwen-h200-2026-11-28/, 20 paired trials at 64K):
+     * TokenSelect 9/20 -> 20/20 (16 rows), HiP 11/20 -> 14/20 (8 rows; dense 15/20),
+     * InfiniteHiP 20/20 either way and 9/20 -> 11/20 at 256K (16 rows): the presets "default". */
+    lc_infinitehip_preset("default", &p.hip);
+    lc_hipattn_preset("default", &p.hipattn);
     p.tokenselect = lc_tokenselect_default();
     return p;
 }
