@@ -430,8 +430,14 @@ struct lc_backend {
     void (*graph_reset)(lc_backend *b);
 };
 
-/* Constructors. The CUDA one returns LC_ERR_UNSUPPORTED when built without CUDA or when no
- * device is present. */
+/* LC_ERR_INVALID_ARG naming the first field of t out of its range (backend/tuning.c). */
+int lc_tuning_check(const lc_tuning *t);
+/* A hash of every field's value (graphs captured under one tuning are not replayed under
+ * another). */
+uint64_t lc_tuning_hash(const lc_tuning *t);
+
+/* Constructors (tuning: the defaults). The CUDA one returns LC_ERR_UNSUPPORTED when built
+ * without CUDA or when no device is present. */
 int lc_backend_cpu_create(int n_threads, lc_backend **out);
 int lc_backend_cuda_create(int device_index, lc_backend **out);
 

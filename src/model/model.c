@@ -375,7 +375,8 @@ static int check_block_count(const lc_model *m) {
 /* ---- public API ------------------------------------------------------------------------ */
 
 lc_model_params lc_model_default_params(void) {
-    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF, false};
+    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF, false,
+                         lc_tuning_default()};
     return p;
 }
 
@@ -423,10 +424,12 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
     *out                = NULL;
     lc_model_params def = lc_model_default_params();
     const lc_model_params *p = params ? params : &def;
+    int st = lc_tuning_check(&p->tuning);
+    if (st != LC_OK) return st;
     lc_model *m = lc_calloc(1, sizeof *m, "model");
     if (!m) return LC_ERR_NOMEM;
     atomic_init(&m->refs, 1);
-    int st = lc_gguf_open(path, &m->gguf);
+    st = lc_gguf_open(path, &m->gguf);
     if (st != LC_OK) goto fail;
     if ((st = lc_hparams_read(m->gguf, &m->hp)) != LC_OK) goto fail;
     if ((st = check_block_count(m)) != LC_OK) goto fail;
