@@ -3,8 +3,9 @@
  *
  * longctx runs llama-family GGUF models (llama, mistral, qwen2) over very long inputs. This
  * header exposes: status codes and logging, GGUF inspection, the tokenizer and chat
- * templates, model loading, and an engine ("context") that advances a set of sequences one
- * step at a time (prefill chunks and decode tokens), with sampling and stop conditions.
+ * templates, the backend's tuning, model loading, and an engine ("context") that advances a
+ * set of sequences one step at a time (prefill chunks and decode tokens), with sampling and
+ * stop conditions.
  *
  * Conventions: opaque handles, functions named lc_<noun>_<verb>, int status (LC_OK = 0,
  * negative LC_ERR_* on failure). After a failure, lc_last_error() returns a one-line message
@@ -409,10 +410,10 @@ typedef enum lc_profile_mode {
     LC_PROFILE_MEMORY = 1, /* count the backend's memory (weights, KV pools, the rest); no cost
                               per op */
     LC_PROFILE_OPS    = 2, /* also time every op: CPU wall time; CUDA events around each op
-                              (device time; LONGCTX_PROFILE_SYNC=1: the device synchronised
-                              before and after each op, wall time). On CUDA this turns CUDA
-                              graphs off for the process (sets LONGCTX_CUDA_GRAPHS=0): ops
-                              replayed from a graph cannot be timed one by one */
+                              (device time; tuning.profile_sync: the device synchronised
+                              before and after each op, wall time). On CUDA this turns the
+                              model's CUDA graphs off (as tuning.no_cuda_graphs): ops replayed
+                              from a graph cannot be timed one by one */
 } lc_profile_mode;
 
 typedef enum lc_profile_cat {

@@ -458,8 +458,6 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         st = lc_fail(LC_ERR_INVALID_ARG, "lc_model_load: profile mode %d unknown", p->profile);
         goto fail;
     }
-    /* ops replayed from a captured CUDA graph cannot be timed one by one */
-    if (p->profile == LC_PROFILE_OPS) setenv("LONGCTX_CUDA_GRAPHS", "0", 1);
     if (p->device == LC_DEVICE_CUDA || p->device == LC_DEVICE_AUTO) {
         st = lc_backend_cuda_create(0, &m->backend);
         if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
@@ -481,7 +479,10 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
         m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
     }
-    if (p->profile != LC_PROFILE_OFF) {
+    m->backend->tuning = p->tuning;
+    /* ops replayed from a captured CUDA graph cannot be timed one by one */
+    if (p->profile == LC_PROFILE_OPS) m->backend->tuning.no_cuda_graphs = true;
+    if (p->profile != LC_PROFILE_OFF) { /* (the wrapper starts as a copy, tuning included) */
         lc_backend *wrapped;
         if ((st = lc_backend_profile_wrap(m->backend, p->profile == LC_PROFILE_OPS, &wrapped)) !=
             LC_OK)
