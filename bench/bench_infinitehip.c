@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     const float      scale = 1.0f / sqrtf((float)D);
     const lc_attn_shape shape = {32, n_head, H, D, 131072};
     lc_attn_method     *m     = NULL;
-    TRYL(lc_attn_infinitehip_create(b, &shape, &hp_, &m));
+    TRYL(lc_attn_infinitehip_create(b, &shape, &hp_, NULL, &m));
     void *state = NULL;
     TRYL(m->state_create(m, layer, &state));
     void *const  states[1] = {state};

@@ -746,6 +746,18 @@ typedef struct lc_context_params {
                             CUDA graphs). Off: only the logits are checked, every step for free
                             (in the sampling op); when they are non-finite the step is re-run
                             with these checks to name the layer */
+    /* diagnostics of the sparse methods (tests, `longctx eval --trace`); off by default: */
+    bool    sparse_always; /* InfiniteHiP, HiP and TokenSelect run their sparse path even where
+                              their budget covers every key (otherwise they run dense attention
+                              there, which is the same function) */
+    int64_t trace_begin, trace_end; /* trace_begin < trace_end (InfiniteHiP): after the stages
+                              of a forward, one line per layer to stderr with how many of the
+                              positions [trace_begin, trace_end) (a needle's tokens) each stage's
+                              output keeps for one query block whose rows lie past trace_end:
+                              the forward's last prefill block, or a decode block whose stages
+                              were recomputed. Nothing when the span is empty (0, 0) */
+    int32_t score_rows;    /* lc_context_score: at most this many logit rows per forward,
+                              1 .. 512 (0: 512; fewer cut a short text into several forwards) */
     /* false (default): before allocating, what the context needs (the KV pages for kv_tokens,
      * the RoPE table, the forward workspace, per-sequence buffers) is compared with the memory
      * where each lives (CPU backend: the host's available memory; CUDA: the GPU's free memory
@@ -851,8 +863,9 @@ typedef struct lc_score_range {
  * n_batch rows, the context's attention method) and write logprob[t] = log p(tokens[t] |
  * tokens[0 .. t)) for every t in the ranges (sorted, disjoint, 1 <= begin < end <= n_tokens);
  * other entries are left as they are. Its KV pages are returned before it returns; other
- * sequences are not touched. Needs a second forward workspace (n_batch rows, 512 logit rows)
- * while it runs. Progress (tokens done / n_tokens) goes to the context's prefill_progress.
+ * sequences are not touched. Needs a second forward workspace (n_batch rows, 512 logit rows,
+ * or the context's score_rows) while it runs. Progress (tokens done / n_tokens) goes to the
+ * context's prefill_progress.
  * LC_ERR_CONTEXT when the tokens do not fit n_ctx or the free KV pages. */
 int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                      const lc_score_range *ranges, int32_t n_ranges, double *logprob);

@@ -273,6 +273,8 @@ void gen_attn_describe(const gen_opts *o, char *buf, size_t cap) {
 
 void gen_context_attn(const gen_opts *o, lc_context_params *cp) {
     cp->check_numerics = o->check_numerics;
+    cp->trace_begin    = o->trace_begin;
+    cp->trace_end      = o->trace_end;
     cp->attn        = o->attn;
     cp->hip         = o->hip;
     cp->hipattn     = o->hipattn;
