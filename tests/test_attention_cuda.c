@@ -174,8 +174,8 @@ int main(int argc, char **argv) {
         const char *eq = strchr(argv[i], '=');
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - argv[i]) : 0, argv[i]);
         if (!eq || lc_tuning_set(&b->tuning, name, eq + 1) != LC_OK) {
-            fprintf(stderr, "test_attention_cuda: bad argument '%s' (NAME=VALUE of lc_tuning): %s\n",
-                    argv[i], lc_last_error());
+            fprintf(stderr, "test_attention_cuda: bad argument '%s' (NAME=VALUE of lc_tuning): "
+                    "%s\n", argv[i], lc_last_error());
             b->free(b);
             return 2;
         }

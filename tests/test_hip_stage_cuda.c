@@ -12,8 +12,8 @@
  * rotary), run three times: as launched; with the backend's tuning stage_one_cta and
  * stage_tiles 1 (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global
  * memory); its plain cases with tuning rotate_keys on (the prefill sequences' keys rotated into
- * fp16 tiles first, the decode row's block rotating its probes). Blocks of 128 and 256 pooled queries
- * (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, and the
+ * fp16 tiles first, the decode row's block rotating its probes). Blocks of 128 and 256 pooled
+ * queries (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, the
  * Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill blocks) through the 3k
  * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE
  * (and again with rotated keys), and stage 1 chunk-indexed; with one descent per KV head

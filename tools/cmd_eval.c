@@ -673,8 +673,8 @@ int cmd_eval(int argc, char **argv) {
                     o.trace_end   = (int64_t)(needle0 + n_nd[0]);
                     if (eval_context_renew("eval", &o, m, max_len + 64, &ctx, &st_base) != CLI_OK)
                         goto done;
-                    fprintf(stderr, "trace: len %zu depth %.2f trial %lld needle tokens [%zu,%zu)\n",
-                            prompt.n, depths[di], tr, needle0, needle0 + n_nd[0]);
+                    fprintf(stderr, "trace: len %zu depth %.2f trial %lld needle tokens "
+                            "[%zu,%zu)\n", prompt.n, depths[di], tr, needle0, needle0 + n_nd[0]);
                 }
                 gen_result res;
                 if (gen_run("eval", ctx, &req, false, 1 << 30, &res) != CLI_OK) {

@@ -110,7 +110,8 @@ int lc_tuning_set(lc_tuning *t, const char *name, const char *value) {
         for (int i = 0; i < N_KNOBS && at < (int)sizeof known; i++)
             at += snprintf(known + at, sizeof known - (size_t)at, "%s%s", i ? ", " : "",
                            k_knobs[i].name);
-        return lc_fail(LC_ERR_INVALID_ARG, "unknown tuning knob --tune %s (known: %s)", name, known);
+        return lc_fail(LC_ERR_INVALID_ARG, "unknown tuning knob --tune %s (known: %s)", name,
+                       known);
     }
     if (k->kind == KNOB_BOOL) {
         for (int i = 0; i < 2; i++)
@@ -186,6 +187,7 @@ int lc_tuning_describe(const lc_tuning *t, char *buf, size_t cap) {
         at += (size_t)n;
     }
     if (at == 0 && snprintf(buf, cap, "default") >= (int)cap)
-        return lc_fail(LC_ERR_INVALID_ARG, "lc_tuning_describe: buffer of %zu bytes too small", cap);
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_tuning_describe: buffer of %zu bytes too small",
+                       cap);
     return LC_OK;
 }
