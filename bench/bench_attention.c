@@ -6,6 +6,8 @@
  *
  * usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]
  * prints one line: mode kv_heads group head_dim keys median_us min_us
+ * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h; e.g.
+ * prefill=mma: the mma.sync prefill kernel on Hopper).
  */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -34,10 +36,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     lc_backend *b;
-    if (lc_backend_cuda_create(0, &b) != LC_OK) {
-        fprintf(stderr, "bench_attention: %s\n", lc_last_error());
-        return 1;
-    }
+    if (bench_backend(&b)) return 1;
     const int64_t n_pages = (keys + P - 1) / P;
     const size_t  pool    = (size_t)n_pages * H * P * D;
     const int32_t rows    = decode ? 1 : (int32_t)keys;

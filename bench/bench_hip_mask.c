@@ -12,7 +12,8 @@
  *
  * usage: bench_hip_mask [REPEATS [FILTER [RESULTS.md]]]   FILTER: cases whose label contains it
  * prints a table and writes it (markdown, with the GPU name, date and $LC_COMMIT) to RESULTS.md,
- * by default bench/results/hip-mask-<gpu>-<date>.md.
+ * by default bench/results/hip-mask-<gpu>-<date>.md. LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets
+ * the backend's tuning (bench_util.h).
  */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -108,10 +109,7 @@ int main(int argc, char **argv) {
     if (env.reps < 1) env.reps = 1;
     const int64_t T_max = 1 << 20, n_pages = T_max / P;
     const int32_t max_rows = 32768;
-    if (lc_backend_cuda_create(0, &env.b) != LC_OK) {
-        fprintf(stderr, "bench_hip_mask: %s\n", lc_last_error());
-        return 1;
-    }
+    if (bench_backend(&env.b)) return 1;
     lc_backend  *b    = env.b;
     const size_t pool = (size_t)n_pages * H * P * D; /* fp16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");

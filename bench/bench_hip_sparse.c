@@ -8,16 +8,17 @@
  *   decode: one sequence, one row, at 128K, 512K and 1M keys (STREAMING and PLAIN rope), with
  *           our dense decode attention over the whole context for reference;
  *   prefill: a 32K-row chunk in 512 blocks of 64 rows at the end of 128K and of 1M keys, through
- *           the default prefill kernel (wgmma on sm_90a) and the mma.sync one
- *           (LONGCTX_SPARSE_PREFILL=mma), in the same process.
+ *           the default prefill kernel (wgmma on sm_90a) and the mma.sync one (the backend's
+ *           tuning.sparse_prefill_mma), in the same process.
  * Prints µs (one call between two events, as a step issues it; and the mean of calls issued
  * back to back, which hides the host's launch time), the K+V bytes the op must read against
- * 3.0 TB/s (decode) and TFLOP/s (prefill). LONGCTX_SPARSE_PDL=0 launches the decode merge
- * kernel without programmatic dependent launch.
+ * 3.0 TB/s (decode) and TFLOP/s (prefill). LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the
+ * backend's tuning (bench_util.h), e.g. sparse-pdl=off: the decode merge kernel without
+ * programmatic dependent launch; with sparse-prefill=mma the prefill runs the mma.sync kernel
+ * only.
  *
  * usage: bench_hip_sparse [REPEATS [all|decode|prefill]]
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -127,7 +128,7 @@ int main(int argc, char **argv) {
     const char *what = argc > 2 ? argv[2] : "all";
     const int   do_dec = strcmp(what, "prefill") != 0, do_pre = strcmp(what, "decode") != 0;
     const int64_t max_ctx = 1 << 20, n_pages = max_ctx / P, pre_rows = 32768;
-    TRYL(lc_backend_cuda_create(0, &x.b));
+    if (bench_backend(&x.b)) return 1;
     lc_backend *b = x.b;
     {
         struct cudaDeviceProp prop;
@@ -202,7 +203,7 @@ int main(int argc, char **argv) {
         printf("|---|---|---|---|---|---|---|\n");
     }
     const int64_t pctx[] = {128 * 1024, 1024 * 1024};
-    const char   *path0  = getenv("LONGCTX_SPARSE_PREFILL");
+    const lc_tuning tune0 = x.b->tuning; /* as LONGCTX_BENCH_TUNE set it */
     for (int ci = 0; ci < 2 && do_pre; ci++) {
         const int32_t ctx = (int32_t)pctx[ci], pos0 = ctx - (int32_t)pre_rows;
         lc_attn_seq   seq   = {0, (int32_t)pre_rows, pos0, x.pages, 0};
@@ -215,20 +216,18 @@ int main(int argc, char **argv) {
                 flops += 4.0 * D * NH * (N_SINK + 8.0 * sel_n[k] + (p0 + r - qb[k].win0 + 1));
         }
         for (int kern = 0; kern < 2; kern++) { /* the default kernel, then mma.sync */
-            if (kern == 1 && path0 && !strcmp(path0, "mma")) break;
-            if (kern == 1) setenv("LONGCTX_SPARSE_PREFILL", "mma", 1);
+            if (kern == 1 && tune0.sparse_prefill_mma) break;
+            if (kern == 1) x.b->tuning.sparse_prefill_mma = true;
             for (int rope = 0; rope < 2; rope++) {
                 double        us, us2;
                 const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
                 if (time_sparse(&x, &seq, qb, n_blk, sel, sel_n, mode, 64, &us, &us2)) return 1;
                 printf("| %dK | %s | %s | %.0f | %.0f | %.2f | %.0f |\n", ctx / 1024,
-                       kern ? "mma.sync" : (path0 ? path0 : "default"), rope ? "plain" : "streaming",
+                       kern || tune0.sparse_prefill_mma ? "mma.sync" : "default",
+                       rope ? "plain" : "streaming",
                        us, us2, flops / 1e12, flops / (us * 1e-6) / 1e12);
             }
-            if (kern == 1) {
-                if (path0) setenv("LONGCTX_SPARSE_PREFILL", path0, 1);
-                else unsetenv("LONGCTX_SPARSE_PREFILL");
-            }
+            x.b->tuning = tune0;
         }
     }
     free(qb), free(sel), free(sel_n), free(mark), free(x.pages);

@@ -13,10 +13,12 @@
  *
  * usage: bench_hip_stage [REPEATS [FILTER]]   (FILTER: run the cases whose label contains it)
  * prints one line per case: what, context, query rows, µs of stage 1/2/3, their sum, the chain
- * LONGCTX_BENCH_ALSO="VAR=VAL,VAR=VAL;VAR=VAL..." runs each case again under each ';'-separated
- * set of variables (the kernels' switches, e.g. LONGCTX_HIP_ROTATE=0), one line each.
+ * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h);
+ * LONGCTX_BENCH_ALSO="NAME=VALUE,NAME=VALUE;NAME=VALUE..." runs each case again with each
+ * ';'-separated set of tuning knobs on top of it (the kernels' switches, e.g. rotate-keys=off
+ * or stage-tiles=2), one line each.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -39,19 +41,6 @@ typedef struct bench_env {
     int              reps;
     cudaEvent_t      e0, e1;
 } bench_env;
-
-/* Set (on) or unset the variables of "VAR=VAL,VAR=VAL". */
-static void apply_vars(const char *set, int on) {
-    char one[512], *sv = NULL;
-    snprintf(one, sizeof one, "%s", set);
-    for (char *kv = strtok_r(one, ",", &sv); kv; kv = strtok_r(NULL, ",", &sv)) {
-        char *eq = strchr(kv, '=');
-        if (!eq) continue;
-        *eq = 0;
-        if (on) setenv(kv, eq + 1, 1);
-        else unsetenv(kv);
-    }
-}
 
 /* One case: n_rows query rows ending at position T - 1, cut into 64-row blocks. */
 static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows, int32_t mode) {
@@ -140,11 +129,9 @@ int main(int argc, char **argv) {
     if (env.reps < 1) env.reps = 1;
     const int64_t T_max = 1 << 20, n_pages = T_max / P;
     const int32_t max_rows = 32768;
-    if (lc_backend_cuda_create(0, &env.b) != LC_OK) {
-        fprintf(stderr, "bench_hip_stage: %s\n", lc_last_error());
-        return 1;
-    }
-    lc_backend  *b    = env.b;
+    if (bench_backend(&env.b)) return 1;
+    lc_backend     *b     = env.b;
+    const lc_tuning tune0 = b->tuning; /* as LONGCTX_BENCH_TUNE set it */
     const size_t pool = (size_t)n_pages * H * P * D; /* fp16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");
     env.dq            = b->alloc(b, sizeof(float) * (size_t)max_rows * N_HEAD * D, "q");
@@ -206,9 +193,11 @@ int main(int argc, char **argv) {
         for (char *set = also ? strtok_r(vars, ";", &sv) : NULL; set; set = strtok_r(NULL, ";", &sv)) {
             char what[160];
             snprintf(what, sizeof what, "%s [%s]", cases[i].what, set);
-            apply_vars(set, 1);
-            rc |= run_case(&env, what, cases[i].T, cases[i].rows, cases[i].mode);
-            apply_vars(set, 0);
+            if (!bench_tune(&b->tuning, set))
+                rc |= run_case(&env, what, cases[i].T, cases[i].rows, cases[i].mode);
+            else
+                rc = 1;
+            b->tuning = tune0;
         }
     }
     b->dealloc(b, dk), b->dealloc(b, env.dq), b->dealloc(b, dcs), b->dealloc(b, dsn);

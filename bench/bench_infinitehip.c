@@ -21,11 +21,13 @@
  * LAYER picks the per-layer settings (layers below first-layers use chunk-indexed RoPE and
  * first-k); default 5. RoPE: the preset's auto mode with a 131072-token trained context
  * (Llama-3.1-8B), so contexts past 128K use the re-indexing strategies.
- * Environment: LONGCTX_BENCH_DENSE=0 skips the dense reference; LONGCTX_BENCH_ALSO=
- * "VAR=VAL,VAR=VAL;VAR=VAL..." (prefill) times the method again under each ';'-separated set of
- * variables (the kernels' switches, e.g. LONGCTX_HIP_ROTATE=0), in the same process.
+ * Environment: LONGCTX_BENCH_DENSE=0 skips the dense reference; LONGCTX_BENCH_TUNE=
+ * "NAME=VALUE,..." sets the backend's tuning (bench_util.h); LONGCTX_BENCH_ALSO=
+ * "NAME=VALUE,NAME=VALUE;NAME=VALUE..." (prefill) times the method again with each
+ * ';'-separated set of tuning knobs on top of it (the kernels' switches, e.g. rotate-keys=off),
+ * in the same process.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "attn/attn.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -75,7 +77,8 @@ int main(int argc, char **argv) {
         TRYL(lc_infinitehip_validate(&hp_));
     }
     lc_backend *b;
-    TRYL(lc_backend_cuda_create(0, &b));
+    if (bench_backend(&b)) return 1;
+    const lc_tuning tune0 = b->tuning; /* as LONGCTX_BENCH_TUNE set it */
     const int64_t n_pages = (keys + P - 1) / P;
     const size_t  pool    = (size_t)n_pages * H * P * D;
     void         *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
@@ -103,7 +106,7 @@ int main(int argc, char **argv) {
     const float      scale = 1.0f / sqrtf((float)D);
     const lc_attn_shape shape = {32, n_head, H, D, 131072};
     lc_attn_method     *m     = NULL;
-    TRYL(lc_attn_infinitehip_create(b, &shape, &hp_, &m));
+    TRYL(lc_attn_infinitehip_create(b, &shape, &hp_, NULL, &m));
     void *state = NULL;
     TRYL(m->state_create(m, layer, &state));
     void *const  states[1] = {state};
@@ -136,15 +139,10 @@ int main(int argc, char **argv) {
         snprintf(vars, sizeof vars, "%s", also ? also : "");
         char *save = NULL, *set = NULL;
         for (int variant = 0;; variant++) {
-            if (variant > 0) { /* the next ';'-separated set of VAR=VAL */
+            if (variant > 0) { /* the next ';'-separated set of NAME=VALUE */
                 set = strtok_r(variant == 1 ? vars : NULL, ";", &save);
                 if (!set) break;
-                char  one[512], *s2 = NULL;
-                snprintf(one, sizeof one, "%s", set);
-                for (char *kvp = strtok_r(one, ",", &s2); kvp; kvp = strtok_r(NULL, ",", &s2)) {
-                    char *eq = strchr(kvp, '=');
-                    if (eq) *eq = 0, setenv(kvp, eq + 1, 1);
-                }
+                if (bench_tune(&b->tuning, set)) return 1;
             }
             float t[3];
             for (int i = -1; i < 3; i++) {
@@ -161,15 +159,7 @@ int main(int argc, char **argv) {
                        rows, (long long)keys, us, dense_us, dense_us / us);
             else
                 printf("  with %s: infinitehip %.1f us, speed-up %.2fx\n", set, us, dense_us / us);
-            if (variant > 0) { /* unset the set's variables again */
-                char one[512], *s2 = NULL;
-                snprintf(one, sizeof one, "%s", set);
-                for (char *kvp = strtok_r(one, ",", &s2); kvp; kvp = strtok_r(NULL, ",", &s2)) {
-                    char *eq = strchr(kvp, '=');
-                    if (eq) *eq = 0;
-                    unsetenv(kvp);
-                }
-            }
+            b->tuning = tune0; /* the set's knobs back */
             if (!also) break;
         }
     } else {

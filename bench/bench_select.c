@@ -19,8 +19,10 @@
  *   runs and as one run (what the selection's many 1-token segments cost).
  * prefill: ROWS query rows at the end of a KEYS-token context (one chunk), medians of 3 runs.
  * RoPE: auto with a 131072-token trained context (Llama-3.1-8B): contexts past 128K re-index.
+ * Environment: LONGCTX_BENCH_DENSE=0 skips the dense reference; LONGCTX_BENCH_TUNE=
+ * "NAME=VALUE,..." sets the backend's tuning (bench_util.h).
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, strtok_r, clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* strtok_r, clock_gettime */
 #include "attn/attn.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -200,7 +202,7 @@ int main(int argc, char **argv) {
                                  : lc_tokenselect_set(&cp.tokenselect, knob, eq + 1));
     }
     lc_backend *b;
-    TRYL(lc_backend_cuda_create(0, &b));
+    if (bench_backend(&b)) return 1;
     const int64_t n_pages = (keys + P - 1) / P;
     const size_t  pool    = (size_t)n_pages * H * P * D;
     void         *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");

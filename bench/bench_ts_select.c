@@ -10,8 +10,9 @@
  * CUDA-event timing: two warm-ups, then the median (and minimum) of REPEATS runs, each run
  * synchronised before it (the host's launch time counts).
  * usage: bench_ts_select [REPEATS [TABLE.md]]  (TABLE.md: the table is also written there)
- * The path follows LONGCTX_TS_SELECT_PATH=kernels|fused and LONGCTX_TS_SELECT_LAUNCHES=1|2|3
- * (ts_select.cu; the title names them): decode calls take the fused kernel by default.
+ * The path follows the backend's tuning from LONGCTX_BENCH_TUNE (bench_util.h), e.g.
+ * ts-select-path=kernels|fused, ts-select-launches=1|2|3 (ts_select.cu; the title names them):
+ * decode calls take the fused kernel by default.
  */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -117,10 +118,7 @@ int main(int argc, char **argv) {
     }
     const int64_t T_max = 1 << 20, n_pages = T_max / P;
     const int32_t max_rows = 32768;
-    if (lc_backend_cuda_create(0, &env.b) != LC_OK) {
-        fprintf(stderr, BENCH_NAME ": %s\n", lc_last_error());
-        return 1;
-    }
+    if (bench_backend(&env.b)) return 1;
     lc_backend  *b    = env.b;
     const size_t pool = (size_t)n_pages * H * P * D; /* fp16 elements: 2 GiB */
     void        *dk   = b->alloc(b, 2 * pool, "k");
@@ -171,12 +169,15 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
     char        line[2048];
-    const char *pe = getenv("LONGCTX_TS_SELECT_PATH"), *le = getenv("LONGCTX_TS_SELECT_LAUNCHES");
+    static const char *const path_names[] = {"as launched", "kernels", "fused"};
+    const int32_t            path = b->tuning.ts_select_path, nl = b->tuning.ts_select_launches;
+    char                     le[16] = "default";
+    if (nl > 0) snprintf(le, sizeof le, "%d", nl);
     snprintf(line, sizeof line, "bench_ts_select on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV, "
              "page 64), n_init %d, n_local %d, k %d; median (min) of %d runs, us; copy bandwidth "
              "%.0f GB/s; path %s, launches %s\n\n| case | keys | rows | blocks | miss | hit (1 call) | hit (20 back to back, per call) | K bytes / copy BW |\n"
              "|---|---|---|---|---|---|---|---|\n", prop.name, N_INIT, N_LOCAL, K, env.reps, env.copy_gbs,
-             pe ? pe : "as launched", le ? le : "default");
+             path_names[path >= 0 && path <= 2 ? path : 0], le);
     out_line(&env, line);
     static const struct {
         int64_t T;

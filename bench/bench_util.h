@@ -2,8 +2,10 @@
  * bench_util.h — pieces the kernel benchmarks (the programs in bench/) share: error macros that print the
  * program's name (define BENCH_NAME before including), the float comparison for medians, the
  * xorshift uniforms their random inputs come from (as fp32 or as fp16 bits), a host chunk of
- * them uploaded over and over to fill large device arrays, and the RoPE table (base 500000,
- * Llama-3 style, adjacent pairs) uploaded to the device.
+ * them uploaded over and over to fill large device arrays, the RoPE table (base 500000,
+ * Llama-3 style, adjacent pairs) uploaded to the device, and the CUDA backend with its tuning
+ * (lc_tuning) from the benchmarks' own variable LONGCTX_BENCH_TUNE="NAME=VALUE,NAME=VALUE"
+ * (the names of `longctx --tune`, e.g. LONGCTX_BENCH_TUNE=sparse-pdl=off,rotate-keys=off).
  */
 #ifndef LC_BENCH_UTIL_H
 #define LC_BENCH_UTIL_H
@@ -116,6 +118,48 @@ static inline int bench_fill_random(void *dst, size_t n, int f16, uint64_t seed)
     }
     free(h);
     return 0;
+}
+
+/* Set the knobs of spec "NAME=VALUE,NAME=VALUE" (lc_tuning_set's names; NULL or "": none) in
+ * *t; 0 on success, else 1 with a message. */
+static inline int bench_tune(lc_tuning *t, const char *spec) {
+    for (const char *p = spec; p && *p;) {
+        const char *end = strchr(p, ','), *stop = end ? end : p + strlen(p);
+        const char *eq  = memchr(p, '=', (size_t)(stop - p));
+        char        name[64], value[64];
+        if (!eq || eq - p >= (long)sizeof name || stop - eq - 1 >= (long)sizeof value) {
+            fprintf(stderr, BENCH_NAME ": tuning '%.*s' is not NAME=VALUE\n", (int)(stop - p), p);
+            return 1;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)(eq - p), p);
+        snprintf(value, sizeof value, "%.*s", (int)(stop - eq - 1), eq + 1);
+        if (lc_tuning_set(t, name, value) != LC_OK) {
+            fprintf(stderr, BENCH_NAME ": %s\n", lc_last_error());
+            return 1;
+        }
+        p = end ? end + 1 : stop;
+    }
+    return 0;
+}
+
+/* The CUDA backend (device 0) with its tuning from LONGCTX_BENCH_TUNE (a tuning other than
+ * the default is named on stderr); 0 on success, else 1 with a message. */
+static inline int bench_backend(lc_backend **b) {
+    if (lc_backend_cuda_create(0, b) != LC_OK) {
+        fprintf(stderr, BENCH_NAME ": %s\n", lc_last_error());
+        return 1;
+    }
+    char      d[512];
+    const int bad = bench_tune(&(*b)->tuning, getenv("LONGCTX_BENCH_TUNE"));
+    if (!bad && lc_tuning_describe(&(*b)->tuning, d, sizeof d) != LC_OK)
+        fprintf(stderr, BENCH_NAME ": %s\n", lc_last_error());
+    else if (!bad) {
+        if (strcmp(d, "default") != 0) fprintf(stderr, BENCH_NAME ": tuning %s\n", d);
+        return 0;
+    }
+    (*b)->free(*b);
+    *b = NULL;
+    return 1;
 }
 
 #endif

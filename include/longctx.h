@@ -3,8 +3,9 @@
  *
  * longctx runs llama-family GGUF models (llama, mistral, qwen2) over very long inputs. This
  * header exposes: status codes and logging, GGUF inspection, the tokenizer and chat
- * templates, model loading, and an engine ("context") that advances a set of sequences one
- * step at a time (prefill chunks and decode tokens), with sampling and stop conditions.
+ * templates, the backend's tuning, model loading, and an engine ("context") that advances a
+ * set of sequences one step at a time (prefill chunks and decode tokens), with sampling and
+ * stop conditions.
  *
  * Conventions: opaque handles, functions named lc_<noun>_<verb>, int status (LC_OK = 0,
  * negative LC_ERR_* on failure). After a failure, lc_last_error() returns a one-line message
@@ -240,6 +241,97 @@ int lc_chat_format(lc_chat_template t, const lc_chat_message *msgs, size_t n_msg
 int lc_chat_format_spans(lc_chat_template t, const lc_chat_message *msgs, size_t n_msgs,
                          bool add_assistant, char **out, lc_text_span **spans, size_t *n_spans);
 
+/* ---- tuning: the backend's kernel choices ---------------------------------------------- */
+
+/* Which kernels and launch variants the backend uses, for comparisons, benchmarks and tests.
+ * Every choice computes the same function (within the rounding of the kernels a test compares
+ * them at); the defaults are the fastest measured. The library reads no environment variables:
+ * this struct (lc_model_params.tuning) is the only switch. Zero in every field is the default
+ * (lc_tuning_default); each field names the value lc_tuning_set takes ("--tune NAME=VALUE" on
+ * the command line). Fields that name a kernel the build or the GPU does not have fall back to
+ * what there is. The CPU backend has one kernel per op and ignores them all. */
+typedef enum lc_tune_switch {
+    LC_TUNE_AUTO = 0, /* the backend decides per call */
+    LC_TUNE_OFF  = 1,
+    LC_TUNE_ON   = 2,
+} lc_tune_switch;
+
+typedef enum lc_tune_scan {
+    LC_TUNE_SCAN_AUTO   = 0, /* a warp per range of segments for long lists, else per thread */
+    LC_TUNE_SCAN_THREAD = 1, /* per-thread ranges of segments for every list */
+    LC_TUNE_SCAN_WARP   = 2, /* warp ranges for every list */
+} lc_tune_scan;
+
+typedef enum lc_tune_ts_path {
+    LC_TUNE_TS_AUTO    = 0, /* the fused cooperative kernel for calls of at most 8 blocks
+                               (decode), the separate kernels for larger calls */
+    LC_TUNE_TS_KERNELS = 1, /* always the separate kernels (9 launches a group of blocks) */
+    LC_TUNE_TS_FUSED   = 2, /* always the fused kernel (groups of at most 8 blocks) */
+} lc_tune_ts_path;
+
+typedef enum lc_tune_transpose {
+    LC_TUNE_TRANSPOSE_AUTO = 0, /* decode-sized launches score transposed (relative RoPE: keys
+                                   straight into registers) */
+    LC_TUNE_TRANSPOSE_OFF  = 1, /* never transposed */
+    LC_TUNE_TRANSPOSE_SMEM = 2, /* transposed, always through shared memory */
+} lc_tune_transpose;
+
+typedef struct lc_tuning {
+    /* model forward (CUDA) */
+    bool    no_cuda_graphs; /* cuda-graphs=off: decode steps are never captured and replayed
+                               as CUDA graphs (on: they are, except on a model loaded with
+                               LC_PROFILE_OPS, whose ops are timed one by one) */
+    bool    no_gemv;        /* gemv=off: every matrix product through cuBLASLt (on: products
+                               of 1-4 rows, decode, through our GEMV on the fp32 inputs) */
+    bool    prefill_mma;    /* prefill=mma: dense prefill attention on the mma.sync kernel
+                               (auto: the wgmma kernel on Hopper when the build has sm_90a) */
+    /* sparse attention (InfiniteHiP, HiP, TokenSelect: op attn_sparse) */
+    bool    sparse_prefill_mma;    /* sparse-prefill=mma: the mma.sync kernel (auto: wgmma on
+                                      Hopper with sm_90a, as the dense prefill) */
+    bool    sparse_decode_prefill; /* sparse-decode=prefill: calls of one-row blocks (decode)
+                                      take the prefill kernels too (auto: the split kernels) */
+    bool    no_sparse_pdl;         /* sparse-pdl=off: the decode merge is an ordinary launch
+                                      (on: a programmatic dependent of the split kernel, sm_90) */
+    int32_t sparse_decode_scan;    /* sparse-decode-scan=auto|thread|warp (lc_tune_scan): how
+                                      the decode kernel scans a segment list */
+    int32_t rotate_keys; /* rotate-keys=auto|off|on (lc_tune_switch): InfiniteHiP with plain
+                            RoPE in a prefill-sized call rotates the prefill sequences' keys once
+                            per layer into fp16 tiles its kernels read (auto: when the call reads
+                            keys at least twice as often as that pass touches them) */
+    /* InfiniteHiP pruning stages (op hip_stage) */
+    bool    stage_one_cta;   /* stage-one-cta=on: every chunk wave of a unit in one CTA (and up
+                                to 4 blocks a CTA in the first stage), the select reading the
+                                scores from global memory (off: spread over the GPU) */
+    int32_t stage_tiles;     /* stage-tiles=auto|1|2|4: 8-chunk tiles per warp (0: auto, from
+                                the launch size) */
+    int32_t stage_transpose; /* stage-transpose=auto|off|smem (lc_tune_transpose) */
+    /* TokenSelect selection (op ts_select) */
+    int32_t ts_select_path;     /* ts-select-path=auto|kernels|fused (lc_tune_ts_path) */
+    int32_t ts_select_launches; /* ts-select-launches=auto|1|2|3: launches of the fused path (0:
+                                   auto, 1: fingerprints and logits inside the fused kernel;
+                                   2: fingerprints a launch of their own; 3: logits too) */
+    int32_t ts_select_group;    /* ts-select-group=auto|N: at most N query blocks a group of
+                                   the separate kernels (0: as many as a 256 MiB scratch
+                                   budget holds) */
+    /* profiling (lc_model_params.profile = LC_PROFILE_OPS on CUDA) */
+    bool    profile_sync; /* profile-sync=on: the device synchronised before and after each op,
+                             wall time (off: CUDA events around each op, device time) */
+} lc_tuning;
+
+/* Every field at its default (all zero). */
+lc_tuning lc_tuning_default(void);
+/* One field by name, as --tune NAME=VALUE: cuda-graphs=on|off gemv=on|off prefill=auto|mma
+ * sparse-prefill=auto|mma sparse-decode=auto|prefill sparse-pdl=on|off
+ * sparse-decode-scan=auto|thread|warp rotate-keys=auto|off|on stage-one-cta=off|on
+ * stage-tiles=auto|1|2|4 stage-transpose=auto|off|smem ts-select-path=auto|kernels|fused
+ * ts-select-launches=auto|1|2|3 ts-select-group=auto|N profile-sync=off|on ('-' and '_' alike).
+ * LC_ERR_INVALID_ARG with a message naming the knob and its allowed values for an unknown name
+ * or a bad value (t is then unchanged). */
+int lc_tuning_set(lc_tuning *t, const char *name, const char *value);
+/* The fields that differ from the default as "NAME=VALUE NAME=VALUE", or "default"; cap bytes
+ * with the NUL (LC_ERR_INVALID_ARG when it does not fit, or for a field out of its range). */
+int lc_tuning_describe(const lc_tuning *t, char *buf, size_t cap);
+
 /* ---- model ----------------------------------------------------------------------------- */
 
 typedef struct lc_model lc_model;
@@ -275,6 +367,8 @@ typedef struct lc_model_params {
      * not fit is refused with LC_ERR_NOMEM and the numbers. true: load anyway (the CLI's
      * --overcommit). */
     bool           overcommit;
+    lc_tuning      tuning;    /* the backend's kernel choices (above); default all zero. A
+                                 field out of its range fails the load (LC_ERR_INVALID_ARG) */
 } lc_model_params;
 
 lc_model_params lc_model_default_params(void);
@@ -316,10 +410,10 @@ typedef enum lc_profile_mode {
     LC_PROFILE_MEMORY = 1, /* count the backend's memory (weights, KV pools, the rest); no cost
                               per op */
     LC_PROFILE_OPS    = 2, /* also time every op: CPU wall time; CUDA events around each op
-                              (device time; LONGCTX_PROFILE_SYNC=1: the device synchronised
-                              before and after each op, wall time). On CUDA this turns CUDA
-                              graphs off for the process (sets LONGCTX_CUDA_GRAPHS=0): ops
-                              replayed from a graph cannot be timed one by one */
+                              (device time; tuning.profile_sync: the device synchronised
+                              before and after each op, wall time). On CUDA this turns the
+                              model's CUDA graphs off (as tuning.no_cuda_graphs): ops replayed
+                              from a graph cannot be timed one by one */
 } lc_profile_mode;
 
 typedef enum lc_profile_cat {
@@ -652,6 +746,18 @@ typedef struct lc_context_params {
                             CUDA graphs). Off: only the logits are checked, every step for free
                             (in the sampling op); when they are non-finite the step is re-run
                             with these checks to name the layer */
+    /* diagnostics of the sparse methods (tests, `longctx eval --trace`); off by default: */
+    bool    sparse_always; /* InfiniteHiP, HiP and TokenSelect run their sparse path even where
+                              their budget covers every key (otherwise they run dense attention
+                              there, which is the same function) */
+    int64_t trace_begin, trace_end; /* trace_begin < trace_end (InfiniteHiP): after the stages
+                              of a forward, one line per layer to stderr with how many of the
+                              positions [trace_begin, trace_end) (a needle's tokens) each stage's
+                              output keeps for one query block whose rows lie past trace_end:
+                              the forward's last prefill block, or a decode block whose stages
+                              were recomputed. Nothing when the span is empty (0, 0) */
+    int32_t score_rows;    /* lc_context_score: at most this many logit rows per forward,
+                              1 .. 512 (0: 512; fewer cut a short text into several forwards) */
     /* false (default): before allocating, what the context needs (the KV pages for kv_tokens,
      * the RoPE table, the forward workspace, per-sequence buffers) is compared with the memory
      * where each lives (CPU backend: the host's available memory; CUDA: the GPU's free memory
@@ -757,8 +863,9 @@ typedef struct lc_score_range {
  * n_batch rows, the context's attention method) and write logprob[t] = log p(tokens[t] |
  * tokens[0 .. t)) for every t in the ranges (sorted, disjoint, 1 <= begin < end <= n_tokens);
  * other entries are left as they are. Its KV pages are returned before it returns; other
- * sequences are not touched. Needs a second forward workspace (n_batch rows, 512 logit rows)
- * while it runs. Progress (tokens done / n_tokens) goes to the context's prefill_progress.
+ * sequences are not touched. Needs a second forward workspace (n_batch rows, 512 logit rows,
+ * or the context's score_rows) while it runs. Progress (tokens done / n_tokens) goes to the
+ * context's prefill_progress.
  * LC_ERR_CONTEXT when the tokens do not fit n_ctx or the free KV pages. */
 int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                      const lc_score_range *ranges, int32_t n_ranges, double *logprob);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # cli_badinput.sh — bad input to the longctx CLI: missing, empty, truncated, random and
 # wrong-magic files, directories, unknown options and commands, bad numbers, a prompt longer
-# than the context, invalid UTF-8, unknown chat templates. Each must exit non-zero (2 for
-# usage errors, 1 for runtime errors) with a one-line message naming what and where — never
-# a crash (exit >= 128) or a hang. Usage: cli_badinput.sh PATH/TO/longctx
+# than the context, invalid UTF-8, unknown chat templates, bad --tune knobs. Each must exit
+# non-zero (2 for usage errors, 1 for runtime errors) with a one-line message naming what and
+# where — never a crash (exit >= 128) or a hang. Usage: cli_badinput.sh PATH/TO/longctx
 set -u
 BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -53,6 +53,12 @@ expect 2 "kv-tokens" -- "$BIN" run -m "$MODEL" -p hi --kv-tokens -5
 expect 1 "KV|pages" -- "$BIN" run -m "$MODEL" -p "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty" --kv-tokens 16 --page-size 16
 expect 2 "not one of cpu, cuda" -- "$BIN" run -m "$MODEL" -p hi --device tpu
 expect 2 "unknown template 'jinja9'" -- "$BIN" run -m "$MODEL" -p hi --chat-template jinja9
+# the backend's tuning (--tune NAME=VALUE): refused before the model loads, naming the knob
+expect 2 "unknown tuning knob --tune graphs .*cuda-graphs" -- "$BIN" run -m "$MODEL" -p hi --tune graphs=off
+expect 2 "tune cuda-graphs=0: expected on or off" -- "$BIN" run -m "$MODEL" -p hi --tune cuda-graphs=0
+expect 2 "tune stage-tiles=3: expected auto, 1, 2 or 4" -- "$BIN" bench -m "$MODEL" --tune stage-tiles=3
+expect 2 "'gemv' is not NAME=VALUE" -- "$BIN" eval passkey -m "$MODEL" --tune gemv
+expect 2 "needs a value" -- "$BIN" run -m "$MODEL" -p hi --tune
 # attention methods and their knobs (InfiniteHiP, HiP, TokenSelect): refused before anything
 # runs, naming the option
 expect 2 "unknown method 'sparse9'" -- "$BIN" run -m "$MODEL" -p hi --attn sparse9

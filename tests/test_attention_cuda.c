@@ -4,7 +4,9 @@
  * and 128, GQA ratios 1, 3, 4, 8, both RoPE pairings, partial rotary and a YaRN table factor,
  * key counts 1, 63, 65, 4097 and longer, scattered page tables, batches mixing decode rows with
  * prefill chunks that start after a history. Fresh random inputs each run (seed printed);
- * outputs poisoned (NaN) before each run. Skips (exit 77) where no GPU is present.
+ * outputs poisoned (NaN) before each run. Arguments NAME=VALUE set the backend's tuning
+ * (lc_tuning_set): ctest's test_attention_cuda_mma runs it with prefill=mma, the mma.sync
+ * prefill kernel where the wgmma one would run. Skips (exit 77) where no GPU is present.
  */
 #include "backend/cpu/cpu.h"
 #include "backend/cuda/cuda.h"
@@ -164,9 +166,20 @@ static void run_case(lc_backend *b, const char *what, int32_t D, int32_t H, int3
     free(q), free(ref), free(got);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     lc_backend *b;
     REQUIRE_CUDA_BACKEND(b);
+    for (int i = 1; i < argc; i++) { /* NAME=VALUE: the backend's tuning */
+        char        name[64];
+        const char *eq = strchr(argv[i], '=');
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - argv[i]) : 0, argv[i]);
+        if (!eq || lc_tuning_set(&b->tuning, name, eq + 1) != LC_OK) {
+            fprintf(stderr, "test_attention_cuda: bad argument '%s' (NAME=VALUE of lc_tuning): "
+                    "%s\n", argv[i], lc_last_error());
+            b->free(b);
+            return 2;
+        }
+    }
     rng = (uint64_t)time(NULL) | 1;
     printf("seed %llu\n", (unsigned long long)rng);
     /* decode keeps fp32 math over the fp16 K/V: near-exact; prefill rounds Q, the rotated K

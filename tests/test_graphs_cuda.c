@@ -1,7 +1,7 @@
 /*
  * test_graphs_cuda.c — CUDA graphs of decode steps change nothing but speed: generation with
- * graphs on (the default) gives exactly the tokens of the same generation with
- * LONGCTX_CUDA_GRAPHS=0, for
+ * graphs on (the default) gives exactly the tokens of the same generation with the model's
+ * tuning.no_cuda_graphs set (on its backend, between contexts), for
  *   1. one sequence, greedy, 40 tokens after a 1000-token prompt (the longest sequence
  *      crosses 1024 keys: a new split bucket, so a new shape is captured mid-generation);
  *   2. three sequences batched (prompts of 5, 60 and 130 tokens), two greedy and one sampled
@@ -12,6 +12,7 @@
  */
 #include "backend/backend.h"
 #include "longctx.h"
+#include "model/model.h"
 #include "test_util.h"
 #include "util/util.h"
 
@@ -30,10 +31,8 @@ typedef struct run_out {
     int32_t decode_tokens;
 } run_out;
 
-static void set_graphs(bool on) {
-    if (on) unsetenv("LONGCTX_CUDA_GRAPHS");
-    else setenv("LONGCTX_CUDA_GRAPHS", "0", 1);
-}
+/* The model's CUDA graphs on or off (its backend's tuning, read at each step). */
+static void set_graphs(lc_model *m, bool on) { m->backend->tuning.no_cuda_graphs = !on; }
 
 /* Generate for n_seq requests in one context; false on an error (already CHECKed). */
 static bool run(lc_model *m, int n_seq, const int32_t *const *prompts, const size_t *n_prompt,
@@ -149,9 +148,9 @@ int main(void) {
     { /* 1 */
         const int32_t *pr[1] = {long_prompt};
         size_t         np[1] = {1000};
-        set_graphs(true);
+        set_graphs(m, true);
         bool a = run(m, 1, pr, np, &greedy, 40, &on);
-        set_graphs(false);
+        set_graphs(m, false);
         bool b = run(m, 1, pr, np, &greedy, 40, &off);
         if (a && b) {
             CHECK(on.n[0] == 40);
@@ -162,9 +161,9 @@ int main(void) {
         const int32_t *pr[3]  = {p1, p2, p3};
         size_t         np[3]  = {5, 60, 130};
         lc_sampling    smp[3] = {greedy, warm, greedy};
-        set_graphs(true);
+        set_graphs(m, true);
         bool a = run(m, 3, pr, np, smp, 32, &on);
-        set_graphs(false);
+        set_graphs(m, false);
         bool b = run(m, 3, pr, np, smp, 32, &off);
         if (a && b) {
             CHECK(on.n[0] == 32 && on.n[1] == 32 && on.n[2] == 32);
@@ -175,9 +174,9 @@ int main(void) {
         const int32_t *pr[1] = {p2};
         size_t         np[1] = {16};
         for (int rep = 0; rep < 2; rep++) { /* the first pass warms up plans and kernels */
-            set_graphs(true);
+            set_graphs(m, true);
             bool a = run(m, 1, pr, np, &greedy, 128, &on);
-            set_graphs(false);
+            set_graphs(m, false);
             bool b = run(m, 1, pr, np, &greedy, 128, &off);
             if (rep == 1 && a && b) {
                 compare("speed run", &on, &off, 1);
@@ -187,7 +186,6 @@ int main(void) {
             }
         }
     }
-    set_graphs(true);
     lc_model_free(m);
     if (gen_path[0]) remove(gen_path);
     TEST_END();

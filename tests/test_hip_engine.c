@@ -1,11 +1,13 @@
 /*
  * test_hip_engine.c — the InfiniteHiP method inside the engine on the real model (CPU):
- *   1. with budgets that keep every candidate, the sparse path (forced with
- *      LONGCTX_HIP_SPARSE_ALWAYS=1, so the stages and the sparse attention really run) gives
- *      dense attention's logits and greedy tokens, with plain and with re-indexed RoPE;
+ *   1. with budgets that keep every candidate, the sparse path (forced with the context's
+ *      sparse_always, so the stages and the sparse attention really run) gives dense
+ *      attention's logits and greedy tokens, with plain and with re-indexed RoPE;
  *   2. with real pruning (a quarter of the candidates kept) two sequences batched in one
  *      context produce exactly the tokens each produces alone (per-sequence mask caches,
- *      mixed prefill/decode blocks), and the stage caches refresh in decode.
+ *      mixed prefill/decode blocks), and the stage caches refresh in decode;
+ *   3. tail blocks change the last prompt row's logits, batched still equal to alone
+ * (2 and 3 with sparse_always too).
  * How well pruning keeps the model's answers is measured by `longctx eval`, not here.
  */
 #include "longctx.h"
@@ -31,10 +33,10 @@ int main(void) {
     run_out                 got   = f.got;
 
     /* 1. full budgets through the sparse path == dense, plain and re-indexed RoPE */
-    setenv("LONGCTX_HIP_SPARSE_ALWAYS", "1", 1);
     for (int mode = 0; mode < 2; mode++) {
         lc_context_params hp = dense;
         hp.attn              = LC_ATTN_INFINITEHIP;
+        hp.sparse_always     = true;
         CHECK(lc_infinitehip_preset("3k", &hp.hip) == LC_OK);
         CHECK(lc_infinitehip_set(&hp.hip, "chunks", "64,16") == LC_OK);
         CHECK(lc_infinitehip_set(&hp.hip, "k", "2048,2048") == LC_OK);
@@ -55,6 +57,7 @@ int main(void) {
     /* 2. real pruning: batched == alone (decode refreshes every 2/1 steps) */
     lc_context_params sp = dense;
     sp.attn              = LC_ATTN_INFINITEHIP;
+    sp.sparse_always     = true;
     CHECK(lc_infinitehip_preset("3k", &sp.hip) == LC_OK);
     CHECK(lc_infinitehip_set(&sp.hip, "chunks", "32,8") == LC_OK);
     CHECK(lc_infinitehip_set(&sp.hip, "k", "512,256") == LC_OK);
@@ -95,8 +98,6 @@ int main(void) {
                "tail-block=1: batched tokens differ from alone");
         free(lg_off), free(lg_on);
     }
-
-    unsetenv("LONGCTX_HIP_SPARSE_ALWAYS");
 
     engine_fixture_free(&f);
     TEST_END();

@@ -2,9 +2,9 @@
  * test_hip_sparse_cuda.c — the CUDA InfiniteHiP block-sparse attention (lc_cuda_attn_sparse
  * through the backend's attn_sparse: decode split kernel + merge for calls of 1-row blocks,
  * the list kernel + tensor-core prefill over gathered key tiles for the others — the wgmma
- * kernel on sm_90a; then a reduced list again with LONGCTX_SPARSE_PREFILL=mma and
- * LONGCTX_SPARSE_DECODE=prefill: the mma.sync kernel, decode calls through it too; and again with
- * LONGCTX_HIP_ROTATE=1: plain RoPE from keys and values rotated into fp16 tiles before the call,
+ * kernel on sm_90a; then a reduced list again with the backend's tuning sparse_prefill_mma and
+ * sparse_decode_prefill: the mma.sync kernel, decode calls through it too; and again with
+ * tuning rotate_keys on: plain RoPE from keys and values rotated into fp16 tiles before the call,
  * where the default run rotates in the kernel, calls this small not being worth the pass)
  * against its CPU twin lc_cpu_attn_sparse on the same fp16 K/V values.
  * Cases as in test_hip_sparse.c: scattered page tables, several sequences per call, decode
@@ -220,29 +220,27 @@ int main(void) {
     printf("seed %llu\n", (unsigned long long)rng);
     const bool  small = getenv("LC_TEST_SMALL") != NULL;
     const char *only  = getenv("LC_TEST_DIM"); /* 64 or 128: that head dim only */
-    const char *path  = getenv("LONGCTX_SPARSE_PREFILL");
     run_cases(b, small, only, 0);
     printf("largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
            worst_dec, worst_pre, worst_dense);
-    if (!(path && !strcmp(path, "mma"))) { /* again through the mma.sync prefill kernel */
-        setenv("LONGCTX_SPARSE_PREFILL", "mma", 1);
-        setenv("LONGCTX_SPARSE_DECODE", "prefill", 1);
+    { /* again through the mma.sync prefill kernel */
+        b->tuning.sparse_prefill_mma    = true;
+        b->tuning.sparse_decode_prefill = true;
         g_path = "mma.sync prefill: ";
         worst_dec = worst_pre = worst_dense = 0;
         run_cases(b, small, only, 1);
         printf("mma.sync prefill: largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full "
                "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
-        unsetenv("LONGCTX_SPARSE_PREFILL");
-        unsetenv("LONGCTX_SPARSE_DECODE");
+        b->tuning = lc_tuning_default();
         /* the wgmma kernel's other key path: plain RoPE from keys and values rotated into fp16
          * tiles first (forced; the calls' decode rows keep the in-kernel rotation) */
-        setenv("LONGCTX_HIP_ROTATE", "1", 1);
+        b->tuning.rotate_keys = LC_TUNE_ON;
         g_path = "rotated tiles: ";
         worst_dec = worst_pre = worst_dense = 0;
         run_cases(b, small, only, 1);
         printf("rotated tiles: largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full "
                "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
-        unsetenv("LONGCTX_HIP_ROTATE");
+        b->tuning = lc_tuning_default();
     }
     b->free(b);
     TEST_END();

@@ -9,11 +9,11 @@
  * match: out_n, segments that are exactly chunks of the list, sorted by start.
  * Cases: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and n_kv_head,
  * q_stride 1/2/4 with 16-64-row blocks, head dims 64/128, GQA 1/3/4/8, NORM / NEOX, partial
- * rotary), run three times: as launched; with LONGCTX_HIP_STAGE_TEST=1 / LONGCTX_HIP_STAGE_S=1
- * (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global memory); its
- * plain cases with LONGCTX_HIP_ROTATE=1 (the prefill sequences' keys rotated into fp16 tiles
- * first, the decode row's block rotating its probes). Blocks of 128 and 256 pooled queries
- * (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, and the
+ * rotary), run three times: as launched; with the backend's tuning stage_one_cta and
+ * stage_tiles 1 (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global
+ * memory); its plain cases with tuning rotate_keys on (the prefill sequences' keys rotated into
+ * fp16 tiles first, the decode row's block rotating its probes). Blocks of 128 and 256 pooled
+ * queries (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, the
  * Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill blocks) through the 3k
  * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE
  * (and again with rotated keys), and stage 1 chunk-indexed; with one descent per KV head
@@ -158,14 +158,14 @@ static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_s
 
 static const char *mode_name[] = {"plain", "relative", "chunk"};
 
-/* The CPU test's grid. pass 1 runs it with LONGCTX_HIP_STAGE_TEST=1 (every chunk wave of a
- * unit in one CTA, the select reading global memory) and one 8-chunk tile per warp; pass 2 its
- * plain-RoPE cases with the prefill sequences' keys rotated into fp16 tiles first
- * (LONGCTX_HIP_ROTATE=1; the decode row's block still rotates its probes). */
+/* The CPU test's grid. pass 1 runs it with tuning stage_one_cta (every chunk wave of a unit
+ * in one CTA, the select reading global memory) and one 8-chunk tile per warp (stage_tiles 1);
+ * pass 2 its plain-RoPE cases with the prefill sequences' keys rotated into fp16 tiles first
+ * (rotate_keys on; the decode row's block still rotates its probes). */
 static const char *pass_name[] = {"", "[one CTA per unit] ", "[rotated keys] "};
 static void run_grid(lc_backend *b, int pass) {
-    if (pass == 1) setenv("LONGCTX_HIP_STAGE_TEST", "1", 1), setenv("LONGCTX_HIP_STAGE_S", "1", 1);
-    if (pass == 2) setenv("LONGCTX_HIP_ROTATE", "1", 1);
+    if (pass == 1) b->tuning.stage_one_cta = true, b->tuning.stage_tiles = 1;
+    if (pass == 2) b->tuning.rotate_keys = LC_TUNE_ON;
     const int32_t dims[] = {64, 128}, gqa[][2] = {{4, 1}, {3, 3}, {2, 4}, {1, 8}};
     int           k = 0;
     for (int di = 0; di < 2; di++)
@@ -210,7 +210,7 @@ static void run_grid(lc_backend *b, int pass) {
                         dev_world_free(b, &d);
                         hs_world_free(&w);
                     }
-    unsetenv("LONGCTX_HIP_STAGE_TEST"), unsetenv("LONGCTX_HIP_STAGE_S"), unsetenv("LONGCTX_HIP_ROTATE");
+    b->tuning = lc_tuning_default();
 }
 
 /* One stage on a fresh world of case cs (first stage, or later = 1: random input lists), with
@@ -239,7 +239,7 @@ static void run_one_stage(lc_backend *b, const hs_case *cs, int32_t chunk, int32
  * plain RoPE again with rotated keys (rot); then 64-row blocks with one descent per KV head
  * (G 4: 256 rows per unit, and 4 in the decode row's block). */
 static void run_big_blocks(lc_backend *b, int rot) {
-    if (rot) setenv("LONGCTX_HIP_ROTATE", "1", 1);
+    if (rot) b->tuning.rotate_keys = LC_TUNE_ON;
     for (int big = 0; big < 3; big++)
         for (int mode = 0; mode < 3; mode++) {
             if (rot && mode != LC_HIP_SCAN_PLAIN) continue;
@@ -252,7 +252,7 @@ static void run_big_blocks(lc_backend *b, int rot) {
                      big == 2 ? ", one descent per KV head" : "");
             run_one_stage(b, &cs, 16, 9, 1, mode, big == 1 ? 2 : 1, big == 1, big == 2, what);
         }
-    unsetenv("LONGCTX_HIP_ROTATE");
+    b->tuning = lc_tuning_default();
 }
 
 /* Decode-only launches (every block one row: a batch of decode sequences of different lengths),
@@ -260,12 +260,13 @@ static void run_big_blocks(lc_backend *b, int rot) {
  * chunk ranges taken several to a CTA serve: first and later stages, the 3 modes, per query
  * head and one descent per KV head (G 8 with relative RoPE is 16 columns: the other path),
  * n_groups 1 and n_kv_head; as launched (relative RoPE: keys straight into registers), then
- * with LONGCTX_HIP_STAGE_TR=1 (transposed through shared memory) and =0 (untransposed). */
+ * with tuning stage_transpose smem (transposed through shared memory) and off (untransposed). */
 static void run_decode_rows(lc_backend *b) {
     const int32_t gqa[][2] = {{2, 4}, {4, 1}, {1, 8}, {3, 2}};
     static const char *tr_name[] = {" [untransposed]", " [transposed in shared memory]", ""};
     for (int tr = 2; tr >= 0; tr--) {
-        if (tr < 2) setenv("LONGCTX_HIP_STAGE_TR", tr ? "1" : "0", 1);
+        if (tr < 2)
+            b->tuning.stage_transpose = tr ? LC_TUNE_TRANSPOSE_SMEM : LC_TUNE_TRANSPOSE_OFF;
         int k = 0;
         for (int di = 0; di < 2; di++)
             for (int gi = 0; gi < 4; gi++)
@@ -286,7 +287,7 @@ static void run_decode_rows(lc_backend *b) {
                             run_one_stage(b, &cs, chunk, keep, 4, mode, ng, later, kv, what);
                         }
     }
-    unsetenv("LONGCTX_HIP_STAGE_TR");
+    b->tuning = lc_tuning_default();
     /* chunks spanning more pages than a descent caches (16-token pages, 600-token chunks: 38
      * pages, 8 cached, the rest read from the page table per probe), relative RoPE */
     for (int kv = 0; kv < 2; kv++) {
@@ -390,7 +391,7 @@ int main(void) {
          * again with the prefill sequence's keys rotated into fp16 tiles first (the decode
          * row's block rotates its probes in the same calls) */
         for (int rotated = 0; rotated < 3; rotated++) { /* 2: rotated, stages 1-2 per KV head */
-            if (rotated) setenv("LONGCTX_HIP_ROTATE", "1", 1);
+            if (rotated) b->tuning.rotate_keys = LC_TUNE_ON;
             char what[3][80];
             for (int i = 0; i < 3; i++)
                 snprintf(what[i], sizeof what[i], "8B 128K stage %d, plain RoPE%s%s", i + 1,
@@ -406,7 +407,7 @@ int main(void) {
             run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
-        unsetenv("LONGCTX_HIP_ROTATE");
+        b->tuning = lc_tuning_default();
         free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
         dev_world_free(b, &d);
         hs_world_free(&w);
@@ -425,10 +426,10 @@ int main(void) {
         hs_stage   s1, s2, s3;
         lc_hip_seg g1[2 * 128], g2[2 * 256], g3[2 * 256];
         int32_t    n1[2], n2[2], n3[2];
-        for (int kv = 0; kv < 3; kv++) { /* 2: per query head, 2 tiles a warp (LONGCTX_HIP_STAGE_S) */
+        for (int kv = 0; kv < 3; kv++) { /* 2: per query head, 2 tiles a warp (stage_tiles) */
             const char *sfx = kv == 1 ? ", one descent per KV head" : kv == 2 ? ", S 2" : "";
             char        what[3][96];
-            if (kv == 2) setenv("LONGCTX_HIP_STAGE_S", "2", 1);
+            if (kv == 2) b->tuning.stage_tiles = 2;
             for (int i = 0; i < 3; i++)
                 snprintf(what[i], sizeof what[i], "8B decode rows stage %d%s", i + 1, sfx);
             hs_kv_descent = kv == 1;
@@ -441,7 +442,7 @@ int main(void) {
             hs_kv_descent = 0;
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
-        unsetenv("LONGCTX_HIP_STAGE_S");
+        b->tuning = lc_tuning_default();
         dev_world_free(b, &d);
         hs_world_free(&w);
     }

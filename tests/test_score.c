@@ -5,11 +5,12 @@
  *   1. every log-prob of a 410-token text within 1e-3 of the reference, mean NLL within 1e-4;
  *   2. other chunkings (37-row prefill chunks) and split ranges give the same numbers, and
  *      positions outside the ranges are left alone;
- *   3. more scored rows in one prefill chunk than a forward takes (LONGCTX_SCORE_ROWS lowers
- *      the limit of 512) are cut into several forwards with the same result;
+ *   3. more scored rows in one prefill chunk than a forward takes (the context's score_rows
+ *      lowers the limit of 512) are cut into several forwards with the same result;
  *   4. a sequence generating in the same context gives the same tokens with a scoring call in
  *      the middle of its generation;
- *   5. bad ranges, too many tokens and out-of-vocabulary ids are refused with the right code.
+ *   5. bad ranges, too many tokens, out-of-vocabulary ids and a score_rows out of range are
+ *      refused with the right code.
  */
 #include "longctx.h"
 #include "test_util.h"
@@ -61,14 +62,20 @@ out:
     return ok == 7;
 }
 
-static lc_context *make_ctx(lc_model *m, int32_t n_ctx, int32_t n_batch) {
+/* score_rows: the context's cap on logit rows per scoring forward (0: 512) */
+static lc_context *make_ctx_rows(lc_model *m, int32_t n_ctx, int32_t n_batch, int32_t score_rows) {
     lc_context_params cp = lc_context_default_params();
     cp.n_ctx             = n_ctx;
     cp.n_batch           = n_batch;
     cp.n_seq_max         = 2;
+    cp.score_rows        = score_rows;
     lc_context *c        = NULL;
     CHECK(lc_context_create(m, &cp, &c) == LC_OK);
     return c;
+}
+
+static lc_context *make_ctx(lc_model *m, int32_t n_ctx, int32_t n_batch) {
+    return make_ctx_rows(m, n_ctx, n_batch, 0);
 }
 
 static void fill(double *x, int n) {
@@ -149,12 +156,12 @@ int main(void) {
     printf("37-row chunks, two ranges: max |d| %.2e vs 512-row chunks\n", worst);
     CHECKF(worst <= 1e-4, "chunking changed a log-prob by %.3e", worst);
 
-    /* 3. at most 100 logit rows per forward (LONGCTX_SCORE_ROWS): a 512-row chunk that scores
-     *    409 rows is cut into several forwards with the same result */
-    setenv("LONGCTX_SCORE_ROWS", "100", 1);
+    /* 3. at most 100 logit rows per forward (the context's score_rows): a 512-row chunk that
+     *    scores 409 rows is cut into several forwards with the same result */
+    lc_context *c100 = make_ctx_rows(m, MAXN, 512, 100);
     fill(c2, MAXN);
-    CHECK(lc_context_score(c, ids, n_ids, &all, 1, c2) == LC_OK);
-    unsetenv("LONGCTX_SCORE_ROWS");
+    CHECK(c100 && lc_context_score(c100, ids, n_ids, &all, 1, c2) == LC_OK);
+    lc_context_free(c100);
     worst = 0;
     for (int t = 1; t < n_ids; t++) {
         const double e = fabs(c2[t] - a[t]);
@@ -180,6 +187,14 @@ int main(void) {
     lc_score_range r3 = {1, 3};
     CHECK(lc_context_score(c, oov, 3, &r3, 1, a) == LC_ERR_INVALID_ARG);
     printf("last error: %s\n", lc_last_error());
+    for (int i = 0; i < 2; i++) { /* a cap on logit rows outside 0 .. 512 */
+        lc_context_params cp = lc_context_default_params();
+        cp.n_ctx             = MAXN;
+        cp.score_rows        = i ? 513 : -1;
+        lc_context *bad      = NULL;
+        CHECK(lc_context_create(m, &cp, &bad) == LC_ERR_INVALID_ARG && !bad &&
+              strstr(lc_last_error(), "score_rows"));
+    }
 
     lc_context_free(c), lc_context_free(c37);
     lc_model_free(m);

@@ -1,9 +1,9 @@
 /*
  * test_select_engine.c — the HiP and TokenSelect methods inside the engine on the real model
  * (CPU):
- *   1. with budgets that keep every candidate, the sparse path (forced with
- *      LONGCTX_HIP_SPARSE_ALWAYS=1, so the selection ops and the sparse attention really run)
- *      gives dense attention's logits and greedy tokens, with plain and re-indexed RoPE;
+ *   1. with budgets that keep every candidate, the sparse path (forced with the context's
+ *      sparse_always, so the selection ops and the sparse attention really run) gives dense
+ *      attention's logits and greedy tokens, with plain and re-indexed RoPE;
  *   2. with real pruning two sequences batched in one context produce exactly the tokens each
  *      produces alone (HiP; per-sequence masks, prefill blocks of two sequences in one call), or
  *      (TokenSelect, whose token-level top-k amplifies the last-bit differences of batched
@@ -62,9 +62,9 @@ int main(void) {
         const lc_attn_kind kind = kinds[ki];
         const char        *name = lc_attn_kind_name(kind);
         /* 1. full budgets through the sparse path == dense */
-        setenv("LONGCTX_HIP_SPARSE_ALWAYS", "1", 1);
         for (int mode = 0; mode < 2; mode++) {
             lc_context_params cp = dense;
+            cp.sparse_always     = true;
             set_method(&cp, kind, true, mode ? "extend" : "plain");
             memset(got.tokens, 0, sizeof got.tokens);
             CHECK(run(m, &cp, &pa, &n_a, 1, &got, NULL) == LC_OK);
@@ -74,7 +74,6 @@ int main(void) {
             CHECKF(memcmp(ref.tokens, got.tokens, sizeof ref.tokens) == 0,
                    "%s rope %s: greedy tokens differ from dense", name, mode ? "extend" : "plain");
         }
-        unsetenv("LONGCTX_HIP_SPARSE_ALWAYS");
 
         /* 2. real pruning: batched == alone. A block's selection depends on its rows (a
          * prefill block's fingerprint is the mean of the rows it has), so the batch holds both

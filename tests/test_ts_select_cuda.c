@@ -7,8 +7,9 @@
  * eps, sorted disjoint maximal runs inside [n_init, win0), min(k, candidates) tokens); the
  * tie worlds (three distinct key rows) must equal the CPU twin's output exactly (lower
  * positions first at the threshold). Every case: both GQA maps; each path of ts_select.cu
- * (ts_paths: the 9-kernel path and the fused cooperative kernel with 3, 2 or 1 launches, some
- * with LONGCTX_TS_SELECT_NB=1, the blocks processed one group each), every path's bytes equal
+ * (ts_paths, chosen with the backend's tuning: the 9-kernel path and the fused cooperative
+ * kernel with 3, 2 or 1 launches, some with ts_select_group 1, the blocks processed one group
+ * each), every path's bytes equal
  * to the 9-kernel path's; outputs poisoned before each call; a second call must give the same
  * bytes. The selection cache on the device: a miss
  * (valid 0) writes the selection, cache_q and counts; a hit leaves the poisoned outputs alone;
@@ -78,29 +79,30 @@ static int gpu_run(lc_backend *b, const world *w, const dev_world *d, const lc_t
 }
 
 /* The paths of ts_select.cu: the 9-kernel one and the fused kernel with 3, 2 or 1 launches,
- * each also with one block a group (LONGCTX_TS_SELECT_NB=1). */
+ * each also with one block a group (tuning ts_select_group 1); 0: as launched. */
 typedef struct ts_path {
-    const char *name, *path, *launches, *nb;
+    const char *name;
+    int32_t     path, launches, nb; /* lc_tuning's ts_select_path, _launches, _group */
 } ts_path;
 static const ts_path ts_paths[] = {
-    {"9 kernels", "kernels", NULL, NULL},
-    {"9 kernels, one block a group", "kernels", NULL, "1"},
-    {"as launched", NULL, NULL, NULL},
-    {"fused, 3 launches", "fused", "3", NULL},
-    {"fused, 2 launches", "fused", "2", NULL},
-    {"fused, 1 launch", "fused", "1", NULL},
-    {"fused, 1 launch, one block a group", "fused", "1", "1"},
-    {"fused, 3 launches, one block a group", "fused", "3", "1"},
+    {"9 kernels", LC_TUNE_TS_KERNELS, 0, 0},
+    {"9 kernels, one block a group", LC_TUNE_TS_KERNELS, 0, 1},
+    {"as launched", LC_TUNE_TS_AUTO, 0, 0},
+    {"fused, 3 launches", LC_TUNE_TS_FUSED, 3, 0},
+    {"fused, 2 launches", LC_TUNE_TS_FUSED, 2, 0},
+    {"fused, 1 launch", LC_TUNE_TS_FUSED, 1, 0},
+    {"fused, 1 launch, one block a group", LC_TUNE_TS_FUSED, 1, 1},
+    {"fused, 3 launches, one block a group", LC_TUNE_TS_FUSED, 3, 1},
 };
 #define TS_N_PATHS ((int)(sizeof ts_paths / sizeof ts_paths[0]))
 
-static void ts_path_env(const ts_path *p) {
-    unsetenv("LONGCTX_TS_SELECT_PATH"), unsetenv("LONGCTX_TS_SELECT_LAUNCHES");
-    unsetenv("LONGCTX_TS_SELECT_NB");
+/* The backend's tuning for path p (NULL: the defaults). */
+static void ts_path_set(lc_backend *b, const ts_path *p) {
+    b->tuning = lc_tuning_default();
     if (!p) return;
-    if (p->path) setenv("LONGCTX_TS_SELECT_PATH", p->path, 1);
-    if (p->launches) setenv("LONGCTX_TS_SELECT_LAUNCHES", p->launches, 1);
-    if (p->nb) setenv("LONGCTX_TS_SELECT_NB", p->nb, 1);
+    b->tuning.ts_select_path     = p->path;
+    b->tuning.ts_select_launches = p->launches;
+    b->tuning.ts_select_group    = p->nb;
 }
 
 static int same_sel(const world *w, const lc_ts_select_args *a, const lc_hip_seg *x,
@@ -134,7 +136,7 @@ static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
         int32_t    *kn = malloc(nb);
         for (int v = 0; v < TS_N_PATHS; v++) {
             const ts_path *pv = &ts_paths[v];
-            ts_path_env(pv);
+            ts_path_set(b, pv);
             char lbl[240];
             snprintf(lbl, sizeof lbl, "%s (gqa_mod %d, %s) [GPU]", s->name, gm, pv->name);
             int rc = gpu_run(b, &w, &d, &a, go, gn);
@@ -147,7 +149,7 @@ static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
                 rc = gpu_run(b, &w, &d, &a, g2, g2n);
                 CHECKF(rc == LC_OK && same_sel(&w, &a, go, gn, g2, g2n), "%s: a second run differs", lbl);
             }
-            ts_path_env(NULL);
+            ts_path_set(b, NULL);
         }
         free(ko), free(kn);
         /* differing tokens vs the CPU twin (information) */
@@ -251,9 +253,9 @@ int main(void) {
     for (int i = 0; i < TS_N_SPECS; i++) run_spec(b, &ts_specs[i], seed0 * 2654435761u + (uint64_t)i + 1);
     for (int v = 0; v < TS_N_PATHS; v++) {
         if (ts_paths[v].nb) continue; /* one block: groups change nothing */
-        ts_path_env(&ts_paths[v]);
+        ts_path_set(b, &ts_paths[v]);
         test_cache(b, ts_paths[v].name);
-        ts_path_env(NULL);
+        ts_path_set(b, NULL);
     }
     const char *small = getenv("LC_TEST_SMALL");
     if (!(small && *small == '1')) {

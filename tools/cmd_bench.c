@@ -35,10 +35,10 @@ static void help(void) {
            "  --gen N              tokens to generate per context (default 32)\n"
            "  --reps R             repetitions (default 1)\n"
            "  --profile            a second pass (the model loaded again) with every op timed\n"
-           "                       (CUDA: events around each op; LONGCTX_PROFILE_SYNC=1: the\n"
+           "                       (CUDA: events around each op; --tune profile-sync=on: the\n"
            "                       device synchronised around each): the share of a decode\n"
            "                       step (and of the prefill) in attention, GEMMs and the rest.\n"
-           "                       Turns CUDA graphs off for that pass (LONGCTX_CUDA_GRAPHS=0)\n"
+           "                       CUDA graphs are off in that pass (ops are timed one by one)\n"
            "  --profile-gen N      tokens generated per context in the profiled pass (default: --gen)\n"
            "  --compare-llamacpp   also measure llama.cpp (python3 scripts/bench_llamacpp.py)\n"
            "  --compare-transformers  also measure Hugging Face transformers on the same GPU\n"
@@ -154,8 +154,7 @@ static void make_prompt(const lc_tokenizer *tok, int32_t n_vocab, int32_t *promp
 /* The profiled pass: load the model again with every op timed, run each context once. */
 static int profile_pass(gen_opts o, long long max_ctx, long long n_gen, const int32_t *prompt,
                         bench_row *rows, int n_rows) {
-    /* a captured CUDA graph cannot be synchronised op by op (the library sets this too) */
-    setenv("LONGCTX_CUDA_GRAPHS", "0", 1);
+    /* (the library turns CUDA graphs off for it: a captured graph cannot be timed op by op) */
     o.profile       = LC_PROFILE_OPS;
     lc_model   *m   = NULL;
     lc_context *ctx = NULL;
@@ -554,15 +553,16 @@ int cmd_bench(int argc, char **argv) {
     char *dot = strstr(mbase, ".gguf");
     if (dot) *dot = '\0';
     slug(mbase, mslug, sizeof mslug);
-    char attn_desc[640];
+    char attn_desc[640], tune_desc[512];
     gen_attn_describe(&o, attn_desc, sizeof attn_desc);
-    printf("attention: %s\n", attn_desc);
+    gen_tuning_describe(&o, tune_desc, sizeof tune_desc);
+    printf("attention: %s\ntuning: %s\n", attn_desc, tune_desc);
     snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s%s%s.md", out_dir, dslug, wname, mslug,
              o.attn == LC_ATTN_DENSE ? "" : lc_attn_kind_name(o.attn),
              o.attn == LC_ATTN_DENSE ? "" : "-", date);
     FILE *f = fopen(path, "w");
     if (f) {
-        fprintf(f, "<!-- attention: %s -->\n", attn_desc);
+        fprintf(f, "<!-- attention: %s -->\n<!-- tuning: %s -->\n", attn_desc, tune_desc);
         fprintf(f, "# longctx bench — %s\n\n- model: %s (%s, %d layers, %d/%d heads, head dim %d)\n"
                 "- device: %s\n- date: %s\n- commit: %s\n- generated tokens per context: %lld, "
                 "best of %lld\n- prompt: random ordinary tokens; generation greedy, EOS ignored; "

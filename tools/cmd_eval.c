@@ -53,8 +53,9 @@ static void help(void) {
         "  --chat             ask through the model's chat template\n"
         "  --out FILE         also write the results as TSV (len, depth, trials, correct)\n"
         "  -v, --verbose      print each answer\n"
-        "  --trace            (sparse methods) print per layer how many of the first\n"
-        "                     needle's tokens each selection stage keeps (stderr)\n"
+        "  --trace            (InfiniteHiP) print per layer how many of the first needle's\n"
+        "                     tokens each selection stage keeps (stderr); each trial then\n"
+        "                     runs in a context of its own (the span is a context setting)\n"
         "  --dump-prompts FILE  append each prompt's token ids (one line per trial) to FILE,\n"
         "                     to replay them in another engine\n"
         "\n%s",
@@ -595,12 +596,13 @@ int cmd_eval(int argc, char **argv) {
            "depth", "correct", "acc");
     double all_ok = 0;
     int64_t all_n = 0;
-    lc_attn_stats st_all0 = {0, 0};
-    if (lc_context_attn_stats(ctx, &st_all0) != LC_OK) goto done;
+    /* the counters of the contexts freed so far (--trace: one context per trial) */
+    lc_attn_stats st_base = {0, 0}, st_all0 = {0, 0};
+    if (eval_attn_stats(ctx, &st_base, &st_all0) != LC_OK) goto done;
     for (int li = 0; li < n_lens; li++) {
         const int64_t len = (int64_t)lens[li];
         lc_attn_stats st0 = {0, 0};
-        if (lc_context_attn_stats(ctx, &st0) != LC_OK) goto done;
+        if (eval_attn_stats(ctx, &st_base, &st0) != LC_OK) goto done;
         for (int di = 0; di < n_depths; di++) {
             double ok = 0;
             for (long long tr = 0; tr < trials; tr++) {
@@ -665,12 +667,14 @@ int cmd_eval(int argc, char **argv) {
                                   .max_tokens = tt.max_tokens,
                                   .sampling = o.sampling};
                 req.sampling.temperature = 0.0f;
-                if (trace) { /* read by the sparse methods' diagnosis (attn/infinitehip.c) */
-                    char range[64];
-                    snprintf(range, sizeof range, "%zu,%zu", needle0, needle0 + n_nd[0]);
-                    setenv("LONGCTX_HIP_TRACE", range, 1);
-                    fprintf(stderr, "trace: len %zu depth %.2f trial %lld needle tokens [%s)\n",
-                            prompt.n, depths[di], tr, range);
+                if (trace) { /* InfiniteHiP's diagnosis (attn/infinitehip.c): the traced span
+                              * is a context parameter, so this trial gets a context of its own */
+                    o.trace_begin = (int64_t)needle0;
+                    o.trace_end   = (int64_t)(needle0 + n_nd[0]);
+                    if (eval_context_renew("eval", &o, m, max_len + 64, &ctx, &st_base) != CLI_OK)
+                        goto done;
+                    fprintf(stderr, "trace: len %zu depth %.2f trial %lld needle tokens "
+                            "[%zu,%zu)\n", prompt.n, depths[di], tr, needle0, needle0 + n_nd[0]);
                 }
                 gen_result res;
                 if (gen_run("eval", ctx, &req, false, 1 << 30, &res) != CLI_OK) {
@@ -700,13 +704,13 @@ int cmd_eval(int argc, char **argv) {
             all_n += trials;
         }
         lc_attn_stats st1 = {0, 0};
-        if (lc_context_attn_stats(ctx, &st1) != LC_OK) goto done;
+        if (eval_attn_stats(ctx, &st_base, &st1) != LC_OK) goto done;
         print_selection_stats(len, &st0, &st1);
     }
     printf("overall: %.4g/%lld = %.1f%%\n", all_ok, (long long)all_n,
            100.0 * all_ok / (double)all_n);
     lc_attn_stats st_all1 = {0, 0};
-    if (lc_context_attn_stats(ctx, &st_all1) != LC_OK) goto done;
+    if (eval_attn_stats(ctx, &st_base, &st_all1) != LC_OK) goto done;
     print_selection_stats(0, &st_all0, &st_all1);
     rc = CLI_OK;
 done:

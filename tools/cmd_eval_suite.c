@@ -86,7 +86,9 @@ static void suite_help(void) {
         "                     of it the method reads, the share of its tokens read and, for\n"
         "                     InfiniteHiP, the share each stage keeps (stderr; PREFIX-trace.tsv\n"
         "                     with --out); InfiniteHiP also prints, per layer and stage, how\n"
-        "                     many of them every prefill block and decode step keeps\n"
+        "                     many of them every prefill block and decode step keeps (each\n"
+        "                     trial then runs in a context of its own: the span is a context\n"
+        "                     setting)\n"
         "  -v, --verbose      print each trial's answer (stderr)\n"
         "\n%s",
         SUITE_DEFAULT_HAYSTACK, SUITE_DEFAULT_QA_DOC, gen_opts_help());
@@ -1144,13 +1146,16 @@ int cmd_eval_suite(int argc, char **argv) {
                                   .n_prompt = prompt.n,
                                   .max_tokens = tr.max_tokens,
                                   .sampling = o.sampling};
-                if (trace) { /* read by InfiniteHiP's diagnosis (attn/infinitehip.c) */
-                    char range[64];
-                    snprintf(range, sizeof range, "%lld,%lld", (long long)key_at,
-                             (long long)(key_at + key_len));
-                    setenv("LONGCTX_HIP_TRACE", range, 1);
-                    fprintf(stderr, "trace: %s len %zu trial %lld depth %.3f answer tokens [%s)",
-                            k_suite_tasks[t], prompt.n, ti, tr.depth[tr.key], range);
+                if (trace) { /* InfiniteHiP's diagnosis (attn/infinitehip.c): the traced span
+                              * is a context parameter, so this trial gets a context of its own
+                              * (and trace_trial's probes the same span) */
+                    o.trace_begin = key_at;
+                    o.trace_end   = key_at + key_len;
+                    if (eval_context_renew("eval suite", &o, m, max_len + 64, &ctx, NULL) != CLI_OK)
+                        goto done;
+                    fprintf(stderr, "trace: %s len %zu trial %lld depth %.3f answer tokens "
+                            "[%lld,%lld)", k_suite_tasks[t], prompt.n, ti, tr.depth[tr.key],
+                            (long long)key_at, (long long)(key_at + key_len));
                     /* the sentence token by token, to read the hip-trace lines' masks against */
                     fputs(":", stderr);
                     for (int64_t k = 0; k < key_len && k < 64; k++) {

@@ -26,7 +26,7 @@ static void help(void) {
            "  --no-special            without --chat: treat special-token text such as\n"
            "                          <|im_start|> in the prompt as plain text (default: parsed\n"
            "                          as special tokens, as llama.cpp's completion does)\n"
-           "  --stats                 print timings on stderr at the end\n"
+           "  --stats                 print timings (and the --tune choices) on stderr at the end\n"
            "\n%s",
            gen_opts_help());
 }
@@ -193,6 +193,9 @@ int cmd_run(int argc, char **argv) {
                     res.prompt_s > 0 ? (double)res.n_prompt / res.prompt_s : 0.0, res.n_generated,
                     res.gen_s, res.gen_s > 0 && res.n_generated > 1 ? (res.n_generated - 1) / res.gen_s : 0.0,
                     why[res.finish]);
+            char tune[512];
+            gen_tuning_describe(&o, tune, sizeof tune);
+            if (stats) fprintf(stderr, "longctx: tuning: %s\n", tune);
             lc_attn_stats as = {0, 0};
             if (lc_context_attn_stats(ctx, &as) == LC_OK && as.selected + as.reused > 0)
                 fprintf(stderr,

@@ -1,6 +1,6 @@
 /*
  * eval_common.c — shared pieces of the evaluation commands: token buffer, trial generator,
- * chat template split (see eval_common.h).
+ * chat template split, a traced trial's context (see eval_common.h).
  */
 #include "eval_common.h"
 
@@ -98,5 +98,27 @@ int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl,
     }
     free(spans);
     free(formatted);
+    return st;
+}
+
+int eval_context_renew(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                       lc_context **ctx, lc_attn_stats *base) {
+    if (*ctx && base) {
+        lc_attn_stats st = {0, 0};
+        const int     rc = lc_context_attn_stats(*ctx, &st);
+        if (rc != LC_OK) {
+            cli_fail(cmd, "selection counters", rc);
+            return CLI_ERR;
+        }
+        base->selected += st.selected, base->reused += st.reused;
+    }
+    lc_context_free(*ctx);
+    *ctx = NULL;
+    return gen_context(cmd, o, m, need_ctx, ctx);
+}
+
+int eval_attn_stats(const lc_context *ctx, const lc_attn_stats *base, lc_attn_stats *out) {
+    const int st = lc_context_attn_stats(ctx, out);
+    if (st == LC_OK) out->selected += base->selected, out->reused += base->reused;
     return st;
 }

@@ -1,8 +1,8 @@
 /*
  * eval_common.h — pieces shared by the evaluation commands (cmd_eval.c: passkey, fidelity,
  * ppl; cmd_eval_suite.c: the natural-text suite): a growable token buffer, the xorshift
- * generator the trials draw from, and a chat prompt split around the user's text so that a
- * prompt can be assembled from token ids.
+ * generator the trials draw from, a chat prompt split around the user's text so that a
+ * prompt can be assembled from token ids, and a context made anew for a traced trial.
  */
 #ifndef LC_EVAL_COMMON_H
 #define LC_EVAL_COMMON_H
@@ -34,5 +34,14 @@ double eval_rng_unit(uint64_t *s);
 int eval_chat_split(const char *cmd, const lc_model *m, lc_chat_template tmpl,
                     const char *no_chat_option, int32_t **pre, size_t *n_pre, int32_t **post,
                     size_t *n_post);
+
+/* Free *ctx and make a new context of o (gen_context with need_ctx) in its place: how --trace
+ * gives each trial its traced span (o->trace_begin / trace_end, a context parameter). base (may
+ * be NULL) accumulates the freed context's decode selection counters, so that base plus the
+ * new context's counters (eval_attn_stats) count the whole run. CLI_OK or CLI_ERR (printed). */
+int eval_context_renew(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                       lc_context **ctx, lc_attn_stats *base);
+/* base + ctx's decode selection counters. */
+int eval_attn_stats(const lc_context *ctx, const lc_attn_stats *base, lc_attn_stats *out);
 
 #endif

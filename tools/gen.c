@@ -21,6 +21,7 @@ void gen_opts_default(gen_opts *o) {
     o->hip     = d.hip;
     o->hipattn = d.hipattn;
     o->ts      = d.tokenselect;
+    o->tuning  = lc_tuning_default();
 }
 
 const char *gen_opts_help(void) {
@@ -55,6 +56,23 @@ const char *gen_opts_help(void) {
            "  --check-numerics        debug: look for NaN/Inf after every layer and name the\n"
            "                          first one (slow; without it, non-finite logits are still\n"
            "                          caught and the layer named)\n"
+           "  --tune NAME=VALUE       one of the backend's kernel choices (repeatable; for\n"
+           "                          comparisons: every choice computes the same function,\n"
+           "                          the defaults are the fastest measured; the CPU has none):\n"
+           "                          cuda-graphs=on|off  decode steps replayed as CUDA graphs\n"
+           "                          gemv=on|off  our GEMV for decode products (off: cuBLASLt)\n"
+           "                          prefill=auto|mma  dense prefill kernel (auto: wgmma on Hopper)\n"
+           "                          sparse-prefill=auto|mma  the sparse attention's, likewise\n"
+           "                          sparse-decode=auto|prefill  decode through the prefill kernel\n"
+           "                          sparse-pdl=on|off  the decode merge as a dependent launch\n"
+           "                          sparse-decode-scan=auto|thread|warp  segment list scan\n"
+           "                          rotate-keys=auto|off|on  InfiniteHiP's rotated key tiles\n"
+           "                          stage-one-cta=off|on  stage-tiles=auto|1|2|4\n"
+           "                          stage-transpose=auto|off|smem  (InfiniteHiP's stages)\n"
+           "                          ts-select-path=auto|kernels|fused ts-select-launches=auto|1|2|3\n"
+           "                          ts-select-group=auto|N  (TokenSelect's selection)\n"
+           "                          profile-sync=off|on  bench --profile: time ops by\n"
+           "                          synchronising the device (off: CUDA events)\n"
            "\nattention options:\n"
            "  --attn dense|infinitehip|hip|tokenselect  attention method (default dense)\n"
            "  --preset NAME           InfiniteHiP preset: default (ours: 3k-fine64 with\n"
@@ -169,6 +187,21 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         o->sampling.repeat_last_n = (int32_t)n;
     } else if (!strcmp(a, "--check-numerics")) {
         o->check_numerics = true;
+    } else if (!strcmp(a, "--tune")) {
+        VAL();
+        const char  *eq  = strchr(v, '=');
+        const size_t len = eq ? (size_t)(eq - v) : 0;
+        char         name[64];
+        if (!eq || len == 0 || len >= sizeof name) {
+            fprintf(stderr, "longctx %s: --tune: '%s' is not NAME=VALUE (see --help)\n", cmd, v);
+            return -1;
+        }
+        memcpy(name, v, len);
+        name[len] = '\0';
+        if (lc_tuning_set(&o->tuning, name, eq + 1) != LC_OK) {
+            fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
+            return -1;
+        }
     } else if (!strcmp(a, "--seed")) {
         VAL();
         if (!cli_int(cmd, a, v, 0, INT64_MAX, &n)) return -1;
@@ -274,8 +307,14 @@ void gen_attn_describe(const gen_opts *o, char *buf, size_t cap) {
     else snprintf(buf, cap, "%s (%s)", lc_attn_kind_name(o->attn), st == LC_OK ? d : "?");
 }
 
+void gen_tuning_describe(const gen_opts *o, char *buf, size_t cap) {
+    if (lc_tuning_describe(&o->tuning, buf, cap) != LC_OK) snprintf(buf, cap, "?");
+}
+
 void gen_context_attn(const gen_opts *o, lc_context_params *cp) {
     cp->check_numerics = o->check_numerics;
+    cp->trace_begin    = o->trace_begin;
+    cp->trace_end      = o->trace_end;
     cp->attn        = o->attn;
     cp->hip         = o->hip;
     cp->hipattn     = o->hipattn;
@@ -299,6 +338,7 @@ int gen_load(const char *cmd, gen_opts *o, lc_model **model) {
     mp.weights         = o->weights;
     mp.profile         = o->profile;
     mp.overcommit      = o->overcommit;
+    mp.tuning          = o->tuning;
     mp.progress        = load_progress;
     mp.progress_user   = &pr;
     cli_progress_begin(&pr, "loading");

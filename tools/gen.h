@@ -23,6 +23,10 @@ typedef struct gen_opts {
     lc_chat_template chat_template; /* NONE: the model's */
     int              profile;       /* lc_profile_mode for the load (bench) */
     bool             check_numerics; /* --check-numerics */
+    lc_tuning        tuning;         /* --tune NAME=VALUE (the backend's kernel choices) */
+    int64_t          trace_begin, trace_end; /* InfiniteHiP's traced span for the contexts
+                                                made from these options (eval --trace sets it
+                                                per trial); empty: none */
     lc_attn_kind          attn;     /* --attn */
     lc_infinitehip_params hip;      /* --preset, --hip-NAME=VALUE with --attn infinitehip */
     lc_hipattn_params     hipattn;  /* --preset, --hip-NAME=VALUE with --attn hip */
@@ -45,9 +49,11 @@ const char *gen_opts_help(void);
 bool gen_opts_check(gen_opts *o, const char *cmd);
 /* "dense" or "infinitehip (chunks=... )" for reports. */
 void gen_attn_describe(const gen_opts *o, char *buf, size_t cap);
+/* The tuning's non-default knobs ("cuda-graphs=off ...") or "default", for reports. */
+void gen_tuning_describe(const gen_opts *o, char *buf, size_t cap);
 
 int gen_load(const char *cmd, gen_opts *o, lc_model **model);
-/* The attention method settings of the options into context parameters. */
+/* The attention method settings (and diagnostics) of the options into context parameters. */
 void gen_context_attn(const gen_opts *o, lc_context_params *cp);
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                 lc_context **ctx);

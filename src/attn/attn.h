@@ -41,9 +41,18 @@ typedef struct lc_attn_shape {
     int32_t n_layer, n_head, n_kv_head, head_dim, n_ctx_train;
 } lc_attn_shape;
 
+/* The diagnostics of a context (lc_context_params) a sparse method instance follows; a NULL
+ * pointer where one is taken: none. */
+typedef struct lc_attn_diag {
+    bool    sparse_always;          /* never fall back to dense attention where the budget
+                                       covers every key */
+    int64_t trace_begin, trace_end; /* InfiniteHiP: the traced span (begin < end), else none */
+} lc_attn_diag;
+
 /* An InfiniteHiP instance (attn/infinitehip.c); p is validated here. */
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
-                               const lc_infinitehip_params *p, lc_attn_method **out);
+                               const lc_infinitehip_params *p, const lc_attn_diag *diag,
+                               lc_attn_method **out);
 
 /* The query blocks and final selections of a sparse method's last forward (prefill blocks
  * only), as host copies (evaluation: recall of the true attention mass). */
@@ -66,11 +75,12 @@ void lc_attn_hip_last_free(lc_hip_last *l);
 
 /* HiP (attn/hip.c) and TokenSelect (attn/tokenselect.c) instances; p validated here. */
 int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
-                           lc_attn_method **out);
+                           const lc_attn_diag *diag, lc_attn_method **out);
 int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
-                               const lc_tokenselect_params *p, lc_attn_method **out);
-/* The method a context's settings name (p->attn with its settings): the static dense instance
- * or a new one (free with lc_attn_method_free). */
+                               const lc_tokenselect_params *p, const lc_attn_diag *diag,
+                               lc_attn_method **out);
+/* The method a context's settings name (p->attn with its settings, and its diagnostics): the
+ * static dense instance or a new one (free with lc_attn_method_free). */
 int lc_attn_create(lc_backend *b, const lc_attn_shape *shape, const lc_context_params *p,
                    lc_attn_method **out);
 

@@ -43,12 +43,14 @@ int lc_attn_last(const lc_attn_method *m, lc_hip_last *out) {
 
 int lc_attn_create(lc_backend *b, const lc_attn_shape *shape, const lc_context_params *p,
                    lc_attn_method **out) {
-    *out = NULL;
+    *out                    = NULL;
+    const lc_attn_diag diag = {p->sparse_always, p->trace_begin, p->trace_end};
     switch (p->attn) {
     case LC_ATTN_DENSE: *out = (lc_attn_method *)&lc_attn_dense; return LC_OK;
-    case LC_ATTN_INFINITEHIP: return lc_attn_infinitehip_create(b, shape, &p->hip, out);
-    case LC_ATTN_HIP: return lc_attn_hipattn_create(b, shape, &p->hipattn, out);
-    case LC_ATTN_TOKENSELECT: return lc_attn_tokenselect_create(b, shape, &p->tokenselect, out);
+    case LC_ATTN_INFINITEHIP: return lc_attn_infinitehip_create(b, shape, &p->hip, &diag, out);
+    case LC_ATTN_HIP: return lc_attn_hipattn_create(b, shape, &p->hipattn, &diag, out);
+    case LC_ATTN_TOKENSELECT:
+        return lc_attn_tokenselect_create(b, shape, &p->tokenselect, &diag, out);
     }
     return lc_fail(LC_ERR_INVALID_ARG, "unknown attention method %d", (int)p->attn);
 }

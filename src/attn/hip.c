@@ -25,7 +25,7 @@ typedef struct hipa_impl {
     lc_hipattn_params p;
     lc_attn_shape     shape;
     sel_ws            ws;
-    bool              no_shortcut; /* LONGCTX_HIP_SPARSE_ALWAYS=1 (tests) */
+    bool              no_shortcut; /* lc_context_params.sparse_always (tests) */
     int64_t           selected, reused;
 } hipa_impl;
 
@@ -188,7 +188,7 @@ static void hipa_destroy(lc_attn_method *m) {
 }
 
 int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
-                           lc_attn_method **out) {
+                           const lc_attn_diag *diag, lc_attn_method **out) {
     *out   = NULL;
     int st = lc_hipattn_validate(p);
     if (st != LC_OK) return st;
@@ -207,7 +207,7 @@ int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_h
     h->ws.n_groups = p->per_group ? shape->n_kv_head : 1;
     h->ws.sel_cap  = p->k / p->block_k;
     h->ws.n_sink   = p->n_sink;
-    h->no_shortcut = sel_sparse_always();
+    h->no_shortcut = diag && diag->sparse_always;
     m->name         = "hip";
     m->impl         = h;
     m->needs_raw_q  = true;

@@ -33,8 +33,10 @@ typedef struct hip_impl {
     lc_attn_shape shape;
     int32_t n_groups;                    /* selections per block: 1, or n_kv_head (heads=group) */
     int32_t keep_max[LC_HIP_MAX_STAGES]; /* most chunks any layer keeps */
-    bool no_shortcut;                    /* LONGCTX_HIP_SPARSE_ALWAYS=1: never fall back to dense
-                                            (tests and diagnosis of the sparse path) */
+    bool no_shortcut;                    /* lc_context_params.sparse_always: never fall back to
+                                            dense (tests and diagnosis of the sparse path) */
+    int64_t trace_begin, trace_end;      /* the traced span (lc_context_params.trace_*); empty:
+                                            no trace */
     /* workspace: query blocks (host and backend), prefill stage outputs */
     lc_hip_qblock *h_qb;
     lc_hip_qblock *d_qb;
@@ -147,15 +149,14 @@ static int32_t ceil_div(int64_t a, int64_t b) {
     return (int32_t)((a + b - 1) / b);
 }
 
-/* LONGCTX_HIP_TRACE=a,b (diagnosis; `eval passkey --trace` sets it to a needle's tokens): after
- * the stages of a forward, print to stderr per layer how many of the positions [a, b) each
- * stage's output keeps for one query block — the forward's last prefill block, or a decode
- * block whose stages were recomputed. Read per forward; off (no cost) when unset. */
-static bool trace_range(int64_t *a, int64_t *b) {
-    const char *t = getenv("LONGCTX_HIP_TRACE");
-    long long x, y;
-    if (!t || sscanf(t, "%lld,%lld", &x, &y) != 2 || y <= x) return false;
-    *a = x, *b = y;
+/* The traced span [a, b) of lc_context_params.trace_begin / trace_end (diagnosis; `eval
+ * --trace` sets it to a needle's tokens): after the stages of a forward, trace_block prints to
+ * stderr per layer how many of the positions [a, b) each stage's output keeps for one query
+ * block — the forward's last prefill block, or a decode block whose stages were recomputed.
+ * Off (no cost) when the span is empty. */
+static bool trace_range(const hip_impl *h, int64_t *a, int64_t *b) {
+    if (h->trace_begin >= h->trace_end) return false;
+    *a = h->trace_begin, *b = h->trace_end;
     return true;
 }
 
@@ -187,7 +188,7 @@ static void trace_mask(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t b, c
 static void trace_block(const hip_impl *h, int32_t layer, const char *what, int32_t pos,
                         lc_hip_seg *const *seg, int32_t *const *n, int32_t first) {
     int64_t a, b;
-    if (!trace_range(&a, &b) || pos < b) return;
+    if (!trace_range(h, &a, &b) || pos < b) return;
     lc_backend *be = h->b;
     int32_t cap_max = 0;
     for (int32_t i = first; i < h->p.n_stages; i++)
@@ -480,7 +481,8 @@ static void hip_destroy(lc_attn_method *m) {
 }
 
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
-                               const lc_infinitehip_params *p, lc_attn_method **out) {
+                               const lc_infinitehip_params *p, const lc_attn_diag *diag,
+                               lc_attn_method **out) {
     *out = NULL;
     int st = lc_infinitehip_validate(p);
     if (st != LC_OK) return st;
@@ -497,7 +499,9 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     h->p = *p;
     h->shape = *shape;
     h->n_groups = p->per_group ? shape->n_kv_head : 1;
-    h->no_shortcut = sel_sparse_always();
+    h->no_shortcut = diag && diag->sparse_always;
+    if (diag && diag->trace_begin < diag->trace_end)
+        h->trace_begin = diag->trace_begin, h->trace_end = diag->trace_end;
     for (int32_t i = 0; i < p->n_stages; i++) {
         h->keep_max[i] = p->k[i] / p->chunk[i];
         if (i == p->n_stages - 1 && p->first_layers > 0 &&

@@ -33,13 +33,6 @@ static inline int32_t sel_win0_stream(int32_t n_sink, int32_t n_stream, int32_t 
     return a > w ? a : w;
 }
 
-/* LONGCTX_HIP_SPARSE_ALWAYS=1 in the environment: the sparse methods never fall back to dense
- * attention when the budget covers every key (tests and diagnosis of the sparse path). */
-static inline bool sel_sparse_always(void) {
-    const char *always = getenv("LONGCTX_HIP_SPARSE_ALWAYS");
-    return always && always[0] == '1';
-}
-
 /* win0 of a block of n_rows rows from pos0 (the method's sink / window rule) */
 typedef int32_t (*sel_win0_fn)(const void *params, int32_t pos0, int32_t n_rows);
 

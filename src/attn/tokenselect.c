@@ -31,7 +31,7 @@ typedef struct ts_impl {
     lc_tokenselect_params p;
     lc_attn_shape         shape;
     sel_ws                ws;
-    bool                  no_shortcut; /* LONGCTX_HIP_SPARSE_ALWAYS=1 (tests) */
+    bool                  no_shortcut; /* lc_context_params.sparse_always (tests) */
     int64_t              *d_counts;    /* [n_layer][2] hits, misses (with the cache) */
     int64_t               uncached;    /* decode selections made without the cache */
 } ts_impl;
@@ -213,7 +213,8 @@ static void ts_destroy(lc_attn_method *m) {
 }
 
 int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
-                               const lc_tokenselect_params *p, lc_attn_method **out) {
+                               const lc_tokenselect_params *p, const lc_attn_diag *diag,
+                               lc_attn_method **out) {
     *out   = NULL;
     int st = lc_tokenselect_validate(p);
     if (st != LC_OK) return st;
@@ -233,7 +234,7 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     t->ws.n_groups = 1;
     t->ws.sel_cap  = p->k;
     t->ws.n_sink   = p->n_init;
-    t->no_shortcut = sel_sparse_always();
+    t->no_shortcut = diag && diag->sparse_always;
     const size_t cb    = sizeof(int64_t) * 2 * (size_t)(shape->n_layer > 0 ? shape->n_layer : 1);
     t->d_counts        = b->alloc(b, cb, "TokenSelect counters");
     int64_t *zeros     = lc_calloc(1, cb, "TokenSelect counters");

@@ -336,6 +336,11 @@ struct lc_backend {
     uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16 / BF16) */
     uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / F16) */
     int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
+    /* The kernel choices the ops follow (longctx.h; all zero, the defaults, from the
+     * constructors): lc_model_load copies lc_model_params.tuning here. Ops read the struct
+     * they are called with at each call, so a caller may change it between ops (the tests do,
+     * to compare the paths of an op); the CPU backend has no choices. */
+    lc_tuning   tuning;
     void       *impl;
     void (*free)(lc_backend *b);
 
@@ -430,8 +435,14 @@ struct lc_backend {
     void (*graph_reset)(lc_backend *b);
 };
 
-/* Constructors. The CUDA one returns LC_ERR_UNSUPPORTED when built without CUDA or when no
- * device is present. */
+/* LC_ERR_INVALID_ARG naming the first field of t out of its range (backend/tuning.c). */
+int lc_tuning_check(const lc_tuning *t);
+/* A hash of every field's value (graphs captured under one tuning are not replayed under
+ * another). */
+uint64_t lc_tuning_hash(const lc_tuning *t);
+
+/* Constructors (tuning: the defaults). The CUDA one returns LC_ERR_UNSUPPORTED when built
+ * without CUDA or when no device is present. */
 int lc_backend_cpu_create(int n_threads, lc_backend **out);
 int lc_backend_cuda_create(int device_index, lc_backend **out);
 

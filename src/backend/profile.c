@@ -9,9 +9,9 @@
  * pair of events on the backend's stream around each op, read back at the start of the next
  * forward: the device time of the op's kernels, with no synchronisation added inside a step,
  * so the profiled step runs at nearly its real speed and "step - ops" is the time the GPU
- * waited for the host. LONGCTX_PROFILE_SYNC=1 instead synchronises the device before and
- * after every op and takes wall time (each op then also carries a launch and a sync,
- * ~10 us). Copies (upload/download) are synchronous cudaMemcpy calls that the backend's
+ * waited for the host. The wrapped backend's tuning.profile_sync instead synchronises the
+ * device before and after every op and takes wall time (each op then also carries a launch and
+ * a sync, ~10 us). Copies (upload/download) are synchronous cudaMemcpy calls that the backend's
  * (blocking) stream orders with, so the events around them hold the copy; a wall clock there
  * would also hold the wait for every kernel queued before it (measured: 5.7 ms of an 8B decode
  * step counted twice).
@@ -387,8 +387,7 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
     p->time_ops = time_ops;
     p->phase    = LC_PROFILE_OUTSIDE;
 #ifdef LC_HAVE_CUDA
-    const char *sync = getenv("LONGCTX_PROFILE_SYNC");
-    if (time_ops && inner->device == LC_DEVICE_CUDA && !(sync && sync[0] == '1')) {
+    if (time_ops && inner->device == LC_DEVICE_CUDA && !inner->tuning.profile_sync) {
         if (lc_cuda_events_create(p->ev, 2 * EV_PAIRS) == LC_OK) {
             p->use_events = true;
         } else {

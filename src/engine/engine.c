@@ -25,6 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SCORE_LOGIT_ROWS 512 /* logit rows per forward while scoring (a [512][n_vocab] buffer);
+                                lc_context_params.score_rows lowers it (tests cut short texts) */
+
 typedef struct lc_seq {
     bool        live;
     int32_t     id;
@@ -240,6 +243,9 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     if (m->backend->page_size && p.page_size != m->backend->page_size)
         return lc_fail(LC_ERR_INVALID_ARG, "page size %d: the %s backend's kernels need %d-token "
                        "pages", p.page_size, m->backend->name, m->backend->page_size);
+    if (p.score_rows < 0 || p.score_rows > SCORE_LOGIT_ROWS)
+        return lc_fail(LC_ERR_INVALID_ARG, "score_rows %d out of range (0 .. %d; 0: %d)",
+                       p.score_rows, SCORE_LOGIT_ROWS, SCORE_LOGIT_ROWS);
     if (p.kv_tokens == 0) p.kv_tokens = (int64_t)p.n_ctx * p.n_seq_max;
     if (p.kv_tokens < 1)
         return lc_fail(LC_ERR_INVALID_ARG, "KV capacity %lld tokens out of range",
@@ -748,8 +754,6 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
 
 /* ---- teacher-forced scoring ------------------------------------------------------------ */
 
-#define SCORE_LOGIT_ROWS 512 /* logit rows per forward while scoring (a [512][n_vocab] buffer);
-                                LONGCTX_SCORE_ROWS=N (1 .. 512) lowers it (tests cut short texts) */
 
 /* the row of the k-th (0-based) scoring row at or after a; INT64_MAX when there is none */
 static int64_t score_nth_row(const lc_score_range *r, int32_t n_r, int64_t a, int64_t k) {
@@ -791,9 +795,7 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
 
     const int rope_st = rope_cover(c, n_tokens); /* the table reaches every position */
     if (rope_st != LC_OK) return rope_st;
-    int32_t        max_lrows = SCORE_LOGIT_ROWS;
-    const char    *env_lr    = getenv("LONGCTX_SCORE_ROWS");
-    if (env_lr && atoi(env_lr) >= 1 && atoi(env_lr) < max_lrows) max_lrows = atoi(env_lr);
+    const int32_t  max_lrows = c->p.score_rows > 0 ? c->p.score_rows : SCORE_LOGIT_ROWS;
     lc_kv_seq      kvs    = {0};
     lc_forward_ws *ws     = NULL;
     void         **states = lc_calloc((size_t)L, sizeof(void *), "attention state");

@@ -375,7 +375,8 @@ static int check_block_count(const lc_model *m) {
 /* ---- public API ------------------------------------------------------------------------ */
 
 lc_model_params lc_model_default_params(void) {
-    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF, false};
+    lc_model_params p = {LC_DEVICE_AUTO, 0, LC_WEIGHTS_AUTO, NULL, NULL, LC_PROFILE_OFF, false,
+                         lc_tuning_default()};
     return p;
 }
 
@@ -423,10 +424,12 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
     *out                = NULL;
     lc_model_params def = lc_model_default_params();
     const lc_model_params *p = params ? params : &def;
+    int st = lc_tuning_check(&p->tuning);
+    if (st != LC_OK) return st;
     lc_model *m = lc_calloc(1, sizeof *m, "model");
     if (!m) return LC_ERR_NOMEM;
     atomic_init(&m->refs, 1);
-    int st = lc_gguf_open(path, &m->gguf);
+    st = lc_gguf_open(path, &m->gguf);
     if (st != LC_OK) goto fail;
     if ((st = lc_hparams_read(m->gguf, &m->hp)) != LC_OK) goto fail;
     if ((st = check_block_count(m)) != LC_OK) goto fail;
@@ -455,8 +458,6 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         st = lc_fail(LC_ERR_INVALID_ARG, "lc_model_load: profile mode %d unknown", p->profile);
         goto fail;
     }
-    /* ops replayed from a captured CUDA graph cannot be timed one by one */
-    if (p->profile == LC_PROFILE_OPS) setenv("LONGCTX_CUDA_GRAPHS", "0", 1);
     if (p->device == LC_DEVICE_CUDA || p->device == LC_DEVICE_AUTO) {
         st = lc_backend_cuda_create(0, &m->backend);
         if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
@@ -478,7 +479,10 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
         m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
     }
-    if (p->profile != LC_PROFILE_OFF) {
+    m->backend->tuning = p->tuning;
+    /* ops replayed from a captured CUDA graph cannot be timed one by one */
+    if (p->profile == LC_PROFILE_OPS) m->backend->tuning.no_cuda_graphs = true;
+    if (p->profile != LC_PROFILE_OFF) { /* (the wrapper starts as a copy, tuning included) */
         lc_backend *wrapped;
         if ((st = lc_backend_profile_wrap(m->backend, p->profile == LC_PROFILE_OPS, &wrapped)) !=
             LC_OK)

@@ -123,7 +123,7 @@ typedef struct lc_batch {
  * ws->logits (backend memory, read them with lc_forward_logits) and, with sample_rows, draws
  * one token per logit row on the backend into sampled_out (host, [n_logit_rows]). A decode
  * step (one row per sequence, every row sampled) on a backend with graphs runs as one graph
- * (the backend's graph_begin / graph_end; LONGCTX_CUDA_GRAPHS=0 turns them off); then the
+ * (the backend's graph_begin / graph_end; tuning.no_cuda_graphs turns them off); then the
  * only host synchronisation is reading the sampled ids. */
 int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_rope_table *rope,
                      const lc_attn_method *attn, const lc_batch *batch, int32_t *sampled_out);

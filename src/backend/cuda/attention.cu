@@ -817,10 +817,11 @@ template <int D, bool NEOX> static int launch_decode(const attn_common &a, const
 }
 
 // Prefill kernel choice: the warp-specialised wgmma kernel on compute capability 9.x (it needs
-// sm_90a's wgmma and bulk copies), the mma.sync kernel elsewhere; LONGCTX_PREFILL=mma forces
-// the mma.sync kernel, =wgmma the wgmma one (where the GPU has it).
+// sm_90a's wgmma and bulk copies), the mma.sync kernel elsewhere and wherever the batch asks
+// for it (bt->prefill_mma, the backend's tuning.prefill_mma).
 // A build without an sm_90a target (e.g. CMAKE_CUDA_ARCHITECTURES=90) has an empty wgmma
-// kernel: a one-thread probe asks the device code which variant it got.
+// kernel: a one-thread probe asks the device code which variant it got (once: it depends on
+// the device and the build only).
 __global__ void wgmma_probe_kernel(int *out) {
 #ifdef LC_HAVE_WGMMA
     *out = 1;
@@ -828,15 +829,14 @@ __global__ void wgmma_probe_kernel(int *out) {
     *out = 0;
 #endif
 }
-static bool use_wgmma(void) {
+static bool have_wgmma(void) {
     static int v = -1;
     if (v < 0) {
-        int         dev = 0, major = 0, have = 0, *d_have = NULL;
-        const char *e   = getenv("LONGCTX_PREFILL");
-        const bool  hopper = cudaGetDevice(&dev) == cudaSuccess &&
+        int        dev = 0, major = 0, have = 0, *d_have = NULL;
+        const bool hopper = cudaGetDevice(&dev) == cudaSuccess &&
                             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
                             major == 9;
-        if (hopper && !(e && !strcmp(e, "mma")) && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
+        if (hopper && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
             wgmma_probe_kernel<<<1, 1, 0, lc_cuda_stream()>>>(d_have);
             if (cudaMemcpyAsync(&have, d_have, sizeof(int), cudaMemcpyDeviceToHost, lc_cuda_stream()) != cudaSuccess ||
                 cudaStreamSynchronize(lc_cuda_stream()) != cudaSuccess)
@@ -871,7 +871,7 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
     LC_CUDA_LAUNCHED();
     const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
     dim3      grid((unsigned)blocks, (unsigned)a.H, (unsigned)bt->n_pre);
-    if (use_wgmma()) {
+    if (!bt->prefill_mma && have_wgmma()) {
         static bool wg_configured = false;
         const int   wsmem         = hopper_cfg<D>::SMEM;
         if (!wg_configured) {

@@ -20,7 +20,9 @@
 // launched, later ones replay it. Buffers the graphs point into (the GEMM input, attention
 // partials, the sampling scratch, the batch image) bump an epoch when reallocated; a graph of an older epoch is
 // re-captured and patched into its executable with cudaGraphExecUpdate (re-instantiated if
-// that fails). LONGCTX_CUDA_GRAPHS=0 in the environment (read at each step) turns graphs off.
+// that fails). The backend's tuning is part of the key (a graph runs the kernels chosen when it
+// was captured); tuning.no_cuda_graphs (read at each step) turns graphs off. The kernel choices
+// of the other ops follow b->tuning, passed to the kernels at each call.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
@@ -234,7 +236,8 @@ static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float 
     cuda_impl *im = impl_of(b);
     if (w->type != LC_TYPE_BF16 && w->type != LC_TYPE_F16)
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 or f16)", w->type);
-    if (lc_cuda_gemv_fits(w->cols, n, w->data, x)) // decode-sized: our GEMV on the fp32 input
+    // decode-sized: our GEMV on the fp32 input (unless tuning.no_gemv)
+    if (!b->tuning.no_gemv && lc_cuda_gemv_fits(w->cols, n, w->data, x))
         return lc_cuda_gemv16(w->type, w->data, w->rows, w->cols, x, n, y);
     const size_t need = (size_t)n * (size_t)w->cols;
     int st = grow_scratch(b, (void **)&im->xb, &im->xb_bytes, need * 2, "GEMM input (16-bit)");
@@ -360,6 +363,7 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     bt.n_pre        = im->n_pre;
     bt.max_pre_rows = im->max_pre_rows;
     bt.pre_tiles    = im->pre_tiles;
+    bt.prefill_mma  = b->tuning.prefill_mma;
     bt.n_splits     = lc_cuda_attn_splits(kv->n_kv_head, im->n_dec, key_bucket(im->max_dec_keys));
     const size_t need = (size_t)im->n_dec * (size_t)n_head * (size_t)bt.n_splits *
                         (size_t)(kv->head_dim + 2) * sizeof(float);
@@ -386,7 +390,7 @@ static int cuda_copy(lc_backend *, void *dst, const void *src, size_t bytes) {
 // into fp16 tiles in the dense prefill's scratch (lc_cuda_hip_rot; the dense prefill refills it
 // whenever it runs), so that the kernels read rotated keys instead of rotating each probe /
 // gathered key with its own table row — when the call reads keys at least twice as often as
-// the pass touches them (`reads`, a rough count). LONGCTX_HIP_ROTATE=1: always, =0: never.
+// the pass touches them (`reads`, a rough count); tuning.rotate_keys on: always, off: never.
 // Once per layer: the first stage fills the tiles (hip_rot_done), the later ops of the layer
 // (the other stages, the sparse attention) find rot->filled set.
 static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
@@ -394,15 +398,15 @@ static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope
     cuda_impl *im = impl_of(b);
     *use          = false;
     memset(rot, 0, sizeof *rot);
-    const char *e = getenv("LONGCTX_HIP_ROTATE");
-    if (!eligible || im->n_pre == 0 || (e && !strcmp(e, "0"))) return LC_OK;
+    const int32_t mode = b->tuning.rotate_keys;
+    if (!eligible || im->n_pre == 0 || mode == LC_TUNE_OFF) return LC_OK;
     int64_t tiles = 0;
     for (int32_t i = 0; i < im->n_seqs; i++) {
         const lc_attn_seq *sq = &im->host_seqs[i];
         if (sq->n_rows > 1) tiles += ((int64_t)sq->pos0 + sq->n_rows + 63) / 64;
     }
     if (tiles == 0) return LC_OK;
-    if (!(e && !strcmp(e, "1")) && reads < 2.0 * (double)tiles * 64 * kv->n_kv_head) return LC_OK;
+    if (mode != LC_TUNE_ON && reads < 2.0 * (double)tiles * 64 * kv->n_kv_head) return LC_OK;
     const size_t bytes = (size_t)tiles * (size_t)kv->n_kv_head * 64 * (size_t)kv->head_dim * 2;
     const void  *old   = im->pre_scratch;
     const int    st    = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes, bytes,
@@ -450,7 +454,7 @@ static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
                       (double)n_qb * n_head * (a->max_chunks > 0 ? a->max_chunks : 0) * steps, &rot, &use);
     if (st != LC_OK) return st;
     st = lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
-                           im->hip_scratch, im->hip_scratch_bytes);
+                           &b->tuning, im->hip_scratch, im->hip_scratch_bytes);
     return hip_rot_done(b, kv, rope, use && n_qb > 0, st); // (no blocks: it returns before rotating)
 }
 
@@ -461,7 +465,7 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     cuda_impl *im = impl_of(b);
     int        st = check_batch(im, seqs, n_seqs, "attn_sparse");
     if (st != LC_OK) return st;
-    const size_t need = lc_cuda_attn_sparse_scratch_bytes(n_qb, n_head, a);
+    const size_t need = lc_cuda_attn_sparse_scratch_bytes(n_qb, n_head, a, &b->tuning);
     if (need > 0) st = grow_scratch(b, &im->sparse_scratch, &im->sparse_scratch_bytes, need,
                                     "sparse attention scratch");
     if (st != LC_OK) return st;
@@ -478,7 +482,8 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     // not marked filled after: the sparse attention uses the tiles only on sm_90a, and it is
     // the layer's last reader anyway
     return lc_cuda_attn_sparse(kv, im->d_seqs, qb, n_qb, q, n_head, rope, scale, a,
-                               use ? &rot : NULL, im->sparse_scratch, im->sparse_scratch_bytes, out);
+                               use ? &rot : NULL, &b->tuning, im->sparse_scratch,
+                               im->sparse_scratch_bytes, out);
 }
 
 static int cuda_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -488,12 +493,12 @@ static int cuda_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
     cuda_impl *im = impl_of(b);
     int        st = check_batch(im, seqs, n_seqs, "ts_select");
     if (st != LC_OK) return st;
-    const size_t need = lc_cuda_ts_select_scratch_bytes(kv, n_qb, n_head, a);
+    const size_t need = lc_cuda_ts_select_scratch_bytes(kv, n_qb, n_head, a, &b->tuning);
     if (need > 0) st = grow_scratch(b, &im->sel_scratch, &im->sel_scratch_bytes, need,
                                     "TokenSelect scratch");
     if (st != LC_OK) return st;
-    return lc_cuda_ts_select(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->sel_scratch,
-                             im->sel_scratch_bytes);
+    return lc_cuda_ts_select(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, &b->tuning,
+                             im->sel_scratch, im->sel_scratch_bytes);
 }
 
 static int cuda_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -523,11 +528,6 @@ static int cuda_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n
 
 // ---- graphs --------------------------------------------------------------------------------
 
-static bool graphs_enabled(void) {
-    const char *e = getenv("LONGCTX_CUDA_GRAPHS");
-    return !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0 || strcmp(e, "false") == 0));
-}
-
 static uint64_t mix64(uint64_t h, uint64_t v) {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     return h * 0x94D049BB133111EBull;
@@ -541,9 +541,10 @@ static void graph_slot_clear(cuda_impl::graph_slot *g) {
 static int cuda_graph_begin(lc_backend *b, uint64_t key, int *mode) {
     cuda_impl *im = impl_of(b);
     *mode         = LC_GRAPH_OFF;
-    if (!graphs_enabled() || im->capturing) return LC_OK;
-    // the backend's part of the launch shape: what batch_begin saw
-    uint64_t k = mix64(key, (uint64_t)im->n_seqs);
+    if (b->tuning.no_cuda_graphs || im->capturing) return LC_OK;
+    // the backend's part of the launch shape: what batch_begin saw, and the kernel choices
+    uint64_t k = mix64(key, lc_tuning_hash(&b->tuning));
+    k          = mix64(k, (uint64_t)im->n_seqs);
     k          = mix64(k, (uint64_t)im->n_dec);
     k          = mix64(k, (uint64_t)im->n_pre);
     k          = mix64(k, (uint64_t)im->max_rows);

@@ -39,6 +39,8 @@ typedef struct lc_cuda_attn_batch {
     int32_t            max_pre_rows; /* >= every prefill sequence's n_rows */
     int64_t            pre_tiles;    /* key pages (64 keys) of the prefill sequences, summed */
     void              *scratch;      /* lc_cuda_attn_prefill_scratch_bytes, when n_pre > 0 */
+    bool               prefill_mma;  /* the mma.sync prefill kernel even where the wgmma one
+                                        runs (lc_tuning.prefill_mma) */
 } lc_cuda_attn_batch;
 int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
 /* Bytes of the prefill scratch (the prefill sequences' keys rotated to fp16, and their values
@@ -49,6 +51,7 @@ int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt,
 
 /* InfiniteHiP (twins of lc_cpu_hip_stage / lc_cpu_attn_sparse; backend/backend.h): seqs,
  * qb and every array in the args in device memory; the args struct itself on the host.
+ * tune: the backend's kernel choices (lc_tuning; not NULL).
  * scratch: device memory of at least the matching *_scratch_bytes (may be 0 bytes / NULL).
  * rot (NULL: none): with plain RoPE in a prefill-sized call, the op first rotates the keys of
  * the sequences listed in rot->pre — those with n_rows > 1 — into fp16 64-token tiles at rot->k,
@@ -71,24 +74,26 @@ size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_hi
 int    lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                          const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                          const lc_rope_table *rope, const lc_hip_stage_args *a,
-                         const lc_cuda_hip_rot *rot, void *scratch, size_t scratch_bytes);
+                         const lc_cuda_hip_rot *rot, const lc_tuning *tune, void *scratch,
+                         size_t scratch_bytes);
 size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
-                                         const lc_hip_sparse_args *a);
+                                         const lc_hip_sparse_args *a, const lc_tuning *tune);
 int    lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                            const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
                            const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
-                           const lc_cuda_hip_rot *rot, void *scratch, size_t scratch_bytes,
-                           float *out);
+                           const lc_cuda_hip_rot *rot, const lc_tuning *tune, void *scratch,
+                           size_t scratch_bytes, float *out);
 
 /* TokenSelect and HiP selections (twins of lc_cpu_ts_select / lc_cpu_hip_mask;
  * backend/backend.h): seqs, qb and every array in the args in device memory, the args struct on
- * the host; scratch of at least the matching *_scratch_bytes (ts_select.cu, hip_mask.cu). */
+ * the host; scratch of at least the matching *_scratch_bytes (ts_select.cu, hip_mask.cu); tune
+ * as above. */
 size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
-                                       const lc_ts_select_args *a);
+                                       const lc_ts_select_args *a, const lc_tuning *tune);
 int    lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                          const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                         const lc_rope_table *rope, const lc_ts_select_args *a, void *scratch,
-                         size_t scratch_bytes);
+                         const lc_rope_table *rope, const lc_ts_select_args *a,
+                         const lc_tuning *tune, void *scratch, size_t scratch_bytes);
 size_t lc_cuda_hip_mask_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
                                       const lc_hip_mask_args *a);
 int    lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -114,7 +119,8 @@ int  lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, in
 
 /* Decode GEMV: y[n][m] (fp32) = x[n][k] (fp32) · W[m][k]ᵀ (W bf16 or f16), fp32 sums, for
  * 1..LC_CUDA_GEMV_MAX_ROWS rows; lc_cuda_gemv_fits says whether the shapes and alignment allow
- * it (k a multiple of 8, 16-byte aligned W and x). */
+ * it (k a multiple of 8, 16-byte aligned W and x); the backend's matmul uses it then, unless
+ * tuning.no_gemv. */
 #define LC_CUDA_GEMV_MAX_ROWS 4
 bool lc_cuda_gemv_fits(int64_t k, int64_t n, const void *w, const float *x);
 int  lc_cuda_gemv16(uint32_t type, const void *w, int64_t m, int64_t k, const float *x, int64_t n,

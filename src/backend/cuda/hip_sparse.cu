@@ -15,7 +15,7 @@
 //    list entries, built in shared memory by the CTA itself from a scan of the segment list
 //    (lists of more than 4 segments a thread, e.g. TokenSelect's ~2000 one-token segments: each
 //    warp a contiguous range of segments, its lanes reading consecutive ones, coalesced; shorter
-//    lists: per-thread ranges; LONGCTX_SPARSE_DECODE_SCAN=thread|warp forces one), and all G
+//    lists: per-thread ranges; tuning.sparse_decode_scan=thread|warp forces one), and all G
 //    query heads of the KV head, so each K/V byte is read once. Each
 //    thread looks up the pages of its two keys and issues every load of the CTA at once: K
 //    into registers (16-byte loads; the head dims are permuted identically in the query and
@@ -24,7 +24,7 @@
 //    as m16n8k16 (the G query heads are the rows), the warps merge in shared memory, and a
 //    merge kernel — launched as a programmatic dependent of the split kernel on sm_90, so its
 //    launch hides behind the splits — combines the splits (log-sum-exp).
-//  * prefill (any other call, or every call with LONGCTX_SPARSE_DECODE=prefill; its 1-row
+//  * prefill (any other call, or every call with tuning.sparse_decode_prefill; its 1-row
 //    blocks go this way too): a small kernel writes each
 //    (block, group)'s list as (position, page slot) pairs into scratch. On sm_90a the
 //    attention kernel is warp-specialised wgmma (FlashAttention-3 style, as our dense
@@ -41,7 +41,7 @@
 //    the layer's first hip_stage): the list then names tile rows (and the values' page slots), and the producer
 //    of a block of such a sequence only copies (no table rows, no pass over the stage; H100,
 //    8B shape, 32K rows at 128K: ~9.6 -> ~5 ms). Elsewhere (sm_80, or
-//    LONGCTX_SPARSE_PREFILL=mma) an mma.sync FlashAttention-2 kernel over the same gathered
+//    tuning.sparse_prefill_mma) an mma.sync FlashAttention-2 kernel over the same gathered
 //    tiles, from the pages, all in fp16. (Streaming RoPE composed as R(base + 64 t) R(j) — one
 //    table row per tile, key j's own in registers — was tried instead of a row per key: 2.8 ms
 //    slower at 1M, reverted. So were CTA pairs sharing the rotation: a block's two CTAs as a
@@ -1252,13 +1252,13 @@ struct sp_plan {
 
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a) {
+sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a,
+                  const lc_tuning *tune) {
     sp_plan       pl    = {};
     const int64_t n_max = (int64_t)(a->n_sink > 0 ? a->n_sink : 0) + (a->max_sel > 0 ? a->max_sel : 0) +
                           (a->max_window > 0 ? a->max_window : 0);
     pl.L_cap  = n_max > 0 ? n_max : 1;
-    const char *e = getenv("LONGCTX_SPARSE_DECODE"); // =prefill: decode calls take the prefill path
-    pl.decode = a->max_rows <= 1 && !(e && !strcmp(e, "prefill"));
+    pl.decode = a->max_rows <= 1 && !tune->sparse_decode_prefill; // else decode takes the prefill path
     pl.splits = dec_splits(pl.L_cap);
     size_t off = 0;
     if (pl.decode) {
@@ -1276,7 +1276,8 @@ sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a) {
     return pl;
 }
 
-template <int D, bool NEOX> int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, float *part) {
+template <int D, bool NEOX>
+int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, bool pdl_off, float *part) {
     static bool configured = false;
     if (!configured) {
         LC_CUDA_TRY(cudaFuncSetAttribute(sparse_decode_kernel<D, NEOX>,
@@ -1300,12 +1301,8 @@ template <int D, bool NEOX> int launch_decode(const sp_params &p, int32_t n_qb, 
         cfg.blockDim         = dim3((unsigned)(MERGE_GROUPS * D));
         cfg.dynamicSmemBytes = 0;
         cfg.stream           = lc_cuda_stream();
-        static int pdl = -1; // LONGCTX_SPARSE_PDL=0: an ordinary launch (for comparisons)
-        if (pdl < 0) {
-            const char *e = getenv("LONGCTX_SPARSE_PDL");
-            pdl = device_major() >= 9 && !(e && !strcmp(e, "0"));
-        }
-        if (pdl) {
+        // (tuning.no_sparse_pdl: an ordinary launch, for comparisons)
+        if (device_major() >= 9 && !pdl_off) {
             at[0].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
             at[0].val.programmaticStreamSerializationAllowed = 1;
             cfg.attrs = at, cfg.numAttrs = 1;
@@ -1316,7 +1313,8 @@ template <int D, bool NEOX> int launch_decode(const sp_params &p, int32_t n_qb, 
 }
 
 // Prefill kernel choice: the wgmma kernel on compute capability 9.x when the build has sm_90a
-// code for it (a one-thread probe asks the device code), unless LONGCTX_SPARSE_PREFILL=mma.
+// code for it (a one-thread probe asks the device code, once: it depends on the device and the
+// build only), unless tuning.sparse_prefill_mma.
 __global__ void sparse_wgmma_probe_kernel(int *out) {
 #ifdef LC_HAVE_WGMMA
     *out = 1;
@@ -1324,10 +1322,8 @@ __global__ void sparse_wgmma_probe_kernel(int *out) {
     *out = 0;
 #endif
 }
-bool use_wgmma(void) {
+bool have_wgmma(void) {
     static int v = -1;
-    const char *e = getenv("LONGCTX_SPARSE_PREFILL");
-    if (e && !strcmp(e, "mma")) return false;
     if (v < 0) {
         int have = 0, *d_have = NULL;
         if (device_major() == 9 && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
@@ -1345,14 +1341,14 @@ bool use_wgmma(void) {
 
 template <int D, bool NEOX>
 int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_plan &pl,
-                   unsigned char *scratch) {
+                   bool wgmma, unsigned char *scratch) {
     int4 *hdr   = (int4 *)(scratch + pl.hdr_off);
     int2 *lists = (int2 *)(scratch + pl.list_off);
     sparse_list_kernel<<<dim3((unsigned)n_qb, (unsigned)p.n_groups), 256, 0, lc_cuda_stream()>>>(
         p, pl.L_cap, lists, hdr);
     LC_CUDA_LAUNCHED();
     const int n_chunks = (max_rows * p.G + PRE_BM - 1) / PRE_BM;
-    if (use_wgmma()) {
+    if (wgmma) {
         static bool wg_configured = false;
         if (!wg_configured) {
             LC_CUDA_TRY(cudaFuncSetAttribute(sparse_prefill_wgmma_kernel<D, NEOX>,
@@ -1381,18 +1377,20 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
 } // namespace
 
 extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
-                                                    const lc_hip_sparse_args *a) {
-    if (n_qb <= 0 || n_head <= 0 || !a) return 0;
-    return make_plan(n_qb, n_head, a).total;
+                                                    const lc_hip_sparse_args *a, const lc_tuning *tune) {
+    if (n_qb <= 0 || n_head <= 0 || !a || !tune) return 0;
+    return make_plan(n_qb, n_head, a, tune).total;
 }
 
 extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                                    const lc_hip_qblock *qb, int32_t n_qb, const float *q,
                                    int32_t n_head, const lc_rope_table *rope, float scale,
                                    const lc_hip_sparse_args *a, const lc_cuda_hip_rot *rot,
-                                   void *scratch, size_t scratch_bytes, float *out) {
+                                   const lc_tuning *tune, void *scratch, size_t scratch_bytes,
+                                   float *out) {
     const int D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
     if (n_qb <= 0) return LC_OK;
+    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: no tuning");
     const int st0 = lc_hip_sparse_check(kv, n_head, a);
     if (st0 != LC_OK) return st0;
     if (D != 64 && D != 128)
@@ -1406,7 +1404,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     if (rope->n_rot % 8 != 0 || rope->n_rot <= 0 || rope->n_rot > D || (neox && rope->n_rot != D))
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: %d rotated dims of %d (%s pairing)",
                        rope->n_rot, D, neox ? "neox" : "adjacent");
-    const sp_plan pl = make_plan(n_qb, n_head, a);
+    const sp_plan pl = make_plan(n_qb, n_head, a, tune);
     if (pl.total > 0 && (!scratch || scratch_bytes < pl.total))
         return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: scratch of %zu bytes, %zu needed",
                        scratch_bytes, pl.total);
@@ -1422,17 +1420,14 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
     p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
-    {   // LONGCTX_SPARSE_DECODE_SCAN=thread|warp: one segment scan for every list (comparisons)
-        static int warp_scan = -1;
-        if (warp_scan < 0) {
-            const char *e = getenv("LONGCTX_SPARSE_DECODE_SCAN");
-            warp_scan     = e && !strcmp(e, "thread") ? 0 : (e && !strcmp(e, "warp") ? 2 : 1);
-        }
-        p.dec_warp_scan = warp_scan;
-    }
+    // tuning.sparse_decode_scan thread|warp: one segment scan for every list (comparisons)
+    p.dec_warp_scan = tune->sparse_decode_scan == LC_TUNE_SCAN_THREAD ? 0
+                      : tune->sparse_decode_scan == LC_TUNE_SCAN_WARP ? 2
+                                                                      : 1;
+    const bool wgmma = !tune->sparse_prefill_mma && have_wgmma();
 
     unsigned char *sc = (unsigned char *)scratch;
-    if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && use_wgmma()) {
+    if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && wgmma) {
         const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot);
         if (st != LC_OK) return st;
         p.rk = (const __half *)rot->k;
@@ -1440,13 +1435,14 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     }
     if (pl.decode) {
         float *part = (float *)sc;
-        return D == 64 ? (neox ? launch_decode<64, true>(p, n_qb, pl.splits, part)
-                               : launch_decode<64, false>(p, n_qb, pl.splits, part))
-                       : (neox ? launch_decode<128, true>(p, n_qb, pl.splits, part)
-                               : launch_decode<128, false>(p, n_qb, pl.splits, part));
+        const bool pdl_off = tune->no_sparse_pdl;
+        return D == 64 ? (neox ? launch_decode<64, true>(p, n_qb, pl.splits, pdl_off, part)
+                               : launch_decode<64, false>(p, n_qb, pl.splits, pdl_off, part))
+                       : (neox ? launch_decode<128, true>(p, n_qb, pl.splits, pdl_off, part)
+                               : launch_decode<128, false>(p, n_qb, pl.splits, pdl_off, part));
     }
-    return D == 64 ? (neox ? launch_prefill<64, true>(p, n_qb, a->max_rows, pl, sc)
-                           : launch_prefill<64, false>(p, n_qb, a->max_rows, pl, sc))
-                   : (neox ? launch_prefill<128, true>(p, n_qb, a->max_rows, pl, sc)
-                           : launch_prefill<128, false>(p, n_qb, a->max_rows, pl, sc));
+    return D == 64 ? (neox ? launch_prefill<64, true>(p, n_qb, a->max_rows, pl, wgmma, sc)
+                           : launch_prefill<64, false>(p, n_qb, a->max_rows, pl, wgmma, sc))
+                   : (neox ? launch_prefill<128, true>(p, n_qb, a->max_rows, pl, wgmma, sc)
+                           : launch_prefill<128, false>(p, n_qb, a->max_rows, pl, wgmma, sc));
 }

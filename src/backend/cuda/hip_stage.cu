@@ -50,11 +50,9 @@
 // Limits: head_dim 64 or 128; at most 256 pooled queries per block; page size a power of two.
 // Launch sizes (max_rows, max_chunks, in_cap) are trusted: rows and chunks past them are
 // ignored here, where the CPU twin fails; positions outside the RoPE table are clamped.
-// LONGCTX_HIP_STAGE_TEST=1 (tests) puts all chunk waves of a unit in one CTA (and up to 4
-// blocks in one CTA in the first stage) and makes the select read the scores from global
-// memory; LONGCTX_HIP_STAGE_S=1|2|4 sets the tiles per warp and LONGCTX_HIP_STAGE_WPT=N the
-// chunk waves per CTA of the later stages, LONGCTX_HIP_STAGE_WPT1=N of the first,
-// LONGCTX_HIP_STAGE_TP=1 one tile per mma pass with relative RoPE (tuning).
+// The backend's tuning (lc_tuning): stage_one_cta (tests) puts all chunk waves of a unit in one
+// CTA (and up to 4 blocks in one CTA in the first stage) and makes the select read the scores
+// from global memory; stage_tiles=1|2|4 sets the tiles per warp; stage_transpose below.
 // Tiles of a step: S <= 2 keep their probe positions in registers and issue their loads unrolled
 // (independent address chains); relative RoPE scores two tiles per mma pass (four independent
 // mma chains instead of two). H100, same run vs before (bench_hip_stage, 32K rows): stage 3
@@ -1135,15 +1133,14 @@ int launch_score(const stage_params &p, dim3 grid, int threads) {
     return LC_OK;
 }
 
-// RELATIVE: two tiles per mma pass where a warp has two or more (LONGCTX_HIP_STAGE_TP=1: one)
+// RELATIVE: two tiles per mma pass where a warp has two or more
 template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int threads) {
     if (p.tr)
         return p.S == 1   ? launch_score<D, MODE, 1, 1, true>(p, grid, threads)
                : p.S == 2 ? launch_score<D, MODE, 2, 1, true>(p, grid, threads)
                           : launch_score<D, MODE, 4, 1, true>(p, grid, threads);
     if constexpr (MODE == LC_HIP_SCAN_RELATIVE) {
-        const char *e = getenv("LONGCTX_HIP_STAGE_TP");
-        if (!(e && atoi(e) == 1) && p.S * p.n_mt >= 2)
+        if (p.S * p.n_mt >= 2)
             return p.S == 1   ? launch_score<D, MODE, 1, 2>(p, grid, threads)
                    : p.S == 2 ? launch_score<D, MODE, 2, 2>(p, grid, threads)
                               : launch_score<D, MODE, 4, 2>(p, grid, threads);
@@ -1195,9 +1192,10 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
                                  const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
                                  int32_t n_head, const lc_rope_table *rope,
                                  const lc_hip_stage_args *a, const lc_cuda_hip_rot *rot,
-                                 void *scratch, size_t scratch_bytes) {
+                                 const lc_tuning *tune, void *scratch, size_t scratch_bytes) {
     const int st0 = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st0 != LC_OK) return st0;
+    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: no tuning");
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size;
     if (P & (P - 1))
         return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: page size %d is not a power of two", P);
@@ -1252,10 +1250,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     // tiles of 8 chunks per warp: 4 (2 with table rows, or several m-tiles), fewer where that
     // leaves the GPU with less than one round of CTAs (decode: shorter steps, more CTAs).
     const dev_info di   = device_info();
-    const char    *test = getenv("LONGCTX_HIP_STAGE_TEST");
-    const char    *es   = getenv("LONGCTX_HIP_STAGE_S");
-    const char    *ew   = getenv(a->in ? "LONGCTX_HIP_STAGE_WPT" : "LONGCTX_HIP_STAGE_WPT1");
-    p.global_select     = test && *test && *test != '0';
+    p.global_select     = tune->stage_one_cta;
     const bool rel      = a->scan_rope == LC_HIP_SCAN_RELATIVE;
     p.hpc = 4 / p.n_mt;
     if (p.hpc > p.uhpk) p.hpc = p.uhpk;
@@ -1271,19 +1266,19 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.npg     = (int32_t)(((int64_t)P - 1 + a->chunk - 1) / P + 1);
     if (p.npg > 8) p.npg = 8;
     // Decode-sized launches (one m-tile, at most 8 query columns a unit) score transposed
-    // (p.tr; LONGCTX_HIP_STAGE_TR=0: as the others). A CTA of fewer one-warp units than
+    // (p.tr; tuning.stage_transpose=off: as the others). A CTA of fewer one-warp units than
     // kSelWarps (a decode row with one descent per KV head, or G < 4) takes that many chunk
-    // ranges at once (p.nsub; LONGCTX_HIP_STAGE_NSUB=1: one, the other warps only joining the
-    // select, which one warp runs slowly: bench/NOTES.md 29).
-    const char *etr = getenv("LONGCTX_HIP_STAGE_TR"), *ens = getenv("LONGCTX_HIP_STAGE_NSUB");
-    p.tr = p.n_mt == 1 && nq * (rel ? 2 : 1) <= 8 && !(etr && atoi(etr) == 0);
-    // relative RoPE (keys as stored): straight into registers (LONGCTX_HIP_STAGE_TR=1: through
-    // shared memory)
-    if (p.tr && rel && !p.global_select && !(etr && atoi(etr) == 1)) p.tr = 2;
+    // ranges at once (p.nsub), rather than one range with the other warps only joining the
+    // select, which one warp runs slowly (bench/NOTES.md 29).
+    p.tr = p.n_mt == 1 && nq * (rel ? 2 : 1) <= 8 &&
+           tune->stage_transpose != LC_TUNE_TRANSPOSE_OFF;
+    // relative RoPE (keys as stored): straight into registers (tuning.stage_transpose=smem:
+    // through shared memory)
+    if (p.tr && rel && !p.global_select && tune->stage_transpose != LC_TUNE_TRANSPOSE_SMEM)
+        p.tr = 2;
     const int     units  = p.nb * p.hpc;
     p.nsub = 1;
-    if (p.n_mt == 1 && units < kSelWarps && !p.global_select && !(ens && atoi(ens) == 1))
-        p.nsub = kSelWarps / units;
+    if (p.n_mt == 1 && units < kSelWarps && !p.global_select) p.nsub = kSelWarps / units;
     const int64_t ctas_x = (int64_t)(n_qb + p.nb - 1) / p.nb * H * p.n_hsub;
     int64_t       per_sm = kMaxWarps / (units * p.n_mt); // units resident per SM (warps' limit)
     if (per_sm < 1) per_sm = 1;
@@ -1293,7 +1288,8 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     while (S > 1 && ctas_x * (((int64_t)a->max_chunks + 4 * S * p.n_mt - 1) / (4 * S * p.n_mt)) <=
                         (int64_t)di.n_sm * per_sm)
         S /= 2;
-    if (es && (atoi(es) == 1 || atoi(es) == 2 || atoi(es) == 4)) S = atoi(es);
+    if (tune->stage_tiles == 1 || tune->stage_tiles == 2 || tune->stage_tiles == 4)
+        S = tune->stage_tiles;
     while (S > 1 && S * p.n_mt > 32) S /= 2; // the tile flags are read one per lane
     int ts = 0;
     for (;;) {
@@ -1336,7 +1332,6 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     // (with one descent per KV head, 8: 48.1 -> 47.2 ms at 1M, H100, bench/NOTES.md 29)
     const int64_t wpt_cap = a->kv_descent ? 8 : 4;
     if (!a->in && a->max_rows > 1 && wpt > wpt_cap) wpt = wpt_cap;
-    if (ew && atoi(ew) > 0 && !p.global_select) wpt = atoi(ew);
     if (wpt < 1) wpt = 1;
     while (((waves + wpt - 1) / wpt + p.nsub - 1) / p.nsub > 65535) wpt *= 2;
     if (wpt * W > 0x7fffffff / 2)

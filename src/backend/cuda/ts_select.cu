@@ -31,12 +31,13 @@
 // grid-wide barriers (the fingerprints spread over the grid, each CTA's share of the cosine
 // sums summed in a fixed order by every CTA after the first barrier: all decide alike; a hit
 // returns there), so a cached decode step is one launch, not nine early-returning ones (H100,
-// 8B shape, 1M keys: hit 44 -> 19 us, one call; miss 1127 -> 1002 us). LONGCTX_TS_SELECT_LAUNCHES
-// =2|3 keeps kernel 1 (and 2) as their own launches; LONGCTX_TS_SELECT_PATH=kernels|fused forces
-// a path. Both paths give the same bytes (test_ts_select_cuda).
+// 8B shape, 1M keys: hit 44 -> 19 us, one call; miss 1127 -> 1002 us). The backend's tuning
+// (lc_tuning): ts_select_launches=2|3 keeps kernel 1 (and 2) as their own launches;
+// ts_select_path=kernels|fused forces a path. Both paths give the same bytes
+// (test_ts_select_cuda).
 // Prefill calls with many blocks run kernels 2-9 over groups of blocks whose scratch (logits
-// [group][n_head][max_cand] fp32 and scores) stays under a budget (256 MiB; the environment
-// variable LONGCTX_TS_SELECT_NB caps the blocks per group, for tests).
+// [group][n_head][max_cand] fp32 and scores) stays under a budget (256 MiB; tuning
+// ts_select_group caps the blocks per group, for tests).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/device_prims.cuh"
@@ -864,7 +865,8 @@ struct layout {
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 // Scratch plan: fp of every block, then NB slots of the per-block buffers.
-void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, layout *L) {
+void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a,
+          const lc_tuning *tune, layout *L) {
     const int64_t mc = a->max_cand > 0 ? a->max_cand : 1;
     L->n_tiles  = (int32_t)((mc + kTT - 1) / kTT);
     L->nch      = (int32_t)((mc + 4095) / 4096);
@@ -879,8 +881,7 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a, l
     int64_t nb = (int64_t)(kBudget / per);
     if (nb < 1) nb = 1;
     if (nb > n_qb) nb = n_qb;
-    const char *env = getenv("LONGCTX_TS_SELECT_NB");
-    if (env && atoi(env) > 0 && atoi(env) < nb) nb = atoi(env);
+    if (tune->ts_select_group > 0 && tune->ts_select_group < nb) nb = tune->ts_select_group;
     L->nb = (int32_t)(nb > 0 ? nb : 1);
     const size_t sz[12] = {sizeof(float) * (size_t)n_qb * n_head * D, 16,
                            sizeof(float) * (size_t)L->nb * n_head * mc,
@@ -966,19 +967,23 @@ int smem_optin(void) {
 } // namespace
 
 extern "C" size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb,
-                                                  int32_t n_head, const lc_ts_select_args *a) {
-    if (!kv || !a || n_qb <= 0 || n_head <= 0 || kv->head_dim <= 0 || a->k < 1) return 0;
+                                                  int32_t n_head, const lc_ts_select_args *a,
+                                                  const lc_tuning *tune) {
+    if (!kv || !a || !tune || n_qb <= 0 || n_head <= 0 || kv->head_dim <= 0 || a->k < 1)
+        return 0;
     layout L;
-    plan(n_qb, n_head, kv->head_dim, a, &L);
+    plan(n_qb, n_head, kv->head_dim, a, tune, &L);
     return L.total;
 }
 
 extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                                  const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
                                  int32_t n_head, const lc_rope_table *rope,
-                                 const lc_ts_select_args *a, void *scratch, size_t scratch_bytes) {
+                                 const lc_ts_select_args *a, const lc_tuning *tune, void *scratch,
+                                 size_t scratch_bytes) {
     const int st0 = lc_ts_select_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st0 != LC_OK) return st0;
+    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "ts_select: no tuning");
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size, G = n_head / H;
     if (P & (P - 1))
         return lc_fail(LC_ERR_INVALID_ARG, "ts_select: page size %d is not a power of two", P);
@@ -986,7 +991,7 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
         return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: head dim %d on CUDA (64 or 128)", D);
     if (n_qb == 0) return LC_OK;
     layout L;
-    plan(n_qb, n_head, D, a, &L);
+    plan(n_qb, n_head, D, a, tune, &L);
     if (!scratch || scratch_bytes < L.total)
         return lc_fail(LC_ERR_INVALID_ARG, "ts_select: scratch of %zu bytes, %zu needed",
                        scratch_bytes, L.total);
@@ -1028,14 +1033,13 @@ extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *
     cudaStream_t stream = lc_cuda_stream();
 
     // The path: calls of at most kMaxFused blocks (decode; short prefill chunks) take the fused
-    // kernel, FUSED_LAUNCHES launches in all (LONGCTX_TS_SELECT_LAUNCHES=1|2|3 overrides);
-    // LONGCTX_TS_SELECT_PATH=kernels|fused forces one path (tests, benchmarks).
-    const char *pe     = getenv("LONGCTX_TS_SELECT_PATH");
-    const char *le     = getenv("LONGCTX_TS_SELECT_LAUNCHES");
-    const bool  fused  = coop_ok() && !(pe && !strcmp(pe, "kernels")) &&
-                        ((pe && !strcmp(pe, "fused")) || n_qb <= kMaxFused);
-    const int   gsz    = fused ? (L.nb < kMaxFused ? L.nb : kMaxFused) : L.nb;
-    int         nlaunch = le && atoi(le) >= 1 && atoi(le) <= 3 ? atoi(le) : kFusedLaunches;
+    // kernel, FUSED_LAUNCHES launches in all (tuning.ts_select_launches=1|2|3 overrides);
+    // tuning.ts_select_path=kernels|fused forces one path (tests, benchmarks).
+    const int32_t path  = tune->ts_select_path, le = tune->ts_select_launches;
+    const bool    fused = coop_ok() && path != LC_TUNE_TS_KERNELS &&
+                       (path == LC_TUNE_TS_FUSED || n_qb <= kMaxFused);
+    const int     gsz   = fused ? (L.nb < kMaxFused ? L.nb : kMaxFused) : L.nb;
+    int           nlaunch = le >= 1 && le <= 3 ? le : kFusedLaunches;
     if (fused && nlaunch == 1 && gsz < n_qb) nlaunch = 2; // fingerprints in the kernel: one group only
     const int GMn = G <= 4 ? 4 : 8;
 

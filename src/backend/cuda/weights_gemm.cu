@@ -418,18 +418,9 @@ template <typename T> static void gemv_launch(const T *w, int64_t m, int k, cons
     }
 }
 
-// LONGCTX_GEMV=0 sends every product to cuBLASLt (for comparisons)
-static bool gemv_enabled(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LONGCTX_GEMV");
-        v             = !(e && !strcmp(e, "0"));
-    }
-    return v == 1;
-}
-
+// (the backend's matmul sends every product to cuBLASLt with tuning.no_gemv, for comparisons)
 extern "C" bool lc_cuda_gemv_fits(int64_t k, int64_t n, const void *w, const float *x) {
-    return gemv_enabled() && n >= 1 && n <= LC_CUDA_GEMV_MAX_ROWS && k % 8 == 0 && k <= INT32_MAX &&
+    return n >= 1 && n <= LC_CUDA_GEMV_MAX_ROWS && k % 8 == 0 && k <= INT32_MAX &&
            ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0;
 }
 
