@@ -5,11 +5,12 @@
  * in index order (u = 0 gives the first id, u near 1 the last); top-k keeps the k largest
  * (lowest indices among equal values), and a top_k past LC_SAMPLE_MAX_K is clamped to it;
  * top-p and min-p cut where backend.h says; several rows each follow their own parameters;
- * the engine's sampler (lc_sampler_sample) is lc_cpu_sample on the row lc_sampler_prepare
- * makes, with the same RNG draws.
+ * a host draw (sampler_host_draw, tests/sampler_host.h) is lc_cpu_sample on the row
+ * lc_sampler_prepare makes, with the same RNG draws.
  */
 #include "backend/cpu/cpu.h"
 #include "engine/sampler.h"
+#include "sampler_host.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -120,7 +121,7 @@ int main(void) {
         int32_t hist[32] = {7, 9, 7, 11, 5};
         int32_t n_hist   = 5;
         for (int step = 0; step < 20; step++) {
-            const int32_t t1 = lc_sampler_sample(&a, y, hist, n_hist);
+            const int32_t t1 = sampler_host_draw(&a, y, hist, n_hist);
             lc_sample_row r;
             int32_t       pen[16];
             CHECK(lc_sampler_pen_max(&c, n_hist) <= 16);

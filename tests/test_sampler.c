@@ -4,6 +4,7 @@
  * temperature; the repetition penalty changes the greedy choice; bad parameters are rejected.
  */
 #include "engine/sampler.h"
+#include "sampler_host.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -22,13 +23,13 @@ int main(void) {
     /* greedy */
     p.temperature = 0.0f;
     CHECK(lc_sampler_init(&s, &p, V) == LC_OK);
-    CHECK(lc_sampler_sample(&s, logits, NULL, 0) == 500);
+    CHECK(sampler_host_draw(&s, logits, NULL, 0) == 500);
     /* repetition penalty: 500 was used, penalise it below 501 */
     int32_t hist[] = {500};
     lc_sampler_free(&s);
     p.repeat_penalty = 1.5f;
     CHECK(lc_sampler_init(&s, &p, V) == LC_OK);
-    CHECK(lc_sampler_sample(&s, logits, hist, 1) == 501);
+    CHECK(sampler_host_draw(&s, logits, hist, 1) == 501);
     lc_sampler_free(&s);
     p.repeat_penalty = 1.0f;
 
@@ -38,7 +39,7 @@ int main(void) {
     int n500 = 0, other = 0;
     const int N = 20000;
     for (int i = 0; i < N; i++) {
-        int32_t t = lc_sampler_sample(&s, logits, NULL, 0);
+        int32_t t = sampler_host_draw(&s, logits, NULL, 0);
         n500 += t == 500;
         other += t != 500 && t != 501;
     }
@@ -54,7 +55,7 @@ int main(void) {
     for (int run = 0; run < 3; run++) {
         p.seed = run == 2 ? 99 : 42;
         CHECK(lc_sampler_init(&s, &p, V) == LC_OK);
-        for (int i = 0; i < 64; i++) (run == 0 ? a : run == 1 ? b : c)[i] = lc_sampler_sample(&s, logits, NULL, 0);
+        for (int i = 0; i < 64; i++) (run == 0 ? a : run == 1 ? b : c)[i] = sampler_host_draw(&s, logits, NULL, 0);
         lc_sampler_free(&s);
     }
     CHECK(memcmp(a, b, sizeof a) == 0);
@@ -66,7 +67,7 @@ int main(void) {
     p.temperature = 1.0f, p.top_p = 0.6f, p.seed = 1;
     CHECK(lc_sampler_init(&s, &p, V) == LC_OK);
     for (int i = 0; i < 2000; i++) {
-        int32_t t = lc_sampler_sample(&s, logits, NULL, 0);
+        int32_t t = sampler_host_draw(&s, logits, NULL, 0);
         CHECKF(t == 10 || t == 11, "top-p sampled %d", t); /* p = .665, .245, .09 */
         if (t != 10 && t != 11) break;
     }
@@ -76,7 +77,7 @@ int main(void) {
     CHECK(lc_sampler_init(&s, &p, V) == LC_OK);
     int seen11 = 0;
     for (int i = 0; i < 2000; i++) {
-        int32_t t = lc_sampler_sample(&s, logits, NULL, 0);
+        int32_t t = sampler_host_draw(&s, logits, NULL, 0);
         seen11 += t == 11;
         CHECKF(t == 10 || t == 11, "min-p sampled %d", t);
         if (t != 10 && t != 11) break;

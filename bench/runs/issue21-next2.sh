@@ -24,6 +24,12 @@ laneB() { # part 4's lengths with the default, and tail-block 4 at 64K
   $E q512 $M 512K fact 10 "default --attn infinitehip -b 4096"
   $E q1m $M 1M fact 10 "default --attn infinitehip -b 4096"
 }
+laneC() { # every GPU test (the tuning struct replaced the variables the CUDA tests set, 4d9008c;
+  # the profiler's timers moved behind the backend's measurement ops), then a profiled bench
+  ctest --test-dir build-gpu -L cuda --output-on-failure -j2
+  build-gpu/longctx bench -m $M --contexts 32768 --gen 16 --profile --attn infinitehip -b 8192 --out $L/prof
+}
+laneC > $L/laneC.log 2>&1 &
 laneA > $L/laneA.log 2>&1 &
 laneB > $L/laneB.log 2>&1 &
 wait

@@ -433,6 +433,19 @@ struct lc_backend {
     int (*graph_begin)(lc_backend *b, uint64_t key, int *mode);
     int (*graph_end)(lc_backend *b, int status, bool *launched);
     void (*graph_reset)(lc_backend *b);
+
+    /* Measurement (the profiler, reports). NULL where it does not apply: a backend whose ops
+     * return when their work is done (the CPU) has no sync and no timers, and is named "cpu".
+     * sync waits for every op issued so far; device_name writes the device's name; a set of n
+     * timer marks (timers_create) is recorded in op order (timer_mark: mark i is reached
+     * when the ops issued before it are done) and read back as the device time between two
+     * recorded marks (timer_ms waits for the later one). */
+    int (*sync)(lc_backend *b);
+    int (*device_name)(lc_backend *b, char *buf, size_t cap);
+    int (*timers_create)(lc_backend *b, int32_t n, void **timers);
+    void (*timers_free)(lc_backend *b, void *timers);
+    int (*timer_mark)(lc_backend *b, void *timers, int32_t i);
+    int (*timer_ms)(lc_backend *b, void *timers, int32_t from, int32_t to, float *ms);
 };
 
 /* LC_ERR_INVALID_ARG naming the first field of t out of its range (backend/tuning.c). */

@@ -19,9 +19,6 @@
 #include "backend/profile.h"
 #include "format/quant.h"
 #include "util/util.h"
-#ifdef LC_HAVE_CUDA
-#include "backend/cuda/cuda.h"
-#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +82,7 @@ typedef struct prof_backend {
     lc_backend  fn;    /* the inner's table at wrapping time: the functions forwarded to */
     bool        time_ops;
     bool        use_events;  /* CUDA: events around each op, not synchronisation */
-    void       *ev[2 * EV_PAIRS];
+    void       *ev;          /* the backend's timer marks: 2 per pending op */
     ev_op       pending[EV_PAIRS];
     int         n_pending;
     /* times */
@@ -108,30 +105,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int dev_sync(const prof_backend *p) {
-#ifdef LC_HAVE_CUDA
-    if (p->base.device == LC_DEVICE_CUDA) return lc_cuda_sync();
-#else
-    (void)p;
-#endif
-    return LC_OK; /* the CPU ops return when their work is done */
+static int dev_sync(prof_backend *p) {
+    /* the CPU ops return when their work is done: no sync */
+    return p->fn.sync ? p->fn.sync(&p->base) : LC_OK;
 }
 
-/* Refresh the GPU's used-memory numbers (nothing on the CPU). */
+/* Refresh the device's used-memory numbers (nothing for a backend in host memory). */
 static void sample_device(prof_backend *p) {
-#ifdef LC_HAVE_CUDA
-    if (p->base.device != LC_DEVICE_CUDA) return;
+    if (p->base.device == LC_DEVICE_CPU || !p->fn.mem_info) return;
     uint64_t free_b = 0, total_b = 0;
-    if (lc_cuda_device_info(NULL, 0, &free_b, &total_b) != LC_OK) {
+    if (p->fn.mem_info(&p->base, &free_b, &total_b) != LC_OK) {
         lc_clear_error(); /* a report number, not worth failing an op for */
         return;
     }
     p->dev_total = total_b;
     p->dev_used  = total_b - free_b;
     if (p->dev_used > p->dev_peak) p->dev_peak = p->dev_used;
-#else
-    (void)p;
-#endif
 }
 
 static void note_peak(prof_backend *p) {
@@ -144,37 +133,31 @@ static void account(prof_backend *p, op_id op, lc_profile_phase phase, double se
     p->calls[op][phase]++;
 }
 
-/* Read back the events of the ops timed so far (waits for the last of them). */
+/* Read back the timer marks of the ops timed so far (waits for the last of them). */
 static int drain_events(prof_backend *p) {
     int st = LC_OK;
-#ifdef LC_HAVE_CUDA
     for (int i = 0; i < p->n_pending && st == LC_OK; i++) {
         float ms = 0;
-        st       = lc_cuda_event_ms(p->ev[2 * i], p->ev[2 * i + 1], &ms);
+        st       = p->fn.timer_ms(&p->base, p->ev, 2 * i, 2 * i + 1, &ms);
         if (st == LC_OK) account(p, p->pending[i].op, p->pending[i].phase, 1e-3 * (double)ms);
     }
-#endif
     p->n_pending = 0;
     return st;
 }
 
-#ifdef LC_HAVE_CUDA
 #define TIMED_EVENTS(op, call)                                                                \
     if (p_->use_events) {                                                                     \
         if (p_->n_pending == EV_PAIRS && (st_ = drain_events(p_)) != LC_OK) return st_;       \
         const int k_ = p_->n_pending;                                                         \
-        if ((st_ = lc_cuda_event_record(p_->ev[2 * k_])) != LC_OK) return st_;                \
+        if ((st_ = p_->fn.timer_mark(b, p_->ev, 2 * k_)) != LC_OK) return st_;                \
         st_             = (call);                                                             \
-        const int st2_  = lc_cuda_event_record(p_->ev[2 * k_ + 1]);                           \
+        const int st2_  = p_->fn.timer_mark(b, p_->ev, 2 * k_ + 1);                           \
         if (st2_ == LC_OK) p_->pending[p_->n_pending++] = (ev_op){op, p_->phase};             \
         return st_ != LC_OK ? st_ : st2_;                                                     \
     }
-#else
-#define TIMED_EVENTS(op, call)
-#endif
 
-/* Time call: events on CUDA (see the top of the file), else wall time with the device
- * synchronised before and after it. */
+/* Time call: the backend's timer marks where it has them (CUDA events: see the top of the
+ * file), else wall time with the device synchronised before and after it. */
 #define TIMED(op, call)                                                                       \
     do {                                                                                      \
         prof_backend *p_  = P(b);                                                             \
@@ -254,9 +237,7 @@ static void prof_weight_free(lc_backend *b, lc_weight *w) {
 
 static void prof_free(lc_backend *b) {
     prof_backend *p = P(b);
-#ifdef LC_HAVE_CUDA
-    if (p->use_events) lc_cuda_events_destroy(p->ev, 2 * EV_PAIRS);
-#endif
+    if (p->use_events) p->fn.timers_free(&p->base, p->ev);
     if (p->inner) p->inner->free(p->inner);
     free(p->recs);
     free(p);
@@ -386,16 +367,15 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
     p->inner    = inner;
     p->time_ops = time_ops;
     p->phase    = LC_PROFILE_OUTSIDE;
-#ifdef LC_HAVE_CUDA
-    if (time_ops && inner->device == LC_DEVICE_CUDA && !inner->tuning.profile_sync) {
-        if (lc_cuda_events_create(p->ev, 2 * EV_PAIRS) == LC_OK) {
+    if (time_ops && inner->timers_create && inner->timer_mark && inner->timer_ms &&
+        inner->timers_free && !inner->tuning.profile_sync) {
+        if (inner->timers_create(inner, 2 * EV_PAIRS, &p->ev) == LC_OK) {
             p->use_events = true;
         } else {
             lc_clear_error(); /* fall back to synchronising around each op */
-            memset(p->ev, 0, sizeof p->ev);
+            p->ev = NULL;
         }
     }
-#endif
     lc_backend *b  = &p->base;
     b->free        = prof_free;
     b->alloc       = prof_alloc;
@@ -493,12 +473,8 @@ int lc_backend_profile_memory(lc_backend *b, lc_memory_report *out) {
 void lc_backend_device_name(const lc_backend *b, char *buf, size_t cap) {
     if (!buf || !cap) return;
     snprintf(buf, cap, "cpu");
-#ifdef LC_HAVE_CUDA
-    if (b && b->device == LC_DEVICE_CUDA && lc_cuda_device_info(buf, cap, NULL, NULL) != LC_OK) {
+    if (b && b->device_name && b->device_name((lc_backend *)b, buf, cap) != LC_OK) {
         lc_clear_error();
-        snprintf(buf, cap, "unknown GPU");
+        snprintf(buf, cap, "unknown device");
     }
-#else
-    (void)b;
-#endif
 }

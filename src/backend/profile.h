@@ -41,14 +41,6 @@ int lc_backend_profile_memory(lc_backend *b, lc_memory_report *out);
 /* "cpu" or the GPU's name. */
 void lc_backend_device_name(const lc_backend *b, char *buf, size_t cap);
 
-/* CUDA builds (backend/cuda/device_info.cu): the current device's name and memory; events on
- * the backend's stream for timing ops. */
-int  lc_cuda_device_info(char *name, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);
-int  lc_cuda_events_create(void **ev, int n);
-void lc_cuda_events_destroy(void **ev, int n);
-int  lc_cuda_event_record(void *ev);
-int  lc_cuda_event_ms(void *start, void *end, float *ms);
-
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,6 @@
  * in backend/backend.h), so the same uniform gives the same token on either backend.
  */
 #include "engine/sampler.h"
-#include "backend/cpu/cpu.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -52,17 +51,11 @@ int lc_sampler_init(lc_sampler *s, const lc_sampling *p, int32_t n_vocab) {
     z          = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z          = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     s->rng     = (z ^ (z >> 31)) | 1;
-    s->idx     = lc_malloc(sizeof(int32_t) * (size_t)n_vocab, "sampler");
-    if (!s->idx) {
-        lc_sampler_free(s);
-        return LC_ERR_NOMEM;
-    }
     return LC_OK;
 }
 
 void lc_sampler_free(lc_sampler *s) {
-    free(s->idx);
-    s->idx = NULL;
+    (void)s; /* nothing owned today; kept so that callers pair init and free */
 }
 
 static double rng_uniform(lc_sampler *s) {
@@ -104,12 +97,3 @@ int32_t lc_sampler_prepare(lc_sampler *s, const int32_t *history, int64_t n_hist
     return n;
 }
 
-int32_t lc_sampler_sample(lc_sampler *s, const float *logits, const int32_t *history,
-                          int64_t n_history) {
-    lc_sample_row row;
-    const int32_t cap = lc_sampler_pen_max(s, n_history);
-    lc_sampler_prepare(s, history, n_history, &row, s->idx, cap);
-    int32_t id = -1;
-    if (lc_cpu_sample(logits, s->n_vocab, 1, s->n_vocab, &row, s->idx, &id) != LC_OK) return -1;
-    return id;
-}

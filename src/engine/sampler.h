@@ -14,7 +14,6 @@ typedef struct lc_sampler {
     lc_sampling p;
     uint64_t    rng;    /* xorshift64* state */
     int32_t     n_vocab;
-    int32_t    *idx;    /* scratch [n_vocab]: the penalised tokens */
 } lc_sampler;
 
 /* Validate sampling parameters (message names the bad field). */
@@ -30,9 +29,5 @@ int32_t lc_sampler_prepare(lc_sampler *s, const int32_t *history, int64_t n_hist
                            lc_sample_row *row, int32_t *pen, int32_t pen_cap);
 /* An upper bound of the penalised tokens of a draw after n_history tokens. */
 int32_t lc_sampler_pen_max(const lc_sampler *s, int64_t n_history);
-/* Sample from logits (host; not modified) with lc_cpu_sample; history: the tokens so far
- * (for the repetition penalty). -1 (with lc_last_error) when out of memory. */
-int32_t lc_sampler_sample(lc_sampler *s, const float *logits, const int32_t *history,
-                          int64_t n_history);
 
 #endif

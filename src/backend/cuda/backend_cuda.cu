@@ -675,6 +675,67 @@ static void cuda_free(lc_backend *b) {
     free(b);
 }
 
+// ---- measurement (backend.h): events on the backend's stream ---------------------------------
+
+static int cuda_sync(lc_backend *b) {
+    (void)b;
+    return lc_cuda_sync();
+}
+
+static int cuda_device_name(lc_backend *b, char *buf, size_t cap) {
+    (void)b;
+    return lc_cuda_device_info(buf, cap, NULL, NULL);
+}
+
+typedef struct cuda_timers {
+    int    n;
+    void **ev; // [n] cudaEvent_t handles
+} cuda_timers;
+
+static int cuda_timers_create(lc_backend *b, int32_t n, void **timers) {
+    (void)b;
+    *timers = NULL;
+    if (n < 1) return lc_fail(LC_ERR_INVALID_ARG, "timers_create: %d marks", (int)n);
+    cuda_timers *t = (cuda_timers *)calloc(1, sizeof *t);
+    void       **e = (void **)calloc((size_t)n, sizeof(void *));
+    if (!t || !e) {
+        free(t), free(e);
+        return lc_fail(LC_ERR_NOMEM, "out of memory for %d timer marks", (int)n);
+    }
+    const int st = lc_cuda_events_create(e, n);
+    if (st != LC_OK) {
+        free(t), free(e);
+        return st;
+    }
+    t->n = n, t->ev = e;
+    *timers = t;
+    return LC_OK;
+}
+
+static void cuda_timers_free(lc_backend *b, void *timers) {
+    (void)b;
+    cuda_timers *t = (cuda_timers *)timers;
+    if (!t) return;
+    lc_cuda_events_destroy(t->ev, t->n);
+    free(t->ev);
+    free(t);
+}
+
+static int cuda_timer_mark(lc_backend *b, void *timers, int32_t i) {
+    (void)b;
+    cuda_timers *t = (cuda_timers *)timers;
+    if (!t || i < 0 || i >= t->n) return lc_fail(LC_ERR_INVALID_ARG, "timer_mark: mark %d", (int)i);
+    return lc_cuda_event_record(t->ev[i]);
+}
+
+static int cuda_timer_ms(lc_backend *b, void *timers, int32_t from, int32_t to, float *ms) {
+    (void)b;
+    cuda_timers *t = (cuda_timers *)timers;
+    if (!t || from < 0 || to < 0 || from >= t->n || to >= t->n)
+        return lc_fail(LC_ERR_INVALID_ARG, "timer_ms: marks %d, %d", (int)from, (int)to);
+    return lc_cuda_event_ms(t->ev[from], t->ev[to], ms);
+}
+
 extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     *out      = nullptr;
     int count = 0;
@@ -756,6 +817,12 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->graph_begin = cuda_graph_begin;
     b->graph_end   = cuda_graph_end;
     b->graph_reset = cuda_graph_reset;
+    b->sync          = cuda_sync;
+    b->device_name   = cuda_device_name;
+    b->timers_create = cuda_timers_create;
+    b->timers_free   = cuda_timers_free;
+    b->timer_mark    = cuda_timer_mark;
+    b->timer_ms      = cuda_timer_ms;
     *out           = b;
     return LC_OK;
 }

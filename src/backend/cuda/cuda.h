@@ -140,6 +140,14 @@ void *lc_cuda_stream_handle(void);
 /* Wait for the device and report the first error (for tests). */
 int lc_cuda_sync(void);
 
+/* (device_info.cu) The current device's name and memory; events on the backend's stream for
+ * timing ops (the backend's timer marks, backend.h "Measurement"). */
+int  lc_cuda_device_info(char *name, size_t cap, uint64_t *free_bytes, uint64_t *total_bytes);
+int  lc_cuda_events_create(void **ev, int n);
+void lc_cuda_events_destroy(void **ev, int n);
+int  lc_cuda_event_record(void *ev);
+int  lc_cuda_event_ms(void *start, void *end, float *ms);
+
 #ifdef __cplusplus
 }
 #endif

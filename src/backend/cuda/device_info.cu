@@ -1,9 +1,9 @@
-// device_info.cu — the current CUDA device's name and free/total memory, for the profiling
-// backend (backend/profile.c) and `longctx bench`'s result header (kept here because nothing
-// outside backend/cuda includes a CUDA header), and its multiprocessor count for the kernels'
+// device_info.cu — the current CUDA device's name and free/total memory, and events for timing
+// ops: the CUDA backend's measurement ops (backend.h "Measurement", used by the profiling
+// backend and `longctx bench`'s result header); and its multiprocessor count for the kernels'
 // grid sizes.
 #include "backend/cuda/common.cuh"
-#include "backend/profile.h"
+#include "backend/cuda/cuda.h"
 
 #include <stdio.h>
 
