@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
         }
     }
     cp.attn_settings = settings;
-    lc_tokenselect_params tsp; /* TokenSelect's settings, for the breakdown */
+    lc_tokenselect_params tsp = {0}; /* TokenSelect's settings, for the breakdown */
     if (is_ts) {
         void *parsed = NULL;
         TRYL(lc_attn_settings_parse(&lc_attn_desc_tokenselect, settings, &parsed));

@@ -312,7 +312,8 @@ int lc_settings_help(const lc_settings_table *t, char *buf, size_t cap) {
             snprintf(vals, sizeof vals, "%.0f..%.0f%s", k->lo, k->hi,
                      k->type == LC_SETTING_INT_LIST ? ",..." : "");
         format_value(k, def, dv, sizeof dv);
-        put(buf, cap, &at, "  %-13s %-22s %s (default %s)\n", k->name, vals, k->help, dv);
+        put(buf, cap, &at, "  %-13s %s (default %s)\n                %s\n", k->name, vals, dv,
+            k->help);
     }
     if (t->n_presets) put(buf, cap, &at, "  presets (preset=NAME; default %s):\n", t->default_preset);
     for (int32_t i = 0; i < t->n_presets; i++)
