@@ -98,7 +98,7 @@ expect 2 "give a long natural text" -- "$BIN" eval fidelity -m "$MODEL" --len 40
 expect 2 "give a long natural text" -- "$BIN" eval ppl -m "$MODEL" --len 4096
 expect 2 "--window 4096 must be below every --len" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --len 8192,4096 --window 4096
 expect 1 "has [0-9]+ tokens, fewer than --len 100000" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --len 100000
-expect 2 "preset needs --attn infinitehip" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --preset 3k
+expect 2 "preset needs --attn NAME" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --preset 3k
 expect 2 "unknown task 'ruler9'" -- "$BIN" eval passkey -m "$MODEL" --task ruler9
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
 expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x
