@@ -28,7 +28,7 @@
  * in the same process.
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
-#include "attn/attn.h"
+#include "attn/infinitehip/infinitehip.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -61,20 +61,15 @@ int main(int argc, char **argv) {
     }
     lc_infinitehip_params hp_;
     {
-        char name[256];
-        snprintf(name, sizeof name, "%s", preset);
-        char *save = NULL, *tok = strtok_r(name, "+", &save);
-        TRYL(lc_infinitehip_preset(tok, &hp_));
-        while ((tok = strtok_r(NULL, "+", &save))) {
-            char *eq = strchr(tok, '=');
-            if (!eq) {
-                fprintf(stderr, "bench_infinitehip: knob '%s' is not NAME=VALUE\n", tok);
-                return 2;
-            }
-            *eq = 0;
-            TRYL(lc_infinitehip_set(&hp_, tok, eq + 1));
-        }
-        TRYL(lc_infinitehip_validate(&hp_));
+        /* "PRESET+KEY=VALUE+..." as the settings string "preset=PRESET KEY=VALUE ..." */
+        char settings[512];
+        snprintf(settings, sizeof settings, "preset=%s", preset);
+        for (char *c = settings; *c; c++)
+            if (*c == '+') *c = ' ';
+        void *parsed = NULL;
+        TRYL(lc_attn_settings_parse(&lc_attn_desc_infinitehip, settings, &parsed));
+        hp_ = *(const lc_infinitehip_params *)parsed;
+        free(parsed);
     }
     lc_backend *b;
     if (bench_backend(&b)) return 1;
@@ -115,7 +110,7 @@ int main(int argc, char **argv) {
     TRYC(cudaEventCreate(&e0));
     TRYC(cudaEventCreate(&e1));
     char desc[512];
-    lc_infinitehip_describe(&hp_, desc, sizeof desc);
+    lc_settings_describe(&lc_attn_desc_infinitehip.settings, &hp_, desc, sizeof desc);
     printf("# %s %d/%d heads, dim %d, %lld keys, layer %d, preset %s (%s)\n",
            decode ? "decode" : "prefill", n_head, H, D, (long long)keys, layer, preset, desc);
 

@@ -23,7 +23,7 @@
  * "NAME=VALUE,..." sets the backend's tuning (bench_util.h).
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r, clock_gettime */
-#include "attn/attn.h"
+#include "attn/tokenselect/tokenselect.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -175,31 +175,39 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int      decode = strcmp(argv[1], "decode") == 0;
-    lc_attn_kind   kind;
-    TRYL(lc_attn_kind_from_name(argv[2], &kind));
+    const char    *kind   = argv[2];
+    const bool     is_ts  = !strcmp(kind, "tokenselect");
     const int32_t H = atoi(argv[3]), G = atoi(argv[4]), D = atoi(argv[5]);
     const int64_t keys = atoll(argv[6]);
     const int32_t arg7 = argc > 7 ? atoi(argv[7]) : (decode ? 256 : 32768);
     const int32_t P = 64, n_head = H * G, layer = 5;
     const int32_t rows = decode ? 1 : arg7;
-    if ((kind != LC_ATTN_HIP && kind != LC_ATTN_TOKENSELECT) || H < 1 || G < 1 ||
+    if ((strcmp(kind, "hip") && !is_ts) || H < 1 || G < 1 ||
         (D != 64 && D != 128) || keys < 2 || arg7 < 1 || rows > keys) {
         fprintf(stderr, "bench_select: bad arguments\n");
         return 2;
     }
     lc_context_params cp = lc_context_default_params();
     cp.attn              = kind;
-    for (int i = 8; i < argc; i++) {
-        char  knob[128];
-        snprintf(knob, sizeof knob, "%s", argv[i]);
-        char *eq = strchr(knob, '=');
-        if (!eq) {
+    char settings[1024]  = "";
+    for (int i = 8, at = 0; i < argc; i++) { /* the KNOB=VAL arguments as a settings string */
+        if (!strchr(argv[i], '=')) {
             fprintf(stderr, "bench_select: '%s' is not KNOB=VAL\n", argv[i]);
             return 2;
         }
-        *eq = 0;
-        TRYL(kind == LC_ATTN_HIP ? lc_hipattn_set(&cp.hipattn, knob, eq + 1)
-                                 : lc_tokenselect_set(&cp.tokenselect, knob, eq + 1));
+        at += snprintf(settings + at, sizeof settings - (size_t)at, "%s%s", at ? " " : "", argv[i]);
+        if (at >= (int)sizeof settings) {
+            fprintf(stderr, "bench_select: too many knobs\n");
+            return 2;
+        }
+    }
+    cp.attn_settings = settings;
+    lc_tokenselect_params tsp = {0}; /* TokenSelect's settings, for the breakdown */
+    if (is_ts) {
+        void *parsed = NULL;
+        TRYL(lc_attn_settings_parse(&lc_attn_desc_tokenselect, settings, &parsed));
+        tsp = *(const lc_tokenselect_params *)parsed;
+        free(parsed);
     }
     lc_backend *b;
     if (bench_backend(&b)) return 1;
@@ -238,8 +246,7 @@ int main(int argc, char **argv) {
     TRYC(cudaEventCreate(&e0));
     TRYC(cudaEventCreate(&e1));
     char desc[512];
-    if (kind == LC_ATTN_HIP) lc_hipattn_describe(&cp.hipattn, desc, sizeof desc);
-    else lc_tokenselect_describe(&cp.tokenselect, desc, sizeof desc);
+    TRYL(lc_attn_check(kind, settings, desc, sizeof desc));
     printf("# %s %s %d/%d heads, dim %d, %lld keys, layer %d (%s)\n", decode ? "decode" : "prefill",
            argv[2], n_head, H, D, (long long)keys, layer, desc);
 
@@ -304,19 +311,19 @@ int main(int argc, char **argv) {
                (long long)keys, arg7, argv[2], avg, dense_us, dense_us / avg);
         printf("  steps computing a selection: %d, median %.1f us; reusing one: %d, median %.1f us\n",
                n_cls[0], sel, n_cls[1], reu);
-        if (kind == LC_ATTN_TOKENSELECT && n_cls[0] > 0 && n_cls[1] > 0 && sel > reu) {
+        if (is_ts && n_cls[0] > 0 && n_cls[1] > 0 && sel > reu) {
             /* the hit rate at which the average reaches 20x dense */
             const double h20 = (sel - dense_us / 20.0) / (sel - reu);
             printf("  20x dense needs a hit rate >= %.1f%% (h*%.1f + (1-h)*%.1f <= %.1f us)\n",
                    100.0 * h20, reu, sel, dense_us / 20.0);
         }
         free(cls[0]), free(cls[1]);
-        if (kind == LC_ATTN_TOKENSELECT) { /* where a hit step's time goes */
+        if (is_ts) { /* where a hit step's time goes */
             ts_pieces x;
             memset(&x, 0, sizeof x);
             x.m = m, x.b = b, x.state = state, x.kv = &kv, x.seq = &seq, x.dq = dq, x.dqr = dqr;
             x.dout = dout, x.n_head = n_head, x.rope = &rope, x.scale = scale;
-            if (ts_breakdown(&x, keys, &cp.tokenselect, s, e0, e1)) return 1;
+            if (ts_breakdown(&x, keys, &tsp, s, e0, e1)) return 1;
         }
     }
     free(td), free(pages);

@@ -522,153 +522,25 @@ int lc_model_chat_tokenize(const lc_model *m, lc_chat_template tmpl, const lc_ch
 
 /* ---- attention methods ------------------------------------------------------------------ */
 
-typedef enum lc_attn_kind {
-    LC_ATTN_DENSE       = 0, /* every query reads every earlier key */
-    LC_ATTN_INFINITEHIP = 1, /* InfiniteHiP: multi-stage hierarchical pruning + block-sparse
-                                attention, RoPE re-indexing past the trained window */
-    LC_ATTN_HIP         = 2, /* HiP: iterative hierarchical top-k of key blocks per query
-                                block, the mask refreshed every few decode steps */
-    LC_ATTN_TOKENSELECT = 3, /* TokenSelect: token-level top-k by a per-head soft vote over
-                                every cached key, with a selection cache in decode */
-} lc_attn_kind;
+/* A method is named by a string ("dense", "infinitehip", "hip", "tokenselect") and set by a
+ * settings string "preset=NAME key=value key=value ..." (space-separated; list values
+ * comma-separated: "k=32768,8192,2048"): the keys are applied over the named preset (or the
+ * method's default preset when none is named). Each method declares its settings once, as a
+ * table: lc_attn_help writes it. Bad settings fail with LC_ERR_INVALID_ARG and one line naming
+ * the method, the key and what is allowed (lc_last_error): "infinitehip: tail-block=65 is
+ * outside 0..64". */
 
-/* "dense", "infinitehip", "hip", "tokenselect"; LC_ERR_NOT_FOUND (with a message listing
- * them) for other names. */
-int         lc_attn_kind_from_name(const char *name, lc_attn_kind *out);
-const char *lc_attn_kind_name(lc_attn_kind k);
+/* The registered methods, comma-separated: "dense, infinitehip, hip, tokenselect". */
+const char *lc_attn_methods(void);
+/* Check a method's settings (method NULL: dense; settings NULL: its default preset); on success
+ * write their one-line description (every key=value in table order, for logs and result files;
+ * "" for dense) into describe (may be NULL). LC_ERR_NOT_FOUND for an unknown method,
+ * LC_ERR_INVALID_ARG for bad settings. */
+int lc_attn_check(const char *method, const char *settings, char *describe, size_t cap);
+/* The method's summary, settings (name, values, default, help) and presets, one per line. */
+int lc_attn_help(const char *method, char *buf, size_t cap);
 
-#define LC_HIP_MAX_STAGES 4
-
-typedef enum lc_hip_rope_mode {
-    LC_HIP_ROPE_AUTO   = 0, /* plain RoPE while a sequence fits the model's trained context,
-                               the re-indexing strategies past it */
-    LC_HIP_ROPE_EXTEND = 1, /* always re-index (chunk-indexed / relative in pruning,
-                               StreamingLLM in attention) */
-    LC_HIP_ROPE_PLAIN  = 2, /* always the true positions */
-    LC_HIP_ROPE_STREAM = 3, /* ours: pruning always scores at the true positions; the attention
-                               re-indexes StreamingLLM-style past the trained context */
-} lc_hip_rope_mode;
-
-/* InfiniteHiP settings (spec/infinitehip-and-hip.md §3.6). Stage i keeps k[i] tokens as
- * k[i] / chunk[i] chunks of its input; the last stage's k is the selection the attention
- * reads, besides the n_sink first and the n_stream most recent tokens. In decode, stage i is
- * recomputed every refresh[i] steps (and whenever an earlier stage is). */
-typedef struct lc_infinitehip_params {
-    int32_t n_stages;                     /* 1 .. LC_HIP_MAX_STAGES */
-    int32_t chunk[LC_HIP_MAX_STAGES];     /* l_c: powers of two, each dividing the previous */
-    int32_t k[LC_HIP_MAX_STAGES];         /* tokens kept: multiples of the stage's chunk,
-                                             non-increasing */
-    int32_t refresh[LC_HIP_MAX_STAGES];   /* decode steps between recomputations, >= 1 */
-    int32_t q_stride[LC_HIP_MAX_STAGES];  /* query rows mean-pooled per scoring query */
-    int32_t block_q;                      /* b_q: query rows per block in prefill, 1 .. 64 */
-    int32_t n_sink;                       /* first tokens always attended */
-    int32_t n_stream;                     /* most recent tokens always attended, >= 1 */
-    int32_t first_layers;                 /* layers [0, first_layers) use chunk-indexed RoPE
-                                             in pruning and keep first_k tokens */
-    int32_t first_k;                      /* multiple of the last chunk */
-    int32_t dense_layers;                 /* layers [0, dense_layers) run dense attention */
-    int32_t rope;                         /* lc_hip_rope_mode */
-    int32_t per_group;                    /* 0: one selection for all heads (chunk scores
-                                             max-pooled over every query head, the paper's and
-                                             the reference's default); 1: one per KV head */
-    int32_t stagger;                      /* ours: 1 = odd layers start the first stage's chunk
-                                             grid half a chunk later, so a passage that
-                                             straddles a chunk border in one layer lies whole
-                                             in the next (0: the paper's grid in every layer) */
-    int32_t overlap;                      /* ours: 1 = the first stage's chunks start every half
-                                             chunk (2x its work), so a passage across a chunk
-                                             border lies whole in the chunk between; kept
-                                             chunks are merged (0: the paper's disjoint chunks) */
-    int32_t kv_descent[LC_HIP_MAX_STAGES]; /* ours, per stage: 1 = SelectRep descends once per
-                                             KV head, the branch chosen by the max over all its
-                                             query heads' queries (one probe per KV head and step
-                                             instead of one per query head; the chunk score is
-                                             still the max over heads); 0: one descent per query
-                                             head (the paper's) */
-    int32_t tail_block;                   /* ours: the prompt's last block_q rows (where a
-                                             long prompt's question is) select in blocks of
-                                             this many rows, 1 .. block_q, so the question's
-                                             rows are not outvoted by the text before it in
-                                             their block (0: blocks of block_q throughout) */
-} lc_infinitehip_params;
-
-/* The named presets: the paper's "3k", "fast", "flash", "5k", and ours "3k-fine" (3k with a
- * token-level last stage), "3k-fine64" (3k-fine with 64- and 16-token chunks in the first two
- * stages, the first stage's overlapping: overlap=1), "default" (the default of
- * lc_context_default_params: 3k-fine64 with tail-block=16) and "3k-kv" (3k with one descent
- * per KV head: kv-descent=1,1,1); LC_ERR_NOT_FOUND otherwise. */
-int         lc_infinitehip_preset(const char *name, lc_infinitehip_params *out);
-const char *lc_infinitehip_preset_names(void);
-/* Set one knob by name, as --hip-NAME=VALUE: chunks=256,32,8  k=32768,8192,2048
- * refresh=16,8,4  q-stride=4,4,1  block-q  sink  stream  first-layers  first-k  dense-layers
- * rope=auto|extend|plain|stream  heads=all|group  stagger=0|1  overlap=0|1  kv-descent=1,1,0
- * (0 or 1 per stage)  tail-block  (the chunks and k lists set n_stages). LC_ERR_INVALID_ARG
- * with a message naming the option and the allowed values. Does not validate the whole set. */
-int lc_infinitehip_set(lc_infinitehip_params *p, const char *name, const char *value);
-/* Check the whole set: LC_ERR_INVALID_ARG naming the first bad option and its allowed range. */
-int lc_infinitehip_validate(const lc_infinitehip_params *p);
-/* One line describing the settings (for logs and result files). */
-int lc_infinitehip_describe(const lc_infinitehip_params *p, char *buf, size_t cap);
-
-/* HiP settings (spec/infinitehip-and-hip.md §1.10; paper 004 Alg. 1–2). Each query block of
- * block_q rows keeps k tokens as k / block_k key blocks found by the iterative hierarchical
- * top-k, besides the n_sink first and the n_stream most recent tokens; rows are sampled every
- * q_stride, keys every k_stride; decode recomputes the mask every refresh steps. */
-typedef struct lc_hipattn_params {
-    int32_t k;            /* tokens kept: a multiple of block_k (512 or 2048 in the paper) */
-    int32_t block_q;      /* b_q: rows per query block in prefill, 1 .. 512 */
-    int32_t block_k;      /* b_k: tokens per key block, 1 .. 64 */
-    int32_t q_stride;     /* b_sq: every q_stride-th row of a block scores, 1 .. block_q */
-    int32_t k_stride;     /* b_sk: every k_stride-th key of a key block scores, 1 .. block_k */
-    int32_t n_sink;       /* first tokens always attended */
-    int32_t n_stream;     /* most recent tokens always attended, >= 1 */
-    int32_t dense_layers; /* l_d: layers [0, dense_layers) run dense attention */
-    int32_t refresh;      /* r_m: decode steps between mask estimations, >= 1 */
-    int32_t rope;         /* lc_hip_rope_mode, as InfiniteHiP: past the trained window (auto)
-                             the mask scores at relative positions and the attention
-                             re-indexes StreamingLLM-style (our addition; HiP has none) */
-    int32_t per_group;    /* 1: one mask per KV head (max over its query heads; HiP's masks are
-                             per head), 0: one for all heads */
-    int32_t tail_block;   /* ours: the prompt's last block_q rows select in blocks of this many
-                             rows, 1 .. block_q (0: blocks of block_q throughout) */
-} lc_hipattn_params;
-
-/* "512" (the paper's k 512), "2k" (k 2048) or "default" (the default of
- * lc_context_default_params: 2k with tail-block=8); LC_ERR_NOT_FOUND otherwise. */
-int lc_hipattn_preset(const char *name, lc_hipattn_params *out);
-/* One knob by name, as --hip-NAME=VALUE with --attn hip: k block-q block-k q-stride k-stride
- * sink stream dense-layers refresh rope=auto|extend|plain|stream heads=all|group tail-block. */
-int lc_hipattn_set(lc_hipattn_params *p, const char *name, const char *value);
-int lc_hipattn_validate(const lc_hipattn_params *p);
-int lc_hipattn_describe(const lc_hipattn_params *p, char *buf, size_t cap);
-
-/* TokenSelect settings (spec/tokenselect-and-sparseserve.md A.3, A.7). Every query (decode) or
- * prefill chunk of `chunk` rows reads the n_init first tokens, the k tokens of highest soft vote
- * among the others and the n_local most recent; a decode step reuses the previous selection of
- * its (sequence, layer) while its query's cosine with the cached one is >= theta. */
-typedef struct lc_tokenselect_params {
-    int32_t k;            /* tokens selected, >= 1 (2048) */
-    int32_t n_init;       /* sink tokens (128) */
-    int32_t n_local;      /* most recent tokens (512), >= chunk (a chunk sees itself) */
-    int32_t chunk;        /* prefill rows sharing one selection (512), 1 .. 4096 */
-    float   theta;        /* selection-cache threshold in [-1, 1] (0.9); > 1 (e.g. 2): no cache */
-    int32_t gqa_mod;      /* 1: score query head h against KV head h mod n_kv_head (the paper's
-                             code); 0: the model's own mapping h / group (default) */
-    int32_t rope;         /* lc_hip_rope_mode: auto (re-index past the trained window), extend
-                             (always), plain (never); stream is the same as auto */
-    int32_t dense_layers; /* layers [0, dense_layers) run dense attention (0) */
-    int32_t tail_block;   /* ours: the prompt's last `chunk` rows select in chunks of this many
-                             rows, 1 .. chunk, so the question at a long prompt's end is not
-                             averaged into one query with the text before it (16; 0: chunks of
-                             `chunk` throughout, the paper's) */
-} lc_tokenselect_params;
-
-lc_tokenselect_params lc_tokenselect_default(void);
-/* One knob by name, as --ts-NAME=VALUE: k init local chunk theta gqa=group|mod
- * rope=auto|extend|plain dense-layers tail-block. */
-int lc_tokenselect_set(lc_tokenselect_params *p, const char *name, const char *value);
-int lc_tokenselect_validate(const lc_tokenselect_params *p);
-int lc_tokenselect_describe(const lc_tokenselect_params *p, char *buf, size_t cap);
+#define LC_HIP_MAX_STAGES 4 /* most InfiniteHiP stages (lc_attn_fidelity) */
 
 /* ---- evaluation: a sparse method against dense attention on a real forward -------------- */
 
@@ -735,11 +607,11 @@ typedef struct lc_context_params {
     int64_t        kv_tokens; /* KV capacity in tokens over all sequences; 0: n_ctx*n_seq_max */
     lc_progress_fn prefill_progress; /* prompt tokens done/total per step, may be NULL */
     void          *progress_user;
-    lc_attn_kind          attn;        /* default dense */
-    lc_infinitehip_params hip;         /* used when attn is LC_ATTN_INFINITEHIP; default preset
-                                          "default" */
-    lc_hipattn_params     hipattn;     /* used when attn is LC_ATTN_HIP; preset "default" */
-    lc_tokenselect_params tokenselect; /* used when attn is LC_ATTN_TOKENSELECT */
+    const char    *attn;          /* the attention method (lc_attn_methods); NULL or "dense":
+                                     dense (the default) */
+    const char    *attn_settings; /* its settings string (lc_attn_check); NULL: the method's
+                                     default preset. attn and attn_settings need to stay valid
+                                     only during lc_context_create / lc_eval_attn_fidelity */
     bool check_numerics; /* debug: after every layer of every forward, look for NaN/Inf in the
                             hidden state and stop at the first layer and block (attention or
                             feed-forward) that made one (a download and a scan per layer; no

@@ -64,38 +64,41 @@ expect 2 "needs a value" -- "$BIN" run -m "$MODEL" -p hi --tune
 expect 2 "unknown method 'sparse9'" -- "$BIN" run -m "$MODEL" -p hi --attn sparse9
 expect 2 "hip-k needs --attn infinitehip or hip" -- "$BIN" run -m "$MODEL" -p hi --hip-k=4096
 expect 2 "ts-k needs --attn tokenselect" -- "$BIN" run -m "$MODEL" -p hi --attn hip --ts-k=4096
-expect 2 "unknown HiP preset" -- "$BIN" run -m "$MODEL" -p hi --attn hip --preset 3k
-expect 2 "preset needs --attn infinitehip" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --preset 3k
-expect 2 "hip-k=1001.*multiple of block-k 2" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-k=1001
-expect 2 "hip-k-stride=4.*block-k \\(2\\)" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-k-stride=4
-expect 2 "hip-q-stride=64.*block-q \\(32\\)" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-q-stride=64
-expect 2 "hip-refresh=0" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-refresh=0
-expect 2 "unknown HiP option --hip-chunks" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-chunks=64
-expect 2 "ts-k=0: expected an integer" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-k=0
-expect 2 "ts-theta=nan" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-theta=nan
-expect 2 "ts-local=256.*chunk \\(512\\)" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-local=256
-expect 2 "ts-gqa=div" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-gqa=div
-expect 2 "ts-rope=stream: expected auto, extend, plain" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-rope=stream
-expect 2 "unknown TokenSelect option --ts-bogus" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-bogus=1
-expect 2 "unknown InfiniteHiP preset" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --preset 9k
-expect 2 "hip-k.*multiple of its chunk 64" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=1000,512,256  # stage 1 of the default 3k-fine64: 64-token chunks
-expect 2 "hip-chunks.*power of two" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,48,8
-expect 2 "hip-chunks.*divide" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,512,8
-expect 2 "hip-k.*more than" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=32768,8192,16384
-expect 2 "hip-overlap" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-overlap=2
-expect 2 "hip-kv-descent" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-kv-descent=1,3
-expect 2 "hip-overlap=1 needs" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256 --hip-k=2048 --hip-first-k=2048 --hip-overlap=1
-expect 2 "hip-stagger" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-stagger=5
-expect 2 "hip-block-q" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-block-q=0
-expect 2 "hip-stream" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-stream=0
-expect 2 "hip-refresh" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-refresh=16,0,4
-expect 2 "hip-rope=yarn" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-rope=yarn
-expect 2 "unknown InfiniteHiP option --hip-bogus" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-bogus=1
+expect 2 "hip has no preset .3k." -- "$BIN" run -m "$MODEL" -p hi --attn hip --preset 3k
+expect 2 "tokenselect has no preset .3k. \\(presets: default, paper\\)" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --preset 3k
+expect 2 "hip: k=1001.*multiple of block-k 2" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-k=1001
+expect 2 "hip: k-stride=4.*block-k \\(2\\)" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-k-stride=4
+expect 2 "hip: q-stride=64.*block-q \\(32\\)" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-q-stride=64
+expect 2 "hip: refresh=0 is outside 1..1048576" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-refresh=0
+expect 2 "hip has no setting .chunks. \\(a setting of infinitehip" -- "$BIN" run -m "$MODEL" -p hi --attn hip --hip-chunks=64
+expect 2 "tokenselect: k=0 is outside 1..1073741824" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-k=0
+expect 2 "tokenselect: theta=nan is outside -1..2" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-theta=nan
+expect 2 "tokenselect: local=256.*chunk \\(512\\)" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-local=256
+expect 2 "tokenselect: gqa=div is not one of group or mod" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-gqa=div
+expect 2 "tokenselect: rope=stream is not one of auto, extend or plain" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-rope=stream
+expect 2 "tokenselect has no setting .bogus. \\(settings: k, init" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --ts-bogus=1
+expect 2 "infinitehip has no preset .9k." -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --preset 9k
+expect 2 "infinitehip: k: .*multiple of its chunk 64" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=1000,512,256  # stage 1 of the default 3k-fine64: 64-token chunks
+expect 2 "infinitehip: chunks: .*power of two" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,48,8
+expect 2 "infinitehip: chunks: .*divide" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256,512,8
+expect 2 "infinitehip: k: .*more than" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-k=32768,8192,16384
+expect 2 "infinitehip: overlap=2 is not 0 or 1" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-overlap=2
+expect 2 "infinitehip: kv-descent=1,3 is outside 0..1" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-kv-descent=1,3
+expect 2 "infinitehip: overlap=1 needs" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-chunks=256 --hip-k=2048 --hip-first-k=2048 --hip-overlap=1
+expect 2 "infinitehip: stagger=5 is not 0 or 1" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-stagger=5
+expect 2 "infinitehip: block-q=0 is outside 1..64" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-block-q=0
+expect 2 "infinitehip: stream=0 is outside" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-stream=0
+expect 2 "infinitehip: refresh=16,0,4 is outside 1..1048576" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-refresh=16,0,4
+expect 2 "infinitehip: rope=yarn is not one of auto, extend, plain or stream" -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-rope=yarn
+expect 2 "infinitehip has no setting .bogus." -- "$BIN" run -m "$MODEL" -p hi --attn infinitehip --hip-bogus=1
+expect 2 "tokenselect has no setting .chunks. \\(a setting of infinitehip" -- "$BIN" run -m "$MODEL" -p hi --attn tokenselect --attn-set chunks=64
+expect 2 "hip: tail-block=600 is outside 0..512" -- "$BIN" run -m "$MODEL" -p hi --attn hip --attn-set k=4096 --attn-set tail-block=600
+expect 2 "attn-set: 'k' is not KEY=VALUE" -- "$BIN" run -m "$MODEL" -p hi --attn hip --attn-set k
 expect 2 "give a long natural text" -- "$BIN" eval fidelity -m "$MODEL" --len 4096
 expect 2 "give a long natural text" -- "$BIN" eval ppl -m "$MODEL" --len 4096
 expect 2 "--window 4096 must be below every --len" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --len 8192,4096 --window 4096
 expect 1 "has [0-9]+ tokens, fewer than --len 100000" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --len 100000
-expect 2 "preset needs --attn infinitehip" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --preset 3k
+expect 2 "preset needs --attn NAME" -- "$BIN" eval ppl -m "$MODEL" -f "$TMP/short.txt" --preset 3k
 expect 2 "unknown task 'ruler9'" -- "$BIN" eval passkey -m "$MODEL" --task ruler9
 expect 2 "--depths: 1.5 is out of range" -- "$BIN" eval passkey -m "$MODEL" --depths 0,1.5
 expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x

@@ -35,17 +35,13 @@ int main(void) {
     /* 1. full budgets through the sparse path == dense, plain and re-indexed RoPE */
     for (int mode = 0; mode < 2; mode++) {
         lc_context_params hp = dense;
-        hp.attn              = LC_ATTN_INFINITEHIP;
+        hp.attn              = "infinitehip";
         hp.sparse_always     = true;
-        CHECK(lc_infinitehip_preset("3k", &hp.hip) == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "chunks", "64,16") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "k", "2048,2048") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "refresh", "4,2") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "q-stride", "4,1") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "sink", "32") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "stream", "128") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "first-k", "2048") == LC_OK);
-        CHECK(lc_infinitehip_set(&hp.hip, "rope", mode ? "extend" : "plain") == LC_OK);
+        hp.attn_settings     = mode ? "preset=3k chunks=64,16 k=2048,2048 refresh=4,2 q-stride=4,1 "
+                                      "sink=32 stream=128 first-k=2048 rope=extend"
+                                    : "preset=3k chunks=64,16 k=2048,2048 refresh=4,2 q-stride=4,1 "
+                                      "sink=32 stream=128 first-k=2048 rope=plain";
+        CHECK(lc_attn_check(hp.attn, hp.attn_settings, NULL, 0) == LC_OK);
         memset(got.tokens, 0, sizeof got.tokens);
         CHECK(run(m, &hp, &pa, &n_a, 1, &got, NULL) == LC_OK);
         const double d = max_logprob_diff(ref.logits, got.logits, V);
@@ -56,17 +52,13 @@ int main(void) {
 
     /* 2. real pruning: batched == alone (decode refreshes every 2/1 steps) */
     lc_context_params sp = dense;
-    sp.attn              = LC_ATTN_INFINITEHIP;
+    sp.attn              = "infinitehip";
     sp.sparse_always     = true;
-    CHECK(lc_infinitehip_preset("3k", &sp.hip) == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "chunks", "32,8") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "k", "512,256") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "refresh", "3,2") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "q-stride", "4,1") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "sink", "32") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "stream", "128") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "first-k", "256") == LC_OK);
-    CHECK(lc_infinitehip_set(&sp.hip, "dense-layers", "2") == LC_OK);
+#define SP_SETTINGS                                                                           \
+    "preset=3k chunks=32,8 k=512,256 refresh=3,2 q-stride=4,1 sink=32 stream=128 first-k=256 " \
+    "dense-layers=2"
+    sp.attn_settings = SP_SETTINGS;
+    CHECK(lc_attn_check(sp.attn, sp.attn_settings, NULL, 0) == LC_OK);
     run_out alone[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}}, both[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};
     int32_t *ps[2] = {pa, pb};
     size_t   ns[2] = {n_a, n_b};
@@ -82,7 +74,7 @@ int main(void) {
      * change, and batched still equals alone */
     {
         lc_context_params tp = sp;
-        CHECK(lc_infinitehip_set(&tp.hip, "tail-block", "1") == LC_OK);
+        tp.attn_settings     = SP_SETTINGS " tail-block=1";
         float  *lg_off = malloc(sizeof(float) * (size_t)f.info.n_vocab);
         float  *lg_on  = malloc(sizeof(float) * (size_t)f.info.n_vocab);
         run_out off = {{0}, 0, lg_off}, on = {{0}, 0, lg_on}, tb[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};

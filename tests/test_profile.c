@@ -149,17 +149,11 @@ static void sparse_ops_timed(lc_model *prof) {
         cp.n_ctx             = 512;
         cp.page_size         = 64;
         if (method == 0) {
-            cp.attn                = LC_ATTN_TOKENSELECT;
-            cp.tokenselect.k       = 32;
-            cp.tokenselect.n_init  = 16;
-            cp.tokenselect.n_local = 64;
-            cp.tokenselect.chunk   = 64;
+            cp.attn          = "tokenselect";
+            cp.attn_settings = "k=32 init=16 local=64 chunk=64";
         } else {
-            cp.attn                 = LC_ATTN_HIP;
-            cp.hipattn.k            = 32;
-            cp.hipattn.n_sink       = 16;
-            cp.hipattn.n_stream     = 32;
-            cp.hipattn.dense_layers = 0;
+            cp.attn          = "hip";
+            cp.attn_settings = "k=32 sink=16 stream=32 dense-layers=0";
         }
         lc_context *c = NULL;
         CHECKF(lc_context_create(prof, &cp, &c) == LC_OK, "%s", lc_last_error());

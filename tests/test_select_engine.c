@@ -23,26 +23,26 @@
 
 #include "engine_run.h"
 
-static void set_method(lc_context_params *cp, lc_attn_kind kind, bool full, const char *rope) {
+/* cp names the method with its settings string in buf[256] */
+static void set_method(lc_context_params *cp, const char *kind, bool full, const char *rope,
+                       char *buf) {
     cp->attn = kind;
-    if (kind == LC_ATTN_HIP) {
-        CHECK(lc_hipattn_preset("512", &cp->hipattn) == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "k", full ? "2048" : "256") == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "block-q", "32") == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "sink", "32") == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "stream", "128") == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "refresh", "3") == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "dense-layers", full ? "0" : "2") == LC_OK);
-        CHECK(lc_hipattn_set(&cp->hipattn, "rope", rope) == LC_OK);
-    } else {
-        cp->tokenselect = lc_tokenselect_default();
-        CHECK(lc_tokenselect_set(&cp->tokenselect, "k", full ? "2048" : "256") == LC_OK);
-        CHECK(lc_tokenselect_set(&cp->tokenselect, "init", "32") == LC_OK);
-        CHECK(lc_tokenselect_set(&cp->tokenselect, "chunk", "128") == LC_OK);
-        CHECK(lc_tokenselect_set(&cp->tokenselect, "local", "128") == LC_OK);
-        CHECK(lc_tokenselect_set(&cp->tokenselect, "dense-layers", full ? "0" : "2") == LC_OK);
-        CHECK(lc_tokenselect_set(&cp->tokenselect, "rope", rope) == LC_OK);
-    }
+    if (!strcmp(kind, "hip"))
+        snprintf(buf, 256, "preset=512 k=%s block-q=32 sink=32 stream=128 refresh=3 "
+                 "dense-layers=%s rope=%s", full ? "2048" : "256", full ? "0" : "2", rope);
+    else
+        snprintf(buf, 256, "k=%s init=32 chunk=128 local=128 dense-layers=%s rope=%s",
+                 full ? "2048" : "256", full ? "0" : "2", rope);
+    cp->attn_settings = buf;
+    CHECK(lc_attn_check(cp->attn, cp->attn_settings, NULL, 0) == LC_OK);
+}
+
+/* sp's settings string with one more key=value, in buf[300] */
+static void add_setting(lc_context_params *cp, const lc_context_params *sp, const char *kv,
+                        char *buf) {
+    *cp = *sp;
+    snprintf(buf, 300, "%s %s", sp->attn_settings, kv);
+    cp->attn_settings = buf;
 }
 
 int main(void) {
@@ -57,15 +57,16 @@ int main(void) {
     const run_out           ref   = f.ref;
     run_out                 got   = f.got;
 
-    const lc_attn_kind kinds[2] = {LC_ATTN_HIP, LC_ATTN_TOKENSELECT};
+    const char *kinds[2] = {"hip", "tokenselect"};
     for (int ki = 0; ki < 2; ki++) {
-        const lc_attn_kind kind = kinds[ki];
-        const char        *name = lc_attn_kind_name(kind);
+        const char *kind = kinds[ki], *name = kind;
+        const bool  is_hip = !strcmp(kind, "hip");
+        char        buf[256], sbuf[256], tbuf[300];
         /* 1. full budgets through the sparse path == dense */
         for (int mode = 0; mode < 2; mode++) {
             lc_context_params cp = dense;
             cp.sparse_always     = true;
-            set_method(&cp, kind, true, mode ? "extend" : "plain");
+            set_method(&cp, kind, true, mode ? "extend" : "plain", buf);
             memset(got.tokens, 0, sizeof got.tokens);
             CHECK(run(m, &cp, &pa, &n_a, 1, &got, NULL) == LC_OK);
             const double d = max_logprob_diff(ref.logits, got.logits, V);
@@ -80,7 +81,7 @@ int main(void) {
          * prompts whole: the blocks are then the same alone and batched */
         lc_context_params sp = dense;
         sp.n_batch           = 2048;
-        set_method(&sp, kind, false, "auto");
+        set_method(&sp, kind, false, "auto", sbuf);
         run_out alone[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}}, both[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};
         int32_t      *ps[2] = {pa, pb};
         size_t        ns[2] = {n_a, n_b};
@@ -92,9 +93,9 @@ int main(void) {
          * batched GEMM (other row counts) into other selections, so there: the batched run
          * repeats exactly, and every sequence gets its tokens */
         run_out again[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}};
-        if (kind == LC_ATTN_TOKENSELECT) CHECK(run(m, &sp, ps, ns, 2, again, NULL) == LC_OK);
+        if (!is_hip) CHECK(run(m, &sp, ps, ns, 2, again, NULL) == LC_OK);
         for (int i = 0; i < 2; i++) {
-            if (kind == LC_ATTN_HIP)
+            if (is_hip)
                 CHECKF(alone[i].n == N_GEN &&
                            memcmp(alone[i].tokens, both[i].tokens, sizeof both[i].tokens) == 0,
                        "%s sequence %d: batched tokens differ from alone", name, i);
@@ -108,16 +109,15 @@ int main(void) {
          * where each prompt ends, so the last block's rows select in blocks of their own: the
          * last prompt row's logits change, and (HiP) batched still equals alone */
         {
-            lc_context_params tp = sp;
-            if (kind == LC_ATTN_HIP) CHECK(lc_hipattn_set(&tp.hipattn, "tail-block", "1") == LC_OK);
-            else CHECK(lc_tokenselect_set(&tp.tokenselect, "tail-block", "1") == LC_OK);
+            lc_context_params tp;
+            add_setting(&tp, &sp, "tail-block=1", tbuf);
             float  *lg_off = malloc(sizeof(float) * (size_t)V), *lg_on = malloc(sizeof(float) * (size_t)V);
             run_out off = {{0}, 0, lg_off}, on = {{0}, 0, lg_on};
             CHECK(run(m, &sp, &ps[0], &ns[0], 1, &off, NULL) == LC_OK);
             CHECK(run(m, &tp, &ps[0], &ns[0], 1, &on, NULL) == LC_OK);
             CHECKF(on.n == N_GEN && max_logprob_diff(lg_off, lg_on, V) > 0,
                    "%s tail-block=1: the last prompt row's logits did not change", name);
-            if (kind == LC_ATTN_HIP) {
+            if (is_hip) {
                 run_out tb[2] = {{{0}, 0, NULL}, {{0}, 0, NULL}}, ta = {{0}, 0, NULL};
                 CHECK(run(m, &tp, ps, ns, 2, tb, NULL) == LC_OK);
                 CHECK(run(m, &tp, &ps[1], &ns[1], 1, &ta, NULL) == LC_OK);
@@ -134,7 +134,7 @@ int main(void) {
                name, (long long)st_a.selected, (long long)st_a.reused, (long long)steps);
         CHECKF(st_both.selected + st_both.reused == 2 * steps, "%s batched: %lld + %lld, want %lld",
                name, (long long)st_both.selected, (long long)st_both.reused, (long long)(2 * steps));
-        if (kind == LC_ATTN_HIP) {
+        if (is_hip) {
             /* refresh 3: steps 0, 3, 6 of 7 estimate */
             CHECKF(st_a.selected == 3 * (L - 2), "hip: %lld estimations, want %d",
                    (long long)st_a.selected, 3 * (L - 2));
@@ -142,8 +142,8 @@ int main(void) {
             CHECKF(st_a.selected >= L - 2, "tokenselect: %lld misses, want >= %d (the first step)",
                    (long long)st_a.selected, L - 2);
             for (int t = 0; t < 2; t++) {
-                lc_context_params cp = sp;
-                CHECK(lc_tokenselect_set(&cp.tokenselect, "theta", t ? "-1" : "2") == LC_OK);
+                lc_context_params cp;
+                add_setting(&cp, &sp, t ? "theta=-1" : "theta=2", tbuf);
                 lc_attn_stats s = {0};
                 run_out       o = {{0}, 0, NULL};
                 CHECK(run(m, &cp, &ps[0], &ns[0], 1, &o, &s) == LC_OK);

@@ -558,8 +558,7 @@ int cmd_bench(int argc, char **argv) {
     gen_tuning_describe(&o, tune_desc, sizeof tune_desc);
     printf("attention: %s\ntuning: %s\n", attn_desc, tune_desc);
     snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s%s%s.md", out_dir, dslug, wname, mslug,
-             o.attn == LC_ATTN_DENSE ? "" : lc_attn_kind_name(o.attn),
-             o.attn == LC_ATTN_DENSE ? "" : "-", date);
+             gen_attn_dense(&o) ? "" : o.attn, gen_attn_dense(&o) ? "" : "-", date);
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "<!-- attention: %s -->\n<!-- tuning: %s -->\n", attn_desc, tune_desc);

@@ -132,7 +132,7 @@ static int eval_fidelity(int argc, char **argv) {
         fprintf(stderr, "longctx eval fidelity: give a long natural text with -f FILE\n");
         return CLI_USAGE;
     }
-    if (o.attn == LC_ATTN_DENSE) o.attn = LC_ATTN_INFINITEHIP; /* the method under test */
+    if (gen_attn_dense(&o)) o.attn = "infinitehip"; /* the method under test */
     if (!gen_opts_check(&o, "eval")) return CLI_USAGE;
     lc_context_params mp = lc_context_default_params();
     gen_context_attn(&o, &mp);
@@ -346,7 +346,7 @@ static int eval_ppl(int argc, char **argv) {
         }
         putchar('\n');
         if (out)
-            fprintf(out, "%s\t%lld\t%lld\t%.6f\t%.4f\n", lc_attn_kind_name(o.attn), (long long)e,
+            fprintf(out, "%s\t%lld\t%lld\t%.6f\t%.4f\n", o.attn, (long long)e,
                     window, nll, exp(nll));
     }
     printf("one pass over %lld tokens in %.1f s (%.0f tokens/s)\n", (long long)max_len, dt,

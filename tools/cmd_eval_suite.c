@@ -1059,7 +1059,7 @@ int cmd_eval_suite(int argc, char **argv) {
     cli_commit_name(commit, sizeof commit);
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    const char *method = lc_attn_kind_name(o.attn);
+    const char *method = o.attn;
 
     if (out_prefix) {
         const size_t pl = strlen(out_prefix) + 16;
@@ -1071,7 +1071,7 @@ int cmd_eval_suite(int argc, char **argv) {
         if (!(f_tr = fopen(path, "w"))) goto cannot_write;
         snprintf(path, pl, "%s.md", out_prefix);
         if (!(f_md = fopen(path, "w"))) goto cannot_write;
-        if (trace && o.attn != LC_ATTN_DENSE) {
+        if (trace && !gen_attn_dense(&o)) {
             snprintf(path, pl, "%s-trace.tsv", out_prefix);
             if (!(f_trace = fopen(path, "w"))) goto cannot_write;
             fprintf(f_trace, "task\tlen\ttrial\trows\tn_rows\tlayer\tsparse\tspan_mass\t"
@@ -1186,7 +1186,7 @@ int cmd_eval_suite(int argc, char **argv) {
                     fflush(f_tr);
                 }
                 free(res.text);
-                if (trace && o.attn != LC_ATTN_DENSE &&
+                if (trace && !gen_attn_dense(&o) &&
                     trace_trial(m, &o, &prompt, key_at, key_len, k_suite_tasks[t], len, ti,
                                 f_trace) != CLI_OK)
                     goto done;

@@ -201,7 +201,7 @@ int cmd_run(int argc, char **argv) {
                 fprintf(stderr,
                         "longctx: %s decode selections (per layer and step): %lld computed, %lld "
                         "reused (%.1f%%)\n",
-                        lc_attn_kind_name(o.attn), (long long)as.selected,
+                        o.attn, (long long)as.selected,
                         (long long)as.reused,
                         100.0 * (double)as.reused / (double)(as.selected + as.reused));
         }

@@ -16,15 +16,11 @@ void gen_opts_default(gen_opts *o) {
     o->sampling    = lc_sampling_default();
     o->sampling.seed = 0xC0FFEE;
     o->chat_template = LC_CHAT_TEMPLATE_NONE;
-    o->attn          = LC_ATTN_DENSE;
-    const lc_context_params d = lc_context_default_params(); /* the library's method defaults */
-    o->hip     = d.hip;
-    o->hipattn = d.hipattn;
-    o->ts      = d.tokenselect;
-    o->tuning  = lc_tuning_default();
+    o->attn          = "dense";
+    o->tuning        = lc_tuning_default();
 }
 
-const char *gen_opts_help(void) {
+static const char *common_help(void) {
     return "model and sampling options:\n"
            "  -m, --model FILE        GGUF model (llama, mistral, qwen2)\n"
            "  -c, --ctx N             context size in tokens (default: the model's trained context)\n"
@@ -74,43 +70,29 @@ const char *gen_opts_help(void) {
            "                          profile-sync=off|on  bench --profile: time ops by\n"
            "                          synchronising the device (off: CUDA events)\n"
            "\nattention options:\n"
-           "  --attn dense|infinitehip|hip|tokenselect  attention method (default dense)\n"
-           "  --preset NAME           InfiniteHiP preset: default (ours: 3k-fine64 with\n"
-           "                          tail-block 16), 3k-fine64 (ours: 64/16/1 chunks,\n"
-           "                          overlapping in the first stage), the paper's 3k\n"
-           "                          (~4x less first-stage work), fast, flash, 5k; 3k-fine\n"
-           "                          (3k, single tokens in the last stage), 3k-kv (3k with one\n"
-           "                          descent per KV head: ~1.4x faster prefill); HiP: default\n"
-           "                          (2k with tail-block 8), 2k, the paper's 512\n"
-           "  --hip-NAME=VALUE        one InfiniteHiP knob (applied after --preset), e.g.\n"
-           "                          --hip-chunks=256,32,8 --hip-k=32768,8192,2048\n"
-           "                          --hip-refresh=16,8,4 --hip-q-stride=4,4,1 --hip-block-q=64\n"
-           "                          --hip-sink=256 --hip-stream=1024 --hip-first-layers=3\n"
-           "                          --hip-first-k=4096 --hip-dense-layers=0\n"
-           "                          --hip-rope=auto|extend|plain|stream (auto: plain RoPE while\n"
-           "                          the context fits the model's trained window; stream: score\n"
-           "                          at true positions, re-index only in the attention)\n"
-           "                          --hip-heads=all|group (one selection for all heads, or per\n"
-           "                          KV head) --hip-stagger=0|1 (odd layers shift the first\n"
-           "                          stage's chunk grid by half a chunk) --hip-overlap=0|1\n"
-           "                          (first-stage chunks every half chunk, 2x its work)\n"
-           "                          --hip-kv-descent=1,1,1 (per stage: one descent per KV\n"
-           "                          head, not per query head; preset 3k-kv)\n"
-           "                          --hip-tail-block=16 (1 .. block-q: the prompt's last\n"
-           "                          block-q rows, where its question is, select in blocks of\n"
-           "                          this many rows; 0: off, as the paper's presets; with\n"
-           "                          --attn hip: 8)\n"
-           "                          with --attn hip: --hip-k=512 --hip-block-q=32 --hip-block-k=2\n"
-           "                          --hip-q-stride=2 --hip-k-stride=1 --hip-sink=128\n"
-           "                          --hip-stream=512 --hip-dense-layers=3 --hip-refresh=8\n"
-           "                          --hip-rope=auto|extend|plain|stream --hip-heads=group|all\n"
-           "  --ts-NAME=VALUE         one TokenSelect knob: --ts-k=2048 --ts-init=128 --ts-local=512\n"
-           "                          --ts-chunk=512 --ts-theta=0.9 (selection-cache threshold;\n"
-           "                          above 1: no cache) --ts-gqa=group|mod --ts-rope=auto|extend|plain\n"
-           "                          --ts-dense-layers=0 --ts-tail-block=16 (1 .. chunk: the\n"
-           "                          prompt's last chunk selects in chunks of this many rows;\n"
-           "                          0: the paper's)\n";
+           "  --attn NAME             attention method (default dense; see below)\n"
+           "  --preset NAME           the method's preset (below; default: its \"default\")\n"
+           "  --attn-set KEY=VALUE    one of the method's settings, applied after the preset\n"
+           "                          (repeatable; lists comma-separated: k=32768,8192,2048)\n"
+           "  --hip-KEY=VALUE         --attn-set KEY=VALUE for --attn infinitehip or hip\n"
+           "  --ts-KEY=VALUE          --attn-set KEY=VALUE for --attn tokenselect\n";
 }
+
+const char *gen_opts_help(void) {
+    /* the common options, then every method's settings from its table */
+    static char buf[32768];
+    size_t      at = (size_t)snprintf(buf, sizeof buf, "%s", common_help());
+    char        names[256];
+    snprintf(names, sizeof names, "%s", lc_attn_methods());
+    for (char *tok = strtok(names, ", "); tok && at < sizeof buf; tok = strtok(NULL, ", ")) {
+        buf[at++] = '\n';
+        if (at < sizeof buf && lc_attn_help(tok, buf + at, sizeof buf - at) == LC_OK)
+            at += strlen(buf + at);
+    }
+    return buf;
+}
+
+bool gen_attn_dense(const gen_opts *o) { return !o->attn || !strcmp(o->attn, "dense"); }
 
 int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
@@ -208,17 +190,20 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         o->sampling.seed = (uint64_t)n;
     } else if (!strcmp(a, "--attn")) {
         VAL();
-        if (lc_attn_kind_from_name(v, &o->attn) != LC_OK) {
-            fprintf(stderr, "longctx %s: --attn: unknown method '%s' (known: dense, infinitehip, "
-                    "hip, tokenselect)\n", cmd, v);
+        if (lc_attn_check(v, "", NULL, 0) == LC_ERR_NOT_FOUND) {
+            fprintf(stderr, "longctx %s: --attn: unknown method '%s' (known: %s)\n", cmd, v,
+                    lc_attn_methods());
             return -1;
         }
+        o->attn = v;
     } else if (!strcmp(a, "--preset")) {
         VAL();
         o->preset = v;
-    } else if (!strncmp(a, "--hip-", 6) || !strncmp(a, "--ts-", 5)) {
+    } else if (!strncmp(a, "--hip-", 6) || !strncmp(a, "--ts-", 5) || !strcmp(a, "--attn-set")) {
+        const bool  set = !strcmp(a, "--attn-set");
         const bool  ts  = a[2] == 't';
-        const char *nm  = a + (ts ? 5 : 6);
+        if (set) VAL();
+        const char *nm  = set ? v : a + (ts ? 5 : 6);
         const char *eq  = strchr(nm, '=');
         const size_t len = eq ? (size_t)(eq - nm) : strlen(nm);
         if (len == 0 || len >= sizeof o->knob_buf[0] ||
@@ -227,11 +212,14 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
             return -1;
         }
         if (eq) v = eq + 1;
-        else VAL();
+        else if (set) {
+            fprintf(stderr, "longctx %s: --attn-set: '%s' is not KEY=VALUE\n", cmd, nm);
+            return -1;
+        } else VAL();
         char *buf = o->knob_buf[o->n_knobs];
         memcpy(buf, nm, len);
         buf[len]                      = 0;
-        o->knob_prefix[o->n_knobs]    = ts ? "ts" : "hip";
+        o->knob_prefix[o->n_knobs]    = set ? "" : ts ? "ts" : "hip";
         o->knob_name[o->n_knobs]      = buf;
         o->knob_val[o->n_knobs++]     = v;
     } else if (!strcmp(a, "--chat-template")) {
@@ -248,49 +236,45 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     return 1;
 }
 
+/* appends "text" to o->attn_settings; false when it does not fit */
+static bool settings_add(gen_opts *o, const char *cmd, const char *key, const char *value) {
+    const size_t at = strlen(o->attn_settings), cap = sizeof o->attn_settings;
+    const int    n  = snprintf(o->attn_settings + at, cap - at, "%s%s=%s", at ? " " : "", key,
+                               value);
+    if (n < 0 || (size_t)n >= cap - at) {
+        fprintf(stderr, "longctx %s: too many attention settings\n", cmd);
+        return false;
+    }
+    return true;
+}
+
 bool gen_opts_check(gen_opts *o, const char *cmd) {
-    const char *method = lc_attn_kind_name(o->attn);
+    const char *method = o->attn ? o->attn : "dense";
     if (o->preset) {
-        int st = LC_ERR_INVALID_ARG;
-        if (o->attn == LC_ATTN_INFINITEHIP) st = lc_infinitehip_preset(o->preset, &o->hip);
-        else if (o->attn == LC_ATTN_HIP) st = lc_hipattn_preset(o->preset, &o->hipattn);
-        else {
-            fprintf(stderr, "longctx %s: --preset needs --attn infinitehip (presets %s) or --attn "
-                    "hip (512, 2k)\n", cmd, lc_infinitehip_preset_names());
+        if (gen_attn_dense(o)) {
+            fprintf(stderr, "longctx %s: --preset needs --attn NAME (one of %s; the method is "
+                    "dense)\n", cmd, lc_attn_methods());
             return false;
         }
-        if (st != LC_OK) {
-            fprintf(stderr, "longctx %s: --preset: %s\n", cmd, lc_last_error());
-            return false;
-        }
+        if (!settings_add(o, cmd, "preset", o->preset)) return false;
         o->preset = NULL; /* applied */
     }
     for (int i = 0; i < o->n_knobs; i++) {
-        const bool ts = !strcmp(o->knob_prefix[i], "ts");
-        int        st;
-        if (ts && o->attn == LC_ATTN_TOKENSELECT)
-            st = lc_tokenselect_set(&o->ts, o->knob_name[i], o->knob_val[i]);
-        else if (!ts && o->attn == LC_ATTN_INFINITEHIP)
-            st = lc_infinitehip_set(&o->hip, o->knob_name[i], o->knob_val[i]);
-        else if (!ts && o->attn == LC_ATTN_HIP)
-            st = lc_hipattn_set(&o->hipattn, o->knob_name[i], o->knob_val[i]);
-        else {
-            fprintf(stderr, "longctx %s: --%s-%s needs --attn %s (the method is %s)\n", cmd,
-                    o->knob_prefix[i], o->knob_name[i], ts ? "tokenselect" : "infinitehip or hip",
+        const char *pre = o->knob_prefix[i];
+        const bool  ok  = !pre[0] ||
+                        (!strcmp(pre, "ts") ? !strcmp(method, "tokenselect")
+                                            : !strcmp(method, "infinitehip") ||
+                                                  !strcmp(method, "hip"));
+        if (!ok) {
+            fprintf(stderr, "longctx %s: --%s-%s needs --attn %s (the method is %s)\n", cmd, pre,
+                    o->knob_name[i], !strcmp(pre, "ts") ? "tokenselect" : "infinitehip or hip",
                     method);
             return false;
         }
-        if (st != LC_OK) {
-            fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
-            return false;
-        }
+        if (!settings_add(o, cmd, o->knob_name[i], o->knob_val[i])) return false;
     }
     o->n_knobs = 0; /* applied */
-    int st = LC_OK;
-    if (o->attn == LC_ATTN_INFINITEHIP) st = lc_infinitehip_validate(&o->hip);
-    else if (o->attn == LC_ATTN_HIP) st = lc_hipattn_validate(&o->hipattn);
-    else if (o->attn == LC_ATTN_TOKENSELECT) st = lc_tokenselect_validate(&o->ts);
-    if (st != LC_OK) {
+    if (lc_attn_check(method, o->attn_settings, NULL, 0) != LC_OK) {
         fprintf(stderr, "longctx %s: %s\n", cmd, lc_last_error());
         return false;
     }
@@ -298,13 +282,11 @@ bool gen_opts_check(gen_opts *o, const char *cmd) {
 }
 
 void gen_attn_describe(const gen_opts *o, char *buf, size_t cap) {
-    char d[512];
-    int  st = LC_ERR_INVALID_ARG;
-    if (o->attn == LC_ATTN_INFINITEHIP) st = lc_infinitehip_describe(&o->hip, d, sizeof d);
-    else if (o->attn == LC_ATTN_HIP) st = lc_hipattn_describe(&o->hipattn, d, sizeof d);
-    else if (o->attn == LC_ATTN_TOKENSELECT) st = lc_tokenselect_describe(&o->ts, d, sizeof d);
-    if (o->attn == LC_ATTN_DENSE) snprintf(buf, cap, "dense");
-    else snprintf(buf, cap, "%s (%s)", lc_attn_kind_name(o->attn), st == LC_OK ? d : "?");
+    char d[1024];
+    if (gen_attn_dense(o)) snprintf(buf, cap, "dense");
+    else
+        snprintf(buf, cap, "%s (%s)", o->attn,
+                 lc_attn_check(o->attn, o->attn_settings, d, sizeof d) == LC_OK ? d : "?");
 }
 
 void gen_tuning_describe(const gen_opts *o, char *buf, size_t cap) {
@@ -315,10 +297,8 @@ void gen_context_attn(const gen_opts *o, lc_context_params *cp) {
     cp->check_numerics = o->check_numerics;
     cp->trace_begin    = o->trace_begin;
     cp->trace_end      = o->trace_end;
-    cp->attn        = o->attn;
-    cp->hip         = o->hip;
-    cp->hipattn     = o->hipattn;
-    cp->tokenselect = o->ts;
+    cp->attn           = o->attn;
+    cp->attn_settings  = o->attn_settings[0] ? o->attn_settings : NULL;
 }
 
 static void load_progress(int64_t done, int64_t total, void *user) {

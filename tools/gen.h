@@ -27,15 +27,15 @@ typedef struct gen_opts {
     int64_t          trace_begin, trace_end; /* InfiniteHiP's traced span for the contexts
                                                 made from these options (eval --trace sets it
                                                 per trial); empty: none */
-    lc_attn_kind          attn;     /* --attn */
-    lc_infinitehip_params hip;      /* --preset, --hip-NAME=VALUE with --attn infinitehip */
-    lc_hipattn_params     hipattn;  /* --preset, --hip-NAME=VALUE with --attn hip */
-    lc_tokenselect_params ts;       /* --ts-NAME=VALUE */
-    /* --preset / --hip-* / --ts-* as given, applied by gen_opts_check once the method is known
-     * (so their order relative to --attn does not matter) */
+    const char *attn;               /* --attn: a registered method (lc_attn_methods) */
+    char        attn_settings[2048]; /* its settings string ("preset=NAME key=value ..."),
+                                       built by gen_opts_check from the options below */
+    /* --preset / --attn-set / --hip-* / --ts-* as given, applied by gen_opts_check once the
+     * method is known (so their order relative to --attn does not matter); --hip-NAME=VALUE
+     * and --ts-NAME=VALUE are --attn-set NAME=VALUE for the methods that have them */
     const char *preset;
     int         n_knobs;
-    const char *knob_prefix[64], *knob_name[64], *knob_val[64];
+    const char *knob_prefix[64], *knob_name[64], *knob_val[64]; /* prefix "hip", "ts" or "" */
     char        knob_buf[64][64];
 } gen_opts;
 
@@ -44,8 +44,10 @@ void gen_opts_default(gen_opts *o);
  * bad value (message printed). */
 int  gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i);
 const char *gen_opts_help(void);
-/* Apply the method options to the chosen method's settings and check them (e.g. --hip-*
- * without a method that has them). Returns false after printing a message. Idempotent. */
+/* Whether the options' method is dense. */
+bool gen_attn_dense(const gen_opts *o);
+/* Build the chosen method's settings string from the method options and check it (e.g.
+ * --hip-* without a method that has them). Returns false after printing a message. Idempotent. */
 bool gen_opts_check(gen_opts *o, const char *cmd);
 /* "dense" or "infinitehip (chunks=... )" for reports. */
 void gen_attn_describe(const gen_opts *o, char *buf, size_t cap);

@@ -9,6 +9,7 @@
 #ifndef LC_ATTN_H
 #define LC_ATTN_H
 
+#include "attn/settings.h"
 #include "backend/backend.h"
 
 struct lc_hip_last;
@@ -49,11 +50,6 @@ typedef struct lc_attn_diag {
     int64_t trace_begin, trace_end; /* InfiniteHiP: the traced span (begin < end), else none */
 } lc_attn_diag;
 
-/* An InfiniteHiP instance (attn/infinitehip.c); p is validated here. */
-int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
-                               const lc_infinitehip_params *p, const lc_attn_diag *diag,
-                               lc_attn_method **out);
-
 /* The query blocks and final selections of a sparse method's last forward (prefill blocks
  * only), as host copies (evaluation: recall of the true attention mass). */
 typedef struct lc_hip_last {
@@ -73,14 +69,48 @@ int  lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out);
 int  lc_attn_last(const lc_attn_method *m, lc_hip_last *out);
 void lc_attn_hip_last_free(lc_hip_last *l);
 
-/* HiP (attn/hip.c) and TokenSelect (attn/tokenselect.c) instances; p validated here. */
-int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
-                           const lc_attn_diag *diag, lc_attn_method **out);
-int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
-                               const lc_tokenselect_params *p, const lc_attn_diag *diag,
-                               lc_attn_method **out);
-/* The method a context's settings name (p->attn with its settings, and its diagnostics): the
- * static dense instance or a new one (free with lc_attn_method_free). */
+
+/* The RoPE policy of the sparse methods' selection and attention (their "rope" setting). */
+typedef enum lc_hip_rope_mode {
+    LC_HIP_ROPE_AUTO   = 0, /* plain RoPE while a sequence fits the model's trained context,
+                               the re-indexing strategies past it */
+    LC_HIP_ROPE_EXTEND = 1, /* always re-index (chunk-indexed / relative in pruning,
+                               StreamingLLM in attention) */
+    LC_HIP_ROPE_PLAIN  = 2, /* always the true positions */
+    LC_HIP_ROPE_STREAM = 3, /* ours: pruning always scores at the true positions; the attention
+                               re-indexes StreamingLLM-style past the trained context */
+} lc_hip_rope_mode;
+
+/* One attention method as the registry (attn/registry.c) lists it. */
+typedef struct lc_attn_desc {
+    const char             *name;     /* as --attn takes it: "infinitehip" */
+    const char             *summary;  /* one line */
+    const lc_settings_table settings; /* its settings struct, table and presets */
+    /* checks across keys (lc_settings_check has checked each key's range); NULL: none */
+    int (*validate)(const void *settings);
+    /* an instance with these settings (validated) */
+    int (*create)(lc_backend *b, const lc_attn_shape *shape, const void *settings,
+                  const lc_attn_diag *diag, lc_attn_method **out);
+    /* RoPE table rows read at fixed offsets (relative scoring past the window, fingerprints
+     * past the local window), for the memory estimate; NULL: none */
+    int64_t (*fixed_rope_rows)(const void *settings, int32_t n_batch);
+} lc_attn_desc;
+
+/* The registered method of that name (NULL or "dense": dense); NULL with an error naming the
+ * known methods if none. */
+const lc_attn_desc *lc_attn_find(const char *name);
+/* A method's settings from a settings string (NULL: its default preset; else "preset=NAME
+ * key=value ...", over the default preset when it names none): a malloc'd struct of
+ * d->settings.size bytes (caller frees), each key in range and validated. */
+int lc_attn_settings_parse(const lc_attn_desc *d, const char *settings, void **out);
+/* Every key of settings in range (lc_settings_check), then d->validate. */
+int lc_attn_settings_validate(const lc_attn_desc *d, const void *settings);
+/* RoPE rows a context's method reads at fixed offsets (0: none, or settings that do not parse:
+ * lc_attn_create reports those). */
+int64_t lc_attn_fixed_rope_rows(const lc_context_params *p);
+
+/* The method a context's settings name (p->attn with p->attn_settings, and its diagnostics):
+ * the static dense instance or a new one (free with lc_attn_method_free). */
 int lc_attn_create(lc_backend *b, const lc_attn_shape *shape, const lc_context_params *p,
                    lc_attn_method **out);
 

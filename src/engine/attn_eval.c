@@ -304,7 +304,7 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
     lc_attn_method *hip = NULL;
     const lc_attn_shape shape = {info.n_layer, info.n_head, info.n_head_kv, info.head_dim,
                                  info.n_ctx_train};
-    if (p->attn == LC_ATTN_DENSE)
+    if (!p->attn || !strcmp(p->attn, "dense"))
         return lc_fail(LC_ERR_INVALID_ARG, "lc_eval_attn_fidelity: the method under test is dense");
     int st = lc_attn_create(m->backend, &shape, p, &hip);
     if (st != LC_OK) return st;

@@ -85,7 +85,7 @@ int lc_context_attn_stats(const lc_context *c, lc_attn_stats *out) {
 lc_context_params lc_context_default_params(void) {
     lc_context_params p = {.n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .page_size = 64,
                            .kv_tokens = 0, .prefill_progress = NULL, .progress_user = NULL,
-                           .attn = LC_ATTN_DENSE};
+                           .attn = NULL, .attn_settings = NULL};
     /* Defaults chosen on Qwen2.5-Coder-1.5B at 64K over the eval suite's fact tasks (H100,
      * bench/results/defaults-qwen-h100-2026-11-27.md): InfiniteHiP 3k-fine64 found the single
      * fact 20/20 against the paper's 3k 14/20 (dense 17/20), at ~4x the first stage's scan work
@@ -93,10 +93,8 @@ lc_context_params lc_context_default_params(void) {
      * 512 1/10 (--preset 512). Then the prompt's last block in finer blocks ("tail blocks",
      * H200, bench/results/eval-tail-blocks-qwen-h200-2026-11-28/, 20 paired trials at 64K):
      * TokenSelect 9/20 -> 20/20 (16 rows), HiP 11/20 -> 14/20 (8 rows; dense 15/20),
-     * InfiniteHiP 20/20 either way and 9/20 -> 11/20 at 256K (16 rows): the presets "default". */
-    lc_infinitehip_preset("default", &p.hip);
-    lc_hipattn_preset("default", &p.hipattn);
-    p.tokenselect = lc_tokenselect_default();
+     * InfiniteHiP 20/20 either way and 9/20 -> 11/20 at 256K (16 rows): the presets "default",
+     * each method's default preset (attn_settings NULL). */
     return p;
 }
 

@@ -35,12 +35,9 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 int32_t lc_budget_rope_rows0(const lc_context_params *p) {
     int64_t rows = LC_ROPE_MIN_ROWS;
     /* positions read at fixed offsets (backend/hip_args.c checks them against the table):
-     * relative scoring at n_stream + 1; TokenSelect fingerprints at n_local + row */
-    int64_t fixed = 0;
-    if (p->attn == LC_ATTN_INFINITEHIP) fixed = (int64_t)p->hip.n_stream + 2;
-    else if (p->attn == LC_ATTN_HIP) fixed = (int64_t)p->hipattn.n_stream + 2;
-    else if (p->attn == LC_ATTN_TOKENSELECT)
-        fixed = (int64_t)p->tokenselect.n_local + p->n_batch + 1;
+     * relative scoring at n_stream + 1; TokenSelect fingerprints at n_local + row: the method's
+     * fixed_rope_rows */
+    const int64_t fixed = lc_attn_fixed_rope_rows(p);
     if (fixed > rows) rows = fixed;
     return (int32_t)(rows < p->n_ctx ? rows : p->n_ctx);
 }

@@ -14,7 +14,8 @@
  * StreamingLLM-style as InfiniteHiP does (our addition: HiP itself has no extension).
  * Exactness: while every block's candidates fit in k the method calls dense attention.
  */
-#include "attn/select_common.h"
+#include "attn/hip/hip.h"
+#include "attn/select/query_blocks.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -190,7 +191,7 @@ static void hipa_destroy(lc_attn_method *m) {
 int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
                            const lc_attn_diag *diag, lc_attn_method **out) {
     *out   = NULL;
-    int st = lc_hipattn_validate(p);
+    int st = lc_attn_settings_validate(&lc_attn_desc_hip, p);
     if (st != LC_OK) return st;
     if (!b->hip_mask || !b->attn_sparse)
         return lc_fail(LC_ERR_UNSUPPORTED, "hip: the %s backend has no sparse attention", b->name);

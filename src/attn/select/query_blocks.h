@@ -1,11 +1,11 @@
 /*
- * select_common.h — what the single-selection sparse methods (HiP, attn/hip.c; TokenSelect,
- * attn/tokenselect.c) share around their selection op: cutting a batch into query blocks
- * (prefill blocks first, then one block per decode sequence), the workspace of the prefill
+ * query_blocks.h — what the selecting sparse methods (HiP, attn/hip/; TokenSelect,
+ * attn/tokenselect/; InfiniteHiP's block cut) share around their selection op: cutting a batch
+ * into query blocks (prefill blocks first, then one block per decode sequence), the workspace of the prefill
  * selections, and the copy of the last prefill selections for evaluation (lc_hip_last).
  */
-#ifndef LC_SELECT_COMMON_H
-#define LC_SELECT_COMMON_H
+#ifndef LC_ATTN_QUERY_BLOCKS_H
+#define LC_ATTN_QUERY_BLOCKS_H
 
 #include "attn/attn.h"
 

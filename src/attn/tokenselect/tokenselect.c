@@ -20,7 +20,8 @@
  * Dense: while every block's candidates fit in k the method calls dense attention (the same
  * result), and in layers [0, dense_layers).
  */
-#include "attn/select_common.h"
+#include "attn/select/query_blocks.h"
+#include "attn/tokenselect/tokenselect.h"
 #include "util/util.h"
 
 #include <stdlib.h>
@@ -216,7 +217,7 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_tokenselect_params *p, const lc_attn_diag *diag,
                                lc_attn_method **out) {
     *out   = NULL;
-    int st = lc_tokenselect_validate(p);
+    int st = lc_attn_settings_validate(&lc_attn_desc_tokenselect, p);
     if (st != LC_OK) return st;
     if (!b->ts_select || !b->attn_sparse)
         return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend has no sparse attention",

@@ -1,8 +1,8 @@
 /*
- * select_common.c — query blocks and prefill-selection workspace shared by the HiP and
- * TokenSelect methods (see select_common.h).
+ * query_blocks.c — query blocks and prefill-selection workspace shared by the selecting
+ * sparse methods (see query_blocks.h).
  */
-#include "attn/select_common.h"
+#include "attn/select/query_blocks.h"
 #include "util/util.h"
 
 #include <stdlib.h>

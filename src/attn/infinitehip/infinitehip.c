@@ -18,8 +18,8 @@
  * Exactness: when every block's candidates fit in its final budget the selection would keep
  * all of them, and the method calls dense attention (the same result; cheaper).
  */
-#include "attn/attn.h"
-#include "attn/select_common.h"
+#include "attn/infinitehip/infinitehip.h"
+#include "attn/select/query_blocks.h"
 #include "util/util.h"
 
 #include <inttypes.h>
@@ -484,7 +484,7 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_infinitehip_params *p, const lc_attn_diag *diag,
                                lc_attn_method **out) {
     *out = NULL;
-    int st = lc_infinitehip_validate(p);
+    int st = lc_attn_settings_validate(&lc_attn_desc_infinitehip, p);
     if (st != LC_OK) return st;
     if (!b->hip_stage || !b->attn_sparse || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend has no sparse attention",

@@ -1,0 +1,36 @@
+/*
+ * dense.c — the dense attention method: every query reads every earlier key of its sequence,
+ * rotated with its true position. The baseline that sparse methods are measured against.
+ */
+#include "attn/attn.h"
+
+#include "util/util.h"
+
+
+static int dense_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
+                         const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                         void *const *states, const float *q, const float *q_raw,
+                         int32_t n_head, const lc_rope_table *rope, float scale, float *out) {
+    (void)m, (void)layer, (void)states, (void)q_raw;
+    return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+}
+
+const lc_attn_method lc_attn_dense = {
+    .name         = "dense",
+    .impl         = NULL,
+    .needs_raw_q  = false,
+    .graph_safe   = true,
+    .state_create = NULL,
+    .state_free   = NULL,
+    .forward      = dense_forward,
+    .destroy      = NULL,
+};
+
+/* no settings */
+const lc_attn_desc lc_attn_desc_dense = {
+    .name     = "dense",
+    .summary  = "every query reads every earlier key (no settings)",
+    .settings = {"dense", 0, NULL, NULL, 0, NULL, 0, NULL},
+    .validate = NULL,
+    .create   = NULL, /* lc_attn_create hands out the static lc_attn_dense */
+};
