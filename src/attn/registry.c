@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* the registry: one name per method, its descriptor lc_attn_desc_NAME */
-#define LC_ATTN_METHODS(X) X(dense) X(infinitehip) X(hip) X(tokenselect)
+#define LC_ATTN_METHODS(X) X(dense) X(infinitehip) X(hip) X(tokenselect) X(streaming)
 
 #define DECLARE(name) extern const lc_attn_desc lc_attn_desc_##name;
 #define ENTRY(name) &lc_attn_desc_##name,

@@ -1,0 +1,196 @@
+/*
+ * streaming.c — StreamingLLM (Xiao et al. 2023, "Efficient Streaming Language Models with
+ * Attention Sinks"; the baseline of the HiP, InfiniteHiP and TokenSelect papers: InfiniteHiP's
+ * SLLM rows, digest spec/infinitehip-and-hip.md §4.2 and §6): every query reads the first `sink`
+ * tokens and the `window` most recent ones, and nothing else. Past the model's trained context
+ * the sink is re-indexed to sit just before the window (rolling positions: the distances a
+ * query sees never exceed sink + window), which is the attention's StreamingLLM re-indexing
+ * (backend op attn_sparse with no selected segments).
+ *
+ * Prefill rows go in blocks of `block` rows that share one key list: a block [pos0, pos0 + n)
+ * reads the sink and [pos0 + n - window, its own position] (causal), so its last row reads
+ * exactly `window` recent keys and its first row at least window - block + 1. Decode rows read
+ * exactly the sink and `window` keys. While a block's keys all fit the method calls dense
+ * attention (the same keys, the same result).
+ *
+ * The method is also what issue 22 item 2 asks of the method seam: its settings table,
+ * descriptor and forward are this file; the registry (attn/registry.c) names it once.
+ */
+#include "attn/select/query_blocks.h"
+#include "util/util.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct streaming_params {
+    int32_t n_sink;   /* first tokens always read (4, the StreamingLLM paper's) */
+    int32_t n_window; /* most recent tokens read, >= block */
+    int32_t block;    /* prefill rows sharing one key list */
+    int32_t rope;     /* lc_hip_rope_mode: auto (re-index past the trained window), extend, plain */
+} streaming_params;
+
+#define MAX_TOKENS (1 << 30)
+#define OFF(f) offsetof(streaming_params, f)
+
+static const char *const rope_names[] = {"auto", "extend", "plain", NULL};
+
+static const lc_setting keys[] = {
+    {"sink", LC_SETTING_INT, OFF(n_sink), 0, 0, 0, MAX_TOKENS, NULL,
+     "first tokens always read (attention sinks)", NULL},
+    {"window", LC_SETTING_INT, OFF(n_window), 0, 0, 1, MAX_TOKENS, NULL,
+     "most recent tokens read, at least block", NULL},
+    {"block", LC_SETTING_INT, OFF(block), 0, 0, 1, 512, NULL,
+     "prefill rows sharing one key list", NULL},
+    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, rope_names,
+     "positions: auto re-indexes the sink before the window past the trained window, extend "
+     "always, plain never", NULL},
+};
+
+/* 4 sinks as the StreamingLLM paper; a 4096-token window (InfiniteHiP's 3k reads ~3.3K keys,
+ * TokenSelect's default ~2.7K): not tuned on real text yet */
+static const streaming_params base = {
+    .n_sink   = 4,
+    .n_window = 4096,
+    .block    = 64,
+    .rope     = LC_HIP_ROPE_AUTO,
+};
+
+static const lc_settings_preset presets[] = {
+    {"default", "", "4 sinks, a 4096-token window"},
+};
+
+static int validate(const void *settings) {
+    const streaming_params *p = settings;
+    if (p->n_window < p->block)
+        return lc_fail(LC_ERR_INVALID_ARG, "streaming: window=%d; allowed block (%d)..%d: a "
+                       "prefill block's own rows are part of its window", p->n_window, p->block,
+                       MAX_TOKENS);
+    return LC_OK;
+}
+
+typedef struct streaming_impl {
+    streaming_params p;
+    lc_attn_shape    shape;
+    sel_ws           ws; /* the query blocks; its selections stay empty */
+    bool             no_shortcut; /* lc_context_params.sparse_always (tests) */
+    int32_t         *h_zero; /* [zero_cap] zeros: every block's selection count */
+    int32_t          zero_cap;
+} streaming_impl;
+
+static int32_t streaming_win0(const void *params, int32_t pos0, int32_t n_rows) {
+    const streaming_params *p = params;
+    const int32_t           a = p->n_sink < pos0 + 1 ? p->n_sink : pos0 + 1;
+    const int32_t           w = pos0 + n_rows - p->n_window;
+    return a > w ? a : w;
+}
+
+static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
+                             const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                             void *const *states, const float *q, const float *q_raw,
+                             int32_t n_head, const lc_rope_table *rope, float scale, float *out) {
+    (void)layer, (void)states, (void)q_raw;
+    streaming_impl         *t = m->impl;
+    const streaming_params *p = &t->p;
+    t->ws.last_sparse         = false;
+    int32_t       n_pre = 0;
+    const int32_t n_qb  = sel_blocks(&t->ws, seqs, n_seqs, p->block, 0, streaming_win0, p, &n_pre);
+    if (n_qb < 0) return n_qb;
+    int32_t max_rows = 1, max_window = 1;
+    int64_t max_end  = 0;
+    bool    covered  = true; /* every block reads every earlier key */
+    for (int32_t i = 0; i < n_qb; i++) {
+        const lc_hip_qblock *qb  = &t->ws.h_qb[i];
+        const int32_t        win = qb->pos0 + qb->n_rows - qb->win0;
+        if (qb->win0 > p->n_sink) covered = false;
+        if (qb->n_rows > max_rows) max_rows = qb->n_rows;
+        if (win > max_window) max_window = win;
+        if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
+    }
+    if (covered && !t->no_shortcut) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    /* no selected segments: every block's count is zero */
+    if (n_qb > t->zero_cap) {
+        int32_t *z = realloc(t->h_zero, sizeof(int32_t) * (size_t)n_qb);
+        if (!z) return lc_fail(LC_ERR_NOMEM, "streaming: out of memory for %d blocks", (int)n_qb);
+        memset(z, 0, sizeof(int32_t) * (size_t)n_qb);
+        t->h_zero = z, t->zero_cap = n_qb;
+    }
+    int st = sel_upload_blocks(&t->ws, n_qb);
+    if (st == LC_OK) st = b->upload(b, t->ws.d_n, t->h_zero, sizeof(int32_t) * (size_t)n_qb);
+    if (st != LC_OK) return st;
+    const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
+                        (p->rope != LC_HIP_ROPE_PLAIN && max_end > t->shape.n_ctx_train);
+    lc_hip_sparse_args aa;
+    memset(&aa, 0, sizeof aa);
+    aa.n_sink     = p->n_sink;
+    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.n_groups   = 1;
+    aa.sel        = t->ws.d_sel;
+    aa.sel_n      = t->ws.d_n;
+    aa.sel_cap    = t->ws.sel_cap;
+    aa.max_sel    = 0;
+    aa.max_rows   = max_rows;
+    aa.max_window = max_window;
+    st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, n_qb, q, n_head, rope, scale, &aa, out);
+    if (st == LC_OK) {
+        t->ws.last_sparse = n_pre > 0;
+        t->ws.last_n_pre  = n_pre;
+    }
+    return st;
+}
+
+static int streaming_last(const lc_attn_method *m, lc_hip_last *out) {
+    return sel_ws_last(&((const streaming_impl *)m->impl)->ws, out);
+}
+
+static void streaming_destroy(lc_attn_method *m) {
+    if (!m) return;
+    streaming_impl *t = m->impl;
+    if (t) {
+        sel_ws_release(&t->ws);
+        free(t->h_zero);
+        free(t);
+    }
+    free(m);
+}
+
+static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
+                  const lc_attn_diag *diag, lc_attn_method **out) {
+    *out = NULL;
+    if (!b->attn_sparse)
+        return lc_fail(LC_ERR_UNSUPPORTED, "streaming: the %s backend has no sparse attention",
+                       b->name);
+    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
+    streaming_impl *t = lc_calloc(1, sizeof *t, "attention method");
+    if (!m || !t) {
+        free(m), free(t);
+        return LC_ERR_NOMEM;
+    }
+    t->p           = *(const streaming_params *)settings;
+    t->shape       = *shape;
+    t->ws.b        = b;
+    t->ws.n_groups = 1;
+    t->ws.sel_cap  = 1; /* room for one segment per block; none is ever written */
+    t->ws.n_sink   = t->p.n_sink;
+    t->no_shortcut = diag && diag->sparse_always;
+    m->name        = "streaming";
+    m->impl        = t;
+    m->needs_raw_q = false;
+    m->graph_safe  = false; /* the blocks are cut on the host every forward */
+    m->forward     = streaming_forward;
+    m->destroy     = streaming_destroy;
+    m->last        = streaming_last;
+    *out           = m;
+    return LC_OK;
+}
+
+const lc_attn_desc lc_attn_desc_streaming = {
+    .name     = "streaming",
+    .summary  = "StreamingLLM: attention sinks + a window of recent tokens, positions rolled past "
+                "the trained window (the papers' baseline)",
+    .settings = {"streaming", sizeof(streaming_params), &base, keys,
+                 (int32_t)(sizeof keys / sizeof keys[0]), presets,
+                 (int32_t)(sizeof presets / sizeof presets[0]), "default"},
+    .validate = validate,
+    .create   = create,
+};
