@@ -530,7 +530,7 @@ int lc_model_chat_tokenize(const lc_model *m, lc_chat_template tmpl, const lc_ch
  * the method, the key and what is allowed (lc_last_error): "infinitehip: tail-block=65 is
  * outside 0..64". */
 
-/* The registered methods, comma-separated: "dense, infinitehip, hip, tokenselect". */
+/* The registered methods, comma-separated: "dense, infinitehip, hip, tokenselect, streaming". */
 const char *lc_attn_methods(void);
 /* Check a method's settings (method NULL: dense; settings NULL: its default preset); on success
  * write their one-line description (every key=value in table order, for logs and result files;

@@ -207,7 +207,7 @@ static void check_validate(void) {
     CHECK(lc_attn_check("infinitehip", NULL, NULL, 0) == LC_OK);
     CHECK(lc_attn_check("dense", NULL, NULL, 0) == LC_OK);
     CHECK(lc_attn_check("hip2", NULL, NULL, 0) == LC_ERR_NOT_FOUND && msg_has("dense, infinitehip"));
-    CHECK(strcmp(lc_attn_methods(), "dense, infinitehip, hip, tokenselect") == 0);
+    CHECK(strcmp(lc_attn_methods(), "dense, infinitehip, hip, tokenselect, streaming") == 0);
 }
 
 /* The lengths sel_block_len gives a prefill slice [pos0, end) of a prompt ending at pe. */
