@@ -12,6 +12,10 @@ E="timeout 1200 bash bench/eval_suite.sh $L"
 laneA() { # what else the attention reads: the oracles of §43 with less of the last stage
   # trial 0 of the 8-trial draw has its needle inside a 26K sink; trial 18 of the 20-trial
   # draw inside a 20K window
+  # the cleanest control: StreamingLLM (no selected tokens at all) holding the needle in its
+  # sink or its window
+  $E ostr $M 256K fact 8 "sink26k --attn streaming -b 4096 --attn-set sink=26624 --attn-set window=1024 --only 0"
+  $E ostrw $M 256K fact 20 "win20k --attn streaming -b 4096 --attn-set sink=4 --attn-set window=20480 --only 18"
   $E osk $M 256K fact 8 "k2048 --attn infinitehip -b 4096 --hip-sink=26624 --only 0" "k512 --attn infinitehip -b 4096 --hip-sink=26624 --hip-k=32768,8192,512 --only 0" "k64 --attn infinitehip -b 4096 --hip-sink=26624 --hip-k=32768,8192,64 --only 0" "c8 --attn infinitehip -b 4096 --hip-sink=26624 --hip-chunks=64,16,8 --only 0"
   $E owin $M 256K fact 20 "k64 --attn infinitehip -b 4096 --hip-stream=20480 --hip-k=32768,8192,64 --only 18" "k512 --attn infinitehip -b 4096 --hip-stream=20480 --hip-k=32768,8192,512 --only 18"
   # the paper's presets with tail blocks, and a smaller last stage, at 256K
@@ -20,7 +24,7 @@ laneA() { # what else the attention reads: the oracles of §43 with less of the 
   $E o256 $M 256K fact 20 "ts --attn tokenselect -b 4096" "hip --attn hip -b 4096"
 }
 laneB() { # part 4's lengths with the default, and tail-block 4 at 64K
-  $E q64t4 $M 64K fact 20 "ihip-tail4 --attn infinitehip --hip-tail-block=4"
+  $E q64t4 $M 64K fact 20 "ihip-tail4 --attn infinitehip --hip-tail-block=4" "streaming --attn streaming"
   $E q512 $M 512K fact 10 "default --attn infinitehip -b 4096"
   $E q1m $M 1M fact 10 "default --attn infinitehip -b 4096"
 }
