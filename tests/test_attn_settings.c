@@ -16,6 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* src with every run of spaces and newlines as one space, into dst[cap] */
+static void squeeze(const char *src, char *dst, size_t cap) {
+    size_t n = 0;
+    for (const char *c = src; *c && n + 1 < cap; c++) {
+        const bool sp = *c == ' ' || *c == '\n';
+        if (sp && (n == 0 || dst[n - 1] == ' ')) continue;
+        dst[n++] = sp ? ' ' : *c;
+    }
+    dst[n] = 0;
+}
+
 static bool msg_has(const char *needle) {
     const char *e = lc_last_error();
     const bool  ok = e && strstr(e, needle) != NULL;
@@ -123,9 +134,23 @@ static void check_presets(const lc_attn_desc *d) {
                  t->presets[0].name);
         CHECK(lc_attn_check(d->name, "preset=nope", NULL, 0) == LC_ERR_NOT_FOUND && msg_has(want));
     }
-    char help[8192];
-    CHECK(lc_attn_help(d->name, help, sizeof help) == LC_OK && strstr(help, d->summary));
-    for (int32_t i = 0; i < t->n_keys; i++) CHECK(strstr(help, t->keys[i].help) != NULL);
+    char help[8192], flat[8192], want[512];
+    CHECK(lc_attn_help(d->name, help, sizeof help) == LC_OK);
+    /* every text appears (its words, wrapped at any space) and no line passes 100 columns */
+    squeeze(help, flat, sizeof flat);
+    squeeze(d->summary, want, sizeof want);
+    CHECKF(strstr(flat, want) != NULL, "%s: the summary is not in the help", d->name);
+    for (int32_t i = 0; i < t->n_keys; i++) {
+        squeeze(t->keys[i].help, want, sizeof want);
+        CHECKF(strstr(flat, want) != NULL, "%s: the help of %s is not in the help", d->name,
+               t->keys[i].name);
+    }
+    int col = 0, widest = 0;
+    for (const char *c = help; *c; c++) {
+        col = *c == '\n' ? 0 : col + 1;
+        if (col > widest) widest = col;
+    }
+    CHECKF(widest <= 100, "%s: a help line of %d columns", d->name, widest);
 }
 
 /* the defaults of lc_context_default_params before settings strings (issue 22) */

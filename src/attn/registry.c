@@ -144,10 +144,11 @@ int lc_attn_help(const char *method, char *buf, size_t cap) {
     if (!buf || !cap) return lc_fail(LC_ERR_INVALID_ARG, "lc_attn_help: NULL argument");
     const lc_attn_desc *d = lc_attn_find(method);
     if (!d) return LC_ERR_NOT_FOUND;
-    const int n = snprintf(buf, cap, "%s: %s\n", d->name, d->summary);
-    if (n < 0 || (size_t)n >= cap)
-        return lc_fail(LC_ERR_INVALID_ARG, "help: buffer of %zu bytes too small", cap);
-    return d->settings.n_keys ? lc_settings_help(&d->settings, buf + n, cap - (size_t)n) : LC_OK;
+    const int n0 = snprintf(buf, cap, "%s: ", d->name);
+    size_t    n  = n0 > 0 ? (size_t)n0 : 0;
+    lc_settings_wrap(buf, cap, &n, (int)n, 2, d->summary);
+    if (n >= cap) return lc_fail(LC_ERR_INVALID_ARG, "help: buffer of %zu bytes too small", cap);
+    return d->settings.n_keys ? lc_settings_help(&d->settings, buf + n, cap - n) : LC_OK;
 }
 
 int lc_attn_create(lc_backend *b, const lc_attn_shape *shape, const lc_context_params *p,
