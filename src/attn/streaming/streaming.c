@@ -74,8 +74,7 @@ typedef struct streaming_impl {
     lc_attn_shape    shape;
     sel_ws           ws; /* the query blocks; its selections stay empty */
     bool             no_shortcut; /* lc_context_params.sparse_always (tests) */
-    int32_t         *h_zero; /* [zero_cap] zeros: every block's selection count */
-    int32_t          zero_cap;
+    int32_t          zeroed_cap;  /* ws.qb_cap when its selection counts were zeroed */
 } streaming_impl;
 
 static int32_t streaming_win0(const void *params, int32_t pos0, int32_t n_rows) {
@@ -108,15 +107,16 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
         if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
     }
     if (covered && !t->no_shortcut) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    /* no selected segments: every block's count is zero */
-    if (n_qb > t->zero_cap) {
-        int32_t *z = realloc(t->h_zero, sizeof(int32_t) * (size_t)n_qb);
-        if (!z) return lc_fail(LC_ERR_NOMEM, "streaming: out of memory for %d blocks", (int)n_qb);
-        memset(z, 0, sizeof(int32_t) * (size_t)n_qb);
-        t->h_zero = z, t->zero_cap = n_qb;
-    }
+    /* no selected segments: every block's count is zero. Nothing writes the counts, so they
+     * are zeroed once each time the workspace grows (its capacity only rises), not per call */
     int st = sel_upload_blocks(&t->ws, n_qb);
-    if (st == LC_OK) st = b->upload(b, t->ws.d_n, t->h_zero, sizeof(int32_t) * (size_t)n_qb);
+    if (st == LC_OK && t->zeroed_cap != t->ws.qb_cap) {
+        int32_t *z = lc_calloc((size_t)t->ws.qb_cap, sizeof(int32_t), "streaming block counts");
+        st         = z ? b->upload(b, t->ws.d_n, z, sizeof(int32_t) * (size_t)t->ws.qb_cap)
+                       : LC_ERR_NOMEM;
+        free(z);
+        if (st == LC_OK) t->zeroed_cap = t->ws.qb_cap;
+    }
     if (st != LC_OK) return st;
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
                         (p->rope != LC_HIP_ROPE_PLAIN && max_end > t->shape.n_ctx_train);
@@ -148,7 +148,6 @@ static void streaming_destroy(lc_attn_method *m) {
     streaming_impl *t = m->impl;
     if (t) {
         sel_ws_release(&t->ws);
-        free(t->h_zero);
         free(t);
     }
     free(m);
