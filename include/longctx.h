@@ -328,6 +328,9 @@ lc_tuning lc_tuning_default(void);
  * LC_ERR_INVALID_ARG with a message naming the knob and its allowed values for an unknown name
  * or a bad value (t is then unchanged). */
 int lc_tuning_set(lc_tuning *t, const char *name, const char *value);
+/* One line per field, indented by indent columns: "NAME=VALUES  what it picks" (the CLI's
+ * --tune help); LC_ERR_INVALID_ARG when cap bytes do not hold it. */
+int lc_tuning_help(int indent, char *buf, size_t cap);
 /* The fields that differ from the default as "NAME=VALUE NAME=VALUE", or "default"; cap bytes
  * with the NUL (LC_ERR_INVALID_ARG when it does not fit, or for a field out of its range). */
 int lc_tuning_describe(const lc_tuning *t, char *buf, size_t cap);

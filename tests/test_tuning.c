@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +108,40 @@ int main(void) {
     CHECK(lc_tuning_describe(&t, d, sizeof d) == LC_OK && !strcmp(d, "default"));
     const lc_model_params mp = lc_model_default_params();
     CHECK(memcmp(&mp.tuning, &zero, sizeof zero) == 0);
+
+    /* the help (the CLI's --tune list): a line per knob, each accepted NAME= at a line's
+     * start after the indent, with every accepted value among its words; no line past 100 */
+    char help[4096];
+    CHECK(lc_tuning_help(26, help, sizeof help) == LC_OK);
+    for (int i = 0; i < N_ACCEPT; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "\n%26s%s=", "", k_accept[i].name);
+        const char *at = strstr(help, line + 1) == help ? help : strstr(help, line);
+        CHECKF(at != NULL, "--tune help lacks %s", k_accept[i].name);
+        if (!at) continue;
+        const char *eol = strchr(at + 1, '\n');
+        char        vals[160];
+        snprintf(vals, sizeof vals, "%.*s", eol ? (int)(eol - at) : 159, at);
+        char w1[40], w2[40], w3[40];
+        snprintf(w1, sizeof w1, "=%s|", k_accept[i].value);
+        snprintf(w2, sizeof w2, "|%s|", k_accept[i].value);
+        snprintf(w3, sizeof w3, "|%s ", k_accept[i].value);
+        /* a count: its range lo..hi after the word "auto" holds the value */
+        int         lo = 0, hi = -1;
+        const char *rng = strstr(vals, "=auto|");
+        if (rng) sscanf(rng + 6, "%d..%d", &lo, &hi);
+        const int v = atoi(k_accept[i].value);
+        CHECKF(strstr(vals, w1) || strstr(vals, w2) || strstr(vals, w3) ||
+                   (hi >= lo && v >= lo && v <= hi && strstr(vals, "..")),
+               "--tune help line \"%s\" lacks the value %s", vals, k_accept[i].value);
+    }
+    int col = 0, widest = 0;
+    for (const char *c = help; *c; c++) {
+        col = *c == '\n' ? 0 : col + 1;
+        if (col > widest) widest = col;
+    }
+    CHECKF(widest <= 100, "--tune help: a line of %d columns", widest);
+    CHECK(lc_tuning_help(26, help, 64) == LC_ERR_INVALID_ARG);
 
     /* every knob, every allowed value, alone and with '_' for '-' */
     for (int i = 0; i < N_ACCEPT; i++) {

@@ -54,22 +54,12 @@ static const char *common_help(void) {
            "                          caught and the layer named)\n"
            "  --tune NAME=VALUE       one of the backend's kernel choices (repeatable; for\n"
            "                          comparisons: every choice computes the same function,\n"
-           "                          the defaults are the fastest measured; the CPU has none):\n"
-           "                          cuda-graphs=on|off  decode steps replayed as CUDA graphs\n"
-           "                          gemv=on|off  our GEMV for decode products (off: cuBLASLt)\n"
-           "                          prefill=auto|mma  dense prefill kernel (auto: wgmma on Hopper)\n"
-           "                          sparse-prefill=auto|mma  the sparse attention's, likewise\n"
-           "                          sparse-decode=auto|prefill  decode through the prefill kernel\n"
-           "                          sparse-pdl=on|off  the decode merge as a dependent launch\n"
-           "                          sparse-decode-scan=auto|thread|warp  segment list scan\n"
-           "                          rotate-keys=auto|off|on  InfiniteHiP's rotated key tiles\n"
-           "                          stage-one-cta=off|on  stage-tiles=auto|1|2|4\n"
-           "                          stage-transpose=auto|off|smem  (InfiniteHiP's stages)\n"
-           "                          ts-select-path=auto|kernels|fused ts-select-launches=auto|1|2|3\n"
-           "                          ts-select-group=auto|N  (TokenSelect's selection)\n"
-           "                          profile-sync=off|on  bench --profile: time ops by\n"
-           "                          synchronising the device (off: CUDA events)\n"
-           "\nattention options:\n"
+           "                          the defaults are the fastest measured; the CPU has none):\n";
+}
+
+/* after the --tune knobs (lc_tuning_help) */
+static const char *attn_help(void) {
+    return "\nattention options:\n"
            "  --attn NAME             attention method (default dense; see below)\n"
            "  --preset NAME           the method's preset (below; default: its \"default\")\n"
            "  --attn-set KEY=VALUE    one of the method's settings, applied after the preset\n"
@@ -79,9 +69,11 @@ static const char *common_help(void) {
 }
 
 const char *gen_opts_help(void) {
-    /* the common options, then every method's settings from its table */
+    /* the common options, the --tune knobs and every method's settings, from their tables */
     static char buf[32768];
     size_t      at = (size_t)snprintf(buf, sizeof buf, "%s", common_help());
+    if (lc_tuning_help(26, buf + at, sizeof buf - at) == LC_OK) at += strlen(buf + at);
+    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s", attn_help());
     char        names[256];
     snprintf(names, sizeof names, "%s", lc_attn_methods());
     for (char *tok = strtok(names, ", "); tok && at < sizeof buf; tok = strtok(NULL, ", ")) {

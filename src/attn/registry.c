@@ -146,7 +146,7 @@ int lc_attn_help(const char *method, char *buf, size_t cap) {
     if (!d) return LC_ERR_NOT_FOUND;
     const int n0 = snprintf(buf, cap, "%s: ", d->name);
     size_t    n  = n0 > 0 ? (size_t)n0 : 0;
-    lc_settings_wrap(buf, cap, &n, (int)n, 2, d->summary);
+    lc_text_wrap(buf, cap, &n, (int)n, 2, d->summary);
     if (n >= cap) return lc_fail(LC_ERR_INVALID_ARG, "help: buffer of %zu bytes too small", cap);
     return d->settings.n_keys ? lc_settings_help(&d->settings, buf + n, cap - n) : LC_OK;
 }

@@ -41,31 +41,6 @@ static void put(char *buf, size_t cap, size_t *at, const char *fmt, ...) {
     if (n > 0) *at += (size_t)n;
 }
 
-/* text at column `col` of the current line (already written up to there), words wrapped
- * so that no line passes LC_SETTINGS_HELP_WIDTH columns (a longer word gets a line of its
- * own); continuation lines start at column `indent`; ends with a newline */
-void lc_settings_wrap(char *buf, size_t cap, size_t *at, int col, int indent, const char *text) {
-    const char *p = text;
-    int         c = col;
-    bool        first = true; /* nothing written on this line yet */
-    while (*p) {
-        while (*p == ' ') p++;
-        if (!*p) break;
-        int len = 0;
-        while (p[len] && p[len] != ' ') len++;
-        if (!first && c + 1 + len > LC_SETTINGS_HELP_WIDTH) {
-            put(buf, cap, at, "\n%*s", indent, "");
-            c     = indent;
-            first = true;
-        }
-        put(buf, cap, at, "%s%.*s", first ? "" : " ", len, p);
-        c += (first ? 0 : 1) + len;
-        first = false;
-        p += len;
-    }
-    put(buf, cap, at, "\n");
-}
-
 void lc_settings_key_names(const lc_settings_table *t, char *buf, size_t cap) {
     size_t at = 0;
     if (cap) buf[0] = 0;
@@ -338,13 +313,13 @@ int lc_settings_help(const lc_settings_table *t, char *buf, size_t cap) {
                      k->type == LC_SETTING_INT_LIST ? ",..." : "");
         format_value(k, def, dv, sizeof dv);
         put(buf, cap, &at, "  %-13s %s (default %s)\n%16s", k->name, vals, dv, "");
-        lc_settings_wrap(buf, cap, &at, 16, 16, k->help);
+        lc_text_wrap(buf, cap, &at, 16, 16, k->help);
     }
     if (t->n_presets) put(buf, cap, &at, "  presets (preset=NAME; default %s):\n", t->default_preset);
     for (int32_t i = 0; i < t->n_presets; i++)
     {
         put(buf, cap, &at, "    %-11s ", t->presets[i].name);
-        lc_settings_wrap(buf, cap, &at, 16, 16, t->presets[i].help);
+        lc_text_wrap(buf, cap, &at, 16, 16, t->presets[i].help);
     }
     free(def);
     if (at >= cap) return lc_fail(LC_ERR_INVALID_ARG, "help: buffer of %zu bytes too small", cap);

@@ -88,10 +88,5 @@ int lc_settings_describe(const lc_settings_table *t, const void *settings, char 
                          size_t cap);
 /* Help text from the table: one line per key (name, values, default, help), then the presets. */
 int lc_settings_help(const lc_settings_table *t, char *buf, size_t cap);
-/* Help text's widest line, in columns (the CLI's help fits 100). */
-#define LC_SETTINGS_HELP_WIDTH 100
-/* Append text to buf (at: bytes written so far) from column col of the current line, words
- * wrapped at LC_SETTINGS_HELP_WIDTH, continuation lines indented by indent; ends the line. */
-void lc_settings_wrap(char *buf, size_t cap, size_t *at, int col, int indent, const char *text);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * tuning.c — the backend's kernel choices (lc_tuning, longctx.h, where each is documented):
- * one table of knobs (name, field, allowed values) drives setting a knob by name (--tune
- * NAME=VALUE), describing the non-default ones (bench, --stats), checking a struct before a
+ * one table of knobs (name, field, allowed values, help) drives setting a knob by name (--tune
+ * NAME=VALUE), its help, describing the non-default ones (bench, --stats), checking a struct before a
  * backend follows it and hashing it (part of a CUDA graph's key). Zero is every field's
  * default, so the default tuning is the zero struct.
  */
@@ -28,26 +28,42 @@ typedef struct knob {
     size_t      off; /* offsetof(lc_tuning, field) */
     const char *words[KNOB_MAX_WORDS];
     int32_t     lo, hi; /* KNOB_COUNT */
+    const char *help;   /* one line: what the knob picks */
 } knob;
 
 #define F(field) offsetof(lc_tuning, field)
 
 static const knob k_knobs[] = {
-    {"cuda-graphs", KNOB_BOOL, F(no_cuda_graphs), {"on", "off"}, 0, 0},
-    {"gemv", KNOB_BOOL, F(no_gemv), {"on", "off"}, 0, 0},
-    {"prefill", KNOB_BOOL, F(prefill_mma), {"auto", "mma"}, 0, 0},
-    {"sparse-prefill", KNOB_BOOL, F(sparse_prefill_mma), {"auto", "mma"}, 0, 0},
-    {"sparse-decode", KNOB_BOOL, F(sparse_decode_prefill), {"auto", "prefill"}, 0, 0},
-    {"sparse-pdl", KNOB_BOOL, F(no_sparse_pdl), {"on", "off"}, 0, 0},
-    {"sparse-decode-scan", KNOB_WORDS, F(sparse_decode_scan), {"auto", "thread", "warp"}, 0, 0},
-    {"rotate-keys", KNOB_WORDS, F(rotate_keys), {"auto", "off", "on"}, 0, 0},
-    {"stage-one-cta", KNOB_BOOL, F(stage_one_cta), {"off", "on"}, 0, 0},
-    {"stage-tiles", KNOB_WORDS, F(stage_tiles), {"auto", "1", "2", NULL, "4"}, 0, 0},
-    {"stage-transpose", KNOB_WORDS, F(stage_transpose), {"auto", "off", "smem"}, 0, 0},
-    {"ts-select-path", KNOB_WORDS, F(ts_select_path), {"auto", "kernels", "fused"}, 0, 0},
-    {"ts-select-launches", KNOB_WORDS, F(ts_select_launches), {"auto", "1", "2", "3"}, 0, 0},
-    {"ts-select-group", KNOB_COUNT, F(ts_select_group), {"auto"}, 1, 1 << 20},
-    {"profile-sync", KNOB_BOOL, F(profile_sync), {"off", "on"}, 0, 0},
+    {"cuda-graphs", KNOB_BOOL, F(no_cuda_graphs), {"on", "off"}, 0, 0,
+     "decode steps replayed as CUDA graphs"},
+    {"gemv", KNOB_BOOL, F(no_gemv), {"on", "off"}, 0, 0,
+     "our GEMV for decode products (off: cuBLASLt)"},
+    {"prefill", KNOB_BOOL, F(prefill_mma), {"auto", "mma"}, 0, 0,
+     "dense prefill kernel (auto: wgmma on Hopper)"},
+    {"sparse-prefill", KNOB_BOOL, F(sparse_prefill_mma), {"auto", "mma"}, 0, 0,
+     "the sparse attention's prefill kernel, likewise"},
+    {"sparse-decode", KNOB_BOOL, F(sparse_decode_prefill), {"auto", "prefill"}, 0, 0,
+     "sparse decode through the prefill kernel"},
+    {"sparse-pdl", KNOB_BOOL, F(no_sparse_pdl), {"on", "off"}, 0, 0,
+     "the sparse decode merge as a dependent launch"},
+    {"sparse-decode-scan", KNOB_WORDS, F(sparse_decode_scan), {"auto", "thread", "warp"}, 0, 0,
+     "how sparse decode scans a segment list"},
+    {"rotate-keys", KNOB_WORDS, F(rotate_keys), {"auto", "off", "on"}, 0, 0,
+     "InfiniteHiP's rotated key tiles in prefill"},
+    {"stage-one-cta", KNOB_BOOL, F(stage_one_cta), {"off", "on"}, 0, 0,
+     "InfiniteHiP's stages: every chunk wave of a unit in one CTA"},
+    {"stage-tiles", KNOB_WORDS, F(stage_tiles), {"auto", "1", "2", NULL, "4"}, 0, 0,
+     "InfiniteHiP's stages: 8-chunk tiles per warp"},
+    {"stage-transpose", KNOB_WORDS, F(stage_transpose), {"auto", "off", "smem"}, 0, 0,
+     "InfiniteHiP's stages: transposed scoring"},
+    {"ts-select-path", KNOB_WORDS, F(ts_select_path), {"auto", "kernels", "fused"}, 0, 0,
+     "TokenSelect's selection: fused or separate kernels"},
+    {"ts-select-launches", KNOB_WORDS, F(ts_select_launches), {"auto", "1", "2", "3"}, 0, 0,
+     "TokenSelect's fused path: launches"},
+    {"ts-select-group", KNOB_COUNT, F(ts_select_group), {"auto"}, 1, 1 << 20,
+     "TokenSelect's separate kernels: query blocks a group"},
+    {"profile-sync", KNOB_BOOL, F(profile_sync), {"off", "on"}, 0, 0,
+     "bench --profile: time ops by synchronising the device (off: CUDA events)"},
 };
 #define N_KNOBS ((int)(sizeof k_knobs / sizeof k_knobs[0]))
 
@@ -166,6 +182,34 @@ uint64_t lc_tuning_hash(const lc_tuning *t) {
         for (int j = 0; j < 4; j++) h = (h ^ ((v >> (8 * j)) & 0xff)) * 0x100000001b3ull;
     }
     return h;
+}
+
+int lc_tuning_help(int indent, char *buf, size_t cap) {
+    if (!buf || !cap || indent < 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_tuning_help: bad argument");
+    size_t at = 0;
+    buf[0]    = '\0';
+    for (int i = 0; i < N_KNOBS; i++) {
+        const knob *k = &k_knobs[i];
+        char        vals[96];
+        if (k->kind == KNOB_COUNT) {
+            snprintf(vals, sizeof vals, "%s|%d..%d", k->words[0], k->lo, k->hi);
+        } else {
+            int v = 0;
+            for (int j = 0; j < (k->kind == KNOB_BOOL ? 2 : KNOB_MAX_WORDS); j++)
+                if (k->words[j])
+                    v += snprintf(vals + v, sizeof vals - (size_t)v, "%s%s", v ? "|" : "",
+                                  k->words[j]);
+        }
+        const int n = snprintf(buf + at, cap - at, "%*s%s=%s  ", indent, "", k->name, vals);
+        if (n < 0 || (size_t)n >= cap - at) break;
+        at += (size_t)n;
+        lc_text_wrap(buf, cap, &at, n, indent + 2, k->help);
+        if (at >= cap) break;
+    }
+    if (at >= cap)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_tuning_help: buffer of %zu bytes too small", cap);
+    return LC_OK;
 }
 
 int lc_tuning_describe(const lc_tuning *t, char *buf, size_t cap) {

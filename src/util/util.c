@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,4 +171,35 @@ const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n) {
     }
     buf[j] = '\0';
     return buf;
+}
+
+static void wput(char *buf, size_t cap, size_t *at, const char *fmt, ...) LC_PRINTF(4, 5);
+static void wput(char *buf, size_t cap, size_t *at, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf + (*at < cap ? *at : cap), *at < cap ? cap - *at : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) *at += (size_t)n;
+}
+
+void lc_text_wrap(char *buf, size_t cap, size_t *at, int col, int indent, const char *text) {
+    const char *p = text;
+    int         c = col;
+    bool        first = true; /* nothing written on this line yet */
+    while (*p) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        int len = 0;
+        while (p[len] && p[len] != ' ') len++;
+        if (!first && c + 1 + len > LC_HELP_WIDTH) {
+            wput(buf, cap, at, "\n%*s", indent, "");
+            c     = indent;
+            first = true;
+        }
+        wput(buf, cap, at, "%s%.*s", first ? "" : " ", len, p);
+        c += (first ? 0 : 1) + len;
+        first = false;
+        p += len;
+    }
+    wput(buf, cap, at, "\n");
 }

@@ -42,4 +42,12 @@ void *lc_calloc(size_t count, size_t size, const char *what);
 /* Monotonic seconds. */
 double lc_time_s(void);
 
+/* Help text's widest line, in columns (the CLI's help fits 100). */
+#define LC_HELP_WIDTH 100
+/* Append text to buf (cap bytes; *at: bytes written so far, which may pass cap when it does not
+ * fit, as snprintf counts) from column col of the current line, its words wrapped so that no
+ * line passes LC_HELP_WIDTH columns (a longer word gets a line of its own), continuation lines
+ * indented by indent; ends the line. */
+void lc_text_wrap(char *buf, size_t cap, size_t *at, int col, int indent, const char *text);
+
 #endif
