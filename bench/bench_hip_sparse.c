@@ -75,8 +75,9 @@ static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock
     TRYL(b->upload(b, dqb, qb, sizeof *qb * n_qb));
     TRYL(b->upload(b, dsel, sel, sizeof *sel * n_qb * N_SEGS));
     TRYL(b->upload(b, dn, sel_n, sizeof *sel_n * n_qb));
-    lc_hip_sparse_args a = {N_SINK, attn_rope, 1, N_SEGS, max_rows, 8 * N_SEGS, N_STREAM + max_rows - 1,
-                            dsel, dn};
+    lc_hip_sparse_args a = {.n_sink = N_SINK, .attn_rope = attn_rope, .n_groups = 1, .sel_cap = N_SEGS,
+                            .max_rows = max_rows, .max_sel = 8 * N_SEGS,
+                            .max_window = N_STREAM + max_rows - 1, .sel = dsel, .sel_n = dn};
     TRYL(b->batch_begin(b, seq, 1, P));
     const float scale = 1.0f / sqrtf((float)D);
     float      *t     = malloc(sizeof(float) * x->reps);

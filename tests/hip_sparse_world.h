@@ -200,8 +200,9 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
             for (int32_t i = 0; i < n; i++) tot += o[i].len;
             max_sel = tot > max_sel ? tot : max_sel;
         }
-    w->a = (lc_hip_sparse_args){c->n_sink, c->attn_rope, G_, w->sel_cap, max_rows, max_sel,
-                                max_window, w->sel, w->sel_n};
+    w->a = (lc_hip_sparse_args){.n_sink = c->n_sink, .attn_rope = c->attn_rope, .n_groups = G_,
+                                .sel_cap = w->sel_cap, .max_rows = max_rows, .max_sel = max_sel,
+                                .max_window = max_window, .sel = w->sel, .sel_n = w->sel_n};
 }
 
 

@@ -19,7 +19,7 @@
 #include <time.h>
 
 static void help(void) {
-    printf("usage: longctx bench -m FILE [--contexts 512,2048,8192] [--gen N] [--reps R]\n"
+    printf("usage: longctx bench -m FILE [--contexts 512,2048,8192] [--gen N] [--reps R] [--seqs N]\n"
            "                     [--profile] [--compare-llamacpp] [--compare-transformers]\n"
            "                     [--out DIR] [options]\n"
            "\n"
@@ -34,6 +34,9 @@ static void help(void) {
            "  --contexts LIST      comma-separated context lengths (default 512,2048,8192)\n"
            "  --gen N              tokens to generate per context (default 32)\n"
            "  --reps R             repetitions (default 1)\n"
+           "  --seqs N             also decode N sequences of each length together (one\n"
+           "                       context holding all of them): aggregate generation tokens/s\n"
+           "                       and its ratio to one sequence's\n"
            "  --profile            a second pass (the model loaded again) with every op timed\n"
            "                       (CUDA: events around each op; --tune profile-sync=on: the\n"
            "                       device synchronised around each): the share of a decode\n"
@@ -396,13 +399,70 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
     }
 }
 
+/* Batched decode: n_seqs requests of the same L-token prompt in one context (KV for all of
+ * them), prefilled, then decoded together for n_gen tokens each. *agg_tps: tokens generated per
+ * second over the steps after every sequence has its first token (all decoding together). */
+static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, long long L,
+                       long long n_seqs, long long n_gen, double *agg_tps) {
+    *agg_tps = 0;
+    lc_context_params cp = lc_context_default_params();
+    lc_model_info     info;
+    lc_model_get_info(m, &info);
+    cp.n_ctx     = (int32_t)(L + n_gen > info.n_ctx_train ? L + n_gen : info.n_ctx_train);
+    cp.n_batch   = (int32_t)o->n_batch;
+    cp.page_size = (int32_t)o->page_size;
+    cp.n_seq_max = (int32_t)n_seqs;
+    cp.kv_tokens = (L + n_gen + o->page_size) * n_seqs;
+    gen_context_attn(o, &cp);
+    lc_context *ctx = NULL;
+    int         st  = lc_context_create(m, &cp, &ctx);
+    if (st != LC_OK) {
+        cli_fail("bench", "creating the batched context", st);
+        return CLI_ERR;
+    }
+    int       rc = CLI_OK;
+    lc_event *ev = calloc((size_t)n_seqs, sizeof *ev);
+    if (!ev) rc = CLI_ERR;
+    for (long long i = 0; i < n_seqs && rc == CLI_OK; i++) {
+        lc_request req = {.prompt = prompt, .n_prompt = (size_t)L, .max_tokens = (int32_t)n_gen,
+                          .sampling = o->sampling, .ignore_eos = true};
+        int32_t    id;
+        if ((st = lc_context_add(ctx, &req, &id)) != LC_OK) {
+            cli_fail("bench", "a batched request", st);
+            rc = CLI_ERR;
+        }
+    }
+    double    t0 = 0;
+    long long tokens = 0, started = 0;
+    while (rc == CLI_OK) {
+        size_t n_ev = 0;
+        if ((st = lc_context_step(ctx, ev, (size_t)n_seqs, &n_ev)) != LC_OK) {
+            cli_fail("bench", "batched generation", st);
+            rc = CLI_ERR;
+            break;
+        }
+        if (n_ev == 0) break;
+        const double now = cli_now();
+        for (size_t e = 0; e < n_ev; e++) {
+            if (ev[e].token < 0) continue;
+            if (ev[e].n_generated == 1) started++;
+            else if (t0 > 0) tokens++;
+        }
+        if (t0 == 0 && started == n_seqs) t0 = now; /* every sequence decodes from here */
+        if (t0 > 0 && tokens > 0) *agg_tps = (double)tokens / (now - t0);
+    }
+    free(ev);
+    lc_context_free(ctx);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     gen_opts o;
     gen_opts_default(&o);
     o.sampling.temperature = 0.0f;
     long long   ctxs[16]   = {512, 2048, 8192};
     int         n_ctxs     = 3;
-    long long   n_gen = 32, reps = 1, prof_gen = 0;
+    long long   n_gen = 32, reps = 1, prof_gen = 0, n_seqs = 1;
     bool        compare = false, compare_hf = false, profile = false;
     const char *out_dir = "bench/results", *hf_config = NULL, *hf_args = NULL, *python = "python3";
     for (int i = 1; i < argc; i++) {
@@ -435,6 +495,9 @@ int cmd_bench(int argc, char **argv) {
                 return CLI_USAGE;
         } else if (!strcmp(a, "--reps")) {
             if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", a, v, 1, 100, &reps))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--seqs")) {
+            if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", a, v, 1, 4096, &n_seqs))
                 return CLI_USAGE;
         } else if (!strcmp(a, "--profile")) {
             profile = true;
@@ -511,6 +574,18 @@ int cmd_bench(int argc, char **argv) {
         }
         rows[ci].have_mem = lc_model_memory(m, &rows[ci].mem) == LC_OK;
     }
+    /* batched decode: n_seqs sequences of each length decoding together */
+    double batched_tps[16] = {0};
+    if (n_seqs > 1) {
+        lc_context_free(ctx); /* its KV pool makes room for the batched one */
+        ctx = NULL;
+        for (int ci = 0; ci < n_ctxs; ci++) {
+            fprintf(stderr, "bench: context %lld, %lld sequences decoding together\n", ctxs[ci],
+                    n_seqs);
+            if (run_batched(&o, m, prompt, ctxs[ci], n_seqs, n_gen, &batched_tps[ci]) != CLI_OK)
+                goto done;
+        }
+    }
     /* free the GPU for the next pass and for the peers */
     lc_context_free(ctx);
     ctx = NULL;
@@ -541,6 +616,16 @@ int cmd_bench(int argc, char **argv) {
         snprintf(host_dev, sizeof host_dev, "cpu: %s, %d threads, %s weights", cpu,
                  info.n_threads, wname);
     tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size);
+    if (n_seqs > 1) {
+        sb_printf(&table, "\nBatched decode: %lld sequences of each length decoding together "
+                  "(aggregate generated tokens/s once all of them decode), against one sequence "
+                  "(the generation tokens/s above):\n\n| context | sequences | aggregate tok/s | "
+                  "one sequence tok/s | ratio |\n|---:|---:|---:|---:|---:|\n", n_seqs);
+        for (int ci = 0; ci < n_ctxs; ci++)
+            sb_printf(&table, "| %lld | %lld | %.1f | %.1f | %.2f |\n", ctxs[ci], n_seqs,
+                      batched_tps[ci], rows[ci].decode_tps,
+                      rows[ci].decode_tps > 0 ? batched_tps[ci] / rows[ci].decode_tps : 0.0);
+    }
     printf("longctx bench: %s (%s), device %s, commit %s, %s\n\n%s", info.name, o.model,
            host_dev, commit, date, sb_str(&table));
 

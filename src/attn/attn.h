@@ -18,7 +18,8 @@ typedef struct lc_attn_method {
     const char *name;
     void       *impl;        /* the method's settings and workspace; NULL for dense */
     bool        needs_raw_q; /* forward must pass the queries before RoPE too */
-    bool        graph_safe;  /* a decode step may be captured and replayed as a graph */
+    bool        graph_safe;  /* a decode step may be captured and replayed as a graph (its
+                                forwards issue device work only, fixed by plan's key) */
     /* Per-(sequence, layer) state; may be NULL for stateless methods. */
     int (*state_create)(const struct lc_attn_method *m, int32_t layer, void **state);
     void (*state_free)(const struct lc_attn_method *m, void *state);
@@ -28,6 +29,17 @@ typedef struct lc_attn_method {
                    const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                    void *const *states, const float *q, const float *q_raw, int32_t n_head,
                    const lc_rope_table *rope, float scale, float *out);
+    /* Once per model forward, before any layer's ops (and before a decode step is captured or
+     * replayed as a graph): the host's part of every layer's forward of this batch — cut the
+     * query blocks, decide per layer the dense shortcut and which cached selections each
+     * decode sequence recomputes, advance the sequences' decode state, upload what the kernels
+     * read. forward then issues device work only, fixed by *key (a hash of those decisions and
+     * launch sizes): a graph captured under one key is right for any batch planned to it.
+     * states[s][l]: sequence s's state of layer l (NULL: none). NULL: nothing to plan (dense).
+     * A forward of a layer the last plan did not cover (a caller that does not plan) plans
+     * that layer itself. */
+    int (*plan)(const struct lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_seqs,
+                void **const *states, uint64_t *key);
     void (*destroy)(struct lc_attn_method *m); /* NULL for static instances */
     /* The last forward's prefill selections (evaluation); NULL for dense. */
     int (*last)(const struct lc_attn_method *m, struct lc_hip_last *out);

@@ -149,6 +149,17 @@ typedef struct lc_attn_seq {
  *              rank r (0-based, position order) at win0 - n_sel + r, window keys at their
  *              true positions. The query stays rotated at its true position, so every query
  *              of a block sees the same key rotations, and a full selection is again dense.
+ *
+ * Batched decode (the selection ops and attn_sparse). A call may name, per block, where its
+ * selection lists live and whether it recomputes them, so that one launch serves every decode
+ * sequence of a step while each sequence keeps its own cached selections (stage outputs, masks)
+ * in a slot of a pool: with `list` non-NULL (backend memory, [n_qb]) block b reads and writes
+ * the lists at index list[b] of the call's list arrays (in / in_n / out / out_n / sel / sel_n:
+ * [n_lists][n_groups][cap]) instead of index b; with `from` non-NULL (backend memory, [n_qb]) a
+ * selection op computes block b only where from[b] <= the call's `stage` (0 for the one-stage
+ * ops) and leaves its output lists untouched otherwise (they hold the block's cached selection).
+ * Both NULL: index b, every block (as before). Both are device data, so a decode step keeps one
+ * launch shape while sequences refresh at different steps (CUDA graphs).
  */
 typedef struct lc_hip_qblock {
     int32_t seq;    /* index into the batch's seqs */
@@ -201,6 +212,9 @@ typedef struct lc_hip_stage_args {
     int32_t           kv_descent; /* 0: SelectRep per query head (the paper's); 1 (ours): one
                                      descent per KV head, S() maxed over the pooled queries of
                                      all G query heads of that KV head (contract above) */
+    const int32_t    *list;  /* [n_qb] or NULL: block b's lists (batched decode, above) */
+    const int32_t    *from;  /* [n_qb] or NULL: block b runs where from[b] <= stage */
+    int32_t           stage; /* this stage's index (with from) */
 } lc_hip_stage_args;
 
 typedef struct lc_hip_sparse_args {
@@ -211,8 +225,9 @@ typedef struct lc_hip_sparse_args {
     int32_t           max_rows;  /* >= every block's n_rows (launch size) */
     int32_t           max_sel;   /* >= the selected tokens of any (block, group) (launch size) */
     int32_t           max_window; /* >= p - win0 + 1 of any row (launch size) */
-    const lc_hip_seg *sel;       /* [n_qb][n_groups][sel_cap] */
+    const lc_hip_seg *sel;       /* [n_qb][n_groups][sel_cap] (with list: [n_lists]...) */
     const int32_t    *sel_n;     /* [n_qb][n_groups] */
+    const int32_t    *list;      /* [n_qb] or NULL: block b's lists (batched decode, above) */
 } lc_hip_sparse_args;
 
 /* The contract checks both backends share (backend/hip_args.c): the arguments of hip_stage /
@@ -295,8 +310,10 @@ typedef struct lc_hip_mask_args {
     int32_t     max_rows;  /* >= every block's n_rows (launch size) */
     int32_t     max_cand;  /* >= win0 - n_sink of every block (launch size) */
     int32_t     out_cap;   /* capacity of each (block, group) list, >= k / block_k */
-    lc_hip_seg *out;       /* [n_qb][n_groups][out_cap] */
+    lc_hip_seg *out;       /* [n_qb][n_groups][out_cap] (with list: [n_lists]...) */
     int32_t    *out_n;     /* [n_qb][n_groups] */
+    const int32_t *list;   /* [n_qb] or NULL: block b's lists (batched decode, above) */
+    const int32_t *from;   /* [n_qb] or NULL: block b runs where from[b] <= 0 */
 } lc_hip_mask_args;
 
 /* Contract checks shared by both twins (backend/hip_args.c), as lc_hip_stage_check. */
@@ -341,6 +358,8 @@ struct lc_backend {
      * they are called with at each call, so a caller may change it between ops (the tests do,
      * to compare the paths of an op); the CPU backend has no choices. */
     lc_tuning   tuning;
+    /* forwards launched as graphs, captured or replayed (statistics; graph_begin / graph_end) */
+    int64_t     graph_launches;
     void       *impl;
     void (*free)(lc_backend *b);
 

@@ -223,6 +223,11 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
             TRY(up(b, ws->pen, batch->pen_tokens, sizeof(int32_t) * (size_t)batch->n_pen));
     }
 
+    /* the attention method's host decisions for every layer of this forward (before a graph
+       is captured or replayed: a replay runs no host code of the method) */
+    uint64_t attn_key = 0;
+    if (attn->plan) TRY(attn->plan(attn, batch->seqs, batch->n_seqs, batch->attn_states, &attn_key));
+
     /* a decode step (one row per sequence, each sampled) runs as a graph where there are */
     bool decode = sampling && b->graph_begin && attn->graph_safe && nl == n &&
                   batch->n_seqs == n && !batch->check_numerics;
@@ -237,6 +242,7 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
         key          = key_mix(key, (uint64_t)(uintptr_t)ws->pen);
         key          = key_mix(key, (uint64_t)n);
         key          = key_mix(key, (uint64_t)batch->n_seqs);
+        key          = key_mix(key, attn_key);
         TRY(b->graph_begin(b, key, &mode));
     }
     int st = LC_OK;

@@ -7,7 +7,12 @@
  *
  * Prefill: every stage runs for every block (Alg. 1). Decode: each sequence keeps the output
  * of every stage per layer and recomputes stage i every refresh[i] steps, and every later
- * stage with it (Alg. 4, stage-wise mask caching).
+ * stage with it (Alg. 4, stage-wise mask caching). The caches live in pools (a slot per
+ * sequence and layer), so every decode sequence of a step goes through one launch per stage
+ * and one sparse-attention launch per layer, each block naming its slot and its first
+ * recomputed stage as device data (backend.h "Batched decode"). The host's decisions are made
+ * once per model forward for every layer by hip_plan, before a decode step is captured or
+ * replayed as a CUDA graph.
  *
  * RoPE (§4): past the model's trained context (or always, with rope=extend) pruning scores
  * with chunk-indexed positions in the first `first_layers` layers and relative positions in
@@ -27,6 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What one layer's forward does with the planned batch. */
+typedef struct hip_layer_plan {
+    bool    dense;    /* every block's candidates fit its budget: dense attention */
+    int32_t min_from; /* the first stage any decode block recomputes (n_stages: none) */
+} hip_layer_plan;
+
 typedef struct hip_impl {
     lc_backend *b;
     lc_infinitehip_params p;
@@ -37,31 +48,31 @@ typedef struct hip_impl {
                                             dense (tests and diagnosis of the sparse path) */
     int64_t trace_begin, trace_end;      /* the traced span (lc_context_params.trace_*); empty:
                                             no trace */
-    /* workspace: query blocks (host and backend), prefill stage outputs */
-    lc_hip_qblock *h_qb;
-    lc_hip_qblock *d_qb;
-    int32_t qb_cap;
-    /* what d_qb holds (up_n blocks; 0: unknown): a forward whose blocks are the same skips the
-       upload — every layer after the first of a decode step */
-    lc_hip_qblock *up_qb;
-    int32_t up_n;
+    /* the blocks and plan image (decode blocks' cache slots and first recomputed stage per
+       layer), the prefill blocks' stage outputs */
+    sel_ws ws;
     lc_hip_seg *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
     int32_t *d_n[LC_HIP_MAX_STAGES];      /* [qb_cap][n_groups] */
+    int32_t seg_cap;                      /* blocks d_seg has room for */
+    /* every stage's output per (decode sequence, layer): pools of slots */
+    sel_pool pool;
+    /* the plan: the batch's launch sizes and each layer's decisions */
+    int32_t pre_rows, pre_cand, dec_cand, max_window;
+    int64_t max_end;
+    hip_layer_plan *lp; /* [n_layer] */
     /* the last forward, for lc_attn_infinitehip_last (evaluation) */
     bool last_sparse;
     int32_t last_n_pre, last_layer;
-    /* a forward without prefill blocks: its last decode block and the state holding its
-       stage outputs */
-    const struct hip_state *last_dec_hs;
+    /* a forward without prefill blocks: its last decode block and that block's cache slot */
+    int32_t last_dec_slot;
     lc_hip_qblock last_dec_qb;
 } hip_impl;
 
+/* Per (sequence, layer): its slot of the layer's caches, and their refresh state. */
 typedef struct hip_state {
-    lc_backend *b;
+    int32_t layer, slot;
     int64_t step; /* decode steps since the state was last fully valid */
     bool valid[LC_HIP_MAX_STAGES];
-    lc_hip_seg *seg[LC_HIP_MAX_STAGES]; /* [n_groups][keep_max[i]] */
-    int32_t *n[LC_HIP_MAX_STAGES];
 } hip_state;
 
 /* chunks stage i keeps in layer l */
@@ -79,67 +90,51 @@ static int32_t win0_cut(const void *params, int32_t pos0, int32_t n_rows) {
     return sel_win0_stream(p->n_sink, p->n_stream, pos0);
 }
 
-static void ws_release(hip_impl *h) {
+static void seg_release(hip_impl *h) {
     lc_backend *b = h->b;
-    free(h->h_qb), free(h->up_qb);
-    h->h_qb = NULL, h->up_qb = NULL, h->up_n = 0;
-    if (h->d_qb) b->dealloc(b, h->d_qb);
-    h->d_qb = NULL;
     for (int i = 0; i < LC_HIP_MAX_STAGES; i++) {
         if (h->d_seg[i]) b->dealloc(b, h->d_seg[i]);
         if (h->d_n[i]) b->dealloc(b, h->d_n[i]);
         h->d_seg[i] = NULL, h->d_n[i] = NULL;
     }
-    h->qb_cap = 0;
+    h->seg_cap = 0;
 }
 
-static int ws_reserve(hip_impl *h, int32_t n_qb) {
-    if (n_qb <= h->qb_cap) return LC_OK;
-    ws_release(h);
+/* room for n_pre prefill blocks' stage outputs */
+static int seg_reserve(hip_impl *h, int32_t n_pre) {
+    if (n_pre <= h->seg_cap) return LC_OK;
+    seg_release(h);
     lc_backend *b = h->b;
-    const int32_t cap = n_qb < 64 ? 64 : n_qb + n_qb / 2;
-    h->h_qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
-    h->up_qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
-    h->d_qb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)cap, "InfiniteHiP query blocks");
-    if (!h->h_qb || !h->up_qb || !h->d_qb) return ws_release(h), LC_ERR_NOMEM;
+    const int32_t cap = n_pre < 64 ? 64 : n_pre + n_pre / 2;
     for (int32_t i = 0; i < h->p.n_stages; i++) {
         const size_t lists = (size_t)cap * (size_t)h->n_groups;
         h->d_seg[i] = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)h->keep_max[i],
                                "InfiniteHiP stage output");
         h->d_n[i] = b->alloc(b, sizeof(int32_t) * lists, "InfiniteHiP stage output");
-        if (!h->d_seg[i] || !h->d_n[i]) return ws_release(h), LC_ERR_NOMEM;
+        if (!h->d_seg[i] || !h->d_n[i]) return seg_release(h), LC_ERR_NOMEM;
     }
-    h->qb_cap = cap;
+    h->seg_cap = cap;
     return LC_OK;
 }
 
 static void hip_state_free(const lc_attn_method *m, void *state) {
-    (void)m;
     hip_state *s = state;
     if (!s) return;
-    for (int i = 0; i < LC_HIP_MAX_STAGES; i++) {
-        if (s->seg[i]) s->b->dealloc(s->b, s->seg[i]);
-        if (s->n[i]) s->b->dealloc(s->b, s->n[i]);
-    }
+    sel_pool_give(&((hip_impl *)m->impl)->pool, s->layer, s->slot);
     free(s);
 }
 
 static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) {
-    (void)layer;
     hip_impl *h = m->impl;
+    if (layer < 0 || layer >= h->shape.n_layer)
+        return lc_fail(LC_ERR_INVALID_ARG, "infinitehip: layer %d of %d", layer, h->shape.n_layer);
     hip_state *s = lc_calloc(1, sizeof *s, "InfiniteHiP layer state");
     if (!s) return LC_ERR_NOMEM;
-    s->b = h->b;
-    for (int32_t i = 0; i < h->p.n_stages; i++) {
-        s->seg[i] =
-            h->b->alloc(h->b, sizeof(lc_hip_seg) * (size_t)h->n_groups * (size_t)h->keep_max[i],
-                        "InfiniteHiP mask cache");
-        s->n[i] =
-            h->b->alloc(h->b, sizeof(int32_t) * (size_t)h->n_groups, "InfiniteHiP mask cache");
-        if (!s->seg[i] || !s->n[i]) {
-            hip_state_free(m, s);
-            return LC_ERR_NOMEM;
-        }
+    s->layer = layer;
+    const int st = sel_pool_take(&h->pool, layer, &s->slot);
+    if (st != LC_OK) {
+        free(s);
+        return st;
     }
     *out = s;
     return LC_OK;
@@ -254,6 +249,107 @@ static void stage_setup(const hip_impl *h, int32_t layer, int32_t i, int32_t max
     if (sa->max_chunks < 1) sa->max_chunks = 1;
 }
 
+/* The batch part of a plan: the blocks and the launch sizes. */
+static int plan_batch(hip_impl *h, const lc_attn_seq *seqs, int32_t n_seqs) {
+    const lc_infinitehip_params *p = &h->p;
+    int st = sel_plan_blocks(&h->ws, seqs, n_seqs, p->block_q, p->tail_block, win0_cut, p);
+    if (st == LC_OK) st = seg_reserve(h, h->ws.n_pre);
+    if (st != LC_OK) return st;
+    h->pre_rows = 1, h->pre_cand = 0, h->dec_cand = 0, h->max_window = 1, h->max_end = 0;
+    for (int32_t i = 0; i < h->ws.n_qb; i++) {
+        const lc_hip_qblock *qb = &h->ws.h_qb[i];
+        const int32_t cand = cand_of(p, qb);
+        if (i < h->ws.n_pre && qb->n_rows > h->pre_rows) h->pre_rows = qb->n_rows;
+        if (i < h->ws.n_pre && cand > h->pre_cand) h->pre_cand = cand;
+        if (i >= h->ws.n_pre && cand > h->dec_cand) h->dec_cand = cand;
+        const int32_t w = qb->pos0 + qb->n_rows - qb->win0;
+        if (w > h->max_window) h->max_window = w;
+        if (qb->pos0 + qb->n_rows > h->max_end) h->max_end = qb->pos0 + qb->n_rows;
+    }
+    /* decode launches are sized by buckets, so that a step's shape holds while sequences grow */
+    if (h->ws.n_qb > h->ws.n_pre) h->dec_cand = sel_launch_bucket(h->dec_cand);
+    return LC_OK;
+}
+
+/* The layer part of a plan (states: the batch's sequences' states of this layer): a prefill
+ * resets its sequence's caches; the dense shortcut; for each decode block its cache slot and the
+ * first stage it recomputes (stage i every refresh[i] steps, and every later stage with it:
+ * Alg. 4), the sequence's state advanced as if the forward ran (it runs from a graph). */
+static int plan_layer(hip_impl *h, int32_t layer, const lc_attn_seq *seqs, int32_t n_seqs,
+                      void *const *states) {
+    const lc_infinitehip_params *p = &h->p;
+    const int32_t N = p->n_stages;
+    hip_layer_plan *lp = &h->lp[layer];
+    lp->dense = true, lp->min_from = N;
+    if (layer < p->dense_layers) return LC_OK;
+    for (int32_t s = 0; s < n_seqs; s++)
+        if (seqs[s].n_rows > 1 && states && states[s]) {
+            hip_state *hs = states[s];
+            memset(hs->valid, 0, sizeof hs->valid);
+            hs->step = 0;
+        }
+    const int64_t budget = (int64_t)keep_of(h, layer, N - 1) * p->chunk[N - 1];
+    bool all_covered = true;
+    for (int32_t i = 0; i < h->ws.n_qb && all_covered; i++)
+        if (cand_of(p, &h->ws.h_qb[i]) > budget) all_covered = false;
+    lp->dense = all_covered && !h->no_shortcut;
+    if (lp->dense) return LC_OK;
+    int32_t *list = h->ws.h_list + (size_t)layer * (size_t)h->ws.qb_cap;
+    int32_t *from = h->ws.h_from + (size_t)layer * (size_t)h->ws.qb_cap;
+    for (int32_t j = h->ws.n_pre; j < h->ws.n_qb; j++) {
+        hip_state *hs = states ? states[h->ws.h_qb[j].seq] : NULL;
+        if (!hs) return lc_fail(LC_ERR_INTERNAL, "infinitehip: a decode sequence has no state");
+        int32_t f = N;
+        for (int32_t i = 0; i < N && f == N; i++)
+            if (!hs->valid[i] || hs->step % p->refresh[i] == 0) f = i;
+        for (int32_t i = f; i < N; i++) hs->valid[i] = true;
+        hs->step++;
+        list[j - h->ws.n_pre] = hs->slot;
+        from[j - h->ws.n_pre] = f;
+        if (f < lp->min_from) lp->min_from = f;
+    }
+    return LC_OK;
+}
+
+/* After a failed forward of a layer: its decode sequences recompute every stage next time. */
+static void invalidate_layer(hip_impl *h, void *const *states) {
+    for (int32_t j = h->ws.n_pre; j < h->ws.n_qb && states; j++) {
+        hip_state *hs = states[h->ws.h_qb[j].seq];
+        if (hs) memset(hs->valid, 0, sizeof hs->valid);
+    }
+}
+
+static uint64_t plan_key(const hip_impl *h) {
+    uint64_t k = sel_key_mix(0x1f1e5ull, (uint64_t)h->ws.n_qb);
+    k = sel_key_mix(k, (uint64_t)h->ws.n_pre);
+    k = sel_key_mix(k, (uint64_t)h->dec_cand);
+    k = sel_key_mix(k, (uint64_t)(h->max_end > h->shape.n_ctx_train));
+    k = sel_key_mix(k, h->ws.epoch);
+    k = sel_key_mix(k, h->pool.epoch);
+    for (int32_t l = 0; l < h->shape.n_layer; l++)
+        k = sel_key_mix(k, (uint64_t)h->lp[l].dense << 8 | (uint64_t)h->lp[l].min_from);
+    return k;
+}
+
+static int hip_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_seqs,
+                    void **const *states, uint64_t *key) {
+    hip_impl *h = m->impl;
+    int st = plan_batch(h, seqs, n_seqs);
+    void *stack[64];
+    void **ls = n_seqs <= 64 ? stack : lc_malloc(sizeof(void *) * (size_t)n_seqs, "states");
+    if (!ls) return LC_ERR_NOMEM;
+    for (int32_t l = 0; l < h->shape.n_layer && st == LC_OK; l++) {
+        for (int32_t s = 0; s < n_seqs; s++) ls[s] = states ? states[s][l] : NULL;
+        st = plan_layer(h, l, seqs, n_seqs, ls);
+    }
+    if (ls != stack) free(ls);
+    if (st == LC_OK) st = sel_plan_upload(&h->ws);
+    if (st != LC_OK) return st;
+    sel_plan_mark(&h->ws);
+    *key = plan_key(h);
+    return LC_OK;
+}
+
 static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                        const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                        void *const *states, const float *q, const float *q_raw, int32_t n_head,
@@ -263,59 +359,32 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const int32_t N = p->n_stages;
     h->last_sparse = false;
     h->last_n_pre = 0;
-    h->last_dec_hs = NULL;
+    if (layer < 0 || layer >= h->shape.n_layer)
+        return lc_fail(LC_ERR_INVALID_ARG, "infinitehip: layer %d of %d", layer, h->shape.n_layer);
     if (layer < p->dense_layers)
         return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->hip_stage || !b->attn_sparse || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
                        b->name);
-
-    /* query blocks: prefill blocks first, then one per decode sequence (sel_cut_blocks) */
-    int32_t n_qb = sel_count_blocks(seqs, n_seqs, p->block_q, p->tail_block);
-    int st = ws_reserve(h, n_qb);
-    if (st != LC_OK) return st;
+    int st = LC_OK;
+    if (!sel_plan_take(&h->ws, layer)) { /* not planned (a direct caller): this layer's plan */
+        st = plan_batch(h, seqs, n_seqs);
+        if (st == LC_OK) st = plan_layer(h, layer, seqs, n_seqs, states);
+        if (st == LC_OK) st = sel_plan_upload(&h->ws);
+        if (st != LC_OK) return st;
+    }
+    const hip_layer_plan *lp = &h->lp[layer];
+    if (lp->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    const int32_t n_qb = h->ws.n_qb, n_pre = h->ws.n_pre, n_dec = n_qb - n_pre;
     const int32_t last_keep = keep_of(h, layer, N - 1);
     const int64_t budget = (int64_t)last_keep * p->chunk[N - 1];
-    int32_t n_pre = 0, max_window = 1, pre_rows = 1, pre_cand = 0;
-    int64_t max_end = 0;
-    bool all_covered = true;
-    n_qb = sel_cut_blocks(seqs, n_seqs, p->block_q, p->tail_block, win0_cut, p, h->h_qb, &n_pre);
-    for (int32_t i = 0; i < n_qb; i++) {
-        const lc_hip_qblock *qb = &h->h_qb[i];
-        const int32_t cand = cand_of(p, qb);
-        if (cand > budget) all_covered = false;
-        if (i < n_pre && qb->n_rows > pre_rows) pre_rows = qb->n_rows;
-        if (i < n_pre && cand > pre_cand) pre_cand = cand;
-        const int32_t w = qb->pos0 + qb->n_rows - qb->win0;
-        if (w > max_window) max_window = w;
-        if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
-    }
-    /* a prefill invalidates the mask caches of its sequence */
-    for (int32_t s = 0; s < n_seqs; s++)
-        if (seqs[s].n_rows > 1 && states && states[s]) {
-            hip_state *hs = states[s];
-            memset(hs->valid, 0, sizeof hs->valid);
-            hs->step = 0;
-        }
-    if (all_covered && !h->no_shortcut)
-        return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
                         ((p->rope == LC_HIP_ROPE_AUTO || p->rope == LC_HIP_ROPE_STREAM) &&
-                         max_end > h->shape.n_ctx_train);
+                         h->max_end > h->shape.n_ctx_train);
     const int32_t scan_rope = !extend || p->rope == LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_PLAIN
                               : layer < p->first_layers                ? LC_HIP_SCAN_CHUNK
                                                                        : LC_HIP_SCAN_RELATIVE;
-    int (*up)(lc_backend *, void *, const void *, size_t) =
-        b->upload_async ? b->upload_async : b->upload;
-    const size_t qb_bytes = sizeof(lc_hip_qblock) * (size_t)n_qb;
-    if (h->up_n != n_qb || memcmp(h->up_qb, h->h_qb, qb_bytes) != 0) {
-        h->up_n = 0;
-        if ((st = up(b, h->d_qb, h->h_qb, qb_bytes)) != LC_OK) return st;
-        memcpy(h->up_qb, h->h_qb, qb_bytes);
-        h->up_n = n_qb;
-    }
-
     lc_hip_stage_args sa;
     memset(&sa, 0, sizeof sa);
     sa.n_sink = p->n_sink;
@@ -328,22 +397,23 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     aa.attn_rope = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
     aa.n_groups = h->n_groups;
     aa.max_sel = (int32_t)budget;
-    aa.max_window = max_window;
+    aa.max_window = h->max_window;
+    aa.sel_cap = last_keep;
 
     /* prefill blocks: every stage, outputs in the workspace */
     if (n_pre > 0) {
         for (int32_t i = 0; i < N && st == LC_OK; i++) {
-            stage_setup(h, layer, i, pre_rows, pre_cand, &sa);
+            stage_setup(h, layer, i, h->pre_rows, h->pre_cand, &sa);
             sa.in = i ? h->d_seg[i - 1] : NULL;
             sa.in_n = i ? h->d_n[i - 1] : NULL;
             sa.out = h->d_seg[i];
             sa.out_n = h->d_n[i];
-            st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb, n_pre, q_raw, n_head, rope, &sa);
+            st = b->hip_stage(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
         }
         if (st != LC_OK) return st;
         {
             const int32_t lb = n_pre - 1;
-            const lc_hip_qblock *q = &h->h_qb[lb];
+            const lc_hip_qblock *qb = &h->ws.h_qb[lb];
             lc_hip_seg *segs[LC_HIP_MAX_STAGES];
             int32_t *ns[LC_HIP_MAX_STAGES];
             for (int32_t i = 0; i < N; i++) {
@@ -351,53 +421,62 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                     h->d_seg[i] + (size_t)lb * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
                 ns[i] = h->d_n[i] + (size_t)lb * (size_t)h->n_groups;
             }
-            trace_block(h, layer, "prefill", q->pos0 + q->n_rows - 1, segs, ns, 0);
+            trace_block(h, layer, "prefill", qb->pos0 + qb->n_rows - 1, segs, ns, 0);
         }
         h->last_sparse = true;
         h->last_layer = layer;
         h->last_n_pre = n_pre;
-        aa.max_rows = pre_rows;
+        aa.max_rows = h->pre_rows;
         aa.sel = h->d_seg[N - 1];
         aa.sel_n = h->d_n[N - 1];
-        aa.sel_cap = last_keep;
-        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb, n_pre, q, n_head, rope, scale, &aa,
-                                 out)) != LC_OK)
+        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q, n_head, rope, scale,
+                                 &aa, out)) != LC_OK)
             return st;
     }
+    if (n_dec == 0) return LC_OK;
 
-    /* decode blocks: one sequence at a time, with its cached stage outputs */
-    for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
-        const lc_hip_qblock *qb = &h->h_qb[j];
-        hip_state *hs = states ? states[qb->seq] : NULL;
-        if (!hs) return lc_fail(LC_ERR_INTERNAL, "infinitehip: a decode sequence has no state");
-        int32_t from = N;
-        for (int32_t i = 0; i < N && from == N; i++)
-            if (!hs->valid[i] || hs->step % p->refresh[i] == 0) from = i;
-        for (int32_t i = from; i < N && st == LC_OK; i++) {
-            stage_setup(h, layer, i, 1, cand_of(p, qb), &sa);
-            sa.in = i ? hs->seg[i - 1] : NULL;
-            sa.in_n = i ? hs->n[i - 1] : NULL;
-            sa.out = hs->seg[i];
-            sa.out_n = hs->n[i];
-            st = b->hip_stage(b, kv, seqs, n_seqs, h->d_qb + j, 1, q_raw, n_head, rope, &sa);
-            hs->valid[i] = st == LC_OK;
-        }
-        if (st != LC_OK) return st;
-        if (from < N) trace_block(h, layer, "decode", qb->pos0, hs->seg, hs->n, from);
-        if (n_pre == 0) { /* for lc_attn_infinitehip_last */
-            h->last_sparse = true;
-            h->last_layer = layer;
-            h->last_dec_hs = hs;
-            h->last_dec_qb = *qb;
-        }
-        hs->step++;
-        aa.max_rows = 1;
-        aa.max_window = qb->pos0 + 1 - qb->win0;
-        aa.sel = hs->seg[N - 1];
-        aa.sel_n = hs->n[N - 1];
-        aa.sel_cap = last_keep;
-        st = b->attn_sparse(b, kv, seqs, n_seqs, h->d_qb + j, 1, q, n_head, rope, scale, &aa, out);
+    /* decode blocks, all in one launch per op: each reads and writes its sequence's slot of the
+       layer's caches, and recomputes only the stages from its own first one on (the plan's
+       from row); a stage none of them recomputes is not launched */
+    const lc_hip_qblock *d_dec = h->ws.d_qb + n_pre;
+    const int32_t *d_list = h->ws.d_list + (size_t)layer * (size_t)h->ws.qb_cap;
+    const int32_t *d_from = h->ws.d_from + (size_t)layer * (size_t)h->ws.qb_cap;
+    for (int32_t i = lp->min_from; i < N && st == LC_OK; i++) {
+        stage_setup(h, layer, i, 1, h->dec_cand, &sa);
+        sa.in = i ? sel_pool_seg(&h->pool, layer, i - 1) : NULL;
+        sa.in_n = i ? sel_pool_n(&h->pool, layer, i - 1) : NULL;
+        sa.out = sel_pool_seg(&h->pool, layer, i);
+        sa.out_n = sel_pool_n(&h->pool, layer, i);
+        sa.list = d_list, sa.from = d_from, sa.stage = i;
+        st = b->hip_stage(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &sa);
     }
+    if (st != LC_OK) return invalidate_layer(h, states), st;
+    const int32_t *h_list = h->ws.h_list + (size_t)layer * (size_t)h->ws.qb_cap;
+    const int32_t *h_from = h->ws.h_from + (size_t)layer * (size_t)h->ws.qb_cap;
+    for (int32_t j = 0; j < n_dec; j++) { /* (a no-op unless a span is traced) */
+        if (h_from[j] >= N) continue;
+        lc_hip_seg *segs[LC_HIP_MAX_STAGES];
+        int32_t *ns[LC_HIP_MAX_STAGES];
+        for (int32_t i = 0; i < N; i++) {
+            segs[i] = sel_pool_seg(&h->pool, layer, i) +
+                      (size_t)h_list[j] * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
+            ns[i] = sel_pool_n(&h->pool, layer, i) + (size_t)h_list[j] * (size_t)h->n_groups;
+        }
+        trace_block(h, layer, "decode", h->ws.h_qb[n_pre + j].pos0, segs, ns, h_from[j]);
+    }
+    if (n_pre == 0) { /* for lc_attn_infinitehip_last */
+        h->last_sparse = true;
+        h->last_layer = layer;
+        h->last_dec_slot = h_list[n_dec - 1];
+        h->last_dec_qb = h->ws.h_qb[n_qb - 1];
+    }
+    aa.max_rows = 1;
+    aa.max_window = p->n_stream; /* >= pos + 1 - win0 of any decode row (win0_cut) */
+    aa.sel = sel_pool_seg(&h->pool, layer, N - 1);
+    aa.sel_n = sel_pool_n(&h->pool, layer, N - 1);
+    aa.list = d_list;
+    st = b->attn_sparse(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
+    if (st != LC_OK) invalidate_layer(h, states);
     return st;
 }
 
@@ -455,9 +534,16 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
     out->n_groups = h->n_groups;
     out->sparse = h->last_sparse;
     if (!h->last_sparse) return LC_OK;
-    if (h->last_n_pre > 0) return copy_last(h, h->h_qb, h->last_n_pre, h->d_seg, h->d_n, out);
+    if (h->last_n_pre > 0) return copy_last(h, h->ws.h_qb, h->last_n_pre, h->d_seg, h->d_n, out);
     /* a forward of decode blocks only: its last one, with its sequence's cached stage outputs */
-    return copy_last(h, &h->last_dec_qb, 1, h->last_dec_hs->seg, h->last_dec_hs->n, out);
+    lc_hip_seg *segs[LC_HIP_MAX_STAGES];
+    int32_t *ns[LC_HIP_MAX_STAGES];
+    for (int32_t i = 0; i < h->p.n_stages; i++) {
+        segs[i] = sel_pool_seg(&h->pool, h->last_layer, i) +
+                  (size_t)h->last_dec_slot * (size_t)h->n_groups * (size_t)keep_of(h, h->last_layer, i);
+        ns[i] = sel_pool_n(&h->pool, h->last_layer, i) + (size_t)h->last_dec_slot * (size_t)h->n_groups;
+    }
+    return copy_last(h, &h->last_dec_qb, 1, segs, ns, out);
 }
 
 void lc_attn_hip_last_free(lc_hip_last *l) {
@@ -474,7 +560,10 @@ static void hip_destroy(lc_attn_method *m) {
     if (!m) return;
     hip_impl *h = m->impl;
     if (h) {
-        ws_release(h);
+        sel_ws_release(&h->ws);
+        seg_release(h);
+        sel_pool_release(&h->pool);
+        free(h->lp);
         free(h);
     }
     free(m);
@@ -511,12 +600,28 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     m->name = "infinitehip";
     m->impl = h;
     m->needs_raw_q = true;
-    m->graph_safe = false;
+    /* a traced forward downloads its selections (host work between its launches) */
+    m->graph_safe = h->trace_begin >= h->trace_end;
     m->state_create = hip_state_create;
     m->state_free = hip_state_free;
     m->forward = hip_forward;
+    m->plan = hip_plan;
     m->destroy = hip_destroy;
     m->last = lc_attn_infinitehip_last;
+    int32_t caps[LC_HIP_MAX_STAGES * 256];
+    const int32_t L = shape->n_layer;
+    int st2 = L > 0 && L <= 256 ? LC_OK
+                                : lc_fail(LC_ERR_INVALID_ARG, "infinitehip: %d layers (1..256)", L);
+    for (int32_t l = 0; l < L && st2 == LC_OK; l++)
+        for (int32_t i = 0; i < p->n_stages; i++) caps[l * p->n_stages + i] = keep_of(h, l, i);
+    h->lp = st2 == LC_OK ? lc_calloc((size_t)L, sizeof(hip_layer_plan), "InfiniteHiP plan") : NULL;
+    if (st2 == LC_OK && !h->lp) st2 = LC_ERR_NOMEM;
+    if (st2 == LC_OK) st2 = sel_ws_init(&h->ws, b, L, true, h->n_groups, 0, p->n_sink);
+    if (st2 == LC_OK) st2 = sel_pool_init(&h->pool, b, L, p->n_stages, h->n_groups, caps);
+    if (st2 != LC_OK) {
+        hip_destroy(m);
+        return st2;
+    }
     *out = m;
     return LC_OK;
 }

@@ -1,35 +1,77 @@
 /*
- * query_blocks.c — query blocks and prefill-selection workspace shared by the selecting
- * sparse methods (see query_blocks.h).
+ * query_blocks.c — query blocks, plan images, decode cache pools and the prefill-selection
+ * workspace shared by the sparse methods (see query_blocks.h).
  */
 #include "attn/select/query_blocks.h"
 #include "util/util.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-void sel_ws_release(sel_ws *w) {
+int sel_ws_init(sel_ws *w, lc_backend *b, int32_t n_layer, bool lists, int32_t n_groups,
+                int32_t sel_cap, int32_t n_sink) {
+    memset(w, 0, sizeof *w);
+    w->b        = b;
+    w->n_layer  = n_layer;
+    w->lists    = lists;
+    w->n_groups = n_groups;
+    w->sel_cap  = sel_cap;
+    w->n_sink   = n_sink;
+    w->planned  = lc_calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof(bool), "query blocks");
+    return w->planned ? LC_OK : LC_ERR_NOMEM;
+}
+
+static void ws_free_images(sel_ws *w) {
     lc_backend *b = w->b;
-    free(w->h_qb);
-    if (w->d_qb) b->dealloc(b, w->d_qb);
+    free(w->h_img), free(w->up_img);
+    if (w->d_img) b->dealloc(b, w->d_img);
     if (w->d_sel) b->dealloc(b, w->d_sel);
     if (w->d_n) b->dealloc(b, w->d_n);
-    w->h_qb = NULL, w->d_qb = NULL, w->d_sel = NULL, w->d_n = NULL;
-    w->qb_cap = 0;
+    w->h_img = NULL, w->up_img = NULL, w->d_img = NULL, w->d_sel = NULL, w->d_n = NULL;
+    w->h_qb = NULL, w->d_qb = NULL, w->h_list = NULL, w->h_from = NULL, w->d_list = NULL;
+    w->d_from    = NULL;
+    w->qb_cap    = 0;
+    w->up_valid  = false;
+    w->img_bytes = 0;
+}
+
+void sel_ws_release(sel_ws *w) {
+    ws_free_images(w);
+    free(w->planned);
+    w->planned = NULL;
+}
+
+/* bytes of the blocks at the head of an image (rows of int32 follow, 16-byte aligned) */
+static size_t qb_bytes(int32_t cap) {
+    return (sizeof(lc_hip_qblock) * (size_t)cap + 15) & ~(size_t)15;
 }
 
 static int ws_reserve(sel_ws *w, int32_t n_qb) {
     if (n_qb <= w->qb_cap) return LC_OK;
-    sel_ws_release(w);
+    ws_free_images(w);
     lc_backend   *b     = w->b;
     const int32_t cap   = n_qb < 64 ? 64 : n_qb + n_qb / 2;
     const size_t  lists = (size_t)cap * (size_t)w->n_groups;
-    w->h_qb  = lc_malloc(sizeof(lc_hip_qblock) * (size_t)cap, "query blocks");
-    w->d_qb  = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)cap, "query blocks");
-    w->d_sel = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)w->sel_cap, "prefill selections");
-    w->d_n   = b->alloc(b, sizeof(int32_t) * lists, "prefill selections");
-    if (!w->h_qb || !w->d_qb || !w->d_sel || !w->d_n) return sel_ws_release(w), LC_ERR_NOMEM;
+    const size_t  row   = w->lists ? sizeof(int32_t) * (size_t)cap * (size_t)w->n_layer : 0;
+    w->img_bytes        = qb_bytes(cap) + 2 * row;
+    w->h_img            = lc_calloc(1, w->img_bytes, "query blocks");
+    w->up_img           = lc_malloc(w->img_bytes, "query blocks");
+    w->d_img            = b->alloc(b, w->img_bytes, "query blocks");
+    if (w->sel_cap > 0) {
+        w->d_sel = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)w->sel_cap, "prefill selections");
+        w->d_n   = b->alloc(b, sizeof(int32_t) * lists, "prefill selections");
+    }
+    if (!w->h_img || !w->up_img || !w->d_img || (w->sel_cap > 0 && (!w->d_sel || !w->d_n)))
+        return ws_free_images(w), LC_ERR_NOMEM;
+    w->h_qb   = (lc_hip_qblock *)w->h_img;
+    w->d_qb   = (lc_hip_qblock *)w->d_img;
+    w->h_list = (int32_t *)(w->h_img + qb_bytes(cap));
+    w->d_list = (int32_t *)((unsigned char *)w->d_img + qb_bytes(cap));
+    w->h_from = (int32_t *)(w->h_img + qb_bytes(cap) + row);
+    w->d_from = (int32_t *)((unsigned char *)w->d_img + qb_bytes(cap) + row);
     w->qb_cap = cap;
+    w->epoch++;
     return LC_OK;
 }
 
@@ -89,18 +131,143 @@ int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_ro
     return idx;
 }
 
-int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
-                   int32_t tail_block, sel_win0_fn win0, const void *params, int32_t *n_pre) {
+int sel_plan_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                    int32_t tail_block, sel_win0_fn win0, const void *params) {
     const int st = ws_reserve(w, sel_count_blocks(seqs, n_seqs, block_rows, tail_block));
     if (st != LC_OK) return st;
-    return sel_cut_blocks(seqs, n_seqs, block_rows, tail_block, win0, params, w->h_qb, n_pre);
+    w->n_qb = sel_cut_blocks(seqs, n_seqs, block_rows, tail_block, win0, params, w->h_qb,
+                             &w->n_pre);
+    return LC_OK;
 }
 
-int sel_upload_blocks(sel_ws *w, int32_t n_qb) {
+int sel_plan_upload(sel_ws *w) {
+    if (w->up_valid && memcmp(w->up_img, w->h_img, w->img_bytes) == 0) return LC_OK;
     lc_backend *b = w->b;
     int (*up)(lc_backend *, void *, const void *, size_t) = b->upload_async ? b->upload_async
                                                                             : b->upload;
-    return up(b, w->d_qb, w->h_qb, sizeof(lc_hip_qblock) * (size_t)n_qb);
+    w->up_valid = false;
+    const int st = up(b, w->d_img, w->h_img, w->img_bytes);
+    if (st != LC_OK) return st;
+    memcpy(w->up_img, w->h_img, w->img_bytes);
+    w->up_valid = true;
+    return LC_OK;
+}
+
+void sel_plan_mark(sel_ws *w) {
+    for (int32_t l = 0; l < w->n_layer; l++) w->planned[l] = true;
+}
+
+bool sel_plan_take(sel_ws *w, int32_t layer) {
+    if (layer < 0 || layer >= w->n_layer || !w->planned[layer]) return false;
+    w->planned[layer] = false;
+    return true;
+}
+
+int32_t sel_launch_bucket(int32_t x) {
+    if (x <= 64) return 64;
+    int32_t p = 64;
+    while (p <= x / 2) p *= 2;
+    const int32_t step = p / 8;
+    const int64_t r    = ((int64_t)x + step - 1) / step * step;
+    return r > INT32_MAX ? INT32_MAX : (int32_t)r;
+}
+
+/* ---- decode cache pools ---- */
+
+int sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
+                  int32_t n_groups, const int32_t *cap) {
+    memset(p, 0, sizeof *p);
+    p->b        = b;
+    p->n_layer  = n_layer;
+    p->n_lists  = n_lists;
+    p->n_groups = n_groups;
+    const size_t nl = (size_t)n_layer * (size_t)n_lists;
+    p->cap = lc_malloc(sizeof(int32_t) * (nl ? nl : 1), "decode cache pool");
+    p->seg = lc_calloc(nl ? nl : 1, sizeof(lc_hip_seg *), "decode cache pool");
+    p->n   = lc_calloc(nl ? nl : 1, sizeof(int32_t *), "decode cache pool");
+    if (!p->cap || !p->seg || !p->n) return sel_pool_release(p), LC_ERR_NOMEM;
+    memcpy(p->cap, cap, sizeof(int32_t) * nl);
+    return LC_OK;
+}
+
+void sel_pool_release(sel_pool *p) {
+    lc_backend  *b  = p->b;
+    const size_t nl = (size_t)p->n_layer * (size_t)p->n_lists;
+    for (size_t i = 0; i < nl; i++) {
+        if (p->seg && p->seg[i]) b->dealloc(b, p->seg[i]);
+        if (p->n && p->n[i]) b->dealloc(b, p->n[i]);
+    }
+    free(p->cap), free(p->seg), free(p->n), free(p->used);
+    p->cap = NULL, p->seg = NULL, p->n = NULL, p->used = NULL;
+    p->n_slots = 0;
+}
+
+/* Every layer's pools with room for n slots, the old caches copied over. */
+static int pool_grow(sel_pool *p, int32_t n) {
+    lc_backend  *b  = p->b;
+    const size_t nl = (size_t)p->n_layer * (size_t)p->n_lists, G = (size_t)p->n_groups;
+    lc_hip_seg **seg = lc_calloc(nl ? nl : 1, sizeof(lc_hip_seg *), "decode cache pool");
+    int32_t    **cnt = lc_calloc(nl ? nl : 1, sizeof(int32_t *), "decode cache pool");
+    uint8_t     *used = lc_calloc((size_t)p->n_layer * (size_t)n + 1, 1, "decode cache pool");
+    int          st   = seg && cnt && used ? LC_OK : LC_ERR_NOMEM;
+    for (size_t i = 0; i < nl && st == LC_OK; i++) {
+        const size_t cap = (size_t)(p->cap[i] > 0 ? p->cap[i] : 1);
+        seg[i] = b->alloc(b, sizeof(lc_hip_seg) * (size_t)n * G * cap, "decode selection cache");
+        cnt[i] = b->alloc(b, sizeof(int32_t) * (size_t)n * G, "decode selection cache");
+        if (!seg[i] || !cnt[i]) st = LC_ERR_NOMEM;
+        if (st == LC_OK && p->n_slots > 0) {
+            st = b->copy(b, seg[i], p->seg[i], sizeof(lc_hip_seg) * (size_t)p->n_slots * G * cap);
+            if (st == LC_OK) st = b->copy(b, cnt[i], p->n[i], sizeof(int32_t) * (size_t)p->n_slots * G);
+        }
+    }
+    if (st != LC_OK) {
+        for (size_t i = 0; i < nl && seg && cnt; i++) {
+            if (seg[i]) b->dealloc(b, seg[i]);
+            if (cnt[i]) b->dealloc(b, cnt[i]);
+        }
+        free(seg), free(cnt), free(used);
+        return st;
+    }
+    for (int32_t l = 0; l < p->n_layer; l++)
+        for (int32_t s = 0; s < p->n_slots; s++)
+            used[(size_t)l * (size_t)n + (size_t)s] = p->used[(size_t)l * (size_t)p->n_slots + (size_t)s];
+    for (size_t i = 0; i < nl; i++) {
+        if (p->seg[i]) b->dealloc(b, p->seg[i]);
+        if (p->n[i]) b->dealloc(b, p->n[i]);
+    }
+    free(p->seg), free(p->n), free(p->used);
+    p->seg = seg, p->n = cnt, p->used = used, p->n_slots = n;
+    p->epoch++;
+    return LC_OK;
+}
+
+int sel_pool_take(sel_pool *p, int32_t layer, int32_t *slot) {
+    int32_t s = 0;
+    while (s < p->n_slots && p->used[(size_t)layer * (size_t)p->n_slots + (size_t)s]) s++;
+    if (s == p->n_slots) {
+        const int st = pool_grow(p, p->n_slots < 4 ? 4 : 2 * p->n_slots);
+        if (st != LC_OK) return st;
+    }
+    /* no lists yet: counts 0 (a cache read before its first write reads nothing) */
+    const size_t G = (size_t)p->n_groups;
+    int32_t      zeros[64] = {0};
+    for (int32_t i = 0; i < p->n_lists; i++) {
+        int32_t *cnt = sel_pool_n(p, layer, i) + (size_t)s * G;
+        for (size_t g = 0; g < G;) {
+            const size_t k  = G - g < 64 ? G - g : 64;
+            const int    st = p->b->upload(p->b, cnt + g, zeros, sizeof(int32_t) * k);
+            if (st != LC_OK) return st;
+            g += k;
+        }
+    }
+    p->used[(size_t)layer * (size_t)p->n_slots + (size_t)s] = 1;
+    *slot = s;
+    return LC_OK;
+}
+
+void sel_pool_give(sel_pool *p, int32_t layer, int32_t slot) {
+    if (p->used && slot >= 0 && slot < p->n_slots && layer >= 0 && layer < p->n_layer)
+        p->used[(size_t)layer * (size_t)p->n_slots + (size_t)slot] = 0;
 }
 
 int sel_ws_last(const sel_ws *w, lc_hip_last *out) {

@@ -1,8 +1,10 @@
 /*
- * query_blocks.h — what the selecting sparse methods (HiP, attn/hip/; TokenSelect,
- * attn/tokenselect/; InfiniteHiP's block cut) share around their selection op: cutting a batch
- * into query blocks (prefill blocks first, then one block per decode sequence), the workspace of the prefill
- * selections, and the copy of the last prefill selections for evaluation (lc_hip_last).
+ * query_blocks.h — what the sparse methods (InfiniteHiP, HiP, TokenSelect, StreamingLLM) share
+ * around their selection and attention ops: cutting a batch into query blocks (prefill blocks
+ * first, then one block per decode sequence), the plan image a forward's kernels read (the
+ * blocks, and for batched decode each decode block's cache slot and refresh stage per layer;
+ * backend.h "Batched decode"), the pools of per-sequence decode caches, the workspace of the
+ * prefill selections, and the copy of the last prefill selections for evaluation (lc_hip_last).
  */
 #ifndef LC_ATTN_QUERY_BLOCKS_H
 #define LC_ATTN_QUERY_BLOCKS_H
@@ -10,20 +12,79 @@
 #include "attn/attn.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 typedef struct sel_ws {
     lc_backend    *b;
     int32_t        n_groups; /* selections per block */
-    int32_t        sel_cap;  /* segments per (block, group) list */
+    int32_t        sel_cap;  /* segments per (block, group) prefill list; 0: no prefill lists */
     int32_t        n_sink;   /* for lc_hip_last */
+    int32_t        n_layer;  /* layers of the plan */
+    bool           lists;    /* the image keeps list / from rows */
+    /* The plan image of a forward (lc_attn_method.plan): the blocks [qb_cap], then per layer
+     * the decode blocks' list and from rows ([n_layer][qb_cap] each, decode block j at j;
+     * backend.h "Batched decode"). Host copy, backend copy, the bytes last uploaded. */
+    unsigned char *h_img, *d_img, *up_img;
+    size_t         img_bytes;
+    bool           up_valid;   /* up_img is what d_img holds */
     lc_hip_qblock *h_qb, *d_qb;
+    int32_t       *h_list, *h_from, *d_list, *d_from;
     int32_t        qb_cap;
-    lc_hip_seg    *d_sel;    /* [qb_cap][n_groups][sel_cap] prefill selections */
-    int32_t       *d_n;      /* [qb_cap][n_groups] */
+    uint64_t       epoch;      /* bumped when the images move (graphs point into d_img) */
+    lc_hip_seg    *d_sel;      /* [qb_cap][n_groups][sel_cap] prefill selections */
+    int32_t       *d_n;        /* [qb_cap][n_groups] */
+    /* the plan of the current forward: its blocks, and which layers' forwards it is for (a
+       forward that finds its layer unplanned — a caller that does not plan — plans itself) */
+    int32_t        n_qb, n_pre;
+    bool          *planned;    /* [n_layer] */
     bool           last_sparse;
     int32_t        last_n_pre;
 } sel_ws;
+
+/* Ready w for a method over n_layer layers (rows of list / from only with lists). */
+int sel_ws_init(sel_ws *w, lc_backend *b, int32_t n_layer, bool lists, int32_t n_groups,
+                int32_t sel_cap, int32_t n_sink);
+
+/* The decode caches of a selecting method: per layer, n_lists lists (InfiniteHiP: one per
+ * stage's output; HiP: the mask) of cap[layer][i] segments per (slot, group), with their counts.
+ * A (sequence, layer) state takes a slot of its layer and keeps it while it lives; the pools grow
+ * by doubling (the caches copied over, epoch bumped). */
+typedef struct sel_pool {
+    lc_backend  *b;
+    int32_t      n_layer, n_lists, n_groups;
+    int32_t     *cap;     /* [n_layer][n_lists] */
+    int32_t      n_slots; /* of every layer */
+    lc_hip_seg **seg;     /* [n_layer][n_lists] -> [n_slots][n_groups][cap] */
+    int32_t    **n;       /* [n_layer][n_lists] -> [n_slots][n_groups] */
+    uint8_t     *used;    /* [n_layer][n_slots] */
+    uint64_t     epoch;
+} sel_pool;
+int  sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
+                   int32_t n_groups, const int32_t *cap);
+/* A free slot of layer's pools (growing them), its counts zeroed. */
+int  sel_pool_take(sel_pool *p, int32_t layer, int32_t *slot);
+void sel_pool_give(sel_pool *p, int32_t layer, int32_t slot);
+void sel_pool_release(sel_pool *p);
+static inline lc_hip_seg *sel_pool_seg(const sel_pool *p, int32_t layer, int32_t i) {
+    return p->seg[(size_t)layer * (size_t)p->n_lists + (size_t)i];
+}
+static inline int32_t *sel_pool_n(const sel_pool *p, int32_t layer, int32_t i) {
+    return p->n[(size_t)layer * (size_t)p->n_lists + (size_t)i];
+}
+static inline int32_t sel_pool_cap(const sel_pool *p, int32_t layer, int32_t i) {
+    return p->cap[(size_t)layer * (size_t)p->n_lists + (size_t)i];
+}
+
+/* A launch size (a candidate count) rounded up to one of 8 steps per power of two, so that a
+ * decode step keeps its launch shape (and graph) while its sequences grow by up to 1/8. */
+int32_t sel_launch_bucket(int32_t x);
+
+/* Mix v into the hash h (graph keys). */
+static inline uint64_t sel_key_mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h * 0xBF58476D1CE4E5B9ull;
+}
 
 /* The sink + streaming-window rule of InfiniteHiP and HiP (backend.h): the first window key of a
  * block whose first row is at pos0. */
@@ -54,14 +115,17 @@ int32_t sel_count_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_
 int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
                        int32_t tail_block, sel_win0_fn win0, const void *params,
                        lc_hip_qblock *qbs, int32_t *n_pre);
-/* The two into w->h_qb, growing the workspace; a negative status if it cannot grow. */
-int32_t sel_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
-                   int32_t tail_block,
-                   sel_win0_fn win0, const void *params, int32_t *n_pre);
+/* The two into w->h_qb (growing the workspace): the plan's n_qb and n_pre. */
+int     sel_plan_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
+                        int32_t tail_block, sel_win0_fn win0, const void *params);
+/* Upload the plan image (asynchronously when the backend can) unless the backend holds it. */
+int     sel_plan_upload(sel_ws *w);
+/* Mark every layer planned (after a whole plan). */
+void    sel_plan_mark(sel_ws *w);
+/* Whether layer's forward has a plan; clears the mark (the next forward of it needs another). */
+bool    sel_plan_take(sel_ws *w, int32_t layer);
 void    sel_ws_release(sel_ws *w);
 /* the last forward's prefill selections (lc_attn_method.last) */
 int     sel_ws_last(const sel_ws *w, lc_hip_last *out);
-/* upload the blocks (asynchronously when the backend can) */
-int     sel_upload_blocks(sel_ws *w, int32_t n_qb);
 
 #endif

@@ -75,6 +75,10 @@ typedef struct streaming_impl {
     sel_ws           ws; /* the query blocks; its selections stay empty */
     bool             no_shortcut; /* lc_context_params.sparse_always (tests) */
     int32_t          zeroed_cap;  /* ws.qb_cap when its selection counts were zeroed */
+    /* the plan of the current forward: launch sizes and the dense shortcut */
+    int32_t          max_rows, max_window;
+    int64_t          max_end;
+    bool             dense;
 } streaming_impl;
 
 static int32_t streaming_win0(const void *params, int32_t pos0, int32_t n_rows) {
@@ -84,42 +88,69 @@ static int32_t streaming_win0(const void *params, int32_t pos0, int32_t n_rows) 
     return a > w ? a : w;
 }
 
+/* The plan of a forward: the blocks, the launch sizes, the dense shortcut. */
+static int plan_batch(streaming_impl *t, const lc_attn_seq *seqs, int32_t n_seqs) {
+    const streaming_params *p = &t->p;
+    int st = sel_plan_blocks(&t->ws, seqs, n_seqs, p->block, 0, streaming_win0, p);
+    if (st != LC_OK) return st;
+    t->max_rows = 1, t->max_window = 1, t->max_end = 0;
+    bool covered = true; /* every block reads every earlier key */
+    for (int32_t i = 0; i < t->ws.n_qb; i++) {
+        const lc_hip_qblock *qb  = &t->ws.h_qb[i];
+        const int32_t        win = qb->pos0 + qb->n_rows - qb->win0;
+        if (qb->win0 > p->n_sink) covered = false;
+        if (qb->n_rows > t->max_rows) t->max_rows = qb->n_rows;
+        if (win > t->max_window) t->max_window = win;
+        if (qb->pos0 + qb->n_rows > t->max_end) t->max_end = qb->pos0 + qb->n_rows;
+    }
+    if (t->ws.n_pre == 0) t->max_window = p->n_window; /* a decode step's bound (its shape holds) */
+    t->dense = covered && !t->no_shortcut;
+    if (t->dense) return LC_OK;
+    /* no selected segments: every block's count is zero. Nothing writes the counts, so they
+     * are zeroed once each time the workspace grows (its capacity only rises), not per call */
+    if (t->zeroed_cap != t->ws.qb_cap) {
+        int32_t *z = lc_calloc((size_t)t->ws.qb_cap, sizeof(int32_t), "streaming block counts");
+        st = z ? t->ws.b->upload(t->ws.b, t->ws.d_n, z, sizeof(int32_t) * (size_t)t->ws.qb_cap)
+               : LC_ERR_NOMEM;
+        free(z);
+        if (st == LC_OK) t->zeroed_cap = t->ws.qb_cap;
+    }
+    if (st == LC_OK) st = sel_plan_upload(&t->ws);
+    return st;
+}
+
+static int streaming_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_seqs,
+                          void **const *states, uint64_t *key) {
+    (void)states;
+    streaming_impl *t  = m->impl;
+    const int       st = plan_batch(t, seqs, n_seqs);
+    if (st != LC_OK) return st;
+    sel_plan_mark(&t->ws);
+    uint64_t k = sel_key_mix(0x57e4ull, (uint64_t)t->ws.n_qb);
+    k          = sel_key_mix(k, (uint64_t)t->max_rows);
+    k          = sel_key_mix(k, (uint64_t)t->max_window);
+    k          = sel_key_mix(k, (uint64_t)t->dense);
+    k          = sel_key_mix(k, (uint64_t)(t->max_end > t->shape.n_ctx_train));
+    k          = sel_key_mix(k, t->ws.epoch);
+    *key       = k;
+    return LC_OK;
+}
+
 static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                              const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                              void *const *states, const float *q, const float *q_raw,
                              int32_t n_head, const lc_rope_table *rope, float scale, float *out) {
-    (void)layer, (void)states, (void)q_raw;
+    (void)states, (void)q_raw;
     streaming_impl         *t = m->impl;
     const streaming_params *p = &t->p;
     t->ws.last_sparse         = false;
-    int32_t       n_pre = 0;
-    const int32_t n_qb  = sel_blocks(&t->ws, seqs, n_seqs, p->block, 0, streaming_win0, p, &n_pre);
-    if (n_qb < 0) return n_qb;
-    int32_t max_rows = 1, max_window = 1;
-    int64_t max_end  = 0;
-    bool    covered  = true; /* every block reads every earlier key */
-    for (int32_t i = 0; i < n_qb; i++) {
-        const lc_hip_qblock *qb  = &t->ws.h_qb[i];
-        const int32_t        win = qb->pos0 + qb->n_rows - qb->win0;
-        if (qb->win0 > p->n_sink) covered = false;
-        if (qb->n_rows > max_rows) max_rows = qb->n_rows;
-        if (win > max_window) max_window = win;
-        if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
-    }
-    if (covered && !t->no_shortcut) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    /* no selected segments: every block's count is zero. Nothing writes the counts, so they
-     * are zeroed once each time the workspace grows (its capacity only rises), not per call */
-    int st = sel_upload_blocks(&t->ws, n_qb);
-    if (st == LC_OK && t->zeroed_cap != t->ws.qb_cap) {
-        int32_t *z = lc_calloc((size_t)t->ws.qb_cap, sizeof(int32_t), "streaming block counts");
-        st         = z ? b->upload(b, t->ws.d_n, z, sizeof(int32_t) * (size_t)t->ws.qb_cap)
-                       : LC_ERR_NOMEM;
-        free(z);
-        if (st == LC_OK) t->zeroed_cap = t->ws.qb_cap;
-    }
-    if (st != LC_OK) return st;
+    if (layer < 0 || layer >= t->shape.n_layer)
+        return lc_fail(LC_ERR_INVALID_ARG, "streaming: layer %d of %d", layer, t->shape.n_layer);
+    int st = LC_OK;
+    if (!sel_plan_take(&t->ws, layer) && (st = plan_batch(t, seqs, n_seqs)) != LC_OK) return st;
+    if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
-                        (p->rope != LC_HIP_ROPE_PLAIN && max_end > t->shape.n_ctx_train);
+                        (p->rope != LC_HIP_ROPE_PLAIN && t->max_end > t->shape.n_ctx_train);
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_sink;
@@ -129,12 +160,12 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     aa.sel_n      = t->ws.d_n;
     aa.sel_cap    = t->ws.sel_cap;
     aa.max_sel    = 0;
-    aa.max_rows   = max_rows;
-    aa.max_window = max_window;
-    st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, n_qb, q, n_head, rope, scale, &aa, out);
+    aa.max_rows   = t->max_rows;
+    aa.max_window = t->max_window;
+    st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, t->ws.n_qb, q, n_head, rope, scale, &aa, out);
     if (st == LC_OK) {
-        t->ws.last_sparse = n_pre > 0;
-        t->ws.last_n_pre  = n_pre;
+        t->ws.last_sparse = t->ws.n_pre > 0;
+        t->ws.last_n_pre  = t->ws.n_pre;
     }
     return st;
 }
@@ -167,19 +198,22 @@ static int create(lc_backend *b, const lc_attn_shape *shape, const void *setting
     }
     t->p           = *(const streaming_params *)settings;
     t->shape       = *shape;
-    t->ws.b        = b;
-    t->ws.n_groups = 1;
-    t->ws.sel_cap  = 1; /* room for one segment per block; none is ever written */
-    t->ws.n_sink   = t->p.n_sink;
     t->no_shortcut = diag && diag->sparse_always;
+    /* room for one segment per block; none is ever written */
+    const int st   = sel_ws_init(&t->ws, b, shape->n_layer, false, 1, 1, t->p.n_sink);
     m->name        = "streaming";
     m->impl        = t;
     m->needs_raw_q = false;
-    m->graph_safe  = false; /* the blocks are cut on the host every forward */
+    m->graph_safe  = true;
+    m->plan        = streaming_plan;
     m->forward     = streaming_forward;
     m->destroy     = streaming_destroy;
     m->last        = streaming_last;
-    *out           = m;
+    if (st != LC_OK) {
+        streaming_destroy(m);
+        return st;
+    }
+    *out = m;
     return LC_OK;
 }
 

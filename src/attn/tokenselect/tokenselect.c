@@ -35,6 +35,10 @@ typedef struct ts_impl {
     bool                  no_shortcut; /* lc_context_params.sparse_always (tests) */
     int64_t              *d_counts;    /* [n_layer][2] hits, misses (with the cache) */
     int64_t               uncached;    /* decode selections made without the cache */
+    /* the plan of the current forward (ts_plan): launch sizes and the dense shortcut */
+    int32_t               pre_rows, max_cand;
+    int64_t               max_end;
+    bool                  dense;
 } ts_impl;
 
 typedef struct ts_state {
@@ -89,6 +93,53 @@ static int ts_state_create(const lc_attn_method *m, int32_t layer, void **out) {
     return LC_OK;
 }
 
+/* The plan of a forward: the blocks, the launch sizes, the dense shortcut. */
+static int plan_batch(ts_impl *t, const lc_attn_seq *seqs, int32_t n_seqs) {
+    const lc_tokenselect_params *p = &t->p;
+    const int st = sel_plan_blocks(&t->ws, seqs, n_seqs, p->chunk, p->tail_block, ts_win0, p);
+    if (st != LC_OK) return st;
+    t->pre_rows = 1, t->max_cand = 0, t->max_end = 0;
+    bool covered = true;
+    for (int32_t i = 0; i < t->ws.n_qb; i++) {
+        const lc_hip_qblock *qb   = &t->ws.h_qb[i];
+        const int32_t        cand = qb->win0 > p->n_init ? qb->win0 - p->n_init : 0;
+        if (cand > p->k) covered = false;
+        if (cand > t->max_cand) t->max_cand = cand;
+        if (i < t->ws.n_pre && qb->n_rows > t->pre_rows) t->pre_rows = qb->n_rows;
+        if (qb->pos0 + qb->n_rows > t->max_end) t->max_end = qb->pos0 + qb->n_rows;
+    }
+    /* a decode-only forward is sized by a bucket, so that its shape holds while sequences grow */
+    if (t->ws.n_pre == 0 && t->ws.n_qb > 0) t->max_cand = sel_launch_bucket(t->max_cand);
+    t->dense = covered && !t->no_shortcut;
+    return LC_OK;
+}
+
+/* Decode selections made without the cache (theta > 1) in the layers of a forward. */
+static void count_uncached(ts_impl *t, int32_t n_layers) {
+    if (t->p.theta > 1.0f && !t->dense)
+        t->uncached += (int64_t)(t->ws.n_qb - t->ws.n_pre) * n_layers;
+}
+
+static int ts_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_seqs,
+                   void **const *states, uint64_t *key) {
+    (void)states;
+    ts_impl *t  = m->impl;
+    int      st = plan_batch(t, seqs, n_seqs);
+    if (st == LC_OK) st = sel_plan_upload(&t->ws);
+    if (st != LC_OK) return st;
+    const int32_t sparse_layers = t->shape.n_layer - t->p.dense_layers;
+    count_uncached(t, sparse_layers > 0 ? sparse_layers : 0);
+    sel_plan_mark(&t->ws);
+    uint64_t k = sel_key_mix(0x75e1ull, (uint64_t)t->ws.n_qb);
+    k          = sel_key_mix(k, (uint64_t)t->ws.n_pre);
+    k          = sel_key_mix(k, (uint64_t)t->max_cand);
+    k          = sel_key_mix(k, (uint64_t)t->dense);
+    k          = sel_key_mix(k, (uint64_t)(t->max_end > t->shape.n_ctx_train));
+    k          = sel_key_mix(k, t->ws.epoch);
+    *key       = k;
+    return LC_OK;
+}
+
 static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
                       const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       void *const *states, const float *q, const float *q_raw, int32_t n_head,
@@ -96,45 +147,39 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     ts_impl                     *t = m->impl;
     const lc_tokenselect_params *p = &t->p;
     t->ws.last_sparse              = false;
+    if (layer < 0 || layer >= t->shape.n_layer)
+        return lc_fail(LC_ERR_INVALID_ARG, "tokenselect: layer %d of %d", layer, t->shape.n_layer);
     if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->ts_select || !b->attn_sparse)
         return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend lacks the sparse ops",
                        b->name);
-    int32_t       n_pre = 0;
-    const int32_t n_qb  = sel_blocks(&t->ws, seqs, n_seqs, p->chunk, p->tail_block, ts_win0, p, &n_pre);
-    if (n_qb < 0) return n_qb;
-    int32_t pre_rows = 1, max_cand = 0;
-    int64_t max_end  = 0;
-    bool    covered  = true;
-    for (int32_t i = 0; i < n_qb; i++) {
-        const lc_hip_qblock *qb   = &t->ws.h_qb[i];
-        const int32_t        cand = qb->win0 > p->n_init ? qb->win0 - p->n_init : 0;
-        if (cand > p->k) covered = false;
-        if (cand > max_cand) max_cand = cand;
-        if (i < n_pre && qb->n_rows > pre_rows) pre_rows = qb->n_rows;
-        if (qb->pos0 + qb->n_rows > max_end) max_end = qb->pos0 + qb->n_rows;
-    }
-    /* a prefill resets the selection caches of its sequences */
     int st = LC_OK;
+    if (!sel_plan_take(&t->ws, layer)) { /* a caller that does not plan */
+        st = plan_batch(t, seqs, n_seqs);
+        if (st == LC_OK) st = sel_plan_upload(&t->ws);
+        if (st != LC_OK) return st;
+        count_uncached(t, 1);
+    }
+    const int32_t n_qb = t->ws.n_qb, n_pre = t->ws.n_pre;
+    /* a prefill resets the selection caches of its sequences (prefill forwards are never
+       replayed from a graph, so this device write stays in the forward) */
     for (int32_t s = 0; s < n_seqs && st == LC_OK; s++)
         if (seqs[s].n_rows > 1 && states && states[s]) {
             const int32_t zero = 0;
             st = b->upload(b, ((ts_state *)states[s])->cache_valid, &zero, sizeof zero);
         }
     if (st != LC_OK) return st;
-    if (covered && !t->no_shortcut) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
-                        (p->rope != LC_HIP_ROPE_PLAIN && max_end > t->shape.n_ctx_train);
-    if ((st = sel_upload_blocks(&t->ws, n_qb)) != LC_OK) return st;
-
+                        (p->rope != LC_HIP_ROPE_PLAIN && t->max_end > t->shape.n_ctx_train);
     lc_ts_select_args sa;
     memset(&sa, 0, sizeof sa);
     sa.n_init   = p->n_init;
     sa.k        = p->k;
     sa.fp_pos   = p->n_local;
     sa.gqa_mod  = p->gqa_mod;
-    sa.max_cand = max_cand;
+    sa.max_cand = t->max_cand;
     sa.out_cap  = p->k;
     sa.theta    = p->theta;
     lc_hip_sparse_args aa;
@@ -147,21 +192,22 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     aa.max_window = p->n_local;
 
     if (n_pre > 0) {
-        sa.max_rows = pre_rows;
+        sa.max_rows = t->pre_rows;
         sa.out      = t->ws.d_sel;
         sa.out_n    = t->ws.d_n;
         if ((st = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa)) != LC_OK)
             return st;
         t->ws.last_sparse = true;
         t->ws.last_n_pre  = n_pre;
-        aa.max_rows       = pre_rows;
+        aa.max_rows       = t->pre_rows;
         aa.sel            = t->ws.d_sel;
         aa.sel_n          = t->ws.d_n;
         if ((st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q, n_head, rope, scale,
                                  &aa, out)) != LC_OK)
             return st;
     }
-    /* decode blocks: one sequence at a time, each with its selection cache */
+    /* decode blocks: one sequence at a time, each with its selection cache (whose hit or miss
+       the op decides on the device, so these launches replay from a graph as they are) */
     for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
         const lc_hip_qblock *qb = &t->ws.h_qb[j];
         ts_state            *ss = states ? states[qb->seq] : NULL;
@@ -173,11 +219,9 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         sa.cache_q     = cache ? ss->cache_q : NULL;
         sa.cache_valid = cache ? ss->cache_valid : NULL;
         sa.counts      = t->d_counts + 2 * (size_t)layer;
-        if (!cache) t->uncached++;
         st = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q_raw, n_head, rope, &sa);
         if (st != LC_OK) return st;
         aa.max_rows   = 1;
-        aa.max_window = qb->pos0 + 1 - qb->win0;
         aa.sel        = ss->sel;
         aa.sel_n      = ss->sel_n;
         st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q, n_head, rope, scale, &aa, out);
@@ -231,20 +275,18 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     t->b           = b;
     t->p           = *p;
     t->shape       = *shape;
-    t->ws.b        = b;
-    t->ws.n_groups = 1;
-    t->ws.sel_cap  = p->k;
-    t->ws.n_sink   = p->n_init;
     t->no_shortcut = diag && diag->sparse_always;
+    st             = sel_ws_init(&t->ws, b, shape->n_layer, false, 1, p->k, p->n_init);
     const size_t cb    = sizeof(int64_t) * 2 * (size_t)(shape->n_layer > 0 ? shape->n_layer : 1);
     t->d_counts        = b->alloc(b, cb, "TokenSelect counters");
     int64_t *zeros     = lc_calloc(1, cb, "TokenSelect counters");
-    st = t->d_counts && zeros ? b->upload(b, t->d_counts, zeros, cb) : LC_ERR_NOMEM;
+    if (st == LC_OK) st = t->d_counts && zeros ? b->upload(b, t->d_counts, zeros, cb) : LC_ERR_NOMEM;
     free(zeros);
     m->name         = "tokenselect";
     m->impl         = t;
     m->needs_raw_q  = true;
-    m->graph_safe   = false;
+    m->graph_safe   = true;
+    m->plan         = ts_plan;
     m->state_create = ts_state_create;
     m->state_free   = ts_state_free;
     m->forward      = ts_forward;

@@ -118,19 +118,22 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                       const lc_rope_table *rope, const lc_hip_mask_args *a, int32_t bg,
                       hm_branch *nodes, hm_branch *br, float *qr) {
     const int32_t        b = bg / a->n_groups, g = bg % a->n_groups;
+    if (a->from && a->from[b] > 0) return; /* not refreshed: its cached mask stands */
     const lc_hip_qblock *q = &qb[b];
     const int32_t        D = kv->head_dim, G = n_head / kv->n_kv_head;
-    lc_hip_seg          *out = a->out + (int64_t)bg * a->out_cap;
+    /* its lists: at list[b] in batched decode (backend.h) */
+    const int64_t        lbg = (int64_t)(a->list ? a->list[b] : b) * a->n_groups + g;
+    lc_hip_seg          *out = a->out + lbg * a->out_cap;
     const int32_t        n_nodes = a->k / a->block_k;
     const int64_t        cand = (int64_t)q->win0 - a->n_sink;
     if (cand <= 0) {
-        a->out_n[bg] = 0;
+        a->out_n[lbg] = 0;
         return;
     }
     const int64_t NB = (cand + a->block_k - 1) / a->block_k;
     if (NB <= n_nodes) {
         out[0]       = (lc_hip_seg){a->n_sink, (int32_t)cand};
-        a->out_n[bg] = 1;
+        a->out_n[lbg] = 1;
         return;
     }
     hm_job j;
@@ -173,7 +176,7 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
         const int32_t start = a->n_sink + nodes[n].f * a->block_k;
         out[n] = (lc_hip_seg){start, q->win0 - start < a->block_k ? q->win0 - start : a->block_k};
     }
-    a->out_n[bg] = n_nodes;
+    a->out_n[lbg] = n_nodes;
 }
 
 int lc_cpu_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,

@@ -34,8 +34,9 @@ typedef struct sp_list {
 
 static const lc_hip_seg *sel_list(const lc_hip_sparse_args *a, int32_t b, int32_t g,
                                   int32_t *n) {
-    *n = a->sel_n[(int64_t)b * a->n_groups + g];
-    return a->sel + ((int64_t)b * a->n_groups + g) * a->sel_cap;
+    const int64_t l = (int64_t)(a->list ? a->list[b] : b) * a->n_groups + g; /* backend.h */
+    *n = a->sel_n[l];
+    return a->sel + l * a->sel_cap;
 }
 
 static void build_list(const lc_hip_qblock *B, const lc_hip_sparse_args *a, int32_t b, int32_t g,

@@ -156,14 +156,26 @@ static lc_hip_seg first_chunk(const lc_hip_stage_args *a, const first_grid *g, i
     return (lc_hip_seg){(int32_t)start, (int32_t)(end - start)};
 }
 
-/* Count the chunks of a (block, group) pair's input list, validating it. */
+/* Where block b's (block, group) lists are (a->list: batched decode, backend.h), and whether
+ * this call computes block b (a->from). */
+static int64_t list_pair(const lc_hip_stage_args *a, int32_t b, int32_t g) {
+    return (int64_t)(a->list ? a->list[b] : b) * a->n_groups + g;
+}
+static bool block_runs(const lc_hip_stage_args *a, int32_t b) {
+    return !a->from || a->from[b] <= a->stage;
+}
+
+/* Count the chunks of a (block, group) pair's input list, validating it (none for a block this
+ * call does not compute). */
 static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int32_t b, int32_t g,
                         int64_t *n_out) {
     int64_t n = 0;
-    if (!a->in) {
+    if (!block_runs(a, b)) {
+        n = 0;
+    } else if (!a->in) {
         n = first_grid_of(a, qb).n;
     } else {
-        const int64_t bg = (int64_t)b * a->n_groups + g;
+        const int64_t bg = list_pair(a, b, g);
         const int32_t nin = a->in_n[bg];
         if (nin < 0 || nin > a->in_cap)
             return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d: %d input segments "
@@ -255,6 +267,7 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         const lc_hip_qblock *q = &qb[bg / a->n_groups];
         int64_t              i = j.coff[bg];
+        if (!block_runs(a, bg / a->n_groups)) continue;
         if (!a->in) {
             const first_grid fg = first_grid_of(a, q);
             for (int32_t c = 0; c < fg.n; c++, i++) {
@@ -264,8 +277,9 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
             }
             continue;
         }
-        for (int32_t s = 0; s < a->in_n[bg]; s++) {
-            const lc_hip_seg sg = a->in[(int64_t)bg * a->in_cap + s];
+        const int64_t lbg = list_pair(a, bg / a->n_groups, bg % a->n_groups);
+        for (int32_t s = 0; s < a->in_n[lbg]; s++) {
+            const lc_hip_seg sg = a->in[lbg * a->in_cap + s];
             for (int32_t off = 0; off < sg.len; off += a->chunk, i++) {
                 j.cstart[i] = sg.start + off;
                 j.clen[i]   = sg.len - off < a->chunk ? sg.len - off : a->chunk;
@@ -318,8 +332,10 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
     for (int64_t i = 0; i < total; i++) j.cscore[i] = score_chunk(&j, i);
     /* keep the n_keep best of each pair, written in position order */
     for (int32_t bg = 0; bg < n_pairs; bg++) {
+        if (!block_runs(a, bg / a->n_groups)) continue; /* its cached output stands */
         const int64_t c0 = j.coff[bg], n = j.coff[bg + 1] - c0;
-        lc_hip_seg   *out = a->out + (int64_t)bg * a->n_keep;
+        const int64_t lbg = list_pair(a, bg / a->n_groups, bg % a->n_groups);
+        lc_hip_seg   *out = a->out + lbg * a->n_keep;
         int32_t       w   = 0;
         if (n <= a->n_keep) {
             for (int64_t c = 0; c < n; c++) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
@@ -338,7 +354,7 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
             const int32_t prev_end = out[k - 1].start + out[k - 1].len, end = out[k].start + out[k].len;
             if (out[k].start < prev_end) out[k].start = prev_end, out[k].len = end - prev_end;
         }
-        a->out_n[bg] = w;
+        a->out_n[lbg] = w;
     }
 done:
     free(j.coff), free(j.qoff), free(j.nq), free(j.cstart), free(j.clen), free(j.crank);

@@ -561,6 +561,7 @@ static int cuda_graph_begin(lc_backend *b, uint64_t key, int *mode) {
         if (g->broken) return LC_OK;
         if (g->exec && g->epoch == im->epoch) {
             LC_CUDA_TRY(cudaGraphLaunch(g->exec, im->stream));
+            b->graph_launches++;
             *mode = LC_GRAPH_REPLAYED;
             return LC_OK;
         }
@@ -632,6 +633,7 @@ static int cuda_graph_end(lc_backend *b, int status, bool *launched) {
     cudaGraphDestroy(graph);
     g->epoch = im->epoch;
     LC_CUDA_TRY(cudaGraphLaunch(g->exec, im->stream));
+    b->graph_launches++;
     *launched = true;
     return LC_OK;
 }

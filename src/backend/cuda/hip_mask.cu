@@ -68,6 +68,8 @@ struct mask_params {
     int32_t              max_nsr, max_cand, out_cap, n_nodes, n_br, nks, kpg, ctas_per_pair;
     int32_t              per_split, q_floats;
     lc_hip_seg          *out;
+    const int32_t       *list; // [n_qb] or NULL: block b's out lists at list[b] (backend.h)
+    const int32_t       *from; // [n_qb] or NULL: block b computed only where from[b] <= 0
     int32_t             *out_n;
     int2                *nodes;  // [n_pairs][n_nodes] blocks [f, l), in start order
     uint32_t            *bscore; // [n_pairs][n_br] score keys of this iteration's branches
@@ -148,17 +150,28 @@ __device__ __forceinline__ bool branch_of(const int2 *nd, int beta, int *f, int 
     return !(beta & 1);
 }
 
+// Pair bg's index in the out lists (p.list).
+__device__ __forceinline__ size_t out_pair(const mask_params &p, int bg) {
+    const int b = bg / p.n_groups;
+    return (size_t)(p.list ? p.list[b] : b) * p.n_groups + (bg - b * p.n_groups);
+}
+
 // ---- 1. init --------------------------------------------------------------------------------
 __global__ void __launch_bounds__(kThreads) hm_init_kernel(mask_params p) {
     const int           bg = blockIdx.x, b = bg / p.n_groups;
     const lc_hip_qblock q  = p.qb[b];
     const int           cand = pair_cand(p, q);
     if (threadIdx.x == 0) p.cnt[bg] = 0;
+    if (p.from && p.from[b] > 0) { // not refreshed in this call: its cached mask stands
+        if (threadIdx.x == 0) p.done[bg] = 1;
+        return;
+    }
     if (cand == 0 || (cand + p.block_k - 1) / p.block_k <= p.n_nodes) {
         if (threadIdx.x == 0) {
-            if (cand > 0) p.out[(size_t)bg * p.out_cap] = lc_hip_seg{p.n_sink, cand};
-            p.out_n[bg] = cand > 0 ? 1 : 0;
-            p.done[bg]  = 1;
+            const size_t lbg = out_pair(p, bg);
+            if (cand > 0) p.out[lbg * p.out_cap] = lc_hip_seg{p.n_sink, cand};
+            p.out_n[lbg] = cand > 0 ? 1 : 0;
+            p.done[bg]   = 1;
         }
         return;
     }
@@ -233,13 +246,14 @@ __device__ void select_pair(const mask_params &p, int bg, int cand, unsigned cha
     if (multi) {
         for (int j = tid; j < n_nodes; j += kThreads) nd[j] = nn[j];
     } else {
-        lc_hip_seg *out = p.out + (size_t)bg * p.out_cap;
-        const int   end = p.n_sink + cand;
+        const size_t lbg = out_pair(p, bg);
+        lc_hip_seg  *out = p.out + lbg * p.out_cap;
+        const int    end = p.n_sink + cand;
         for (int j = tid; j < n_nodes; j += kThreads) {
             const int start = p.n_sink + nn[j].x * p.block_k;
             out[j]          = lc_hip_seg{start, min(p.block_k, end - start)};
         }
-        if (tid == 0) p.out_n[bg] = n_nodes, p.done[bg] = 1;
+        if (tid == 0) p.out_n[lbg] = n_nodes, p.done[bg] = 1;
     }
     if (tid == 0) p.cnt[bg] = 0;
 }
@@ -524,6 +538,7 @@ extern "C" int lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *s
     p.nks = (a->block_k + a->k_stride - 1) / a->k_stride;
     p.kpg = a->n_groups == 1 ? H : 1;
     p.out = a->out, p.out_n = a->out_n;
+    p.list = a->list, p.from = a->from;
     char *s  = (char *)scratch;
     p.nodes  = (int2 *)(s + off[0]);
     p.bscore = (uint32_t *)(s + off[1]);

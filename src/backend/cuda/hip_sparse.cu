@@ -72,6 +72,7 @@ struct sp_params {
     const lc_hip_qblock *qb;
     const lc_hip_seg    *sel;   // [n_qb][n_groups][sel_cap]
     const int32_t       *sel_n; // [n_qb][n_groups]
+    const int32_t       *list;  // [n_qb] or NULL: block b's sel / sel_n lists at list[b] (backend.h)
     const float         *q;     // [rows][n_head][D], rotated
     float               *out;   // [rows][n_head][D]
     const float         *cs, *sn; // [n_pos][half_rot]
@@ -287,8 +288,9 @@ __global__ void __launch_bounds__(256)
     const int           b = blockIdx.x, g = blockIdx.y;
     const lc_hip_qblock B = a.qb[b];
     const int64_t     gl   = (int64_t)b * a.n_groups + g;
-    const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
-    const int         ns   = min(max(a.sel_n[gl], 0), a.sel_cap);
+    const int64_t     sl   = (int64_t)(a.list ? a.list[b] : b) * a.n_groups + g;
+    const lc_hip_seg *segs = a.sel + sl * a.sel_cap;
+    const int         ns   = min(max(a.sel_n[sl], 0), a.sel_cap);
     const int         last = B.pos0 + B.n_rows - 1;
     const int         win0 = min(max(B.win0, 0), B.pos0 + 1), n_s = min(a.n_sink, win0);
     int               j0, j1, off;
@@ -371,7 +373,7 @@ __global__ void __launch_bounds__(DEC_NT, 4)
 
     const int           b = blockIdx.x / n_splits, split = blockIdx.x % n_splits, h = blockIdx.y;
     const int           gsel = a.n_groups == 1 ? 0 : h;
-    const int64_t       gl   = (int64_t)b * a.n_groups + gsel;
+    const int64_t       gl   = (int64_t)(a.list ? a.list[b] : b) * a.n_groups + gsel;
     const lc_hip_qblock B    = a.qb[b];
     const int           ns_in = a.sel_n[gl]; // loaded beside the block (one round trip)
     pdl_launch_dependents();                 // the merge kernel may start launching
@@ -1411,6 +1413,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     sp_params p;
     p.kpool = (const lc_kv16 *)kv->k, p.vpool = (const lc_kv16 *)kv->v;
     p.seqs = seqs, p.qb = qb, p.sel = a->sel, p.sel_n = a->sel_n, p.q = q, p.out = out;
+    p.list = a->list;
     p.cs = rope->cos, p.sn = rope->sin;
     p.H = H, p.G = n_head / H, p.n_head = n_head;
     p.page_shift = 0;

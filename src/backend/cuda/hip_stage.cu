@@ -117,6 +117,11 @@ struct stage_params {
     const int32_t       *in_n;
     lc_hip_seg          *out;
     int32_t             *out_n;
+    // batched decode (backend.h): block b's lists at list[b] (NULL: b); computed only where
+    // from[b] <= stage (NULL: every block), its cached output left as it is otherwise
+    const int32_t       *list;
+    const int32_t       *from;
+    int32_t              stage;
     // plain RoPE with rotated tiles (lc_cuda_hip_rot): units of the listed sequences read them
     const uint16_t      *rk;     // fp16 [tiles][H][64][D], tile64_off layout
     const int32_t       *rpre;
@@ -205,15 +210,25 @@ __device__ __forceinline__ int2 first_chunk(const stage_params &p, const lc_hip_
     return make_int2(start, min(start + p.chunk, q.win0) - start);
 }
 
+// Pair bg's index in the in / out lists (p.list), and whether its block is computed (p.from).
+__device__ __forceinline__ size_t list_pair(const stage_params &p, int bg) {
+    const int b = bg / p.n_groups;
+    return (size_t)(p.list ? p.list[b] : b) * p.n_groups + (bg - b * p.n_groups);
+}
+__device__ __forceinline__ bool block_runs(const stage_params &p, int b) {
+    return !p.from || p.from[b] <= p.stage;
+}
+
 // Chunks of pair bg's list, capped at max_chunks (every thread of the block calls it).
 __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblock &q, int *scan_smem) {
     if (!p.in) {
         const int n = first_chunk_count(p, q);
         return n < p.max_chunks ? n : p.max_chunks;
     }
-    int nin = p.in_n[bg];
+    const size_t lbg = list_pair(p, bg);
+    int nin = p.in_n[lbg];
     nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-    const lc_hip_seg *in = p.in + (size_t)bg * p.in_cap;
+    const lc_hip_seg *in = p.in + lbg * p.in_cap;
     int               base = 0;
     for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
         const int s   = s0 + threadIdx.x;
@@ -243,6 +258,10 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         int2                *ch = p.chunks + (size_t)bg * p.max_chunks;
         uint32_t            *sc = p.scores + (size_t)bg * p.max_chunks;
         if (threadIdx.x == 0) p.cnt[bg] = 0;
+        if (!block_runs(p, b)) { // no chunks: the scoring skips it, the select leaves it
+            if (threadIdx.x == 0) p.n_ch[bg] = 0;
+            return;
+        }
         if (!p.in) {
             const int n = pair_chunk_count(p, bg, q, scan_smem);
             for (int c = threadIdx.x; c < n; c += blockDim.x) {
@@ -252,9 +271,10 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
             if (threadIdx.x == 0) p.n_ch[bg] = n;
             return;
         }
-        int nin = p.in_n[bg];
+        const size_t lbg = list_pair(p, bg);
+        int nin = p.in_n[lbg];
         nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-        const lc_hip_seg *in = p.in + (size_t)bg * p.in_cap;
+        const lc_hip_seg *in = p.in + lbg * p.in_cap;
         int               base = 0;
         for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
             const int  s   = s0 + threadIdx.x;
@@ -276,6 +296,7 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     const lc_hip_qblock q  = p.qb[b];
     const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride, nqu = p.rmul * nq;
     if (mt * 16 >= nqu) return; // no valid row: the scoring warp of this m-tile reads nothing
+    if (!block_runs(p, b)) return;
     const int g   = p.n_groups == 1 ? 0 : uh / p.uhpk;
     const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
     const bool rel = p.mode == LC_HIP_SCAN_RELATIVE;
@@ -422,10 +443,11 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
     const int       n = p.n_ch[bg], k = p.n_keep;
     const int2     *ch  = p.chunks + (size_t)bg * p.max_chunks;
     const uint32_t *sc  = p.scores + (size_t)bg * p.max_chunks;
-    lc_hip_seg     *out = p.out + (size_t)bg * p.n_keep;
+    const size_t    lbg = list_pair(p, bg);
+    lc_hip_seg     *out = p.out + lbg * p.n_keep;
     if (n <= k) {
         for (int c = tid; c < n; c += bd) out[c] = lc_hip_seg{ch[c].x, ch[c].y};
-        if (tid == 0) p.out_n[bg] = n;
+        if (tid == 0) p.out_n[lbg] = n;
         return;
     }
     const bool cached = !p.global_select && (int64_t)(kSelHead + n) * 4 <= (int64_t)p.smem_bytes;
@@ -477,7 +499,7 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
             j++;
         }
     }
-    if (tid == 0) p.out_n[bg] = tot_kept;
+    if (tid == 0) p.out_n[lbg] = tot_kept;
 }
 
 // select_pair_keep, then with overlapping first-stage chunks each kept chunk clipped to start
@@ -485,11 +507,13 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
 // thread may read its neighbour's while that one is rewritten — both fields are read before
 // the barrier, written after it).
 __device__ void select_pair(const stage_params &p, int bg, unsigned char *smem) {
+    if (!block_runs(p, bg / p.n_groups)) return; // its cached output stands
     select_pair_keep(p, bg, smem);
     if (p.in || p.first_stride >= p.chunk) return;
     __syncthreads();
-    lc_hip_seg *out = p.out + (size_t)bg * p.n_keep;
-    const int   n   = p.out_n[bg];
+    const size_t lbg = list_pair(p, bg);
+    lc_hip_seg  *out = p.out + lbg * p.n_keep;
+    const int    n   = p.out_n[lbg];
     for (int base = 0; base < n; base += blockDim.x) {
         const int  i = base + threadIdx.x;
         lc_hip_seg c = {0, 0};
@@ -1231,6 +1255,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.max_chunks = a->max_chunks, p.in_cap = a->in_cap, p.n_mt = (nq + 15) / 16;
     p.n_pairs = n_qb * a->n_groups;
     p.in = a->in, p.in_n = a->in_n, p.out = a->out, p.out_n = a->out_n;
+    p.list = a->list, p.from = a->from, p.stage = a->stage;
     char *s  = (char *)scratch;
     p.n_ch   = (int32_t *)(s + off[0]);
     p.cnt    = (int32_t *)(s + off[1]);
