@@ -401,7 +401,8 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
 
 /* Batched decode: n_seqs requests of the same L-token prompt in one context (KV for all of
  * them), prefilled, then decoded together for n_gen tokens each. *agg_tps: tokens generated per
- * second over the steps after every sequence has its first token (all decoding together). */
+ * second over the steps in which all n_seqs sequences decode (the engine prefills them one
+ * after another, so the first ones decode while the later ones prefill, and finish first). */
 static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, long long L,
                        long long n_seqs, long long n_gen, double *agg_tps) {
     *agg_tps = 0;
@@ -432,8 +433,9 @@ static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, lo
             rc = CLI_ERR;
         }
     }
-    double    t0 = 0;
-    long long tokens = 0, started = 0;
+    /* the steps in which every sequence decodes (none prefilling, none finished yet) */
+    double    full_s = 0, prev = cli_now();
+    long long tokens = 0;
     while (rc == CLI_OK) {
         size_t n_ev = 0;
         if ((st = lc_context_step(ctx, ev, (size_t)n_seqs, &n_ev)) != LC_OK) {
@@ -443,14 +445,13 @@ static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, lo
         }
         if (n_ev == 0) break;
         const double now = cli_now();
-        for (size_t e = 0; e < n_ev; e++) {
-            if (ev[e].token < 0) continue;
-            if (ev[e].n_generated == 1) started++;
-            else if (t0 > 0) tokens++;
-        }
-        if (t0 == 0 && started == n_seqs) t0 = now; /* every sequence decodes from here */
-        if (t0 > 0 && tokens > 0) *agg_tps = (double)tokens / (now - t0);
+        long long    dec = 0;
+        for (size_t e = 0; e < n_ev; e++)
+            if (ev[e].token >= 0 && ev[e].n_generated > 1 && ev[e].finish == LC_FINISH_NONE) dec++;
+        if (dec == n_seqs) full_s += now - prev, tokens += dec;
+        prev = now;
     }
+    if (full_s > 0) *agg_tps = (double)tokens / full_s;
     free(ev);
     lc_context_free(ctx);
     return rc;
