@@ -26,18 +26,18 @@ typedef struct kv_world {
     uint64_t rng;
 } kv_world;
 
-static float kvw_uniform(kv_world *w) { /* in [-2, 2) */
+static inline float kvw_uniform(kv_world *w) { /* in [-2, 2) */
     w->rng ^= w->rng << 13, w->rng ^= w->rng >> 7, w->rng ^= w->rng << 17;
     return (float)((double)(w->rng >> 11) / 9007199254740992.0 * 4.0 - 2.0);
 }
 
-static uint32_t kvw_below(kv_world *w, uint32_t n) {
+static inline uint32_t kvw_below(kv_world *w, uint32_t n) {
     w->rng ^= w->rng << 13, w->rng ^= w->rng >> 7, w->rng ^= w->rng << 17;
     return (uint32_t)(w->rng % n);
 }
 
 /* false: out of memory */
-static bool kvw_init(kv_world *w, int32_t P, int32_t H, int32_t D, int32_t n_pos, uint64_t seed) {
+static inline bool kvw_init(kv_world *w, int32_t P, int32_t H, int32_t D, int32_t n_pos, uint64_t seed) {
     memset(w, 0, sizeof *w);
     w->P = P, w->H = H, w->D = D, w->n_pos = n_pos, w->rng = seed;
     const int32_t used = (n_pos + P - 1) / P;
@@ -57,20 +57,20 @@ static bool kvw_init(kv_world *w, int32_t P, int32_t H, int32_t D, int32_t n_pos
     return true;
 }
 
-static void kvw_free(kv_world *w) {
+static inline void kvw_free(kv_world *w) {
     free(w->table), free(w->k), free(w->v);
     memset(w, 0, sizeof *w);
 }
 
-static size_t kvw_elem_bytes(uint32_t type) { return type == LC_TYPE_F32 ? 4 : 2; }
+static inline size_t kvw_elem_bytes(uint32_t type) { return type == LC_TYPE_F32 ? 4 : 2; }
 
-static size_t kvw_pool_elems(const kv_world *w) {
+static inline size_t kvw_pool_elems(const kv_world *w) {
     return (size_t)w->n_pages * (size_t)w->H * (size_t)w->P * (size_t)w->D;
 }
 
 /* The pool of one part in type (f32, f16, bf16), host memory; slots no position uses hold
  * noise. NULL: out of memory. */
-static void *kvw_pool(kv_world *w, uint32_t type, int32_t part) {
+static inline void *kvw_pool(kv_world *w, uint32_t type, int32_t part) {
     const size_t n   = kvw_pool_elems(w);
     void        *out = malloc(n * kvw_elem_bytes(type));
     if (!out) return NULL;
@@ -93,7 +93,7 @@ static void *kvw_pool(kv_world *w, uint32_t type, int32_t part) {
 
 /* What kv_read of positions [pos0, pos0 + n) must give for the pool of type: each stored
  * element at its place in the page layout, widened (out: [n][H][D]). */
-static void kvw_expect(const kv_world *w, const void *pool, uint32_t type, int64_t pos0, int64_t n,
+static inline void kvw_expect(const kv_world *w, const void *pool, uint32_t type, int64_t pos0, int64_t n,
                        float *out) {
     for (int64_t r = 0; r < n; r++)
         for (int32_t h = 0; h < w->H; h++)
@@ -108,7 +108,7 @@ static void kvw_expect(const kv_world *w, const void *pool, uint32_t type, int64
 }
 
 /* A RoPE table of n_pos rows on the host (theta 10000, rotated dims n_rot). false: memory. */
-static bool kvw_rope(lc_rope_table *t, int32_t n_pos, int32_t n_rot, lc_rope_pairing pairing) {
+static inline bool kvw_rope(lc_rope_table *t, int32_t n_pos, int32_t n_rot, lc_rope_pairing pairing) {
     const int32_t half = n_rot / 2;
     t->n_pos = n_pos, t->n_rot = n_rot, t->pairing = pairing, t->mscale = 0;
     t->cos = malloc(sizeof(float) * (size_t)n_pos * (size_t)half);
