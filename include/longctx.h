@@ -420,7 +420,7 @@ typedef enum lc_profile_mode {
 } lc_profile_mode;
 
 typedef enum lc_profile_cat {
-    LC_PROFILE_ATTENTION = 0, /* attn_dense, hip_stage, attn_sparse */
+    LC_PROFILE_ATTENTION = 0, /* attn_dense, hip_stage, attn_sparse, ts_select, hip_mask */
     LC_PROFILE_GEMM      = 1, /* matmul (the projections, the FFN and the output head) */
     LC_PROFILE_REST      = 2, /* every other op: norms, RoPE, KV write, copies, ... */
     LC_PROFILE_N_CAT     = 3,

@@ -5,14 +5,17 @@
  * the categories add up to the total; memory counts the weights exactly as the model does and
  * the KV pools as exactly pages x page bytes, back to zero when the context is freed; the
  * wrapper copies the inner backend's fields and passes through ops it does not time;
- * TokenSelect's ts_select, HiP's hip_mask and the sampling op are timed. Not a timed test: no
- * time is compared with a bound.
+ * TokenSelect's ts_select, HiP's hip_mask and the sampling op are timed; every op of struct
+ * lc_backend is wrapped (a table-driven walk over its function pointers, so an op added to
+ * backend.h and forgotten in profile.c fails here) and has its line in the report (kv_read
+ * called through the wrapper is counted). Not a timed test: no time is compared with a bound.
  */
 #include "backend/profile.h"
 #include "longctx.h"
 #include "test_util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +227,106 @@ static void wrapper_fields(void) {
     w->free(w); /* frees inner too (ASan checks) */
 }
 
+/* The fields of struct lc_backend from free to its end are function pointers (backend.h). */
+typedef void (*any_fn)(void);
+_Static_assert((sizeof(lc_backend) - offsetof(lc_backend, free)) % sizeof(any_fn) == 0,
+               "struct lc_backend: the fields from free on are no longer all function pointers");
+
+/* What the wrapper passes through on purpose: queries, graph control (graphs are off while
+ * profiling) and the measurement calls it times with. Every other function pointer is an op
+ * and must be wrapped. */
+static const size_t k_untimed[] = {
+    offsetof(lc_backend, mem_info),      offsetof(lc_backend, graph_begin),
+    offsetof(lc_backend, graph_end),     offsetof(lc_backend, graph_reset),
+    offsetof(lc_backend, sync),          offsetof(lc_backend, device_name),
+    offsetof(lc_backend, timers_create), offsetof(lc_backend, timers_free),
+    offsetof(lc_backend, timer_mark),    offsetof(lc_backend, timer_ms),
+};
+/* ... and the memory calls it wraps to count bytes, not to time */
+static const size_t k_memory[] = {
+    offsetof(lc_backend, free),        offsetof(lc_backend, alloc),
+    offsetof(lc_backend, dealloc),     offsetof(lc_backend, weight_load),
+    offsetof(lc_backend, weight_free),
+};
+
+static bool listed(const size_t *list, size_t n, size_t off) {
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == off) return true;
+    return false;
+}
+
+static void stand_in(void) {} /* fills the CPU backend's NULL ops; never called */
+
+static any_fn slot(const lc_backend *b, size_t off) {
+    any_fn f;
+    memcpy(&f, (const char *)b + off, sizeof f);
+    return f;
+}
+
+/* Every op of the table is wrapped when ops are timed, and the report has a line per timed
+ * op; kv_read through the wrapper is counted. */
+static void every_op_wrapped(void) {
+    const size_t first = offsetof(lc_backend, free), n_untimed = sizeof k_untimed / sizeof k_untimed[0];
+    lc_backend  *inner = NULL, *w = NULL;
+    CHECK(lc_backend_cpu_create(2, &inner) == LC_OK);
+    if (!inner) return;
+    /* ops the CPU lacks (upload_async, and any a later backend adds) get a stand-in, so the
+     * wrapper's "wrap it when the inner has it" is exercised for them too */
+    int stand_ins = 0;
+    for (size_t off = first; off < sizeof(lc_backend); off += sizeof(any_fn))
+        if (!slot(inner, off) && !listed(k_untimed, n_untimed, off)) {
+            const any_fn f = stand_in;
+            memcpy((char *)inner + off, &f, sizeof f);
+            stand_ins++;
+        }
+    CHECK(stand_ins >= 1); /* upload_async */
+    CHECK(lc_backend_profile_wrap(inner, true, &w) == LC_OK);
+    if (!w) {
+        inner->free(inner);
+        return;
+    }
+    int timed = 0;
+    for (size_t off = first; off < sizeof(lc_backend); off += sizeof(any_fn)) {
+        const size_t field = (off - first) / sizeof(any_fn); /* 0: free */
+        if (listed(k_untimed, n_untimed, off)) {
+            CHECKF(slot(w, off) == slot(inner, off), "field %zu after free (offset %zu): a "
+                   "query or measurement call, expected passed through", field, off);
+            continue;
+        }
+        CHECKF(slot(w, off) != slot(inner, off) && slot(w, off) != NULL,
+               "field %zu after free (offset %zu) of struct lc_backend is not wrapped by the "
+               "profiler (backend/profile.c): bench --profile would not count it", field, off);
+        if (!listed(k_memory, sizeof k_memory / sizeof k_memory[0], off)) timed++;
+    }
+    lc_profile_report r;
+    CHECK(lc_backend_profile_get(w, &r) == LC_OK);
+    CHECKF(r.n_ops == timed && r.n_ops <= LC_PROFILE_MAX_OPS, "report lines %d, timed ops %d",
+           r.n_ops, timed);
+    for (int i = 0; i < r.n_ops; i++)
+        for (int j = 0; j < i; j++)
+            CHECKF(strcmp(r.ops[i].name, r.ops[j].name) != 0, "op %s listed twice", r.ops[i].name);
+    w->free(w); /* the stand-ins are never called; free is the CPU's own */
+
+    /* a real call through the wrapper is counted under its name */
+    CHECK(lc_backend_cpu_create(2, &inner) == LC_OK);
+    if (!inner) return;
+    CHECK(lc_backend_profile_wrap(inner, true, &w) == LC_OK);
+    if (!w) {
+        inner->free(inner);
+        return;
+    }
+    float                  pool[2 * 8 * 4] = {0}, out[2 * 4];
+    const int32_t          table[1]        = {0};
+    const lc_kv_layer_view kv              = {pool, pool, 8, 2, 4};
+    CHECK(w->kv_read(w, &kv, table, 3, 1, LC_KV_VALUES, out) == LC_OK);
+    CHECK(lc_backend_profile_get(w, &r) == LC_OK);
+    int cat = -1;
+    CHECKF(op_calls(&r, "kv_read", LC_PROFILE_OUTSIDE, &cat) == 1 && cat == LC_PROFILE_REST,
+           "kv_read: %lld calls, category %d", (long long)op_calls(&r, "kv_read",
+           LC_PROFILE_OUTSIDE, &cat), cat);
+    w->free(w);
+}
+
 int main(void) {
     const char *dir = getenv("TMPDIR");
     char        path[512];
@@ -257,6 +360,7 @@ int main(void) {
     lc_model_free(prof);
     lc_model_free(mem);
     wrapper_fields();
+    every_op_wrapped();
     remove(path);
     TEST_END();
 }

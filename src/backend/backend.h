@@ -82,6 +82,17 @@ typedef struct lc_kv_layer_view {
     int32_t head_dim;
 } lc_kv_layer_view;
 
+/* Which half of a KV pool (op kv_read). */
+typedef enum lc_kv_part {
+    LC_KV_KEYS   = 0,
+    LC_KV_VALUES = 1,
+} lc_kv_part;
+
+/* The argument checks of kv_read that both twins share (backend/kv_args.c): LC_ERR_INVALID_ARG
+ * naming the first bad one. */
+int lc_kv_read_check(const lc_kv_layer_view *kv, const int32_t *page_table, int64_t pos0,
+                     int64_t n_rows, int32_t part, const float *out);
+
 /* One sequence's slice of a batch: rows [row0, row0 + n_rows) of the batch belong to it and
  * have positions [pos0, pos0 + n_rows); its keys live in pages page_table[0 .. ]. Queries
  * attend causally to keys [0, pos0 + row]. prompt_end: for rows of a prompt, the position after
@@ -407,6 +418,16 @@ struct lc_backend {
     /* Write rows' k, v ([n_rows][n_kv_head][head_dim]) into the pages of their sequences. */
     int (*kv_write)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                     int32_t n_seqs, const float *k, const float *v);
+    /* Read stored KV back: out[r][h][:] = the key (part LC_KV_KEYS) or value (LC_KV_VALUES) of
+     * KV head h at position pos0 + r of one sequence, r in [0, n_rows), converted from the
+     * backend's kv_type to f32 (exact for f32 pools); keys as stored, before RoPE (rotate
+     * them with rope). page_table: the sequence's pages (position p in page
+     * page_table[p / page_size]), in backend memory, like out [n_rows][n_kv_head][head_dim].
+     * For probes and tests (the fidelity evaluation), not the forward. LC_ERR_INVALID_ARG for
+     * a missing pointer, a bad shape, part, pos0 < 0, n_rows < 0 or pos0 + n_rows > 2^31 - 1
+     * (lc_kv_read_check); page ids are not checked (the pool's size is not in the view). */
+    int (*kv_read)(lc_backend *b, const lc_kv_layer_view *kv, const int32_t *page_table,
+                   int64_t pos0, int64_t n_rows, int32_t part, float *out);
     /* Dense causal attention for a batch of sequences over the paged KV; q is already
      * rotated; keys are rotated here with their true positions. out: [n_rows][n_head*hd] */
     int (*attn_dense)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,

@@ -45,6 +45,8 @@ typedef enum op_id {
     OP_TS_SELECT,
     OP_HIP_MASK,
     OP_SAMPLE,
+    OP_UPLOAD_ASYNC,
+    OP_KV_READ,
     OP_N
 } op_id;
 
@@ -52,6 +54,7 @@ static const char *const k_op_names[OP_N] = {
     "attn_dense", "matmul", "embed", "rmsnorm", "add_bias", "rope",
     "kv_write",   "silu_mul", "add", "batch_begin", "upload", "download",
     "hip_stage",  "attn_sparse", "copy", "ts_select", "hip_mask", "sample",
+    "upload_async", "kv_read",
 };
 
 _Static_assert(OP_N <= LC_PROFILE_MAX_OPS, "LC_PROFILE_MAX_OPS too small");
@@ -249,6 +252,10 @@ static int prof_upload(lc_backend *b, void *dst, const void *src, size_t bytes) 
     TIMED(OP_UPLOAD, p_->fn.upload(b, dst, src, bytes));
 }
 
+static int prof_upload_async(lc_backend *b, void *dst, const void *src, size_t bytes) {
+    TIMED(OP_UPLOAD_ASYNC, p_->fn.upload_async(b, dst, src, bytes));
+}
+
 static int prof_download(lc_backend *b, void *dst, const void *src, size_t bytes) {
     TIMED(OP_DOWNLOAD, p_->fn.download(b, dst, src, bytes));
 }
@@ -307,6 +314,11 @@ static int prof_add(lc_backend *b, float *x, const float *y, int64_t n) {
 static int prof_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                          int32_t n_seqs, const float *k, const float *v) {
     TIMED(OP_KV_WRITE, p_->fn.kv_write(b, kv, seqs, n_seqs, k, v));
+}
+
+static int prof_kv_read(lc_backend *b, const lc_kv_layer_view *kv, const int32_t *page_table,
+                        int64_t pos0, int64_t n_rows, int32_t part, float *out) {
+    TIMED(OP_KV_READ, p_->fn.kv_read(b, kv, page_table, pos0, n_rows, part, out));
 }
 
 static int prof_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -385,6 +397,7 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
     b->mem_info    = inner->mem_info; /* forwarded as it is (a query, not an op to time) */
     if (time_ops) {
         b->upload      = prof_upload;
+        if (inner->upload_async) b->upload_async = prof_upload_async;
         b->download    = prof_download;
         b->batch_begin = prof_batch_begin;
         b->embed       = prof_embed;
@@ -395,6 +408,7 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
         b->silu_mul    = prof_silu_mul;
         b->add         = prof_add;
         b->kv_write    = prof_kv_write;
+        if (inner->kv_read) b->kv_read = prof_kv_read;
         b->attn_dense  = prof_attn_dense;
         if (inner->hip_stage) b->hip_stage = prof_hip_stage;
         if (inner->attn_sparse) b->attn_sparse = prof_attn_sparse;

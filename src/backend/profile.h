@@ -8,7 +8,9 @@
  *
  * The wrapper starts as a copy of the inner backend's struct (name, device, types, page size,
  * impl and every op), then overrides the ops it counts: an op it does not know (added to
- * backend.h later) still passes through untouched. Every op, timed or not, receives the
+ * backend.h later) would still pass through untouched, untimed, and tests/test_profile.c
+ * fails (it walks the table: every op but the queries, graph and measurement calls must be
+ * wrapped). Every op, timed or not, receives the
  * wrapper's pointer, whose impl is the inner backend's, so the backend sees one consistent
  * struct. Used by lc_model_load with lc_model_params.profile (longctx.h).
  */

@@ -4,13 +4,12 @@
  * paper Fig. 6, and output error). The model runs densely; at the forward of the last n_rows
  * tokens a probe attention method also runs the method under test on the same queries and paged KV
  * of every layer, then compares: the selected key set against the true attention probabilities
- * (keys downloaded, rotated at their true positions, softmax in double on the host), and the
+ * (keys read back with the backend's kv_read, rotated at their true positions with its rope op,
+ * downloaded; softmax in double on the host), and the
  * two outputs; optionally, how much of the true attention mass on a followed span of tokens (a
  * needle, `longctx eval suite --trace`) the method reads.
  */
-#include "backend/cpu/cpu.h"
 #include "engine/engine.h"
-#include "format/quant.h"
 #include "model/model.h"
 #include "util/util.h"
 
@@ -24,7 +23,6 @@ typedef struct probe_impl {
     int32_t top_k;
     int64_t span_begin, span_end; /* followed tokens; end <= begin: none */
     lc_attn_fidelity *res;
-    float *cos_h, *sin_h; /* the rope table on the host */
     int32_t measure_rows; /* measure the last this many rows of the probed forward (0: all) */
 } probe_impl;
 
@@ -65,11 +63,49 @@ static double kth_largest(double *x, int64_t n, int64_t k) {
     return x[want];
 }
 
+/* The stored keys of one sequence's positions [0, n_keys) (pages page_table, host memory),
+ * rotated at their true positions, into kh[n_keys][n_kv_head][head_dim] on the host: the
+ * backend reads them back (kv_read) and rotates them (rope) in chunks of at most
+ * KEY_CHUNK_BYTES, each chunk downloaded. */
+#define KEY_CHUNK_BYTES ((size_t)64 << 20)
+static int read_rotated_keys(lc_backend *b, const lc_kv_layer_view *kv, const int32_t *page_table,
+                             int64_t n_keys, const lc_rope_table *rope, float *kh) {
+    if (!b->kv_read)
+        return lc_fail(LC_ERR_UNSUPPORTED, "fidelity probe: the %s backend cannot read its KV "
+                       "back (no kv_read op)", b->name);
+    const size_t  row = sizeof(float) * (size_t)kv->n_kv_head * (size_t)kv->head_dim;
+    const int64_t n_pages = (n_keys + kv->page_size - 1) / kv->page_size;
+    int64_t chunk = (int64_t)(KEY_CHUNK_BYTES / row);
+    if (chunk < 1) chunk = 1;
+    if (chunk > n_keys) chunk = n_keys;
+    int32_t *pos_h = lc_malloc(sizeof(int32_t) * (size_t)chunk, "fidelity positions");
+    int32_t *pages = b->alloc(b, sizeof(int32_t) * (size_t)n_pages, "fidelity page table");
+    int32_t *pos = b->alloc(b, sizeof(int32_t) * (size_t)chunk, "fidelity positions");
+    float *keys = b->alloc(b, row * (size_t)chunk, "fidelity keys");
+    int st = pos_h && pages && pos && keys ? LC_OK : LC_ERR_NOMEM;
+    if (st == LC_OK) st = b->upload(b, pages, page_table, sizeof(int32_t) * (size_t)n_pages);
+    for (int64_t k0 = 0; k0 < n_keys && st == LC_OK; k0 += chunk) {
+        const int64_t n = n_keys - k0 < chunk ? n_keys - k0 : chunk;
+        for (int64_t i = 0; i < n; i++)
+            pos_h[i] = (int32_t)(k0 + i);
+        st = b->upload(b, pos, pos_h, sizeof(int32_t) * (size_t)n);
+        if (st == LC_OK) st = b->kv_read(b, kv, pages, k0, n, LC_KV_KEYS, keys);
+        if (st == LC_OK) st = b->rope(b, keys, pos, n, kv->n_kv_head, kv->head_dim, rope);
+        if (st == LC_OK)
+            st = b->download(b, kh + (size_t)k0 * (row / sizeof(float)), keys, row * (size_t)n);
+    }
+    free(pos_h);
+    b->dealloc(b, pages);
+    b->dealloc(b, pos);
+    b->dealloc(b, keys);
+    return st;
+}
+
 static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv_layer_view *kv,
                        const lc_attn_seq *seq, void *const *states, const float *q,
                        const float *q_raw, int32_t n_head, const lc_rope_table *rope, float scale,
                        const float *out_dense) {
-    const int32_t R = seq->n_rows, D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
+    const int32_t R = seq->n_rows, D = kv->head_dim, H = kv->n_kv_head;
     /* the rows measured: the last M of the forward's R */
     const int32_t M = pi->measure_rows > 0 && pi->measure_rows < R ? pi->measure_rows : R;
     const int32_t G = n_head / H;
@@ -87,36 +123,14 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     float *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     float *od = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
     float *os = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
-    const size_t esz = b->kv_type == LC_TYPE_F32 ? 4 : 2;
-    const size_t slab = (size_t)H * (size_t)P * (size_t)D; /* elements of one page */
-    const int64_t n_pages = (n_keys + P - 1) / P;
-    float *kh = lc_malloc(sizeof(float) * (size_t)H * (size_t)n_keys * (size_t)D, "fidelity keys");
-    void *page = lc_malloc(slab * esz, "fidelity page");
-    if (!qh || !od || !os || !kh || !page) st = st == LC_OK ? LC_ERR_NOMEM : st;
+    float *kh = lc_malloc(sizeof(float) * (size_t)n_keys * (size_t)H * (size_t)D, "fidelity keys");
+    if (!qh || !od || !os || !kh) st = st == LC_OK ? LC_ERR_NOMEM : st;
     const size_t off = (size_t)seq->row0 * W;
     if (st == LC_OK) st = b->download(b, qh, q + off, sizeof(float) * W * (size_t)R);
     if (st == LC_OK) st = b->download(b, od, out_dense + off, sizeof(float) * W * (size_t)R);
     if (st == LC_OK) st = b->download(b, os, tmp + off, sizeof(float) * W * (size_t)R);
-    /* keys [kv_head][token][dim] in fp32, rotated at their true positions */
-    const lc_rope_table hrope = {rope->n_pos, rope->n_rot, rope->pairing,
-                                 pi->cos_h,   pi->sin_h,   rope->mscale};
-    for (int64_t pg = 0; pg < n_pages && st == LC_OK; pg++) {
-        const int32_t id = seq->page_table[pg];
-        st = b->download(b, page, (const char *)kv->k + (size_t)id * slab * esz, slab * esz);
-        for (int32_t h = 0; h < H && st == LC_OK; h++)
-            for (int32_t t = 0; t < P && pg * P + t < n_keys; t++) {
-                const int64_t tok = pg * P + t;
-                float *dst = kh + ((size_t)h * (size_t)n_keys + (size_t)tok) * (size_t)D;
-                const size_t src = ((size_t)h * P + (size_t)t) * (size_t)D;
-                for (int32_t i = 0; i < D; i++)
-                    dst[i] = b->kv_type == LC_TYPE_F16
-                                 ? lc_fp16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
-                             : b->kv_type == LC_TYPE_BF16
-                                 ? lc_bf16_to_fp32(((const uint16_t *)page)[src + (size_t)i])
-                                 : ((const float *)page)[src + (size_t)i];
-                lc_cpu_rope_vec(dst, (int32_t)tok, &hrope);
-            }
-    }
+    /* keys [token][kv_head][dim] in fp32, rotated at their true positions */
+    if (st == LC_OK) st = read_rotated_keys(b, kv, seq->page_table, n_keys, rope, kh);
     if (st == LC_OK) {
         double e = 0, nn = 0;
         for (size_t i = 0; i < W * (size_t)R; i++) {
@@ -143,12 +157,12 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 const int64_t pos = (int64_t)seq->pos0 + r, nk = pos + 1;
                 if (nk < 1 || nk > n_keys) continue;
                 const float *qv = qh + (size_t)r * W + (size_t)h * D;
-                const float *kb = kh + (size_t)(h / G) * (size_t)n_keys * (size_t)D;
+                const float *kb = kh + (size_t)(h / G) * (size_t)D;
                 double mx = -INFINITY, sum = 0;
                 for (int64_t t = 0; t < nk; t++) {
                     double d = 0;
                     for (int32_t i = 0; i < D; i++)
-                        d += (double)qv[i] * kb[(size_t)t * D + i];
+                        d += (double)qv[i] * kb[(size_t)t * (size_t)H * (size_t)D + (size_t)i];
                     p[t] = d * scale;
                     if (p[t] > mx) mx = p[t];
                 }
@@ -258,7 +272,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
             res->span_stage_read[i] = stage_sum[i] / ((double)M * n_head);
     }
     lc_attn_hip_last_free(&last);
-    free(qh), free(od), free(os), free(kh), free(page);
+    free(qh), free(od), free(os), free(kh);
     b->dealloc(b, tmp);
     return st;
 }
@@ -271,14 +285,6 @@ static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     int st = b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (st != LC_OK || n_seqs != 1 || (int64_t)seqs[0].pos0 + seqs[0].n_rows != pi->final_end)
         return st;
-    if (!pi->cos_h) {
-        const size_t n = (size_t)rope->n_pos * (size_t)(rope->n_rot / 2);
-        pi->cos_h = lc_malloc(sizeof(float) * n, "rope table copy");
-        pi->sin_h = lc_malloc(sizeof(float) * n, "rope table copy");
-        if (!pi->cos_h || !pi->sin_h) return LC_ERR_NOMEM;
-        if ((st = b->download(b, pi->cos_h, rope->cos, sizeof(float) * n)) != LC_OK) return st;
-        if ((st = b->download(b, pi->sin_h, rope->sin, sizeof(float) * n)) != LC_OK) return st;
-    }
     return probe_layer(pi, b, layer, kv, &seqs[0], states, q, q_raw, n_head, rope, scale, out);
 }
 
@@ -315,8 +321,6 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
                      fp->span_begin,
                      fp->span_end,
                      out,
-                     NULL,
-                     NULL,
                      fp->decode || !fp->chunks_as_generation ? 0 : n_rows};
     for (int32_t l = 0; l < info.n_layer; l++)
         memset(&out[l], 0, sizeof out[l]);
@@ -370,6 +374,5 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
     }
     lc_context_free(c);
     lc_attn_method_free(hip);
-    free(pi.cos_h), free(pi.sin_h);
     return st;
 }

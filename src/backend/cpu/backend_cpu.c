@@ -1,6 +1,7 @@
 /*
  * backend_cpu.c — the CPU backend: host memory, weights dequantised to fp32 once at load,
- * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c, cpu_sample.c).
+ * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c, cpu_kv_read.c,
+ * cpu_sample.c and the sparse methods' cpu_hip_*.c, cpu_ts_select.c).
  * Threads: OpenMP for our loops, OpenBLAS's own threads for GEMMs.
  */
 #include "backend/cpu/cpu.h"
@@ -124,6 +125,10 @@ static int cpu_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn
                         int32_t n, const float *k, const float *v) {
     return lc_cpu_kv_write(kv, s, n, k, v);
 }
+static int cpu_kv_read(lc_backend *b, const lc_kv_layer_view *kv, const int32_t *page_table,
+                       int64_t pos0, int64_t n_rows, int32_t part, float *out) {
+    return lc_cpu_kv_read(kv, b->kv_type, page_table, pos0, n_rows, part, out);
+}
 static int cpu_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                           int32_t n, const float *q, int32_t nh, const lc_rope_table *r,
                           float scale, float *out) {
@@ -199,6 +204,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->silu_mul    = cpu_silu_mul;
     b->add         = cpu_add;
     b->kv_write    = cpu_kv_write;
+    b->kv_read     = cpu_kv_read;
     b->attn_dense  = cpu_attn_dense;
     b->copy        = cpu_copy;
     b->hip_stage   = cpu_hip_stage;

@@ -18,6 +18,10 @@ int lc_cpu_silu_mul(const float *gate, const float *up, float *out, int64_t n);
 int lc_cpu_add(float *x, const float *y, int64_t n);
 int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                     const float *k, const float *v);
+/* kv_read (cpu_kv_read.c) for a pool of kv_type elements (LC_TYPE_F32, F16 or BF16; the CPU
+ * backend's op passes its own kv_type). */
+int lc_cpu_kv_read(const lc_kv_layer_view *kv, uint32_t kv_type, const int32_t *page_table,
+                   int64_t pos0, int64_t n_rows, int32_t part, float *out);
 int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
                       float *out);

@@ -266,6 +266,11 @@ static int cuda_rope(lc_backend *, float *x, const int32_t *pos, int64_t n, int3
     return lc_cuda_rope(x, pos, n, nh, hd, rope);
 }
 
+static int cuda_kv_read(lc_backend *b, const lc_kv_layer_view *kv, const int32_t *page_table,
+                        int64_t pos0, int64_t n_rows, int32_t part, float *out) {
+    return lc_cuda_kv_read(kv, b->kv_type, page_table, pos0, n_rows, part, out);
+}
+
 static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs,
                             int32_t page_size) {
     cuda_impl *im = impl_of(b);
@@ -809,6 +814,7 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->silu_mul    = cuda_silu_mul;
     b->add         = cuda_add;
     b->kv_write    = cuda_kv_write;
+    b->kv_read     = cuda_kv_read;
     b->attn_dense  = cuda_attn_dense;
     b->copy        = cuda_copy;
     b->hip_stage   = cuda_hip_stage;

@@ -25,6 +25,10 @@ int lc_cuda_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, 
 /* seqs (and their page tables) in device memory; max_rows >= every seqs[i].n_rows. */
 int lc_cuda_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                      int32_t max_rows, const float *k, const float *v);
+/* kv_read (twin of lc_cpu_kv_read, same arguments): page_table and out in device memory; a
+ * pool of kv_type elements (the backend passes its own, fp16; f32 and bf16 for tests). */
+int lc_cuda_kv_read(const lc_kv_layer_view *kv, uint32_t kv_type, const int32_t *page_table,
+                    int64_t pos0, int64_t n_rows, int32_t part, float *out);
 /* Dense causal attention (twin of lc_cpu_attn_dense). The batch's sequences are split into
  * decode sequences (one new row: split-KV kernel + merge) and prefill sequences (any rows:
  * tensor-core tiles); all arrays device-side. */

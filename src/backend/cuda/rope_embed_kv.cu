@@ -1,5 +1,6 @@
 // rope_embed_kv.cu — CUDA twins of the CPU backend's embedding gather, RoPE (both pairings;
-// the table already holds any scaling) and KV page write. Contracts: backend/backend.h, with
+// the table already holds any scaling), KV page write and KV read-back (kv_read: stored rows
+// gathered out of the pages to f32, for probes and tests). Contracts: backend/backend.h, with
 // every pointer (including the lc_attn_seq array and its page tables) in device memory. The
 // CUDA KV pools hold fp16 (lc_kv16, device_prims.cuh: the attention kernels' tensor-core input,
 // saturated at +-65504); embedding tables are
@@ -73,6 +74,24 @@ __global__ void kv_write_kernel(lc_kv16 *__restrict__ kpool, lc_kv16 *__restrict
     }
 }
 
+// out[r][h][:] = pool row of position pos0 + r, KV head h, widened to f32; one thread per
+// element. pool: [n_pages][n_kv_head][page_size][head_dim]; out: [n_rows][n_kv_head][head_dim]
+template <typename T>
+__global__ void kv_read_kernel(const T *__restrict__ pool, const int32_t *__restrict__ page_table,
+                               int32_t page_size, int32_t n_kv_head, int32_t head_dim,
+                               int64_t pos0, int64_t n_rows, float *__restrict__ out) {
+    const int64_t total = n_rows * n_kv_head * head_dim;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t d   = t % head_dim;
+        const int64_t rh  = t / head_dim; // row * n_kv_head + head
+        const int64_t h   = rh % n_kv_head;
+        const int64_t pos = pos0 + rh / n_kv_head;
+        const int64_t page = page_table[pos / page_size];
+        out[t] = to_f32(pool[((page * n_kv_head + h) * page_size + pos % page_size) * head_dim + d]);
+    }
+}
+
 extern "C" int lc_cuda_embed(const lc_weight *table, const int32_t *ids, int64_t n_rows,
                              float *out) {
     if (n_rows <= 0) return LC_OK;
@@ -112,6 +131,36 @@ extern "C" int lc_cuda_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *s
     dim3 grid((unsigned)(max_rows * kv->n_kv_head), (unsigned)n_seqs);
     kv_write_kernel<<<grid, 128, 0, lc_cuda_stream()>>>((lc_kv16 *)kv->k, (lc_kv16 *)kv->v, kv->page_size, kv->n_kv_head, kv->head_dim,
                                    seqs, k, v);
+    LC_CUDA_LAUNCHED();
+    return LC_OK;
+}
+
+extern "C" int lc_cuda_kv_read(const lc_kv_layer_view *kv, uint32_t kv_type,
+                               const int32_t *page_table, int64_t pos0, int64_t n_rows,
+                               int32_t part, float *out) {
+    const int st = lc_kv_read_check(kv, page_table, pos0, n_rows, part, out);
+    if (st != LC_OK) return st;
+    const int64_t total = n_rows * kv->n_kv_head * kv->head_dim;
+    if (total == 0) return LC_OK;
+    int64_t blocks = (total + 255) / 256;
+    if (blocks > 65535) blocks = 65535;
+    const void  *pool = part == LC_KV_KEYS ? kv->k : kv->v;
+    cudaStream_t s    = lc_cuda_stream();
+    if (kv_type == LC_TYPE_F32)
+        kv_read_kernel<<<(unsigned)blocks, 256, 0, s>>>((const float *)pool, page_table,
+                                                        kv->page_size, kv->n_kv_head,
+                                                        kv->head_dim, pos0, n_rows, out);
+    else if (kv_type == LC_TYPE_F16)
+        kv_read_kernel<<<(unsigned)blocks, 256, 0, s>>>((const __half *)pool, page_table,
+                                                        kv->page_size, kv->n_kv_head,
+                                                        kv->head_dim, pos0, n_rows, out);
+    else if (kv_type == LC_TYPE_BF16)
+        kv_read_kernel<<<(unsigned)blocks, 256, 0, s>>>((const lc_bf16 *)pool, page_table,
+                                                        kv->page_size, kv->n_kv_head,
+                                                        kv->head_dim, pos0, n_rows, out);
+    else
+        return lc_fail(LC_ERR_UNSUPPORTED, "kv_read: KV element type %u (f32, f16 or bf16)",
+                       kv_type);
     LC_CUDA_LAUNCHED();
     return LC_OK;
 }
