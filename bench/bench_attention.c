@@ -21,6 +21,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* one timed call: the dense attention */
+typedef struct attn_call {
+    lc_backend             *b;
+    const lc_kv_layer_view *kv;
+    const lc_attn_seq      *seq;
+    const float            *q;
+    int32_t                 n_head;
+    const lc_rope_table    *rope;
+    float                   scale;
+    float                  *out;
+} attn_call;
+
+static int attn_once(void *ctx) {
+    const attn_call *c = ctx;
+    if (c->b->attn_dense(c->b, c->kv, c->seq, 1, c->q, c->n_head, c->rope, c->scale, c->out) != LC_OK) {
+        fprintf(stderr, "bench_attention: %s\n", lc_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 6) {
         fprintf(stderr, "usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]\n");
@@ -73,24 +94,12 @@ int main(int argc, char **argv) {
     }
     lc_kv_layer_view kv = {dk, dv, P, H, D};
     const float      scale = 1.0f / sqrtf((float)D);
-    cudaEvent_t      e0, e1;
-    TRYC(cudaEventCreate(&e0));
-    TRYC(cudaEventCreate(&e1));
-    float *t = malloc(sizeof(float) * reps);
-    for (int i = -3; i < reps; i++) {
-        TRYC(cudaEventRecord(e0, (cudaStream_t)lc_cuda_stream_handle()));
-        if (b->attn_dense(b, &kv, &seq, 1, dq, n_head, &rope, scale, dout) != LC_OK) {
-            fprintf(stderr, "bench_attention: %s\n", lc_last_error());
-            return 1;
-        }
-        TRYC(cudaEventRecord(e1, (cudaStream_t)lc_cuda_stream_handle()));
-        TRYC(cudaEventSynchronize(e1));
-        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
-    }
-    qsort(t, (size_t)reps, sizeof(float), cmp_float);
+    attn_call call = {b, &kv, &seq, dq, n_head, &rope, scale, dout};
+    bench_times tm;
+    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 3, reps, attn_once, &call, &tm)) return 1;
     printf("%s %d %d %d %lld %.2f %.2f\n", decode ? "decode" : "prefill", H, G, D,
-           (long long)keys, 1000.0 * t[reps / 2], 1000.0 * t[0]);
-    free(t), free(pages);
+           (long long)keys, 1000.0 * tm.median, 1000.0 * tm.min);
+    free(pages);
     b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dout);
     b->dealloc(b, dcs), b->dealloc(b, dsn);
     b->free(b);

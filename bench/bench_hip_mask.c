@@ -37,10 +37,25 @@ typedef struct bench_env {
     float           *dq;
     int32_t         *pages;
     int              reps;
-    cudaEvent_t      e0, e1;
     char             lines[64][240];
     int              n_lines;
 } bench_env;
+
+/* one timed call: the mask estimation */
+typedef struct mask_call {
+    lc_backend             *b;
+    bench_env              *env;
+    const lc_attn_seq      *seq;
+    const lc_hip_qblock    *qb;
+    int32_t                 n_qb;
+    const lc_hip_mask_args *a;
+} mask_call;
+
+static int mask_once(void *ctx) {
+    const mask_call *c = ctx;
+    TRYL(c->b->hip_mask(c->b, &c->env->kv, c->seq, 1, c->qb, c->n_qb, c->env->dq, N_HEAD, &c->env->rope, c->a));
+    return 0;
+}
 
 /* One case: n_rows rows ending at position T - 1 in blocks of B_Q; median / min µs into med / mn. */
 static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows, int32_t k,
@@ -69,16 +84,10 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
     a.n_stream = N_STREAM, a.scan_rope = mode, a.n_groups = n_groups;
     a.max_rows = n_rows < B_Q ? n_rows : B_Q, a.max_cand = max_cand, a.out_cap = cap;
     a.out = out, a.out_n = out_n;
-    float *t = malloc(sizeof(float) * (size_t)env->reps);
     TRYL(b->batch_begin(b, &seq, 1, P));
-    cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
-    for (int i = -2; i < env->reps; i++) {
-        TRYC(cudaEventRecord(env->e0, stream));
-        TRYL(b->hip_mask(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a));
-        TRYC(cudaEventRecord(env->e1, stream));
-        TRYC(cudaEventSynchronize(env->e1));
-        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], env->e0, env->e1));
-    }
+    mask_call   call = {b, env, &seq, dqb, n_qb, &a};
+    bench_times tm;
+    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 2, env->reps, mask_once, &call, &tm)) return 1;
     /* sanity: every block with more candidate blocks than nodes selected k / block_k */
     int32_t *hn = malloc(sizeof(int32_t) * (size_t)n_pairs);
     TRYL(b->download(b, hn, out_n, sizeof(int32_t) * (size_t)n_pairs));
@@ -88,8 +97,7 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
         const int32_t want = cand <= 0 ? 0 : ((cand + BLOCK_K - 1) / BLOCK_K <= cap ? 1 : cap);
         ok &= hn[i] == want;
     }
-    qsort(t, (size_t)env->reps, sizeof(float), cmp_float);
-    const double med = 1000.0 * t[env->reps / 2], mn = 1000.0 * t[0];
+    const double med = 1000.0 * tm.median, mn = 1000.0 * tm.min;
     snprintf(env->lines[env->n_lines < 64 ? env->n_lines : 63], 240,
              "| %-22s | %8lldK | %6d | %5d | %6d | %s | %10.1f | %10.1f |%s", label,
              (long long)(T >> 10), n_rows, k, n_groups, mode == LC_HIP_SCAN_PLAIN ? "plain   " : "relative",
@@ -98,7 +106,7 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
     fflush(stdout);
     if (env->n_lines < 64) env->n_lines++;
     b->dealloc(b, dqb), b->dealloc(b, out), b->dealloc(b, out_n);
-    free(hq), free(hn), free(t);
+    free(hq), free(hn);
     return ok ? 0 : 1;
 }
 
@@ -139,8 +147,6 @@ int main(int argc, char **argv) {
     env.kv    = (lc_kv_layer_view){dk, dk, P, H, D};
     env.pages = malloc(sizeof(int32_t) * (size_t)n_pages);
     for (int64_t i = 0; i < n_pages; i++) env.pages[i] = (int32_t)((i * 40503) % n_pages);
-    TRYC(cudaEventCreate(&env.e0));
-    TRYC(cudaEventCreate(&env.e1));
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
     char head[600];

@@ -5,7 +5,9 @@
  * them uploaded over and over to fill large device arrays, the RoPE table (base 500000,
  * Llama-3 style, adjacent pairs) uploaded to the device, and the CUDA backend with its tuning
  * (lc_tuning) from the benchmarks' own variable LONGCTX_BENCH_TUNE="NAME=VALUE,NAME=VALUE"
- * (the names of `longctx --tune`, e.g. LONGCTX_BENCH_TUNE=sparse-pdl=off,rotate-keys=off).
+ * (the names of `longctx --tune`, e.g. LONGCTX_BENCH_TUNE=sparse-pdl=off,rotate-keys=off;
+ * read only here, by bench_backend: the library reads no environment), and the one timing loop
+ * (bench_time: warm-up calls, then N calls each between two CUDA events; median, min, max).
  */
 #ifndef LC_BENCH_UTIL_H
 #define LC_BENCH_UTIL_H
@@ -97,6 +99,40 @@ static inline float bench_median(float *t, int n) {
     if (n <= 0) return 0;
     qsort(t, (size_t)n, sizeof(float), cmp_float);
     return t[n / 2];
+}
+
+/* Device times of one call, in milliseconds. */
+typedef struct bench_times {
+    float median, min, max;
+} bench_times;
+
+/* One timed call: issue the work on the stream; 0 on success (else 1, having said why). */
+typedef int (*bench_call)(void *ctx);
+
+/* Time call(ctx) on stream: `warmup` untimed calls, then `reps` (>= 1) calls each between two
+ * CUDA events, waited for one by one; the median (the upper middle for an even count), min
+ * and max into *out; 0 on success. */
+static inline int bench_time(cudaStream_t stream, int warmup, int reps, bench_call call, void *ctx,
+                             bench_times *out) {
+    cudaEvent_t e0, e1;
+    float      *t = malloc(sizeof(float) * (size_t)(reps > 0 ? reps : 1));
+    int         bad = !t || reps < 1;
+    if (bad) fprintf(stderr, BENCH_NAME ": bench_time: no memory or reps < 1\n");
+    TRYC(cudaEventCreate(&e0));
+    TRYC(cudaEventCreate(&e1));
+    for (int i = -warmup; !bad && i < reps; i++) {
+        bad = cudaEventRecord(e0, stream) != cudaSuccess || call(ctx) != 0 ||
+              cudaEventRecord(e1, stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+              (i >= 0 && cudaEventElapsedTime(&t[i], e0, e1) != cudaSuccess);
+        if (bad) fprintf(stderr, BENCH_NAME ": timed call %d failed: %s\n", i, cudaGetErrorString(cudaGetLastError()));
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    if (!bad) {
+        out->median = bench_median(t, reps); /* sorts t */
+        out->min = t[0], out->max = t[reps - 1];
+    }
+    free(t);
+    return bad;
 }
 
 /* fill n device fp16 (the KV pools' element; or fp32) values with uniform [-1, 1) */

@@ -1,6 +1,7 @@
 /*
  * attention_naive.h — the naive attention reference shared by test_attention.c (the CPU
- * kernels) and test_attention_cuda.c (diagnosing a GPU/CPU disagreement): rotate every key with
+ * kernels) and the op registry's attn_dense entry (diagnosing a GPU/CPU
+ * disagreement): rotate every key with
  * its true position (lc_cpu_rope_vec), full softmax in double, weighted sum. fp32 pools.
  */
 #ifndef LC_TEST_ATTENTION_NAIVE_H

@@ -18,15 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng;
-static float    frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static uint32_t irand(uint32_t n) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng % n);
-}
+static uint64_t rng; /* the worlds' random stream (test_util.h); the caller seeds it */
+
 
 enum { SEL_RANDOM, SEL_EMPTY, SEL_FULL, SEL_SEG8, SEL_MIXED, SEL_LONG };
 
@@ -52,8 +45,8 @@ static int32_t make_segments(int32_t lo, int32_t hi, int32_t want, bool seg8, lc
     const int32_t span = hi - lo;
     const int32_t gap  = want > 0 ? (span > want ? (span - want) / (want / 5 + 1) + 1 : 1) : 1;
     while (t < hi && n < cap) {
-        t += (int32_t)irand((uint32_t)(2 * gap));
-        int32_t len = seg8 ? 8 : 1 + 2 * (int32_t)irand(5);
+        t += (int32_t)test_irand(&rng, (uint32_t)(2 * gap));
+        int32_t len = seg8 ? 8 : 1 + 2 * (int32_t)test_irand(&rng, 5);
         if (seg8) t = (t + 7) / 8 * 8;
         if (t >= hi) break;
         if (t + len > hi) len = hi - t;
@@ -115,19 +108,19 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
     const int64_t pool    = (int64_t)n_pages * H * P * D;
     w->k = malloc(sizeof(float) * pool), w->v = malloc(sizeof(float) * pool);
     for (int64_t i = 0; i < pool; i++) {
-        w->k[i] = lc_fp16_to_fp32(lc_fp32_to_fp16(2.0f * frand()));
-        w->v[i] = lc_fp16_to_fp32(lc_fp32_to_fp16(frand()));
+        w->k[i] = lc_fp16_to_fp32(lc_fp32_to_fp16(2.0f * test_frand(&rng)));
+        w->v[i] = lc_fp16_to_fp32(lc_fp32_to_fp16(test_frand(&rng)));
     }
     w->n_pages = n_pages;
     w->perm    = malloc(sizeof(int32_t) * (total_pages + 3));
     if (n_pages == total_pages + 3) {
         for (int32_t i = 0; i < n_pages; i++) w->perm[i] = i;
         for (int32_t i = n_pages - 1; i > 0; i--) {
-            const int32_t j = (int32_t)irand((uint32_t)i + 1), t = w->perm[i];
+            const int32_t j = (int32_t)test_irand(&rng, (uint32_t)i + 1), t = w->perm[i];
             w->perm[i] = w->perm[j], w->perm[j] = t;
         }
     } else { /* aliased: random physical pages */
-        for (int32_t i = 0; i < total_pages + 3; i++) w->perm[i] = (int32_t)irand((uint32_t)n_pages);
+        for (int32_t i = 0; i < total_pages + 3; i++) w->perm[i] = (int32_t)test_irand(&rng, (uint32_t)n_pages);
     }
     w->seqs = malloc(sizeof(lc_attn_seq) * n_seqs);
     int32_t row = 0, pg = 0;
@@ -138,7 +131,7 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
     }
     const int64_t qn = (int64_t)w->rows * w->n_head * D;
     w->q = malloc(sizeof(float) * qn);
-    for (int64_t i = 0; i < qn; i++) w->q[i] = frand();
+    for (int64_t i = 0; i < qn; i++) w->q[i] = test_frand(&rng);
     w->kv = (lc_kv_layer_view){w->k, w->v, P, H, D};
     /* blocks of up to bq rows; rows [skip_from, skip_to) of a sequence in none */
     w->qb = malloc(sizeof(lc_hip_qblock) * n_qb);
@@ -184,7 +177,7 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
                 const int32_t slots = (hi - lo) / 8;
                 bool         *take  = calloc((size_t)(slots > 0 ? slots : 1), sizeof(bool));
                 for (int32_t k = 0; k < 256 && k < slots;) {
-                    const int32_t sl = (int32_t)irand((uint32_t)slots);
+                    const int32_t sl = (int32_t)test_irand(&rng, (uint32_t)slots);
                     if (!take[sl]) take[sl] = true, k++;
                 }
                 for (int32_t sl = 0; sl < slots && n < w->sel_cap; sl++)
@@ -200,9 +193,10 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
             for (int32_t i = 0; i < n; i++) tot += o[i].len;
             max_sel = tot > max_sel ? tot : max_sel;
         }
-    w->a = (lc_hip_sparse_args){.n_sink = c->n_sink, .attn_rope = c->attn_rope, .n_groups = G_,
-                                .sel_cap = w->sel_cap, .max_rows = max_rows, .max_sel = max_sel,
-                                .max_window = max_window, .sel = w->sel, .sel_n = w->sel_n};
+    memset(&w->a, 0, sizeof w->a); /* fields not set here keep their zero defaults */
+    w->a.n_sink = c->n_sink, w->a.attn_rope = c->attn_rope, w->a.n_groups = G_;
+    w->a.sel_cap = w->sel_cap, w->a.max_rows = max_rows, w->a.max_sel = max_sel;
+    w->a.max_window = max_window, w->a.sel = w->sel, w->a.sel_n = w->sel_n;
 }
 
 

@@ -14,14 +14,6 @@
 #include <string.h>
 
 static uint64_t rng = 0x1234567;
-static float    frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static uint32_t irand(uint32_t n) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng % n);
-}
 
 static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int32_t n_seqs,
                      const int32_t *pos0, const int32_t *n_rows, lc_rope_pairing pairing) {
@@ -46,7 +38,7 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
     CHECK(lc_kv_create(b, 1, n_kv_head, D, P, pages_total + 3, &kv) == LC_OK);
     /* shuffle the free list so page tables are scattered */
     for (int64_t i = kv->n_free - 1; i > 0; i--) {
-        int64_t j = irand((uint32_t)(i + 1));
+        int64_t j = test_irand(&rng, (uint32_t)(i + 1));
         int32_t t = kv->free_pages[i];
         kv->free_pages[i] = kv->free_pages[j];
         kv->free_pages[j] = t;
@@ -63,14 +55,14 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
         CHECK(lc_kv_seq_reserve(kv, &seqs[s], n_k) == LC_OK);
         /* write the history and the new rows through kv_write, as the forward does */
         float *k = malloc(sizeof(float) * n_k * KVD), *v = malloc(sizeof(float) * n_k * KVD);
-        for (int64_t i = 0; i < n_k * KVD; i++) k[i] = frand(), v[i] = frand();
+        for (int64_t i = 0; i < n_k * KVD; i++) k[i] = test_frand(&rng), v[i] = test_frand(&rng);
         lc_attn_seq hist = {0, n_k, 0, seqs[s].pages, 0};
         CHECK(lc_cpu_kv_write(&view, &hist, 1, k, v) == LC_OK);
         free(k), free(v);
         aseqs[s] = (lc_attn_seq){row, n_rows[s], pos0[s], seqs[s].pages, 0};
         row += n_rows[s];
     }
-    for (int64_t i = 0; i < (int64_t)total_rows * n_head * D; i++) q[i] = 2 * frand();
+    for (int64_t i = 0; i < (int64_t)total_rows * n_head * D; i++) q[i] = 2 * test_frand(&rng);
     memset(out, 0xff, sizeof(float) * total_rows * n_head * D); /* poison */
     const float scale = 1.0f / sqrtf((float)D);
     CHECK(lc_cpu_attn_dense(&view, aseqs, n_seqs, q, n_head, &rope, scale, out) == LC_OK);

@@ -11,10 +11,6 @@
 #include <string.h>
 
 static uint64_t rng = 99;
-static float    frand(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 int main(void) {
     const int64_t shapes[][3] = {{1, 577, 63}, {3, 300, 576}, {4, 1, 1536}, {5, 513, 64},
@@ -25,8 +21,8 @@ int main(void) {
         float    *wr = malloc(sizeof(float) * N * K); /* fp16-rounded weights */
         uint16_t *w16 = malloc(sizeof(uint16_t) * N * K);
         float    *y = malloc(sizeof(float) * M * N);
-        for (int64_t i = 0; i < M * K; i++) x[i] = frand();
-        for (int64_t i = 0; i < N * K; i++) w32[i] = frand();
+        for (int64_t i = 0; i < M * K; i++) x[i] = test_frand(&rng);
+        for (int64_t i = 0; i < N * K; i++) w32[i] = test_frand(&rng);
         lc_cpu_fp32_to_fp16_row(w32, w16, N * K);
         for (int64_t i = 0; i < N * K; i++) {
             wr[i] = lc_fp16_to_fp32(w16[i]);

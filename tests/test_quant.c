@@ -142,12 +142,6 @@ static uint16_t ref_fp32_to_bf16(float x) {
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
 
 static void check_conversions(void) {
     /* all halves: decode exactly, round-trip (non-NaN), NaN stays NaN */
@@ -184,7 +178,7 @@ static void check_conversions(void) {
             }
     }
     for (int i = 0; i < 1000000; i++) {
-        uint32_t u = rnd32();
+        uint32_t u = test_u32(&rng_state);
         if (i & 1) u = (u & 0x8fffffffu) | 0x30000000u; /* bias towards the fp16 range */
         float x = u2f(u);
         if (isnan(x)) {
@@ -219,7 +213,7 @@ static void check_conversions(void) {
         if (isnan(f) && !isnan(lc_bf16_to_fp32(lc_fp32_to_bf16(f)))) bad_b++;
     }
     for (int i = 0; i < 1000000; i++) {
-        float x = u2f(rnd32());
+        float x = u2f(test_u32(&rng_state));
         if (lc_fp32_to_bf16(x) != ref_fp32_to_bf16(x)) bad_b++;
     }
     CHECKF(bad_b == 0, "%d bf16 conversions wrong", bad_b);

@@ -1,37 +1,34 @@
 /*
- * test_hip_stage_cuda.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) against its CPU
- * twin lc_cpu_hip_stage and the double brute-force reference of test_hip_stage.c (included
- * here), on the same fp16 key values. The GPU multiplies fp16 queries and fp16 keys (rotated in
- * fp32 and rounded, or as stored) on the tensor cores, so its probe scores differ from the
- * reference by up to ~2·2^-11 of sum |q_i k_i|; the tolerance kept from the bf16 pools, 2e-3 of
- * that, covers it: a descent step closer than that may go either way, and
- * kept chunks may swap with dropped ones only within that tolerance. Every other output must
- * match: out_n, segments that are exactly chunks of the list, sorted by start.
- * Cases: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and n_kv_head,
- * q_stride 1/2/4 with 16-64-row blocks, head dims 64/128, GQA 1/3/4/8, NORM / NEOX, partial
- * rotary), run three times: as launched; with the backend's tuning stage_one_cta and
- * stage_tiles 1 (all chunk waves of a unit in one CTA, 8-chunk tiles, the select over global
- * memory); its plain cases with tuning rotate_keys on (the prefill sequences' keys rotated into
- * fp16 tiles first, the decode row's block rotating its probes). Blocks of 128 and 256 pooled
- * queries (8 and 16 m-tiles per unit; plain again with rotated keys); exact ties, keep-all, the
- * Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill blocks) through the 3k
- * preset's three stages chained on the GPU's own outputs, with relative RoPE, then plain RoPE
- * (and again with rotated keys), and stage 1 chunk-indexed; with one descent per KV head
- * (kv_descent) in the grid's odd quads, 64-row blocks, and the 8B chains (relative: all three
- * stages; plain, rotated: stages 1-2), and refused past 256 rows per KV head. Decode-only
- * launches (one-row blocks): a small grid, with and without the transposed scoring, chunks
- * longer than a descent's cached page entries, and the 8B shape's three stages at 128K.
- * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
- * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 128K case (compute-sanitizer).
- * Skips (exit 77) where no GPU is present.
+ * op_hip_stage.c — registry entry of the InfiniteHiP pruning stage (hip_stage; hip_stage.cu)
+ * against its CPU twin and the double brute-force reference of hip_stage_world.h, on the same
+ * fp16 key values. The GPU multiplies fp16 queries and fp16 keys (rotated in fp32 and rounded,
+ * or as stored) on the tensor cores, so its probe scores differ from the reference by up to
+ * ~2·2^-11 of sum |q_i k_i|; the tolerance kept from the bf16 pools, 2e-3 of that, covers it: a
+ * descent step closer than that may go either way, and kept chunks may swap with dropped ones
+ * only within that tolerance. Every other output must match: out_n, segments that are exactly
+ * chunks of the list, sorted by start. The shapes are case groups:
+ *   grid: the CPU test's grid (first / later stages, 3 scan_rope modes, n_groups 1 and
+ *     n_kv_head, q_stride 1/2/4 with 16-64-row blocks, head dims 64/128, GQA 1/3/4/8, NORM /
+ *     NEOX, partial rotary, one descent per KV head in its odd quads), as launched; with the
+ *     tuning stage_one_cta and stage_tiles 1; its plain cases with rotate_keys on;
+ *   big blocks: 128 and 256 pooled queries (8 and 16 m-tiles per unit), 64-row blocks with one
+ *     descent per KV head; plain again with rotated keys;
+ *   decode rows: one-row blocks, with and without the transposed scoring (stage_transpose),
+ *     chunks longer than a descent's cached page entries;
+ *   ties: exact ties, keep-all, a stage on the tied output; refused: one descent per KV head
+ *     over more than 256 pooled rows is refused by name;
+ *   8B 128K (big): the Llama-3.1-8B shape at 128K keys (a decode row and two 64-row prefill
+ *     blocks) through the 3k preset's three stages chained on the GPU's own outputs, relative
+ *     RoPE (per query head and per KV head), chunk-indexed stage 1, plain RoPE (and with
+ *     rotated keys); 8B decode (big): two decode rows at 128K and 70K keys, three stages, per
+ *     query head, per KV head, 2 tiles a warp.
+ * Outputs are poisoned before each run; a second run must give the same bytes.
  */
-#define HIP_STAGE_TEST_NO_MAIN
-#include "test_hip_stage.c"
-
-#include "backend/cuda/cuda.h"
+#include "hip_stage_world.h"
+#include "op_registry.h"
 #include "util/util.h"
 
-#include <time.h>
+static lc_tuning base_tuning; /* the command line's: put back after a pass changes it */
 
 static const double tol_cpu = 1e-5, tol_gpu = 2e-3;
 static int64_t      total_diff, total_kept;
@@ -210,7 +207,7 @@ static void run_grid(lc_backend *b, int pass) {
                         dev_world_free(b, &d);
                         hs_world_free(&w);
                     }
-    b->tuning = lc_tuning_default();
+    b->tuning = base_tuning;
 }
 
 /* One stage on a fresh world of case cs (first stage, or later = 1: random input lists), with
@@ -252,7 +249,7 @@ static void run_big_blocks(lc_backend *b, int rot) {
                      big == 2 ? ", one descent per KV head" : "");
             run_one_stage(b, &cs, 16, 9, 1, mode, big == 1 ? 2 : 1, big == 1, big == 2, what);
         }
-    b->tuning = lc_tuning_default();
+    b->tuning = base_tuning;
 }
 
 /* Decode-only launches (every block one row: a batch of decode sequences of different lengths),
@@ -287,7 +284,7 @@ static void run_decode_rows(lc_backend *b) {
                             run_one_stage(b, &cs, chunk, keep, 4, mode, ng, later, kv, what);
                         }
     }
-    b->tuning = lc_tuning_default();
+    b->tuning = base_tuning;
     /* chunks spanning more pages than a descent caches (16-token pages, 600-token chunks: 38
      * pages, 8 cached, the rest read from the page table per probe), relative RoPE */
     for (int kv = 0; kv < 2; kv++) {
@@ -298,16 +295,8 @@ static void run_decode_rows(lc_backend *b) {
     }
 }
 
-int main(void) {
-    lc_backend *b;
-    REQUIRE_CUDA_BACKEND(b);
-    hs_rng = (uint64_t)time(NULL) * 2654435761u | 1;
-    printf("seed %llu\n", (unsigned long long)hs_rng);
-    for (int pass = 0; pass < 3; pass++) run_grid(b, pass);
-    run_big_blocks(b, 0);
-    run_big_blocks(b, 1);
-    run_decode_rows(b);
-    /* keep-all and exact ties (the later chunks are kept), then a stage on the tied output */
+/* exact ties (the later chunks are kept), then a stage on the tied output; keep-all */
+static void run_ties(lc_backend *b) {
     for (int gr = 0; gr < 2; gr++) {
         hs_case  cs = {128, 2, 3, 16, 128, LC_ROPE_NORM, 64, 8, 16, 1, 1, 0, 2, {500, 0}, {70, 1}};
         hs_world w;
@@ -329,8 +318,10 @@ int main(void) {
         dev_world_free(b, &d);
         hs_world_free(&w);
     }
-    /* one descent per KV head over more than 256 pooled rows (G 8 x 64) is refused, by name */
-    {
+}
+
+/* one descent per KV head over more than 256 pooled rows (G 8 x 64) is refused, by name */
+static void run_refused(lc_backend *b) {
         hs_case  cs = {64, 1, 8, 16, 64, LC_ROPE_NORM, 64, 8, 16, 0, 1, 0, 1, {300}, {64}};
         hs_world w;
         hs_world_make(&cs, &w);
@@ -349,8 +340,9 @@ int main(void) {
         dev_world_free(b, &d);
         hs_world_free(&w);
     }
-    /* Llama-3.1-8B shape at 128K keys: the 3k preset's stages, chained on the GPU's outputs */
-    if (!getenv("LC_TEST_SMALL")) {
+
+/* Llama-3.1-8B shape at 128K keys: the 3k preset's stages, chained on the GPU's outputs */
+static void run_8b_chain(lc_backend *b) {
         const int32_t T  = 131072;
         hs_case       cs = {128, 8, 4, 64, 128, LC_ROPE_NORM, 64, 256, 1024, 0, 1, 1,
                             2, {T - 1, T - 128}, {1, 128}};
@@ -407,15 +399,16 @@ int main(void) {
             run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
-        b->tuning = lc_tuning_default();
+        b->tuning = base_tuning;
         free(g1), free(g2), free(g3), free(n1), free(n2), free(n3);
         dev_world_free(b, &d);
         hs_world_free(&w);
     }
-    /* Llama-3.1-8B shape, decode only (two rows at 128K and 70K keys, the transposed scoring
-     * and several chunk ranges a CTA): the 3k preset's stages chained, relative RoPE, per
-     * query head and one descent per KV head */
-    if (!getenv("LC_TEST_SMALL")) {
+
+/* Llama-3.1-8B shape, decode only (two rows at 128K and 70K keys, the transposed scoring
+ * and several chunk ranges a CTA): the 3k preset's stages chained, relative RoPE, per
+ * query head and one descent per KV head */
+static void run_8b_decode(lc_backend *b) {
         const int32_t T  = 131072;
         hs_case       cs = {128, 8, 4, 64, 128, LC_ROPE_NORM, 1, 256, 1024, 0, 1, 1,
                             2, {T - 1, 70001}, {1, 1}};
@@ -442,12 +435,48 @@ int main(void) {
             hs_kv_descent = 0;
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
-        b->tuning = lc_tuning_default();
+        b->tuning = base_tuning;
         dev_world_free(b, &d);
         hs_world_free(&w);
     }
-    printf("GPU vs CPU twin: %lld of %lld kept chunks differ (all within the tolerance)\n",
-           (long long)total_diff, (long long)total_kept);
-    b->free(b);
-    TEST_END();
+
+/* n = {group, argument} */
+enum { HS_GRID, HS_BIG_BLOCKS, HS_DECODE_ROWS, HS_TIES, HS_REFUSED, HS_8B_CHAIN, HS_8B_DECODE };
+static const op_shape hip_stage_shapes[] = {
+    {"grid", {HS_GRID, 0}, false},
+    {"grid, one CTA per unit, 8-chunk tiles", {HS_GRID, 1}, false},
+    {"grid, rotated keys (plain RoPE)", {HS_GRID, 2}, false},
+    {"big blocks (128 / 256 / 64 rows a block)", {HS_BIG_BLOCKS, 0}, false},
+    {"big blocks, rotated keys", {HS_BIG_BLOCKS, 1}, false},
+    {"decode rows (3 transpose modes, long chunks)", {HS_DECODE_ROWS, 0}, false},
+    {"ties and keep-all", {HS_TIES, 0}, false},
+    {"kv descent over 256 rows refused", {HS_REFUSED, 0}, false},
+    {"8B 128K three stages chained", {HS_8B_CHAIN, 0}, true},
+    {"8B decode rows 128K / 70K three stages", {HS_8B_DECODE, 0}, true},
+};
+
+static void hip_stage_check(op_env *e, const op_shape *sh, op_result *r) {
+    lc_backend *b = e->dev;
+    base_tuning   = e->tuning;
+    hs_rng        = e->rng;
+    total_diff = total_kept = 0;
+    switch (sh->n[0]) {
+    case HS_GRID: run_grid(b, (int)sh->n[1]); break;
+    case HS_BIG_BLOCKS: run_big_blocks(b, (int)sh->n[1]); break;
+    case HS_DECODE_ROWS: run_decode_rows(b); break;
+    case HS_TIES: run_ties(b); break;
+    case HS_REFUSED: run_refused(b); break;
+    case HS_8B_CHAIN: run_8b_chain(b); break;
+    default: run_8b_decode(b); break;
+    }
+    b->tuning = base_tuning;
+    (void)r;
+    if (total_kept)
+        printf("  %lld of %lld kept chunks differ from the CPU twin (all within the tolerance)\n",
+               (long long)total_diff, (long long)total_kept);
 }
+
+const op_entry op_hip_stage = {"hip_stage", "selected chunks vs the CPU twin and the double "
+                               "reference's tolerance intervals", hip_stage_shapes,
+                               OP_N_SHAPES(hip_stage_shapes), 0, false, NULL, NULL, NULL, NULL,
+                               NULL, hip_stage_check};

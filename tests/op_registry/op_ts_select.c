@@ -1,29 +1,24 @@
 /*
- * test_ts_select_cuda.c — the CUDA TokenSelect selection (ts_select.cu) against its CPU twin
- * lc_cpu_ts_select and the double reference of test_ts_select.c (included here), on the same
- * fp16 key values (the worlds' keys are fp16-representable; the GPU reads them as an fp16 pool).
- * The GPU's logits differ from the CPU's by rounding, so a selection passes with the
- * reference's tolerance check (selected tokens' scores >= the k-th - eps, dropped ones <= it +
- * eps, sorted disjoint maximal runs inside [n_init, win0), min(k, candidates) tokens); the
- * tie worlds (three distinct key rows) must equal the CPU twin's output exactly (lower
- * positions first at the threshold). Every case: both GQA maps; each path of ts_select.cu
- * (ts_paths, chosen with the backend's tuning: the 9-kernel path and the fused cooperative
- * kernel with 3, 2 or 1 launches, some with ts_select_group 1, the blocks processed one group
- * each), every path's bytes equal
- * to the 9-kernel path's; outputs poisoned before each call; a second call must give the same
- * bytes. The selection cache on the device: a miss
- * (valid 0) writes the selection, cache_q and counts; a hit leaves the poisoned outputs alone;
- * theta edges around a known cosine; a zero cache_q (cos 0); on every path. A larger 8B-shape world (32/8
- * heads, D 128, ~24K keys, decode and two 512-row blocks) unless LC_TEST_SMALL=1.
- * Skips (exit 77) where no GPU is present.
+ * op_ts_select.c — registry entry of the TokenSelect selection (ts_select; ts_select.cu) against
+ * its CPU twin and the double reference of ts_select_world.h, on the same fp16 key values (the
+ * worlds' keys are fp16-representable; the GPU reads them as an fp16 pool). The GPU's logits
+ * differ from the CPU's by rounding, so a selection passes with the reference's tolerance check
+ * (selected tokens' scores >= the k-th - eps, dropped ones <= it + eps, sorted disjoint maximal
+ * runs inside [n_init, win0), min(k, candidates) tokens); the tie worlds (three distinct key
+ * rows) must equal the CPU twin's output exactly (lower positions first at the threshold).
+ * Every case: both GQA maps; each path of ts_select.cu (ts_paths, chosen with the backend's
+ * tuning: the 9-kernel path and the fused cooperative kernel with 3, 2 or 1 launches, some with
+ * ts_select_group 1), every path's bytes equal to the 9-kernel path's; outputs poisoned before
+ * each call; a second call must give the same bytes. The shapes: the CPU test's spec table;
+ * the selection cache on the device on every path (a miss writes the selection, cache_q and
+ * counts; a hit leaves the poisoned outputs alone; theta edges around a known cosine; a zero
+ * cache_q); and (big) 8B-shape worlds (32/8 heads, D 128, ~24K keys, decode and 512-row blocks).
  */
-#define TS_SELECT_TEST_NO_MAIN
-#include "test_ts_select.c"
-
-#include "backend/cuda/cuda.h"
+#include "op_registry.h"
+#include "ts_select_world.h"
 #include "util/util.h"
 
-#include <time.h>
+static lc_tuning base_tuning; /* the command line's: put back after a path changes it */
 
 typedef struct dev_world {
     void          *k;
@@ -98,7 +93,7 @@ static const ts_path ts_paths[] = {
 
 /* The backend's tuning for path p (NULL: the defaults). */
 static void ts_path_set(lc_backend *b, const ts_path *p) {
-    b->tuning = lc_tuning_default();
+    b->tuning = base_tuning;
     if (!p) return;
     b->tuning.ts_select_path     = p->path;
     b->tuning.ts_select_launches = p->launches;
@@ -215,7 +210,7 @@ static void test_cache(lc_backend *b, const char *path) {
     for (int side = 0; side < 2; side++) {
         double dot = 0, n1 = 0, n2 = 0;
         for (int32_t i = 0; i < nf; i++) {
-            hq[i] = f[i] + 0.6f * frand();
+            hq[i] = f[i] + 0.6f * test_frand(&rng);
             dot += (double)hq[i] * f[i], n1 += (double)f[i] * f[i], n2 += (double)hq[i] * hq[i];
         }
         b->upload(b, dq, hq, sizeof(float) * nf);
@@ -245,30 +240,45 @@ static void test_cache(lc_backend *b, const char *path) {
     world_free(&w);
 }
 
-int main(void) {
-    lc_backend *b = NULL;
-    REQUIRE_CUDA_BACKEND(b);
-    const uint64_t seed0 = (uint64_t)time(NULL);
-    printf("seed %llu\n", (unsigned long long)seed0);
-    for (int i = 0; i < TS_N_SPECS; i++) run_spec(b, &ts_specs[i], seed0 * 2654435761u + (uint64_t)i + 1);
-    for (int v = 0; v < TS_N_PATHS; v++) {
-        if (ts_paths[v].nb) continue; /* one block: groups change nothing */
-        ts_path_set(b, &ts_paths[v]);
-        test_cache(b, ts_paths[v].name);
-        ts_path_set(b, NULL);
+enum { TS_SPECS, TS_CACHE, TS_BIG };
+static const ts_spec ts_big_specs[] = {
+    {"8B 24K decode", 128, 8, 4, 64, 128, 512, 1, 2048, LC_ROPE_NORM, 128, 0, 0, 2,
+     {{24000, 1, 0, 0}, {17000, 1, 0, 0}}},
+    {"8B 24K prefill", 128, 8, 4, 64, 128, 512, 512, 2048, LC_ROPE_NEOX, 128, 0, 0, 1,
+     {{22000, 1024, 0, 0}}},
+    {"smol 24K ties", 64, 3, 3, 64, 128, 512, 512, 2048, LC_ROPE_NEOX, 64, 0, 1, 1,
+     {{22000, 700, 0, 0}}},
+};
+/* n = {group, index of ts_big_specs} */
+static const op_shape ts_select_shapes[] = {
+    {"the CPU test's specs, every path", {TS_SPECS}, false},
+    {"selection cache, every path", {TS_CACHE}, false},
+    {"8B 24K decode", {TS_BIG, 0}, true},
+    {"8B 24K prefill (two 512-row blocks)", {TS_BIG, 1}, true},
+    {"smol 24K ties", {TS_BIG, 2}, true},
+};
+
+static void ts_select_check(op_env *e, const op_shape *sh, op_result *r) {
+    lc_backend    *b     = e->dev;
+    const uint64_t seed0 = e->rng;
+    (void)r;
+    base_tuning = e->tuning;
+    if (sh->n[0] == TS_SPECS) {
+        for (int i = 0; i < TS_N_SPECS; i++) run_spec(b, &ts_specs[i], seed0 * 2654435761u + (uint64_t)i + 1);
+    } else if (sh->n[0] == TS_CACHE) {
+        for (int v = 0; v < TS_N_PATHS; v++) {
+            if (ts_paths[v].nb) continue; /* one block: groups change nothing */
+            ts_path_set(b, &ts_paths[v]);
+            test_cache(b, ts_paths[v].name);
+            ts_path_set(b, NULL);
+        }
+    } else {
+        run_spec(b, &ts_big_specs[sh->n[1]], seed0 + 99u * (uint64_t)sh->n[1]);
     }
-    const char *small = getenv("LC_TEST_SMALL");
-    if (!(small && *small == '1')) {
-        const ts_spec big[] = {
-            {"8B 24K decode", 128, 8, 4, 64, 128, 512, 1, 2048, LC_ROPE_NORM, 128, 0, 0, 2,
-             {{24000, 1, 0, 0}, {17000, 1, 0, 0}}},
-            {"8B 24K prefill", 128, 8, 4, 64, 128, 512, 512, 2048, LC_ROPE_NEOX, 128, 0, 0, 1,
-             {{22000, 1024, 0, 0}}},
-            {"smol 24K ties", 64, 3, 3, 64, 128, 512, 512, 2048, LC_ROPE_NEOX, 64, 0, 1, 1,
-             {{22000, 700, 0, 0}}},
-        };
-        for (int i = 0; i < 3; i++) run_spec(b, &big[i], seed0 + 99u * (uint64_t)i);
-    }
-    b->free(b);
-    TEST_END();
+    b->tuning = base_tuning;
 }
+
+const op_entry op_ts_select = {"ts_select", "selected tokens vs the reference's tolerance check, "
+                               "every path byte-equal to the 9-kernel one, ties exact",
+                               ts_select_shapes, OP_N_SHAPES(ts_select_shapes), 0, false, NULL,
+                               NULL, NULL, NULL, NULL, ts_select_check};

@@ -1,48 +1,24 @@
 /*
- * test_hip_sparse_cuda.c — the CUDA InfiniteHiP block-sparse attention (lc_cuda_attn_sparse
- * through the backend's attn_sparse: decode split kernel + merge for calls of 1-row blocks,
- * the list kernel + tensor-core prefill over gathered key tiles for the others — the wgmma
- * kernel on sm_90a; then a reduced list again with the backend's tuning sparse_prefill_mma and
- * sparse_decode_prefill: the mma.sync kernel, decode calls through it too; and again with
- * tuning rotate_keys on: plain RoPE from keys and values rotated into fp16 tiles before the call,
- * where the default run rotates in the kernel, calls this small not being worth the pass)
- * against its CPU twin lc_cpu_attn_sparse on the same fp16 K/V values.
- * Cases as in test_hip_sparse.c: scattered page tables, several sequences per call, decode
- * blocks and prefill blocks up to 64 rows in one call (1-row blocks then take the prefill
- * path), both attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16,
- * both pairings, partial rotary with a YaRN factor, empty selections, odd-length segments,
- * positions before n_sink, rows in no block (must stay untouched), decode lists cut into many
- * splits (some empty); full coverage compared with the CPU dense attention; a long case on the
- * Llama-3.1-8B shape (32/8 heads, dim 128) at 128K keys: 256 sink + 256 random 8-token segments
- * + 1024 window, a decode call and a call with a decode row and a 64-row prefill block. Outputs
- * poisoned (NaN) before each run; a second run must give the same bits. Fresh random inputs
- * each run (seed printed). LC_TEST_SMALL=1: fewer, smaller cases, LC_TEST_DIM=64|128: one head
- * dim (for compute-sanitizer). Skips (77) without a GPU.
+ * op_attn_sparse.c — registry entry of the block-sparse attention (attn_sparse; hip_sparse.cu:
+ * decode split kernel + merge for calls of 1-row blocks, the list kernel + tensor-core prefill
+ * over gathered key tiles for the others — the wgmma kernel on sm_90a) against its CPU twin on
+ * the same fp16 K/V values, over the worlds of hip_sparse_world.h: scattered page tables,
+ * several sequences per call, decode blocks and prefill blocks up to 64 rows in one call, both
+ * attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16, both
+ * pairings, partial rotary with a YaRN factor, empty selections, odd-length segments, positions
+ * before n_sink, rows in no block (must stay untouched), decode lists cut into many splits; full
+ * coverage compared with the CPU dense attention; (big) the Llama-3.1-8B shape at 128K keys:
+ * 256 sink + 256 random 8-token segments + 1024 window, a decode call and a call with a decode
+ * row and a 64-row prefill block. Each case group runs as launched, then a reduced list with
+ * the tuning sparse_prefill_mma and sparse_decode_prefill (the mma.sync kernel, decode calls
+ * through it too), and with rotate_keys on (plain RoPE from keys and values rotated into fp16
+ * tiles before the call). NMSE < 1e-5 per block; outputs poisoned (NaN) before each run; a
+ * second run must give the same bits.
  */
-#include "backend/cpu/cpu.h"
-#include "backend/cuda/cuda.h"
-#include "format/quant.h"
-#include "model/model.h"
-#include "test_util.h"
+#include "hip_sparse_world.h"
+#include "op_registry.h"
 
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
-#include <time.h>
-
-#include "hip_sparse_world.h"
-
-static double nmse(const float *ref, const float *got, size_t n, int *nonfinite) {
-    double num = 0, den = 0;
-    *nonfinite = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i])) (*nonfinite)++;
-        const double d = (double)ref[i] - got[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
 
 static double worst_dec, worst_pre, worst_dense;
 
@@ -121,18 +97,18 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
     }
     for (int32_t bi = 0; bi < w.n_qb && st == LC_OK; bi++) {
         const int64_t off = (int64_t)w.qb[bi].row0 * w.n_head * D, n = (int64_t)w.qb[bi].n_rows * w.n_head * D;
-        int           nf;
-        const double  e     = nmse(ref + off, got + off, (size_t)n, &nf);
+        int64_t       nf;
+        const double  e     = test_nmse(ref + off, got + off, (size_t)n, &nf);
         const bool    dec   = w.qb[bi].n_rows == 1;
         double       *worst = dec ? &worst_dec : &worst_pre;
         if (e > *worst) *worst = e;
         CHECKF(nf == 0 && e < 1e-5, "%s D%d H%d G%d P%d groups %d rope %s %s rot %d%s sel %d: block "
-               "%d (pos0 %d, rows %d, win0 %d): nmse %.3g vs the CPU twin, %d non-finite", what, D,
+               "%d (pos0 %d, rows %d, win0 %d): nmse %.3g vs the CPU twin, %lld non-finite", what, D,
                c->H, c->G, c->P, c->n_groups, c->attn_rope ? "streaming" : "plain",
                c->pairing == LC_ROPE_NEOX ? "neox" : "norm", c->n_rot, c->yarn ? " yarn" : "",
-               c->sel_mode, bi, w.qb[bi].pos0, w.qb[bi].n_rows, w.qb[bi].win0, e, nf);
+               c->sel_mode, bi, w.qb[bi].pos0, w.qb[bi].n_rows, w.qb[bi].win0, e, (long long)nf);
         if (dense) {
-            const double ed = nmse(dense + off, got + off, (size_t)n, &nf);
+            const double ed = test_nmse(dense + off, got + off, (size_t)n, &nf);
             if (ed > worst_dense) worst_dense = ed;
             CHECKF(nf == 0 && ed < 1e-5, "%s D%d H%d G%d rope %s: full selection vs dense "
                    "attention: block %d (pos0 %d, rows %d): nmse %.3g", what, D, c->H, c->G,
@@ -150,8 +126,10 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
     world_free(&w);
 }
 
-/* The case list; pass 1 (mma.sync prefill, decode calls through it) runs a reduced list. */
-static void run_cases(lc_backend *b, bool small, const char *only, int pass) {
+/* The case list, part 0: the grid (one head dim: only_dim), 1: partial rotary / no sink /
+ * all-window, 2: long; pass 1 (mma.sync prefill, decode calls through it; rotated tiles) runs a
+ * reduced list. */
+static void run_cases(lc_backend *b, bool small, int32_t only_dim, int pass, int part) {
     const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 1}, {2, 3}, {2, 4}, {1, 8}, {1, 16}};
     /* one call: a decode row late, a prefill chunk after a history (a 64-row block and a
      * 36-row one), a sequence starting before n_sink, a decode row before n_sink, a chunk with
@@ -159,12 +137,12 @@ static void run_cases(lc_backend *b, bool small, const char *only, int pass) {
     const tseq mix[] = {{700, 1, 0, 0}, {300, 100, 0, 0}, {3, 20, 0, 0}, {10, 1, 0, 0},
                         {150, 90, 10, 40}};
     const tseq dec[] = {{3000, 1, 0, 0}, {77, 1, 0, 0}, {0, 1, 0, 0}, {1500, 1, 0, 0}};
-    for (int di = 0; di < 2; di++)
+    for (int di = 0; di < 2 && part == 0; di++)
         for (int gi = 0; gi < 5; gi++)
             for (int rope = 0; rope < 2; rope++)
                 for (int grp = 0; grp < 2; grp++) {
                     if ((small || pass) && (gi % 2 != grp || rope != di)) continue;
-                    if (only && atoi(only) != dims[di]) continue;
+                    if (only_dim && only_dim != dims[di]) continue;
                     const int32_t H = gqa[gi][0], G = gqa[gi][1], D = dims[di];
                     const lc_rope_pairing pr = (gi + rope) % 2 ? LC_ROPE_NEOX : LC_ROPE_NORM;
                     const int modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
@@ -181,7 +159,7 @@ static void run_cases(lc_backend *b, bool small, const char *only, int pass) {
                     run_case(b, "bq7", &c, mix, 5);
                 }
     /* partial rotary with a YaRN factor; n_sink 0; a window longer than the history */
-    for (int rope = 0; rope < 2 && !only; rope++) {
+    for (int rope = 0; rope < 2 && part == 1; rope++) {
         const tseq mix2[] = {{500, 70, 0, 0}, {90, 1, 0, 0}};
         const tseq dec2[] = {{500, 1, 0, 0}, {90, 1, 0, 0}, {2, 1, 0, 0}};
         const int  modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
@@ -200,7 +178,7 @@ static void run_cases(lc_backend *b, bool small, const char *only, int pass) {
     /* long: the 8B shape at 128K keys, InfiniteHiP's sizes (256 sink, 256 x 8 selected, 1024
      * window); a decode call, and a decode row with a 64-row prefill block in one call; pages
      * aliased into 512 physical ones */
-    if (!small) {
+    if (part == 2 && !small) {
         const tseq lng[] = {{131071, 1, 0, 0}, {131008, 64, 0, 0}};
         for (int rope = 0; rope < 2; rope++)
             for (int grp = 0; grp < 2; grp++) {
@@ -213,35 +191,38 @@ static void run_cases(lc_backend *b, bool small, const char *only, int pass) {
     }
 }
 
-int main(void) {
-    lc_backend *b;
-    REQUIRE_CUDA_BACKEND(b);
-    rng = (uint64_t)time(NULL) | 1;
-    printf("seed %llu\n", (unsigned long long)rng);
-    const bool  small = getenv("LC_TEST_SMALL") != NULL;
-    const char *only  = getenv("LC_TEST_DIM"); /* 64 or 128: that head dim only */
-    run_cases(b, small, only, 0);
-    printf("largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
-           worst_dec, worst_pre, worst_dense);
-    { /* again through the mma.sync prefill kernel */
-        b->tuning.sparse_prefill_mma    = true;
-        b->tuning.sparse_decode_prefill = true;
+/* n = {kernel path, part, head dim (0: both)} */
+enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED };
+#define SPARSE_PATH(p, pn)                                                                    \
+    {pn "grid D64", {p, 0, 64}, false}, {pn "grid D128", {p, 0, 128}, false},                  \
+    {pn "partial rotary + yarn, no sink, all window", {p, 1, 0}, false},                      \
+    {pn "long: 8B shape at 128K keys", {p, 2, 0}, true}
+static const op_shape attn_sparse_shapes[] = {SPARSE_PATH(SP_AS_LAUNCHED, ""),
+                                              SPARSE_PATH(SP_MMA, "mma.sync prefill: "),
+                                              SPARSE_PATH(SP_ROTATED, "rotated tiles: ")};
+
+static void attn_sparse_check(op_env *e, const op_shape *sh, op_result *r) {
+    lc_backend *b    = e->dev;
+    const int   path = (int)sh->n[0];
+    rng              = e->rng;
+    worst_dec = worst_pre = worst_dense = 0;
+    g_path = "";
+    if (path == SP_MMA) {
+        b->tuning.sparse_prefill_mma = true, b->tuning.sparse_decode_prefill = true;
         g_path = "mma.sync prefill: ";
-        worst_dec = worst_pre = worst_dense = 0;
-        run_cases(b, small, only, 1);
-        printf("mma.sync prefill: largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full "
-               "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
-        b->tuning = lc_tuning_default();
-        /* the wgmma kernel's other key path: plain RoPE from keys and values rotated into fp16
-         * tiles first (forced; the calls' decode rows keep the in-kernel rotation) */
+    } else if (path == SP_ROTATED) {
         b->tuning.rotate_keys = LC_TUNE_ON;
         g_path = "rotated tiles: ";
-        worst_dec = worst_pre = worst_dense = 0;
-        run_cases(b, small, only, 1);
-        printf("rotated tiles: largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full "
-               "selection vs dense %.3g\n", worst_dec, worst_pre, worst_dense);
-        b->tuning = lc_tuning_default();
     }
-    b->free(b);
-    TEST_END();
+    run_cases(b, e->small, (int32_t)sh->n[2], path != SP_AS_LAUNCHED, (int)sh->n[1]);
+    b->tuning = e->tuning;
+    r->err    = fmax(worst_dec, worst_pre);
+    printf("  largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
+           worst_dec, worst_pre, worst_dense);
 }
+
+const op_entry op_attn_sparse = {"attn_sparse", "block-sparse attention over sink + selected "
+                                 "segments + window vs the CPU twin (and dense where the selection "
+                                 "is full), per block", attn_sparse_shapes,
+                                 OP_N_SHAPES(attn_sparse_shapes), 1e-5, false, NULL, NULL, NULL,
+                                 NULL, NULL, attn_sparse_check};

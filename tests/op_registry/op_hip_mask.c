@@ -1,29 +1,22 @@
 /*
- * test_hip_mask_cuda.c — the CUDA HiP mask estimation (hip_mask.cu) against its CPU twin
- * lc_cpu_hip_mask and the double brute-force reference of test_hip_mask.c (included here), on
- * the same fp16 key values. Both twins score in fp32 (in different orders), so a selection cut
- * closer than ~1e-4 of the scores' magnitude may go either way: where the reference finds such
- * a close cut in a (block, group) pair, the GPU's blocks need only the invariants and an
- * overlap of >= 95% with the CPU twin's; every other pair must equal the CPU twin's selection
- * exactly (and the reference's). Planted-level and all-equal keys give discrete scores (exact
- * ties broken by the lower start), so there every pair must match.
- * Cases: the CPU test's grid (head dims 64/128, GQA 9/3 and 32/8, PLAIN/RELATIVE, NORM/NEOX,
- * partial rotary, n_groups 1 and n_kv_head, q_stride / k_stride 1-2, block_k 1/2/4, decode
- * rows and 32-row blocks, NB <= n_nodes, empty candidates, ragged candidate ranges), then the
- * Llama-3.1-8B shape: decode rows at 64K with k 2048 / block_k 2 (1024 nodes, 8 groups and
- * one group) and 32-row prefill blocks at 16K with k 512, random and planted keys (GPU vs CPU
- * only: the reference would be slow there).
- * Outputs are poisoned before each run; a second run must give the same bytes. Fresh random
- * inputs each run (seed printed). LC_TEST_SMALL=1 skips the 8B cases (compute-sanitizer).
- * Skips (exit 77) where no GPU is present.
+ * op_hip_mask.c — registry entry of the HiP mask estimation (hip_mask; hip_mask.cu) against its
+ * CPU twin and the double brute-force reference of hip_mask_world.h, on the same fp16 key
+ * values. Both twins score in fp32 (in different orders), so a selection cut closer than ~1e-4
+ * of the scores' magnitude may go either way: where the reference finds such a close cut in a
+ * (block, group) pair, the GPU's blocks need only the invariants and an overlap of >= 95% with
+ * the CPU twin's; every other pair must equal the CPU twin's selection exactly (and the
+ * reference's). Planted-level and all-equal keys give discrete scores (exact ties broken by the
+ * lower start), so there every pair must match. The shapes are case groups: the CPU test's grid
+ * (head dims 64/128, GQA 9/3 and 32/8, PLAIN/RELATIVE, NORM/NEOX, partial rotary, n_groups 1
+ * and n_kv_head, q_stride / k_stride 1-2, block_k 1/2/4, decode rows and 32-row blocks, NB <=
+ * n_nodes, empty candidates, ragged candidate ranges); 2048 nodes with block_k 1; and (big) the
+ * Llama-3.1-8B shape, random and planted keys x PLAIN / RELATIVE: decode rows at 64K with k 2048
+ * / block_k 2 (8 groups and one) and 32-row prefill blocks at 16K with k 512 (GPU vs CPU only).
+ * Outputs are poisoned before each run; a second run must give the same bytes.
  */
-#define HIP_MASK_TEST_NO_MAIN
-#include "test_hip_mask.c"
-
-#include "backend/cuda/cuda.h"
+#include "hip_mask_world.h"
+#include "op_registry.h"
 #include "util/util.h"
-
-#include <time.h>
 
 static const double tol_gpu = 1e-4;
 static int64_t      n_pairs_all, n_close, n_diff_blocks, n_blocks_all;
@@ -158,34 +151,43 @@ static void run_grid_case(void *ctx, const hm_case *cs, int32_t k, int32_t block
     run_case((lc_backend *)ctx, cs, k, block_k, q_stride, k_stride, n_groups, 1);
 }
 
-int main(void) {
-    lc_backend *b;
-    REQUIRE_CUDA_BACKEND(b);
-    hm_rng = (uint64_t)time(NULL) * 2654435761u | 1;
-    printf("seed %llu\n", (unsigned long long)hm_rng);
-    hm_case_grid(run_grid_case, b);
-    /* many nodes (2048: the largest sort), block_k 1, with the reference */
-    hm_case many = {64, 2, 2, 16, 64, LC_ROPE_NEOX, 32, 16, 64, HM_LEVELS, LC_HIP_SCAN_RELATIVE, 2,
-                    {9000, 5000}, {1, 40}};
-    run_case(b, &many, 2048, 1, 1, 1, 2, 1);
-    if (!getenv("LC_TEST_SMALL")) {
-        /* the Llama-3.1-8B shape: decode rows at 64K, k 2048 / block_k 2; prefill blocks at 16K */
-        for (int keys = 0; keys < 2; keys++)
-            for (int mode = 0; mode < 2; mode++) {
-                hm_case dec = {128, 8, 4, 64, 128, LC_ROPE_NORM, 32, 64, 1024, keys, mode, 1,
-                               {65535}, {1}};
-                if (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN) dec.n_rot = 64;
-                run_case(b, &dec, 2048, 2, 1, 1, 8, 0);
-                run_case(b, &dec, 2048, 2, 1, 1, 1, 0);
-                hm_case pre = {128, 8, 4, 64, 128, LC_ROPE_NEOX, 32, 64, 1024, keys, mode, 1,
-                               {16384 - 64}, {64}};
-                if (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN) pre.n_rot = 64;
-                run_case(b, &pre, 512, 2, 2, 1, 8, 0);
-                run_case(b, &pre, 512, 2, 1, 2, 1, 0);
-            }
+/* n = {group, keys, scan mode} */
+enum { HM_GRID, HM_MANY_NODES, HM_8B };
+static const op_shape hip_mask_shapes[] = {
+    {"grid", {HM_GRID}, false},
+    {"2048 nodes, block_k 1", {HM_MANY_NODES}, false},
+    {"8B random keys plain (64K decode, 16K prefill)", {HM_8B, HM_RANDOM, LC_HIP_SCAN_PLAIN}, true},
+    {"8B random keys relative", {HM_8B, HM_RANDOM, LC_HIP_SCAN_RELATIVE}, true},
+    {"8B planted keys plain", {HM_8B, HM_LEVELS, LC_HIP_SCAN_PLAIN}, true},
+    {"8B planted keys relative", {HM_8B, HM_LEVELS, LC_HIP_SCAN_RELATIVE}, true},
+};
+
+static void hip_mask_check(op_env *e, const op_shape *sh, op_result *r) {
+    lc_backend *b = e->dev;
+    (void)r;
+    hm_rng      = e->rng;
+    n_pairs_all = n_close = n_diff_blocks = n_blocks_all = 0;
+    if (sh->n[0] == HM_GRID) hm_case_grid(run_grid_case, b);
+    else if (sh->n[0] == HM_MANY_NODES) { /* many nodes (2048: the largest sort), block_k 1 */
+        hm_case many = {64, 2, 2, 16, 64, LC_ROPE_NEOX, 32, 16, 64, HM_LEVELS, LC_HIP_SCAN_RELATIVE, 2,
+                        {9000, 5000}, {1, 40}};
+        run_case(b, &many, 2048, 1, 1, 1, 2, 1);
+    } else { /* the Llama-3.1-8B shape: decode rows at 64K, k 2048 / block_k 2; prefill blocks at 16K */
+        const int keys = (int)sh->n[1], mode = (int)sh->n[2];
+        hm_case   dec  = {128, 8, 4, 64, 128, LC_ROPE_NORM, 32, 64, 1024, keys, mode, 1, {65535}, {1}};
+        if (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN) dec.n_rot = 64;
+        run_case(b, &dec, 2048, 2, 1, 1, 8, 0);
+        run_case(b, &dec, 2048, 2, 1, 1, 1, 0);
+        hm_case pre = {128, 8, 4, 64, 128, LC_ROPE_NEOX, 32, 64, 1024, keys, mode, 1, {16384 - 64}, {64}};
+        if (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN) pre.n_rot = 64;
+        run_case(b, &pre, 512, 2, 2, 1, 8, 0);
+        run_case(b, &pre, 512, 2, 1, 2, 1, 0);
     }
-    printf("GPU vs CPU twin: %lld pairs (%lld with a close cut), %lld of %lld selected blocks differ\n",
+    printf("  GPU vs CPU twin: %lld pairs (%lld with a close cut), %lld of %lld selected blocks differ\n",
            (long long)n_pairs_all, (long long)n_close, (long long)n_diff_blocks, (long long)n_blocks_all);
-    b->free(b);
-    TEST_END();
 }
+
+const op_entry op_hip_mask = {"hip_mask", "selected key blocks vs the CPU twin (exact where the "
+                              "reference finds no close cut) and the reference", hip_mask_shapes,
+                              OP_N_SHAPES(hip_mask_shapes), 0, false, NULL, NULL, NULL, NULL, NULL,
+                              hip_mask_check};
