@@ -78,6 +78,8 @@ static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock
     lc_hip_sparse_args a = {.n_sink = N_SINK, .attn_rope = attn_rope, .n_groups = 1, .sel_cap = N_SEGS,
                             .max_rows = max_rows, .max_sel = 8 * N_SEGS,
                             .max_window = N_STREAM + max_rows - 1, .sel = dsel, .sel_n = dn};
+    lc_rotated_keys    rk = {0}; /* the caller's rotated keys (plain RoPE prefill) */
+    a.rot = &rk;
     TRYL(b->batch_begin(b, seq, 1, P));
     const float scale = 1.0f / sqrtf((float)D);
     float      *t     = malloc(sizeof(float) * x->reps);
@@ -100,6 +102,7 @@ static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock
     *us_b2b = 1000.0 * t[0] / x->reps;
     free(t);
     b->dealloc(b, dqb), b->dealloc(b, dsel), b->dealloc(b, dn);
+    lc_rotated_keys_release(b, &rk);
     return 0;
 }
 

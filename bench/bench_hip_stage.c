@@ -69,8 +69,10 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
     if (!dqb) return 1;
     TRYL(b->upload(b, dqb, hq, sizeof(lc_hip_qblock) * (size_t)n_qb));
     lc_hip_stage_args a[3];
+    lc_rotated_keys   rk = {0}; /* the stages' rotated keys (plain RoPE), as InfiniteHiP keeps them */
     for (int s = 0; s < 3; s++) {
         memset(&a[s], 0, sizeof a[s]);
+        a[s].rot = &rk;
         a[s].chunk = lc[s], a[s].n_keep = keep[s], a[s].q_stride = qs[s], a[s].n_sink = N_SINK;
         a[s].n_stream = N_STREAM, a[s].scan_rope = mode, a[s].n_groups = 1;
         a[s].max_rows = n_rows < B_Q ? n_rows : B_Q, a[s].out = out[s], a[s].out_n = out_n[s];
@@ -118,6 +120,7 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
     for (int s = 0; s < 3; s++) b->dealloc(b, out[s]), b->dealloc(b, out_n[s]);
     for (int s = 0; s < 4; s++) free(t[s]);
     b->dealloc(b, dqb);
+    lc_rotated_keys_release(b, &rk);
     free(hq), free(hn);
     return ok ? 0 : 1;
 }

@@ -197,6 +197,23 @@ typedef enum lc_hip_attn_rope {
 } lc_hip_attn_rope;
 
 /* One pruning stage over n_qb query blocks. Arrays in backend memory. */
+/* Keys rotated once for several ops of one layer (InfiniteHiP's prefill with plain RoPE: every
+ * pruning stage and the sparse attention read the prefill sequences' keys at their true
+ * positions). An object the caller owns and passes to hip_stage and attn_sparse (args.rot): the
+ * backend may fill its buffer (backend memory, grown by the op; the caller frees it with
+ * lc_rotated_keys_release) and records what it holds — the layer's key pool, the RoPE table,
+ * the batch and the KV writes it saw — so a later op reuses it only when all four are the same:
+ * the results never depend on the order of the calls or on other ops in between. A backend
+ * without the optimisation (the CPU) ignores it. Zero-initialised: empty. */
+typedef struct lc_rotated_keys {
+    void        *buf;
+    size_t       bytes;
+    const void  *kv;        /* the key pool its contents come from; NULL: nothing */
+    const float *cos;       /* the RoPE table they were rotated by */
+    uint64_t     batch;     /* the backend's batch and KV-write counts when it was filled */
+    uint64_t     kv_writes;
+} lc_rotated_keys;
+
 typedef struct lc_hip_stage_args {
     int32_t           chunk;      /* l_c >= 1 */
     int32_t           n_keep;     /* chunks kept per (block, group), >= 1 */
@@ -226,6 +243,7 @@ typedef struct lc_hip_stage_args {
     const int32_t    *list;  /* [n_qb] or NULL: block b's lists (batched decode, above) */
     const int32_t    *from;  /* [n_qb] or NULL: block b runs where from[b] <= stage */
     int32_t           stage; /* this stage's index (with from) */
+    lc_rotated_keys  *rot;   /* NULL: no reuse of rotated keys (lc_rotated_keys) */
 } lc_hip_stage_args;
 
 typedef struct lc_hip_sparse_args {
@@ -239,6 +257,7 @@ typedef struct lc_hip_sparse_args {
     const lc_hip_seg *sel;       /* [n_qb][n_groups][sel_cap] (with list: [n_lists]...) */
     const int32_t    *sel_n;     /* [n_qb][n_groups] */
     const int32_t    *list;      /* [n_qb] or NULL: block b's lists (batched decode, above) */
+    lc_rotated_keys  *rot;       /* NULL: no reuse of rotated keys (lc_rotated_keys) */
 } lc_hip_sparse_args;
 
 /* The contract checks both backends share (backend/hip_args.c): the arguments of hip_stage /
@@ -487,6 +506,12 @@ struct lc_backend {
     int (*timer_mark)(lc_backend *b, void *timers, int32_t i);
     int (*timer_ms)(lc_backend *b, void *timers, int32_t from, int32_t to, float *ms);
 };
+
+/* Free a lc_rotated_keys' buffer (made by b's ops) and empty it. */
+static inline void lc_rotated_keys_release(lc_backend *b, lc_rotated_keys *r) {
+    if (r->buf) b->dealloc(b, r->buf);
+    r->buf = NULL, r->bytes = 0, r->kv = NULL, r->cos = NULL;
+}
 
 /* LC_ERR_INVALID_ARG naming the first field of t out of its range (backend/tuning.c). */
 int lc_tuning_check(const lc_tuning *t);

@@ -53,12 +53,14 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
         lc_rope_table      dt  = {w->max_pos, c->n_rot, c->pairing, dcs, dsn, w->rope.mscale};
         lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D};
         lc_hip_sparse_args da  = w->a;
-        da.sel = dsel, da.sel_n = dseln;
+        lc_rotated_keys    rk  = {0}; /* the caller's rotated keys (with tuning.rotate_keys) */
+        da.sel = dsel, da.sel_n = dseln, da.rot = &rk;
         st = b->batch_begin(b, w->seqs, w->n_seqs, c->P);
         if (st == LC_OK)
             st = b->attn_sparse(b, &dkv, w->seqs, w->n_seqs, dqb, w->n_qb, dq, w->n_head, &dt, scale,
                                 &da, dout);
         if (st == LC_OK) st = lc_cuda_sync();
+        lc_rotated_keys_release(b, &rk);
         if (st == LC_OK) st = b->download(b, got, dout, sizeof(float) * qn);
     }
     b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dout);

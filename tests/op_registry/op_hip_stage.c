@@ -76,7 +76,8 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
         b->upload(b, din_n, a->in_n, nb);
     }
     lc_hip_stage_args da = *a;
-    da.in = din, da.in_n = din_n, da.out = dout, da.out_n = dout_n;
+    lc_rotated_keys   rk = {0}; /* the caller's rotated keys (used with tuning.rotate_keys) */
+    da.in = din, da.in_n = din_n, da.out = dout, da.out_n = dout_n, da.rot = &rk;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
     lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D};
     int              rc   = LC_OK;
@@ -86,7 +87,9 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
         memset(o, 0xff, ob), memset(on, 0xff, nb); /* poison */
         b->upload(b, dout, o, ob);
         b->upload(b, dout_n, on, nb);
-        CHECK(b->batch_begin(b, w->seqs, w->cs.n_seqs, w->cs.P) == LC_OK);
+        /* the second run: the same batch, so rotated keys the first one filled are reused (and
+           must give the same bytes) */
+        if (run == 0) CHECK(b->batch_begin(b, w->seqs, w->cs.n_seqs, w->cs.P) == LC_OK);
         rc = b->hip_stage(b, &kv, w->seqs, w->cs.n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &da);
         if (rc == LC_OK) rc = lc_cuda_sync();
         if (rc == LC_OK) {
@@ -104,6 +107,7 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
         free(o), free(on);
     }
     b->dealloc(b, din), b->dealloc(b, din_n), b->dealloc(b, dout), b->dealloc(b, dout_n);
+    lc_rotated_keys_release(b, &rk);
     return rc;
 }
 

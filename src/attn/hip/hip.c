@@ -31,6 +31,7 @@ typedef struct hipa_impl {
     sel_pool          pool;        /* decode masks: a slot per (sequence, layer) */
     bool              no_shortcut; /* lc_context_params.sparse_always (tests) */
     int64_t           selected, reused;
+    lc_rotated_keys   rot;         /* prefill keys rotated once per layer (plain RoPE) */
     /* the plan: launch sizes, the dense shortcut, and per layer whether a decode block
        re-estimates its mask */
     int32_t           pre_rows, max_cand, dec_cand, max_window;
@@ -212,6 +213,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         aa.max_rows       = h->pre_rows;
         aa.sel            = h->ws.d_sel;
         aa.sel_n          = h->ws.d_n;
+        aa.rot            = &h->rot;
         if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q, n_head, rope, scale,
                                  &aa, out)) != LC_OK)
             return st;
@@ -233,6 +235,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         st          = b->hip_mask(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &ma);
     }
     if (st == LC_OK) {
+        aa.rot        = NULL;
         aa.max_rows   = 1;
         aa.max_window = p->n_stream; /* >= pos + 1 - win0 of any decode row (hipa_win0) */
         aa.sel        = pseg;
@@ -262,6 +265,7 @@ static void hipa_destroy(lc_attn_method *m) {
     hipa_impl *h = m->impl;
     if (h) {
         sel_ws_release(&h->ws);
+        lc_rotated_keys_release(h->b, &h->rot);
         sel_pool_release(&h->pool);
         free(h->any_refresh);
         free(h);

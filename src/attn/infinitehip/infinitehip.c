@@ -56,6 +56,8 @@ typedef struct hip_impl {
     int32_t seg_cap;                      /* blocks d_seg has room for */
     /* every stage's output per (decode sequence, layer): pools of slots */
     sel_pool pool;
+    /* the prefill sequences' keys rotated once per layer for its stages and attention */
+    lc_rotated_keys rot;
     /* the plan: the batch's launch sizes and each layer's decisions */
     int32_t pre_rows, pre_cand, dec_cand, max_window;
     int64_t max_end;
@@ -402,6 +404,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 
     /* prefill blocks: every stage, outputs in the workspace */
     if (n_pre > 0) {
+        sa.rot = &h->rot, aa.rot = &h->rot;
         for (int32_t i = 0; i < N && st == LC_OK; i++) {
             stage_setup(h, layer, i, h->pre_rows, h->pre_cand, &sa);
             sa.in = i ? h->d_seg[i - 1] : NULL;
@@ -441,6 +444,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const lc_hip_qblock *d_dec = h->ws.d_qb + n_pre;
     const int32_t *d_list = h->ws.d_list + (size_t)layer * (size_t)h->ws.qb_cap;
     const int32_t *d_from = h->ws.d_from + (size_t)layer * (size_t)h->ws.qb_cap;
+    sa.rot = NULL, aa.rot = NULL; /* (one-row blocks read keys as stored) */
     for (int32_t i = lp->min_from; i < N && st == LC_OK; i++) {
         stage_setup(h, layer, i, 1, h->dec_cand, &sa);
         sa.in = i ? sel_pool_seg(&h->pool, layer, i - 1) : NULL;
@@ -561,6 +565,7 @@ static void hip_destroy(lc_attn_method *m) {
     hip_impl *h = m->impl;
     if (h) {
         sel_ws_release(&h->ws);
+        lc_rotated_keys_release(h->b, &h->rot);
         seg_release(h);
         sel_pool_release(&h->pool);
         free(h->lp);

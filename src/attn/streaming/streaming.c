@@ -79,6 +79,7 @@ typedef struct streaming_impl {
     int32_t          max_rows, max_window;
     int64_t          max_end;
     bool             dense;
+    lc_rotated_keys  rot; /* prefill keys rotated once per layer (plain RoPE) */
 } streaming_impl;
 
 static int32_t streaming_win0(const void *params, int32_t pos0, int32_t n_rows) {
@@ -162,6 +163,7 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     aa.max_sel    = 0;
     aa.max_rows   = t->max_rows;
     aa.max_window = t->max_window;
+    aa.rot        = t->ws.n_pre > 0 ? &t->rot : NULL;
     st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, t->ws.n_qb, q, n_head, rope, scale, &aa, out);
     if (st == LC_OK) {
         t->ws.last_sparse = t->ws.n_pre > 0;
@@ -178,6 +180,7 @@ static void streaming_destroy(lc_attn_method *m) {
     if (!m) return;
     streaming_impl *t = m->impl;
     if (t) {
+        if (t->ws.b) lc_rotated_keys_release(t->ws.b, &t->rot);
         sel_ws_release(&t->ws);
         free(t);
     }

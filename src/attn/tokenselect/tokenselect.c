@@ -39,6 +39,7 @@ typedef struct ts_impl {
     int32_t               pre_rows, max_cand;
     int64_t               max_end;
     bool                  dense;
+    lc_rotated_keys       rot; /* prefill keys rotated once per layer (plain RoPE) */
 } ts_impl;
 
 typedef struct ts_state {
@@ -202,12 +203,14 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         aa.max_rows       = t->pre_rows;
         aa.sel            = t->ws.d_sel;
         aa.sel_n          = t->ws.d_n;
+        aa.rot            = &t->rot;
         if ((st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q, n_head, rope, scale,
                                  &aa, out)) != LC_OK)
             return st;
     }
     /* decode blocks: one sequence at a time, each with its selection cache (whose hit or miss
        the op decides on the device, so these launches replay from a graph as they are) */
+    aa.rot = NULL;
     for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
         const lc_hip_qblock *qb = &t->ws.h_qb[j];
         ts_state            *ss = states ? states[qb->seq] : NULL;
@@ -251,6 +254,7 @@ static void ts_destroy(lc_attn_method *m) {
     ts_impl *t = m->impl;
     if (t) {
         sel_ws_release(&t->ws);
+        lc_rotated_keys_release(t->b, &t->rot);
         if (t->d_counts) t->b->dealloc(t->b, t->d_counts);
         free(t);
     }

@@ -33,7 +33,11 @@ extern "C" {
 #include "format/quant.h"
 }
 
-static cudaStream_t g_stream = nullptr;
+// The stream the kernels launch on: the stream of the backend instance whose op is running on
+// this thread (each instance owns one, cuda_impl.stream; every op makes its instance's current
+// first, through impl_of or use_stream), so instances on several devices or threads do not
+// share one.
+static thread_local cudaStream_t g_stream = nullptr;
 cudaStream_t        lc_cuda_stream(void) { return g_stream; }
 void                lc_cuda_set_stream(cudaStream_t s) { g_stream = s; }
 extern "C" void    *lc_cuda_stream_handle(void) { return (void *)g_stream; }
@@ -61,11 +65,9 @@ struct cuda_impl {
     size_t             part_bytes;
     void              *pre_scratch; // prefill attention: rotated K and V in fp16
     size_t             pre_scratch_bytes;
-    // what InfiniteHiP's rotated key tiles in pre_scratch hold (hip_rot_plan): the keys of the
-    // layer whose pool is rot_kv, rotated by the table rot_cos, for the current batch; rot_kv
-    // NULL: nothing (a batch, a KV write or a dense prefill since)
-    const void        *rot_kv;
-    const float       *rot_cos;
+    // batches announced and KV writes issued so far: the stamps of a caller's rotated keys
+    // (lc_rotated_keys; hip_rot_plan)
+    uint64_t           batches, kv_writes;
     void              *hip_scratch; // InfiniteHiP stage kernels
     size_t             hip_scratch_bytes;
     void              *sel_scratch; // TokenSelect / HiP selection kernels
@@ -92,9 +94,16 @@ struct cuda_impl {
     } graphs[16];
 };
 
-static cuda_impl *impl_of(lc_backend *b) { return (cuda_impl *)b->impl; }
+// The instance's state, its stream made the current one (every op calls this or use_stream).
+static cuda_impl *impl_of(lc_backend *b) {
+    cuda_impl *im = (cuda_impl *)b->impl;
+    if (im) g_stream = im->stream;
+    return im;
+}
+static void use_stream(lc_backend *b) { (void)impl_of(b); }
 
-static void *cuda_alloc(lc_backend *, size_t bytes, const char *what) {
+static void *cuda_alloc(lc_backend *b, size_t bytes, const char *what) {
+    use_stream(b);
     void       *p   = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
     if (err != cudaSuccess) {
@@ -119,7 +128,8 @@ static int cuda_mem_info(lc_backend *b, uint64_t *free_bytes, uint64_t *total_by
     return LC_OK;
 }
 
-static void cuda_dealloc(lc_backend *, void *p) {
+static void cuda_dealloc(lc_backend *b, void *p) {
+    use_stream(b);
     if (p) cudaFree(p);
 }
 
@@ -247,34 +257,43 @@ static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float 
     return lc_cuda_gemm16(im->gemm, w->type, w->data, w->rows, w->cols, im->xb, n, y);
 }
 
-static int cuda_embed(lc_backend *, const lc_weight *t, const int32_t *ids, int64_t n, float *o) {
+static int cuda_embed(lc_backend *b, const lc_weight *t, const int32_t *ids, int64_t n, float *o) {
+    use_stream(b);
     return lc_cuda_embed(t, ids, n, o);
 }
-static int cuda_rmsnorm(lc_backend *, const float *x, const float *w, float *y, int64_t n,
+static int cuda_rmsnorm(lc_backend *b, const float *x, const float *w, float *y, int64_t n,
                         int64_t dim, float eps) {
+    use_stream(b);
     return lc_cuda_rmsnorm(x, w, y, n, dim, eps);
 }
-static int cuda_silu_mul(lc_backend *, const float *g, const float *u, float *o, int64_t n) {
+static int cuda_silu_mul(lc_backend *b, const float *g, const float *u, float *o, int64_t n) {
+    use_stream(b);
     return lc_cuda_silu_mul(g, u, o, n);
 }
-static int cuda_add(lc_backend *, float *x, const float *y, int64_t n) { return lc_cuda_add(x, y, n); }
-static int cuda_add_bias(lc_backend *, float *y, const float *b, int64_t n, int64_t dim) {
-    return lc_cuda_add_bias(y, b, n, dim);
+static int cuda_add(lc_backend *b, float *x, const float *y, int64_t n) {
+    use_stream(b);
+    return lc_cuda_add(x, y, n);
 }
-static int cuda_rope(lc_backend *, float *x, const int32_t *pos, int64_t n, int32_t nh, int32_t hd,
+static int cuda_add_bias(lc_backend *b, float *y, const float *bias, int64_t n, int64_t dim) {
+    use_stream(b);
+    return lc_cuda_add_bias(y, bias, n, dim);
+}
+static int cuda_rope(lc_backend *b, float *x, const int32_t *pos, int64_t n, int32_t nh, int32_t hd,
                      const lc_rope_table *rope) {
+    use_stream(b);
     return lc_cuda_rope(x, pos, n, nh, hd, rope);
 }
 
 static int cuda_kv_read(lc_backend *b, const lc_kv_layer_view *kv, const int32_t *page_table,
                         int64_t pos0, int64_t n_rows, int32_t part, float *out) {
+    use_stream(b);
     return lc_cuda_kv_read(kv, b->kv_type, page_table, pos0, n_rows, part, out);
 }
 
 static int cuda_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs,
                             int32_t page_size) {
     cuda_impl *im = impl_of(b);
-    im->rot_kv    = NULL;
+    im->batches++;
     size_t     n_pages = 0;
     for (int32_t i = 0; i < n_seqs; i++)
         n_pages += (size_t)((seqs[i].pos0 + seqs[i].n_rows + page_size - 1) / page_size);
@@ -349,7 +368,7 @@ static int cuda_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_att
     cuda_impl *im = impl_of(b);
     int        st = check_batch(im, seqs, n_seqs, "kv_write");
     if (st != LC_OK) return st;
-    im->rot_kv = NULL;
+    im->kv_writes++;
     return lc_cuda_kv_write(kv, im->d_seqs, n_seqs, im->max_rows, k, v);
 }
 
@@ -379,32 +398,33 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
                           lc_cuda_attn_prefill_scratch_bytes(kv, im->pre_tiles),
                           "prefill attention scratch (keys and values, fp16)");
     if (st != LC_OK) return st;
-    if (im->n_pre > 0) im->rot_kv = NULL; // the dense prefill writes its own tiles there
     bt.part    = im->part;
     bt.scratch = im->pre_scratch;
     return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
 }
 
-static int cuda_copy(lc_backend *, void *dst, const void *src, size_t bytes) {
+static int cuda_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
+    use_stream(b);
     if (bytes == 0) return LC_OK;
     LC_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, lc_cuda_stream()));
     return LC_OK;
 }
 
 // InfiniteHiP with plain RoPE in a prefill-sized call: the prefill sequences' keys rotated
-// into fp16 tiles in the dense prefill's scratch (lc_cuda_hip_rot; the dense prefill refills it
-// whenever it runs), so that the kernels read rotated keys instead of rotating each probe /
-// gathered key with its own table row — when the call reads keys at least twice as often as
-// the pass touches them (`reads`, a rough count); tuning.rotate_keys on: always, off: never.
-// Once per layer: the first stage fills the tiles (hip_rot_done), the later ops of the layer
-// (the other stages, the sparse attention) find rot->filled set.
+// into fp16 tiles in the caller's lc_rotated_keys (lc_cuda_hip_rot), so that the kernels read
+// rotated keys instead of rotating each probe / gathered key with its own table row — when
+// the call reads keys at least twice as often as the pass touches them (`reads`, a rough
+// count); tuning.rotate_keys on: always, off: never. The first op of a layer that uses them
+// fills the tiles (hip_rot_done stamps them with the layer's pool, the table, and the batch
+// and KV-write counts); a later op reuses them only while all four are unchanged.
 static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
-                        bool eligible, double reads, lc_cuda_hip_rot *rot, bool *use) {
+                        lc_rotated_keys *rk, bool eligible, double reads, lc_cuda_hip_rot *rot,
+                        bool *use) {
     cuda_impl *im = impl_of(b);
     *use          = false;
     memset(rot, 0, sizeof *rot);
     const int32_t mode = b->tuning.rotate_keys;
-    if (!eligible || im->n_pre == 0 || mode == LC_TUNE_OFF) return LC_OK;
+    if (!rk || !eligible || im->n_pre == 0 || mode == LC_TUNE_OFF) return LC_OK;
     int64_t tiles = 0;
     for (int32_t i = 0; i < im->n_seqs; i++) {
         const lc_attn_seq *sq = &im->host_seqs[i];
@@ -413,28 +433,33 @@ static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope
     if (tiles == 0) return LC_OK;
     if (mode != LC_TUNE_ON && reads < 2.0 * (double)tiles * 64 * kv->n_kv_head) return LC_OK;
     const size_t bytes = (size_t)tiles * (size_t)kv->n_kv_head * 64 * (size_t)kv->head_dim * 2;
-    const void  *old   = im->pre_scratch;
-    const int    st    = grow_scratch(b, &im->pre_scratch, &im->pre_scratch_bytes, bytes,
-                                      "prefill attention scratch (rotated keys, fp16)");
-    if (st != LC_OK) return st;
-    if (im->pre_scratch != old) im->rot_kv = NULL;
-    rot->k      = im->pre_scratch;
+    if (rk->bytes < bytes) { // grown by a quarter more, so that a growing prompt rarely regrows
+        lc_rotated_keys_release(b, rk);
+        const size_t want = bytes + bytes / 4;
+        rk->buf           = cuda_alloc(b, want, "rotated keys (fp16)");
+        if (!rk->buf) return LC_ERR_NOMEM;
+        rk->bytes = want;
+    }
+    rot->k      = rk->buf;
     rot->pre    = im->d_pre;
     rot->n_pre  = im->n_pre;
     rot->tiles  = tiles;
-    rot->filled = im->rot_kv == kv->k && im->rot_cos == rope->cos;
+    rot->filled = rk->kv == kv->k && rk->cos == rope->cos && rk->batch == im->batches &&
+                  rk->kv_writes == im->kv_writes;
     *use        = true;
     return LC_OK;
 }
 
 // After an op that filled the tiles of hip_rot_plan (`filled`) returned `st`: they hold this
-// layer's keys.
+// layer's keys for this batch (or nothing, on an error).
 static int hip_rot_done(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
-                        bool filled, int st) {
+                        lc_rotated_keys *rk, bool filled, int st) {
     cuda_impl *im = impl_of(b);
-    if (filled) {
-        im->rot_kv  = st == LC_OK ? kv->k : NULL;
-        im->rot_cos = rope->cos;
+    if (filled && rk) {
+        rk->kv        = st == LC_OK ? kv->k : NULL;
+        rk->cos       = rope->cos;
+        rk->batch     = im->batches;
+        rk->kv_writes = im->kv_writes;
     }
     return st;
 }
@@ -455,12 +480,13 @@ static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
     while ((1 << (steps - 1)) < a->chunk) steps++;
     lc_cuda_hip_rot rot;
     bool            use = false;
-    st = hip_rot_plan(b, kv, rope, a->scan_rope == LC_HIP_SCAN_PLAIN && a->max_rows > 1,
+    st = hip_rot_plan(b, kv, rope, a->rot, a->scan_rope == LC_HIP_SCAN_PLAIN && a->max_rows > 1,
                       (double)n_qb * n_head * (a->max_chunks > 0 ? a->max_chunks : 0) * steps, &rot, &use);
     if (st != LC_OK) return st;
     st = lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
                            &b->tuning, im->hip_scratch, im->hip_scratch_bytes);
-    return hip_rot_done(b, kv, rope, use && n_qb > 0, st); // (no blocks: it returns before rotating)
+    return hip_rot_done(b, kv, rope, a->rot, use && n_qb > 0 && !rot.filled, st); // (no blocks:
+                                                       // it returns before rotating)
 }
 
 static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
@@ -481,7 +507,7 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     const double    ctas = (double)(((int64_t)a->max_rows * (n_head / H) + 127) / 128);
     lc_cuda_hip_rot rot;
     bool            use = false;
-    st = hip_rot_plan(b, kv, rope, a->attn_rope == LC_HIP_ATTN_PLAIN && a->max_rows > 1,
+    st = hip_rot_plan(b, kv, rope, a->rot, a->attn_rope == LC_HIP_ATTN_PLAIN && a->max_rows > 1,
                       (double)n_qb * H * ctas * list, &rot, &use);
     if (st != LC_OK) return st;
     // not marked filled after: the sparse attention uses the tiles only on sm_90a, and it is
@@ -685,7 +711,7 @@ static void cuda_free(lc_backend *b) {
 // ---- measurement (backend.h): events on the backend's stream ---------------------------------
 
 static int cuda_sync(lc_backend *b) {
-    (void)b;
+    use_stream(b);
     return lc_cuda_sync();
 }
 
@@ -700,7 +726,7 @@ typedef struct cuda_timers {
 } cuda_timers;
 
 static int cuda_timers_create(lc_backend *b, int32_t n, void **timers) {
-    (void)b;
+    use_stream(b);
     *timers = NULL;
     if (n < 1) return lc_fail(LC_ERR_INVALID_ARG, "timers_create: %d marks", (int)n);
     cuda_timers *t = (cuda_timers *)calloc(1, sizeof *t);
@@ -720,7 +746,7 @@ static int cuda_timers_create(lc_backend *b, int32_t n, void **timers) {
 }
 
 static void cuda_timers_free(lc_backend *b, void *timers) {
-    (void)b;
+    use_stream(b);
     cuda_timers *t = (cuda_timers *)timers;
     if (!t) return;
     lc_cuda_events_destroy(t->ev, t->n);
@@ -729,14 +755,14 @@ static void cuda_timers_free(lc_backend *b, void *timers) {
 }
 
 static int cuda_timer_mark(lc_backend *b, void *timers, int32_t i) {
-    (void)b;
+    use_stream(b);
     cuda_timers *t = (cuda_timers *)timers;
     if (!t || i < 0 || i >= t->n) return lc_fail(LC_ERR_INVALID_ARG, "timer_mark: mark %d", (int)i);
     return lc_cuda_event_record(t->ev[i]);
 }
 
 static int cuda_timer_ms(lc_backend *b, void *timers, int32_t from, int32_t to, float *ms) {
-    (void)b;
+    use_stream(b);
     cuda_timers *t = (cuda_timers *)timers;
     if (!t || from < 0 || to < 0 || from >= t->n || to >= t->n)
         return lc_fail(LC_ERR_INVALID_ARG, "timer_ms: marks %d, %d", (int)from, (int)to);
