@@ -5,10 +5,13 @@
  * PyTorch SDPA (cuDNN, flash) at the same shapes in the same run and writes the table.
  *
  * usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]
+ * (each also as NAME=VALUE: mode, kv_heads, group, head_dim, keys, reps; -h lists them:
+ * bench_args.h; a bad argument names itself, exit 2 as before)
  * prints one line: mode kv_heads group head_dim keys median_us min_us
  * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h; e.g.
  * prefill=mma: the mma.sync prefill kernel on Hopper).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (bench_util.h) */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -21,41 +24,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* one timed call: the dense attention */
-typedef struct attn_call {
-    lc_backend             *b;
-    const lc_kv_layer_view *kv;
-    const lc_attn_seq      *seq;
-    const float            *q;
-    int32_t                 n_head;
-    const lc_rope_table    *rope;
-    float                   scale;
-    float                  *out;
-} attn_call;
-
-static int attn_once(void *ctx) {
-    const attn_call *c = ctx;
-    if (c->b->attn_dense(c->b, c->kv, c->seq, 1, c->q, c->n_head, c->rope, c->scale, c->out) != LC_OK) {
-        fprintf(stderr, "bench_attention: %s\n", lc_last_error());
-        return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
-    if (argc < 6) {
-        fprintf(stderr, "usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]\n");
-        return 2;
-    }
-    const int     decode = strcmp(argv[1], "decode") == 0;
-    const int32_t H = atoi(argv[2]), G = atoi(argv[3]), D = atoi(argv[4]);
-    const int64_t keys = atoll(argv[5]);
-    const int     reps = argc > 6 ? atoi(argv[6]) : (decode ? 50 : 5);
+    int             mode = 0, H = 0, G = 0, D = 0, reps = 0;
+    int64_t         keys   = 0;
+    const bench_opt opts[] = {
+        {"mode", 'c', &mode, "decode|prefill", 0, 0, 1, true, "one decode row or a causal prefill of KEYS rows"},
+        BENCH_OPTS_SHAPE(&H, &G, &D, &keys, 1, 2),
+        {"reps", 'i', &reps, NULL, 0, 1000000, 6, false, "timed runs (0: 50 decode, 5 prefill)"},
+    };
+    BENCH_ARGS("decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]", opts, NULL, NULL, NULL);
+    const int     decode = mode == 0;
     const int32_t P = 64, n_head = H * G;
-    if (H < 1 || G < 1 || (D != 64 && D != 128) || keys < 1 || reps < 1) {
-        fprintf(stderr, "bench_attention: bad arguments\n");
-        return 2;
-    }
+    if (!reps) reps = decode ? 50 : 5;
     lc_backend *b;
     if (bench_backend(&b)) return 1;
     const int64_t n_pages = (keys + P - 1) / P;
@@ -94,9 +74,9 @@ int main(int argc, char **argv) {
     }
     lc_kv_layer_view kv = {dk, dv, P, H, D};
     const float      scale = 1.0f / sqrtf((float)D);
-    attn_call call = {b, &kv, &seq, dq, n_head, &rope, scale, dout};
-    bench_times tm;
-    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 3, reps, attn_once, &call, &tm)) return 1;
+    bench_opcall call = {b, &kv, &seq, NULL, 0, dq, n_head, &rope, scale, dout, NULL, 0};
+    bench_times  tm;
+    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 3, reps, bench_call_attn_dense, &call, &tm)) return 1;
     printf("%s %d %d %d %lld %.2f %.2f\n", decode ? "decode" : "prefill", H, G, D,
            (long long)keys, 1000.0 * tm.median, 1000.0 * tm.min);
     free(pages);

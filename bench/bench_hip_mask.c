@@ -11,10 +11,13 @@
  * then the median and minimum of REPEATS runs.
  *
  * usage: bench_hip_mask [REPEATS [FILTER [RESULTS.md]]]   FILTER: cases whose label contains it
+ * (also reps=N filter=TEXT out=PATH; -h: bench_args.h; a bad argument is an error, exit 2:
+ * before, REPEATS < 1 read as 1)
  * prints a table and writes it (markdown, with the GPU name, date and $LC_COMMIT) to RESULTS.md,
  * by default bench/results/hip-mask-<gpu>-<date>.md. LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets
  * the backend's tuning (bench_util.h).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (bench_util.h) */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -40,22 +43,6 @@ typedef struct bench_env {
     char             lines[64][240];
     int              n_lines;
 } bench_env;
-
-/* one timed call: the mask estimation */
-typedef struct mask_call {
-    lc_backend             *b;
-    bench_env              *env;
-    const lc_attn_seq      *seq;
-    const lc_hip_qblock    *qb;
-    int32_t                 n_qb;
-    const lc_hip_mask_args *a;
-} mask_call;
-
-static int mask_once(void *ctx) {
-    const mask_call *c = ctx;
-    TRYL(c->b->hip_mask(c->b, &c->env->kv, c->seq, 1, c->qb, c->n_qb, c->env->dq, N_HEAD, &c->env->rope, c->a));
-    return 0;
-}
 
 /* One case: n_rows rows ending at position T - 1 in blocks of B_Q; median / min µs into med / mn. */
 static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows, int32_t k,
@@ -85,9 +72,9 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
     a.max_rows = n_rows < B_Q ? n_rows : B_Q, a.max_cand = max_cand, a.out_cap = cap;
     a.out = out, a.out_n = out_n;
     TRYL(b->batch_begin(b, &seq, 1, P));
-    mask_call   call = {b, env, &seq, dqb, n_qb, &a};
-    bench_times tm;
-    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 2, env->reps, mask_once, &call, &tm)) return 1;
+    bench_opcall call = {b, &env->kv, &seq, dqb, n_qb, env->dq, N_HEAD, &env->rope, 0, NULL, &a, 1};
+    bench_times  tm;
+    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 2, env->reps, bench_call_hip_mask, &call, &tm)) return 1;
     /* sanity: every block with more candidate blocks than nodes selected k / block_k */
     int32_t *hn = malloc(sizeof(int32_t) * (size_t)n_pairs);
     TRYL(b->download(b, hn, out_n, sizeof(int32_t) * (size_t)n_pairs));
@@ -113,8 +100,15 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
 int main(int argc, char **argv) {
     bench_env env;
     memset(&env, 0, sizeof env);
-    env.reps = argc > 1 ? atoi(argv[1]) : 10;
-    if (env.reps < 1) env.reps = 1;
+    env.reps               = 10;
+    const char     *filter = NULL, *out = NULL;
+    const bench_opt opts[] = {
+        BENCH_OPTS_CASES(&env.reps, &filter),
+        {"out", 's', &out, NULL, 0, 0, 3, false,
+         "the results file (default bench/results/hip-mask-GPU-DATE.md)"},
+    };
+    BENCH_ARGS("[REPEATS [FILTER [RESULTS.md]]]", opts, NULL, NULL, NULL);
+    if (filter && !filter[0]) filter = NULL;
     const int64_t T_max = 1 << 20, n_pages = T_max / P;
     const int32_t max_rows = 32768;
     if (bench_backend(&env.b)) return 1;
@@ -180,8 +174,7 @@ int main(int argc, char **argv) {
         {"prefill", 131072, 32768, 512, 8, LC_HIP_SCAN_RELATIVE},
         {"prefill", 131072, 32768, 2048, 8, LC_HIP_SCAN_RELATIVE},
     };
-    const char *filter = argc > 2 && argv[2][0] ? argv[2] : NULL;
-    int         rc     = 0;
+    int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char label[64];
         snprintf(label, sizeof label, "%s-%lldK-k%d-g%d", cases[i].what, (long long)(cases[i].T >> 10),
@@ -197,7 +190,7 @@ int main(int argc, char **argv) {
     size_t      gi = 0;
     for (; nm[gi] && nm[gi] != ' ' && gi + 1 < sizeof gpu; gi++) gpu[gi] = (char)tolower((unsigned char)nm[gi]);
     gpu[gi] = 0;
-    if (argc > 3) snprintf(path, sizeof path, "%s", argv[3]);
+    if (out) snprintf(path, sizeof path, "%s", out);
     else snprintf(path, sizeof path, "bench/results/hip-mask-%s-%s.md", gpu, date);
     FILE *f = fopen(path, "w");
     if (f) {

@@ -10,15 +10,20 @@
  *   prefill: a 32K-row chunk in 512 blocks of 64 rows at the end of 128K and of 1M keys, through
  *           the default prefill kernel (wgmma on sm_90a) and the mma.sync one (the backend's
  *           tuning.sparse_prefill_mma), in the same process.
- * Prints µs (one call between two events, as a step issues it; and the mean of calls issued
- * back to back, which hides the host's launch time), the K+V bytes the op must read against
- * 3.0 TB/s (decode) and TFLOP/s (prefill). LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the
+ * Prints µs (one call between two events, as a step issues it; and the mean of REPEATS calls
+ * issued back to back between one event pair, which hides the host's launch time), the K+V
+ * bytes the op must read against 3.0 TB/s (decode) and TFLOP/s (prefill); the dense reference
+ * is the median of REPEATS after 3 warm-ups. LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the
  * backend's tuning (bench_util.h), e.g. sparse-pdl=off: the decode merge kernel without
  * programmatic dependent launch; with sparse-prefill=mma the prefill runs the mma.sync kernel
  * only.
  *
- * usage: bench_hip_sparse [REPEATS [all|decode|prefill]]
+ * usage: bench_hip_sparse [REPEATS [all|decode|prefill]]   (also reps=N what=...; -h: bench_args.h)
+ * Timing: bench_time_ops (bench_util.h), the same warm-ups, repetitions and units as before.
+ * Changed: a bad argument is an error (exit 2); before, REPEATS < 1 read as 1 and a second
+ * argument other than decode / prefill as all.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (bench_util.h) */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -59,9 +64,13 @@ typedef struct bench_ctx {
     lc_rope_table    rope;
     float           *dq, *dout;
     int32_t         *pages; /* host identity page table */
-    cudaEvent_t      e0, e1;
     int              reps;
 } bench_ctx;
+
+/* the op on one sequence (qb: device query blocks; a: the sparse op's arguments) */
+static bench_opcall op_call(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock *qb, int32_t n_qb, const void *a) {
+    return (bench_opcall){x->b, &x->kv, seq, qb, n_qb, x->dq, NH, &x->rope, 1.0f / sqrtf((float)D), x->dout, a, 1};
+}
 
 /* Median µs of the op on n_qb blocks (host qb / sel copied to the device) for one sequence. */
 static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock *qb, int32_t n_qb,
@@ -81,56 +90,39 @@ static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock
     lc_rotated_keys    rk = {0}; /* the caller's rotated keys (plain RoPE prefill) */
     a.rot = &rk;
     TRYL(b->batch_begin(b, seq, 1, P));
-    const float scale = 1.0f / sqrtf((float)D);
-    float      *t     = malloc(sizeof(float) * x->reps);
-    for (int i = -3; i < x->reps; i++) {
-        TRYC(cudaEventRecord(x->e0, (cudaStream_t)lc_cuda_stream_handle()));
-        TRYL(b->attn_sparse(b, &x->kv, seq, 1, dqb, n_qb, x->dq, NH, &x->rope, scale, &a, x->dout));
-        TRYC(cudaEventRecord(x->e1, (cudaStream_t)lc_cuda_stream_handle()));
-        TRYC(cudaEventSynchronize(x->e1));
-        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], x->e0, x->e1));
-    }
-    qsort(t, (size_t)x->reps, sizeof(float), cmp_float);
-    *us = 1000.0 * t[x->reps / 2];
+    const bench_opcall call   = op_call(x, seq, dqb, n_qb, &a);
+    const bench_op     op     = {bench_call_attn_sparse, (void *)&call, NULL, NULL, NULL};
+    const cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
+    bench_times        tm, b2b;
+    if (bench_time_ops(stream, (bench_plan){3, x->reps, 1, false}, 1, &op, &tm)) return 1;
     /* the same calls back to back: the host's launch time hidden behind the GPU's work */
-    TRYC(cudaEventRecord(x->e0, (cudaStream_t)lc_cuda_stream_handle()));
-    for (int i = 0; i < x->reps; i++)
-        TRYL(b->attn_sparse(b, &x->kv, seq, 1, dqb, n_qb, x->dq, NH, &x->rope, scale, &a, x->dout));
-    TRYC(cudaEventRecord(x->e1, (cudaStream_t)lc_cuda_stream_handle()));
-    TRYC(cudaEventSynchronize(x->e1));
-    TRYC(cudaEventElapsedTime(&t[0], x->e0, x->e1));
-    *us_b2b = 1000.0 * t[0] / x->reps;
-    free(t);
+    if (bench_time_ops(stream, (bench_plan){0, 1, x->reps, false}, 1, &op, &b2b)) return 1;
+    *us = 1000.0 * tm.median, *us_b2b = 1000.0 * b2b.median;
     b->dealloc(b, dqb), b->dealloc(b, dsel), b->dealloc(b, dn);
     lc_rotated_keys_release(b, &rk);
     return 0;
 }
 
 static int time_dense_decode(bench_ctx *x, const lc_attn_seq *seq, double *us) {
-    lc_backend *b = x->b;
-    TRYL(b->batch_begin(b, seq, 1, P));
-    const float scale = 1.0f / sqrtf((float)D);
-    float      *t     = malloc(sizeof(float) * x->reps);
-    for (int i = -3; i < x->reps; i++) {
-        TRYC(cudaEventRecord(x->e0, (cudaStream_t)lc_cuda_stream_handle()));
-        TRYL(b->attn_dense(b, &x->kv, seq, 1, x->dq, NH, &x->rope, scale, x->dout));
-        TRYC(cudaEventRecord(x->e1, (cudaStream_t)lc_cuda_stream_handle()));
-        TRYC(cudaEventSynchronize(x->e1));
-        if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], x->e0, x->e1));
-    }
-    qsort(t, (size_t)x->reps, sizeof(float), cmp_float);
-    *us = 1000.0 * t[x->reps / 2];
-    free(t);
+    TRYL(x->b->batch_begin(x->b, seq, 1, P));
+    bench_opcall call = op_call(x, seq, NULL, 0, NULL);
+    bench_times  tm;
+    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 3, x->reps, bench_call_attn_dense, &call, &tm)) return 1;
+    *us = 1000.0 * tm.median;
     return 0;
 }
 
 int main(int argc, char **argv) {
     bench_ctx x;
     memset(&x, 0, sizeof x);
-    x.reps = argc > 1 ? atoi(argv[1]) : 20;
-    if (x.reps < 1) x.reps = 1;
-    const char *what = argc > 2 ? argv[2] : "all";
-    const int   do_dec = strcmp(what, "prefill") != 0, do_pre = strcmp(what, "decode") != 0;
+    x.reps                 = 20;
+    int             what   = 0;
+    const bench_opt opts[] = {
+        {"reps", 'i', &x.reps, NULL, 1, 1000000, 1, false, "timed calls per case"},
+        {"what", 'c', &what, "all|decode|prefill", 0, 0, 2, false, "which cases"},
+    };
+    BENCH_ARGS("[REPEATS [all|decode|prefill]]", opts, NULL, NULL, NULL);
+    const int do_dec = what != 2, do_pre = what != 1;
     const int64_t max_ctx = 1 << 20, n_pages = max_ctx / P, pre_rows = 32768;
     if (bench_backend(&x.b)) return 1;
     lc_backend *b = x.b;
@@ -168,8 +160,6 @@ int main(int argc, char **argv) {
     x.kv    = (lc_kv_layer_view){dk, dv, P, H, D};
     x.pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) x.pages[i] = (int32_t)i;
-    TRYC(cudaEventCreate(&x.e0));
-    TRYC(cudaEventCreate(&x.e1));
 
     const int32_t  n_blk = (int32_t)(pre_rows / 64);
     lc_hip_qblock *qb    = malloc(sizeof *qb * n_blk);
@@ -237,7 +227,6 @@ int main(int argc, char **argv) {
     free(qb), free(sel), free(sel_n), free(mark), free(x.pages);
     b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, x.dq), b->dealloc(b, x.dout);
     b->dealloc(b, dcs), b->dealloc(b, dsn);
-    cudaEventDestroy(x.e0), cudaEventDestroy(x.e1);
     b->free(b);
     return 0;
 }

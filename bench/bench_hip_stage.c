@@ -11,14 +11,19 @@
  * the host's launch time counts), and the median of the three stages issued back to back
  * ("chain": one event pair around them).
  *
- * usage: bench_hip_stage [REPEATS [FILTER]]   (FILTER: run the cases whose label contains it)
+ * usage: bench_hip_stage [REPEATS [FILTER]] [also=SET;SET...]   (FILTER: run the cases whose
+ * label contains it; also reps=N filter=TEXT; -h: bench_args.h)
  * prints one line per case: what, context, query rows, µs of stage 1/2/3, their sum, the chain
  * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h);
- * LONGCTX_BENCH_ALSO="NAME=VALUE,NAME=VALUE;NAME=VALUE..." runs each case again with each
- * ';'-separated set of tuning knobs on top of it (the kernels' switches, e.g. rotate-keys=off
- * or stage-tiles=2), one line each.
+ * also="NAME=VALUE,NAME=VALUE;NAME=VALUE..." runs each case again with each ';'-separated set
+ * of tuning knobs on top of it (the kernels' switches, e.g. rotate-keys=off or stage-tiles=2),
+ * one line each.
+ * Timing: bench_time_ops (bench_util.h) with four ops a sample (the three stages and the
+ * chain, in that order, each between its own events), the same warm-ups, repetitions and units
+ * as before. Changed: the environment variable LONGCTX_BENCH_ALSO is now the option also=...;
+ * a bad argument is an error (exit 2); before, REPEATS < 1 read as 1.
  */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#define _POSIX_C_SOURCE 200809L /* strtok_r, clock_gettime (bench_util.h) */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -39,7 +44,6 @@ typedef struct bench_env {
     float           *dq;
     int32_t         *pages;
     int              reps;
-    cudaEvent_t      e0, e1;
 } bench_env;
 
 /* One case: n_rows query rows ending at position T - 1, cut into 64-row blocks. */
@@ -82,25 +86,18 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
             a[s].max_chunks = keep[s - 1] * lc[s - 1] / lc[s];
         }
     }
-    float *t[4];
-    for (int s = 0; s < 4; s++) t[s] = malloc(sizeof(float) * (size_t)env->reps);
     TRYL(b->batch_begin(b, &seq, 1, P));
-    cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
-    for (int i = -2; i < env->reps; i++) {
-        for (int s = 0; s < 3; s++) {
-            TRYC(cudaEventRecord(env->e0, stream));
-            TRYL(b->hip_stage(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a[s]));
-            TRYC(cudaEventRecord(env->e1, stream));
-            TRYC(cudaEventSynchronize(env->e1));
-            if (i >= 0) TRYC(cudaEventElapsedTime(&t[s][i], env->e0, env->e1));
-        }
-        TRYC(cudaEventRecord(env->e0, stream));
-        for (int s = 0; s < 3; s++)
-            TRYL(b->hip_stage(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a[s]));
-        TRYC(cudaEventRecord(env->e1, stream));
-        TRYC(cudaEventSynchronize(env->e1));
-        if (i >= 0) TRYC(cudaEventElapsedTime(&t[3][i], env->e0, env->e1));
+    /* each stage alone, then the three back to back (the chain), in that order in every run */
+    bench_opcall call[4];
+    bench_op     op[4];
+    bench_times  tm[4];
+    for (int s = 0; s < 4; s++) {
+        call[s] = (bench_opcall){b, &env->kv, &seq, dqb, n_qb, env->dq, N_HEAD, &env->rope, 0, NULL,
+                                 &a[s < 3 ? s : 0], s < 3 ? 1 : 3};
+        op[s]   = (bench_op){bench_call_hip_stage, &call[s], NULL, NULL, NULL};
     }
+    if (bench_time_ops((cudaStream_t)lc_cuda_stream_handle(), (bench_plan){2, env->reps, 1, false}, 4, op, tm))
+        return 1;
     /* sanity: every block kept what it should */
     int32_t *hn = malloc(sizeof(int32_t) * (size_t)n_qb);
     TRYL(b->download(b, hn, out_n[2], sizeof(int32_t) * (size_t)n_qb));
@@ -108,8 +105,7 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
     for (int32_t i = 0; i < n_qb; i++) ok &= hn[i] == 256;
     double med[4], mn[4], tot = 0;
     for (int s = 0; s < 4; s++) {
-        qsort(t[s], (size_t)env->reps, sizeof(float), cmp_float);
-        med[s] = 1000.0 * t[s][env->reps / 2], mn[s] = 1000.0 * t[s][0];
+        med[s] = 1000.0 * tm[s].median, mn[s] = 1000.0 * tm[s].min;
         if (s < 3) tot += med[s];
     }
     printf("%-14s T=%-8lld rows=%-6d blocks=%-4d | stage1 %9.1f us (min %9.1f, %d chunks) | stage2 "
@@ -118,7 +114,6 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
            mn[2], tot, med[3], ok ? "" : "  (OUTPUT COUNTS WRONG)");
     fflush(stdout);
     for (int s = 0; s < 3; s++) b->dealloc(b, out[s]), b->dealloc(b, out_n[s]);
-    for (int s = 0; s < 4; s++) free(t[s]);
     b->dealloc(b, dqb);
     lc_rotated_keys_release(b, &rk);
     free(hq), free(hn);
@@ -128,8 +123,14 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
 int main(int argc, char **argv) {
     bench_env env;
     memset(&env, 0, sizeof env);
-    env.reps = argc > 1 ? atoi(argv[1]) : 5;
-    if (env.reps < 1) env.reps = 1;
+    env.reps                = 5;
+    const char     *filter  = NULL, *also = "";
+    const bench_opt opts[]  = {
+        BENCH_OPTS_CASES(&env.reps, &filter),
+        {"also", 's', &also, NULL, 0, 0, 0, false,
+         "run each case again with each ';'-separated set of tuning knobs NAME=VALUE,NAME=VALUE"},
+    };
+    BENCH_ARGS("[REPEATS [FILTER]] [also=SET;SET...]", opts, NULL, NULL, NULL);
     const int64_t T_max = 1 << 20, n_pages = T_max / P;
     const int32_t max_rows = 32768;
     if (bench_backend(&env.b)) return 1;
@@ -164,8 +165,6 @@ int main(int argc, char **argv) {
     env.pages = malloc(sizeof(int32_t) * (size_t)n_pages);
     for (int64_t i = 0; i < n_pages; i++) /* scattered: a fixed odd stride through the pool */
         env.pages[i] = (int32_t)((i * 40503) % n_pages);
-    TRYC(cudaEventCreate(&env.e0));
-    TRYC(cudaEventCreate(&env.e1));
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
     printf("bench_hip_stage on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV), 3k preset, "
@@ -183,17 +182,15 @@ int main(int argc, char **argv) {
         {"prefill-plain", 131072, 32768, LC_HIP_SCAN_PLAIN},
         {"prefill", 1048576, 32768, LC_HIP_SCAN_RELATIVE},
     };
-    const char *filter = argc > 2 ? argv[2] : NULL;
-    int         rc     = 0;
+    int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char label[64];
         snprintf(label, sizeof label, "%s-%lldK", cases[i].what, (long long)(cases[i].T >> 10));
         if (filter && !strstr(label, filter)) continue;
         rc |= run_case(&env, cases[i].what, cases[i].T, cases[i].rows, cases[i].mode);
-        const char *also = getenv("LONGCTX_BENCH_ALSO");
-        char        vars[512], *sv = NULL;
-        snprintf(vars, sizeof vars, "%s", also ? also : "");
-        for (char *set = also ? strtok_r(vars, ";", &sv) : NULL; set; set = strtok_r(NULL, ";", &sv)) {
+        char vars[512], *sv = NULL;
+        snprintf(vars, sizeof vars, "%s", also);
+        for (char *set = strtok_r(vars, ";", &sv); set; set = strtok_r(NULL, ";", &sv)) {
             char what[160];
             snprintf(what, sizeof what, "%s [%s]", cases[i].what, set);
             if (!bench_tune(&b->tuning, set))

@@ -4,30 +4,34 @@
  * stage-wise mask caching in decode; paper 000_ced830aa0d9eb0ea.txt §3.3, Table 4/19/20), next
  * to our dense attention on the same paged fp16 K/V, timed with CUDA events.
  *
- * usage: bench_infinitehip decode  N_KV_HEADS GROUP HEAD_DIM KEYS [STEPS] [PRESET] [LAYER]
- *        bench_infinitehip prefill N_KV_HEADS GROUP HEAD_DIM KEYS ROWS [PRESET] [LAYER]
+ * usage: bench_infinitehip decode  N_KV_HEADS GROUP HEAD_DIM KEYS [STEPS] [PRESET] [LAYER] [KNOB=VALUE..]
+ *        bench_infinitehip prefill N_KV_HEADS GROUP HEAD_DIM KEYS ROWS [PRESET] [LAYER] [KNOB=VALUE..]
+ * (each also as NAME=VALUE: mode, kv_heads, group, head_dim, keys, steps|rows, preset, layer;
+ * and dense=0 (skip the dense reference), also="SET;SET" (below); -h lists them: bench_args.h)
  * decode: STEPS consecutive decode steps of one sequence at KEYS context (default 256); each
  *   step is timed alone and classed by the first stage it recomputed (1 = all stages, 2 =
  *   stages 2.., ..., "none" = cached mask only); prints the average over the steps (the
- *   amortised cost of the refresh schedule), each class's median, and dense decode's median;
- *   then the average of the same schedule issued back to back (one event pair around all the
- *   steps, no wait between them — how a model's layers run, the host issuing ahead of the GPU;
- *   the step timed alone also holds the host's time to issue its first kernel). The method
- *   uploads its query blocks only when they change (once per decode step of a model, not per
- *   layer); here they never change after the first step.
+ *   amortised cost of the refresh schedule), each class's median, and dense decode's median
+ *   (of 50, after 2 warm-ups); then the average of the same schedule issued back to back (one
+ *   event pair around all the steps, no wait between them — how a model's layers run, the host
+ *   issuing ahead of the GPU; the step timed alone also holds the host's time to issue its
+ *   first kernel). The method uploads its query blocks only when they change (once per decode
+ *   step of a model, not per layer); here they never change after the first step.
  * prefill: ROWS query rows at the end of a KEYS-token context (one chunk), infinitehip vs
- *   dense, medians of 3 runs.
- * PRESET may carry knobs after '+' signs, as --hip-NAME=VALUE: "3k+heads=group+q-stride=4,4,1".
+ *   dense, medians of 3 runs after a warm-up; also="NAME=VALUE,NAME=VALUE;NAME=VALUE..." times
+ *   the method again with each ';'-separated set of tuning knobs on top of it (the kernels'
+ *   switches, e.g. rotate-keys=off), in the same process.
+ * PRESET may carry knobs after '+' signs, as --hip-NAME=VALUE: "3k+heads=group+q-stride=4,4,1";
+ * KNOB=VALUE arguments (names not in the table above) add more.
  * LAYER picks the per-layer settings (layers below first-layers use chunk-indexed RoPE and
  * first-k); default 5. RoPE: the preset's auto mode with a 131072-token trained context
  * (Llama-3.1-8B), so contexts past 128K use the re-indexing strategies.
- * Environment: LONGCTX_BENCH_DENSE=0 skips the dense reference; LONGCTX_BENCH_TUNE=
- * "NAME=VALUE,..." sets the backend's tuning (bench_util.h); LONGCTX_BENCH_ALSO=
- * "NAME=VALUE,NAME=VALUE;NAME=VALUE..." (prefill) times the method again with each
- * ';'-separated set of tuning knobs on top of it (the kernels' switches, e.g. rotate-keys=off),
- * in the same process.
+ * Timing: bench_time_ops (bench_util.h), the same warm-ups, repetitions and units as before.
+ * Changed: the environment variables LONGCTX_BENCH_DENSE=0 and LONGCTX_BENCH_ALSO are now the
+ * options dense=0 and also=...; a bad argument is an error (exit 2) instead of atoi's 0.
+ * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h).
  */
-#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#define _POSIX_C_SOURCE 200809L /* strtok_r, clock_gettime (bench_util.h) */
 #include "attn/infinitehip/infinitehip.h"
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
@@ -36,102 +40,82 @@
 #include "bench_util.h"
 
 #include <cuda_runtime.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* "KEY=VALUE" arguments past the table: method settings appended to the preset's */
+static int add_knob(void *ctx, const char *arg) {
+    char *settings = ctx;
+    const size_t at = strlen(settings);
+    return snprintf(settings + at, 512 - at, " %s", arg) >= (int)(512 - at);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 6) {
-        fprintf(stderr, "usage: bench_infinitehip decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS "
-                        "[STEPS|ROWS] [PRESET] [LAYER]\n");
-        return 2;
-    }
-    const int     decode = strcmp(argv[1], "decode") == 0;
-    const int32_t H = atoi(argv[2]), G = atoi(argv[3]), D = atoi(argv[4]);
-    const int64_t keys  = atoll(argv[5]);
-    const int32_t arg6  = argc > 6 ? atoi(argv[6]) : (decode ? 256 : 32768);
-    const char   *preset = argc > 7 ? argv[7] : "3k";
-    const int32_t layer  = argc > 8 ? atoi(argv[8]) : 5;
-    const int32_t P = 64, n_head = H * G;
+    int         mode = 0, H = 0, G = 0, D = 0, n = 0, layer = 5, dense = 1;
+    int64_t     keys = 0;
+    const char *preset = "3k", *also = "";
+    char        knobs[512] = "";
+    const bench_opt opts[] = {
+        {"mode", 'c', &mode, "decode|prefill", 0, 0, 1, true, "decode steps or one prefill chunk"},
+        BENCH_OPTS_SHAPE(&H, &G, &D, &keys, 2, 2),
+        BENCH_OPTS_STEPS_DENSE(&n, &dense, 6),
+        {"preset", 's', &preset, NULL, 0, 0, 7, false, "InfiniteHiP preset, knobs after '+' as --hip-NAME=VALUE"},
+        {"layer", 'i', &layer, NULL, 0, 31, 8, false, "the layer whose settings apply (of 32)"},
+        {"also", 's', &also, NULL, 0, 0, 0, false,
+         "prefill: again with each ';'-separated set of tuning knobs NAME=VALUE,NAME=VALUE"},
+    };
+    BENCH_ARGS("decode|prefill KV_HEADS GROUP HEAD_DIM KEYS [STEPS|ROWS] [PRESET] [LAYER] [KNOB=VALUE ...] "
+               "[NAME=VALUE ...]",
+               opts, add_knob, knobs, "KNOB=VALUE: an InfiniteHiP setting on top of the preset");
+    const int     decode = mode == 0;
+    const int32_t n_head = H * G, arg6 = n ? n : (decode ? 256 : 32768);
     const int32_t rows = decode ? 1 : arg6;
-    if (H < 1 || G < 1 || (D != 64 && D != 128) || keys < 2 || arg6 < 1 || rows > keys) {
-        fprintf(stderr, "bench_infinitehip: bad arguments\n");
+    if (rows > keys) {
+        fprintf(stderr, BENCH_NAME ": rows=%d > keys=%lld\n", rows, (long long)keys);
         return 2;
     }
     lc_infinitehip_params hp_;
     {
-        /* "PRESET+KEY=VALUE+..." as the settings string "preset=PRESET KEY=VALUE ..." */
-        char settings[512];
-        snprintf(settings, sizeof settings, "preset=%s", preset);
+        /* "PRESET+KEY=VALUE+..." and the KNOB=VALUE arguments as the settings string "preset=PRESET KEY=VALUE ..." */
+        char settings[1100];
+        snprintf(settings, sizeof settings, "preset=%s%s", preset, knobs);
         for (char *c = settings; *c; c++)
             if (*c == '+') *c = ' ';
         void *parsed = NULL;
-        TRYL(lc_attn_settings_parse(&lc_attn_desc_infinitehip, settings, &parsed));
+        if (lc_attn_settings_parse(&lc_attn_desc_infinitehip, settings, &parsed) != LC_OK) {
+            fprintf(stderr, BENCH_NAME ": %s; the options of " BENCH_NAME ": ", lc_last_error());
+            bench_args_names(stderr, opts, (int)(sizeof opts / sizeof opts[0]), NULL);
+            fprintf(stderr, "\n");
+            return 2;
+        }
         hp_ = *(const lc_infinitehip_params *)parsed;
         free(parsed);
     }
     lc_backend *b;
     if (bench_backend(&b)) return 1;
     const lc_tuning tune0 = b->tuning; /* as LONGCTX_BENCH_TUNE set it */
-    const int64_t n_pages = (keys + P - 1) / P;
-    const size_t  pool    = (size_t)n_pages * H * P * D;
-    void         *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
-    const size_t  qn = (size_t)rows * n_head * D;
-    float        *dq = b->alloc(b, sizeof(float) * qn, "q"), *dqr = b->alloc(b, sizeof(float) * qn, "q");
-    float        *dout = b->alloc(b, sizeof(float) * qn, "out");
-    const size_t  half = (size_t)D / 2;
-    float        *dcs = b->alloc(b, sizeof(float) * keys * half, "cos");
-    float        *dsn = b->alloc(b, sizeof(float) * keys * half, "sin");
-    if (!dk || !dv || !dq || !dqr || !dout || !dcs || !dsn) {
-        fprintf(stderr, "bench_infinitehip: %s\n", lc_last_error());
-        return 1;
-    }
-    if (bench_fill_random(dk, pool, 1, 1) || bench_fill_random(dv, pool, 1, 2) || bench_fill_random(dq, qn, 0, 3) ||
-        bench_fill_random(dqr, qn, 0, 4)) {
-        fprintf(stderr, "bench_infinitehip: filling the inputs failed\n");
-        return 1;
-    }
-    if (bench_rope_upload(keys, D, dcs, dsn)) return 1;
-    lc_rope_table    rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
-    int32_t         *pages = malloc(sizeof(int32_t) * n_pages);
-    for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;
-    lc_attn_seq      seq = {0, rows, (int32_t)(keys - rows), pages, 0};
-    lc_kv_layer_view kv  = {dk, dv, P, H, D};
-    const float      scale = 1.0f / sqrtf((float)D);
+    bench_layer     L;
+    if (bench_layer_init(&L, b, H, G, D, keys, rows)) return 1;
     const lc_attn_shape shape = {32, n_head, H, D, 131072};
     lc_attn_method     *m     = NULL;
     TRYL(lc_attn_infinitehip_create(b, &shape, &hp_, NULL, &m));
     void *state = NULL;
     TRYL(m->state_create(m, layer, &state));
-    void *const  states[1] = {state};
-    cudaStream_t s         = (cudaStream_t)lc_cuda_stream_handle();
-    cudaEvent_t  e0, e1;
-    TRYC(cudaEventCreate(&e0));
-    TRYC(cudaEventCreate(&e1));
-    char desc[512];
+    cudaStream_t s = (cudaStream_t)lc_cuda_stream_handle();
+    char         desc[512];
     lc_settings_describe(&lc_attn_desc_infinitehip.settings, &hp_, desc, sizeof desc);
     printf("# %s %d/%d heads, dim %d, %lld keys, layer %d, preset %s (%s)\n",
            decode ? "decode" : "prefill", n_head, H, D, (long long)keys, layer, preset, desc);
 
     /* dense reference */
-    const char *nd         = getenv("LONGCTX_BENCH_DENSE");
-    const int   reps_dense = nd && !strcmp(nd, "0") ? 0 : (decode ? 50 : 3);
-    float      *td         = malloc(sizeof(float) * (size_t)(reps_dense > arg6 ? reps_dense : arg6 + 8));
-    for (int i = reps_dense > 0 ? -2 : 0; i < reps_dense; i++) {
-        TRYL(b->batch_begin(b, &seq, 1, P));
-        TRYC(cudaEventRecord(e0, s));
-        TRYL(b->attn_dense(b, &kv, &seq, 1, dq, n_head, &rope, scale, dout));
-        TRYC(cudaEventRecord(e1, s));
-        TRYC(cudaEventSynchronize(e1));
-        if (i >= 0) TRYC(cudaEventElapsedTime(&td[i], e0, e1));
-    }
-    const float dense_us = 1000.0f * bench_median(td, reps_dense);
+    float dense_us = 0;
+    if (bench_layer_dense_us(&L, s, dense ? (decode ? 50 : 3) : 0, &dense_us)) return 1;
 
+    bench_method_call call = {m, &L, layer, state};
     if (!decode) {
-        const char *also = getenv("LONGCTX_BENCH_ALSO");
-        char        vars[512];
-        snprintf(vars, sizeof vars, "%s", also ? also : "");
+        char vars[512];
+        snprintf(vars, sizeof vars, "%s", also);
         char *save = NULL, *set = NULL;
         for (int variant = 0;; variant++) {
             if (variant > 0) { /* the next ';'-separated set of NAME=VALUE */
@@ -139,53 +123,42 @@ int main(int argc, char **argv) {
                 if (!set) break;
                 if (bench_tune(&b->tuning, set)) return 1;
             }
-            float t[3];
-            for (int i = -1; i < 3; i++) {
-                TRYL(b->batch_begin(b, &seq, 1, P));
-                TRYC(cudaEventRecord(e0, s));
-                TRYL(m->forward(m, b, layer, &kv, &seq, 1, states, dq, dqr, n_head, &rope, scale, dout));
-                TRYC(cudaEventRecord(e1, s));
-                TRYC(cudaEventSynchronize(e1));
-                if (i >= 0) TRYC(cudaEventElapsedTime(&t[i], e0, e1));
-            }
-            const float us = 1000.0f * bench_median(t, 3);
+            const bench_op op = {bench_call_forward, &call, bench_call_forward_begin, NULL, NULL};
+            bench_times    tm;
+            if (bench_time_ops(s, (bench_plan){1, 3, 1, false}, 1, &op, &tm)) return 1;
+            const float us = 1000.0f * tm.median;
             if (variant == 0)
                 printf("prefill rows %d at %lld keys: infinitehip %.1f us, dense %.1f us, speed-up %.2fx\n",
                        rows, (long long)keys, us, dense_us, dense_us / us);
             else
                 printf("  with %s: infinitehip %.1f us, speed-up %.2fx\n", set, us, dense_us / us);
             b->tuning = tune0; /* the set's knobs back */
-            if (!also) break;
         }
     } else {
         /* the refresh class of step i, as the method decides it (state valid after step 0) */
         const int32_t N = hp_.n_stages;
         float        *cls[LC_HIP_MAX_STAGES + 1];
         int           n_cls[LC_HIP_MAX_STAGES + 1] = {0};
+        float        *steps = malloc(sizeof(float) * (size_t)arg6);
         for (int c = 0; c <= N; c++) cls[c] = malloc(sizeof(float) * (size_t)arg6);
-        double sum = 0;
         /* warm-up: one full refresh and a cached step, then start the count at step 0 */
-        for (int i = 0; i < 2; i++) {
-            TRYL(b->batch_begin(b, &seq, 1, P));
-            TRYL(m->forward(m, b, layer, &kv, &seq, 1, states, dq, dqr, n_head, &rope, scale, dout));
-        }
+        for (int i = 0; i < 2; i++)
+            if (bench_call_forward_begin(&call, i) || bench_call_forward(&call, i)) return 1;
         /* a prefill-free restart: invalidate by a fresh state */
         m->state_free(m, state);
         TRYL(m->state_create(m, layer, &state));
-        void *const st2[1] = {state};
+        call.state = state;
+        /* each step timed alone, in order; the steps differ (the refresh schedule) */
+        const bench_op op = {bench_call_forward, &call, bench_call_forward_begin, NULL, steps};
+        bench_times    tm;
+        if (bench_time_ops(s, (bench_plan){0, arg6, 1, false}, 1, &op, &tm)) return 1;
+        double sum = 0;
         for (int i = 0; i < arg6; i++) {
             int32_t from = N;
             for (int32_t k = 0; k < N && from == N; k++)
                 if (i == 0 || i % hp_.refresh[k] == 0) from = k;
-            TRYL(b->batch_begin(b, &seq, 1, P));
-            TRYC(cudaEventRecord(e0, s));
-            TRYL(m->forward(m, b, layer, &kv, &seq, 1, st2, dq, dqr, n_head, &rope, scale, dout));
-            TRYC(cudaEventRecord(e1, s));
-            TRYC(cudaEventSynchronize(e1));
-            float ms;
-            TRYC(cudaEventElapsedTime(&ms, e0, e1));
-            sum += ms;
-            cls[from][n_cls[from]++] = 1000.0f * ms;
+            sum += steps[i];
+            cls[from][n_cls[from]++] = 1000.0f * steps[i];
         }
         const double avg = 1000.0 * sum / arg6;
         printf("decode %lld keys, %d steps: infinitehip average %.1f us/step, dense %.1f us, "
@@ -194,16 +167,10 @@ int main(int argc, char **argv) {
            events (as a model's layers run: the host issues ahead of the GPU, no wait per step) */
         m->state_free(m, state);
         TRYL(m->state_create(m, layer, &state));
-        void *const st3[1] = {state};
-        TRYL(b->batch_begin(b, &seq, 1, P));
-        TRYC(cudaEventRecord(e0, s));
-        for (int i = 0; i < arg6; i++)
-            TRYL(m->forward(m, b, layer, &kv, &seq, 1, st3, dq, dqr, n_head, &rope, scale, dout));
-        TRYC(cudaEventRecord(e1, s));
-        TRYC(cudaEventSynchronize(e1));
-        float ms_b2b;
-        TRYC(cudaEventElapsedTime(&ms_b2b, e0, e1));
-        const double avg_b2b = 1000.0 * ms_b2b / arg6;
+        call.state = state;
+        const bench_op b2b = {bench_call_forward, &call, bench_call_forward_begin, NULL, NULL}; /* one batch_begin */
+        if (bench_time_ops(s, (bench_plan){0, 1, arg6, false}, 1, &b2b, &tm)) return 1;
+        const double avg_b2b = 1000.0 * tm.median;
         printf("  back to back: average %.1f us/step, speed-up %.2fx\n", avg_b2b,
                dense_us / avg_b2b);
         for (int c = 0; c <= N; c++) {
@@ -213,12 +180,11 @@ int main(int argc, char **argv) {
                         bench_median(cls[c], n_cls[c]));
             free(cls[c]);
         }
+        free(steps);
     }
-    free(td), free(pages);
     m->state_free(m, state);
     lc_attn_method_free(m);
-    b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dqr);
-    b->dealloc(b, dout), b->dealloc(b, dcs), b->dealloc(b, dsn);
+    bench_layer_free(&L);
     b->free(b);
     return 0;
 }

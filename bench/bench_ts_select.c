@@ -9,11 +9,17 @@
  *   prefill: 32K rows as 64 blocks of 512 rows at 32K and 128K context.
  * CUDA-event timing: two warm-ups, then the median (and minimum) of REPEATS runs, each run
  * synchronised before it (the host's launch time counts).
- * usage: bench_ts_select [REPEATS [TABLE.md]]  (TABLE.md: the table is also written there)
+ * usage: bench_ts_select [REPEATS [TABLE.md]]  (TABLE.md: the table is also written there;
+ * also reps=N table=PATH; -h: bench_args.h)
+ * Timing: bench_time_ops (bench_util.h) with sync (and, for the 20 back to back, calls 20),
+ * the same warm-ups, repetitions and units as before; the copy bandwidth is the best of 4
+ * copies, each between two events. Changed: a bad argument is an error (exit 2); before,
+ * REPEATS < 1 read as 1.
  * The path follows the backend's tuning from LONGCTX_BENCH_TUNE (bench_util.h), e.g.
  * ts-select-path=kernels|fused, ts-select-launches=1|2|3 (ts_select.cu; the title names them):
  * decode calls take the fused kernel by default.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (bench_util.h) */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
@@ -36,9 +42,20 @@ typedef struct bench_env {
     int64_t         *counts;
     int              reps;
     double           copy_gbs;
-    cudaEvent_t      e0, e1;
     FILE            *table;
 } bench_env;
+
+/* one timed call: a device copy of `n` bytes from `src` to `src` + n, on the legacy stream */
+typedef struct copy_call {
+    char  *src;
+    size_t n;
+} copy_call;
+
+static int copy_once(void *ctx, int i) {
+    const copy_call *c = ctx;
+    TRYC(cudaMemcpyAsync(c->src + c->n, c->src, c->n, cudaMemcpyDeviceToDevice, 0));
+    return 0;
+}
 
 static void out_line(bench_env *env, const char *line) {
     fputs(line, stdout);
@@ -77,32 +94,22 @@ static int time_case(bench_env *env, int64_t T, int32_t n_rows, int hit, int bac
         a.cache_q = env->cache_q, a.cache_valid = env->cache_valid, a.counts = env->counts;
         a.theta = -1.0f;
     }
-    float *t = malloc(sizeof(float) * (size_t)env->reps);
     TRYL(b->batch_begin(b, &seq, 1, P));
-    cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
-    const int    nb     = back ? 20 : 1;
-    for (int i = -2; i < env->reps; i++) {
-        TRYC(cudaStreamSynchronize(stream));
-        TRYC(cudaEventRecord(env->e0, stream));
-        for (int j = 0; j < nb; j++)
-            TRYL(b->ts_select(b, &env->kv, &seq, 1, dqb, n_qb, env->dq, N_HEAD, &env->rope, &a));
-        TRYC(cudaEventRecord(env->e1, stream));
-        TRYC(cudaEventSynchronize(env->e1));
-        if (i >= 0) {
-            TRYC(cudaEventElapsedTime(&t[i], env->e0, env->e1));
-            t[i] /= (float)nb;
-        }
-    }
+    const bench_opcall call = {b, &env->kv, &seq, dqb, n_qb, env->dq, N_HEAD, &env->rope, 0, NULL, &a, 1};
+    const bench_op     op   = {bench_call_ts_select, (void *)&call, NULL, NULL, NULL};
+    bench_times        tm;
+    if (bench_time_ops((cudaStream_t)lc_cuda_stream_handle(), (bench_plan){2, env->reps, back ? 20 : 1, true},
+                       1, &op, &tm))
+        return 1;
     /* sanity: every block with candidates selected some, the others none */
     int32_t *hn  = malloc(sizeof(int32_t) * (size_t)n_qb);
     TRYL(b->download(b, hn, out_n, sizeof(int32_t) * (size_t)n_qb));
     int ok = 1;
     for (int32_t i = 0; i < n_qb; i++) /* (the first blocks of a prefill from 0 have none) */
         ok &= hq[i].win0 > N_INIT ? hn[i] >= 1 && hn[i] <= K : hn[i] == 0;
-    qsort(t, (size_t)env->reps, sizeof(float), cmp_float);
-    *med = 1000.0 * t[env->reps / 2], *mn = 1000.0 * t[0];
+    *med = 1000.0 * tm.median, *mn = 1000.0 * tm.min;
     b->dealloc(b, dqb), b->dealloc(b, out), b->dealloc(b, out_n);
-    free(hq), free(hn), free(t);
+    free(hq), free(hn);
     if (!ok) fprintf(stderr, BENCH_NAME ": T=%lld rows=%d: bad out_n\n", (long long)T, n_rows);
     return ok ? 0 : 1;
 }
@@ -110,10 +117,15 @@ static int time_case(bench_env *env, int64_t T, int32_t n_rows, int hit, int bac
 int main(int argc, char **argv) {
     bench_env env;
     memset(&env, 0, sizeof env);
-    env.reps = argc > 1 ? atoi(argv[1]) : 7;
-    if (env.reps < 1) env.reps = 1;
-    if (argc > 2 && !(env.table = fopen(argv[2], "w"))) {
-        fprintf(stderr, BENCH_NAME ": cannot write %s\n", argv[2]);
+    env.reps                  = 7;
+    const char     *table     = NULL;
+    const bench_opt opts[]    = {
+        {"reps", 'i', &env.reps, NULL, 1, 1000000, 1, false, "timed runs per case"},
+        {"table", 's', &table, NULL, 0, 0, 2, false, "also write the table there"},
+    };
+    BENCH_ARGS("[REPEATS [TABLE.md]]", opts, NULL, NULL, NULL);
+    if (table && !(env.table = fopen(table, "w"))) {
+        fprintf(stderr, BENCH_NAME ": cannot write %s\n", table);
         return 1;
     }
     const int64_t T_max = 1 << 20, n_pages = T_max / P;
@@ -150,21 +162,12 @@ int main(int argc, char **argv) {
     env.kv    = (lc_kv_layer_view){dk, dk, P, H, D};
     env.pages = malloc(sizeof(int32_t) * (size_t)n_pages);
     for (int64_t i = 0; i < n_pages; i++) env.pages[i] = (int32_t)((i * 40503) % n_pages);
-    TRYC(cudaEventCreate(&env.e0));
-    TRYC(cudaEventCreate(&env.e1));
-    /* device copy bandwidth: 1 GiB device to device (read + write counted) */
+    /* device copy bandwidth: 1 GiB device to device (read + write counted), the best of 4 */
     {
-        const size_t n = (size_t)1 << 30;
-        float        best = 1e30f, ms;
-        for (int i = 0; i < 4; i++) {
-            TRYC(cudaEventRecord(env.e0, 0));
-            TRYC(cudaMemcpyAsync((char *)dk + n, dk, n, cudaMemcpyDeviceToDevice, 0));
-            TRYC(cudaEventRecord(env.e1, 0));
-            TRYC(cudaEventSynchronize(env.e1));
-            TRYC(cudaEventElapsedTime(&ms, env.e0, env.e1));
-            if (ms < best) best = ms;
-        }
-        env.copy_gbs = 2.0 * (double)n / (best * 1e-3) / 1e9;
+        copy_call   cc = {dk, (size_t)1 << 30};
+        bench_times tm;
+        if (bench_time(0, 0, 4, copy_once, &cc, &tm)) return 1;
+        env.copy_gbs = 2.0 * (double)cc.n / (tm.min * 1e-3) / 1e9;
     }
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
