@@ -36,7 +36,8 @@ static void help(void) {
            "  --reps R             repetitions (default 1)\n"
            "  --seqs N             also decode N sequences of each length together (one\n"
            "                       context holding all of them): aggregate generation tokens/s\n"
-           "                       and its ratio to one sequence's\n"
+           "                       and its ratio to one sequence's (with --profile, the batched\n"
+           "                       decode's per-op times on stderr too)\n"
            "  --profile            a second pass (the model loaded again) with every op timed\n"
            "                       (CUDA: events around each op; --tune profile-sync=on: the\n"
            "                       device synchronised around each): the share of a decode\n"
@@ -154,9 +155,79 @@ static void make_prompt(const lc_tokenizer *tok, int32_t n_vocab, int32_t *promp
     }
 }
 
-/* The profiled pass: load the model again with every op timed, run each context once. */
+/* Batched decode: n_seqs requests of the same L-token prompt in one context (KV for all of
+ * them), prefilled, then decoded together for n_gen tokens each. *agg_tps: tokens generated per
+ * second over the steps in which all n_seqs sequences decode (the engine prefills them one
+ * after another, so the first ones decode while the later ones prefill, and finish first). */
+static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, long long L,
+                       long long n_seqs, long long n_gen, double *agg_tps) {
+    *agg_tps = 0;
+    lc_context_params cp = lc_context_default_params();
+    lc_model_info     info;
+    lc_model_get_info(m, &info);
+    cp.n_ctx     = (int32_t)(L + n_gen > info.n_ctx_train ? L + n_gen : info.n_ctx_train);
+    cp.n_batch   = (int32_t)o->n_batch;
+    cp.page_size = (int32_t)o->page_size;
+    cp.n_seq_max = (int32_t)n_seqs;
+    cp.kv_tokens = (L + n_gen + o->page_size) * n_seqs;
+    gen_context_attn(o, &cp);
+    lc_context *ctx = NULL;
+    int         st  = lc_context_create(m, &cp, &ctx);
+    if (st != LC_OK) {
+        cli_fail("bench", "creating the batched context", st);
+        return CLI_ERR;
+    }
+    int       rc = CLI_OK;
+    lc_event *ev = calloc((size_t)n_seqs, sizeof *ev);
+    if (!ev) rc = CLI_ERR;
+    for (long long i = 0; i < n_seqs && rc == CLI_OK; i++) {
+        lc_request req = {.prompt = prompt, .n_prompt = (size_t)L, .max_tokens = (int32_t)n_gen,
+                          .sampling = o->sampling, .ignore_eos = true};
+        int32_t    id;
+        if ((st = lc_context_add(ctx, &req, &id)) != LC_OK) {
+            cli_fail("bench", "a batched request", st);
+            rc = CLI_ERR;
+        }
+    }
+    /* the steps in which every sequence decodes (none prefilling, none finished yet) */
+    double    full_s = 0, prev = cli_now();
+    long long tokens = 0;
+    while (rc == CLI_OK) {
+        size_t n_ev = 0;
+        if ((st = lc_context_step(ctx, ev, (size_t)n_seqs, &n_ev)) != LC_OK) {
+            cli_fail("bench", "batched generation", st);
+            rc = CLI_ERR;
+            break;
+        }
+        if (n_ev == 0) break;
+        const double now = cli_now();
+        long long    dec = 0;
+        for (size_t e = 0; e < n_ev; e++)
+            if (ev[e].token >= 0 && ev[e].n_generated > 1 && ev[e].finish == LC_FINISH_NONE) dec++;
+        if (dec == n_seqs) full_s += now - prev, tokens += dec;
+        prev = now;
+    }
+    if (full_s > 0) *agg_tps = (double)tokens / full_s;
+    free(ev);
+    lc_context_free(ctx);
+    return rc;
+}
+
+/* The per-step decode time of each op of the profile pr over nd decode steps, on stderr. */
+static void print_decode_ops(const char *what, long long ctx, const lc_profile_report *pr, int64_t nd) {
+    fprintf(stderr, "bench: context %lld, %s: %lld steps; per step:", ctx, what, (long long)nd);
+    for (int i = 0; i < pr->n_ops; i++)
+        if (pr->ops[i].calls[LC_PROFILE_DECODE] && nd)
+            fprintf(stderr, " %s %.3f ms (%lld calls)", pr->ops[i].name,
+                    1e3 * pr->ops[i].seconds[LC_PROFILE_DECODE] / (double)nd,
+                    (long long)(pr->ops[i].calls[LC_PROFILE_DECODE] / nd));
+    fprintf(stderr, "\n");
+}
+
+/* The profiled pass: load the model again with every op timed, run each context once (and
+ * with n_seqs > 1 the batched decode too: its per-op decode times on stderr). */
 static int profile_pass(gen_opts o, long long max_ctx, long long n_gen, const int32_t *prompt,
-                        bench_row *rows, int n_rows) {
+                        bench_row *rows, int n_rows, long long n_seqs) {
     /* (the library turns CUDA graphs off for it: a captured graph cannot be timed op by op) */
     o.profile       = LC_PROFILE_OPS;
     lc_model   *m   = NULL;
@@ -196,14 +267,22 @@ static int profile_pass(gen_opts o, long long max_ctx, long long n_gen, const in
                 r->pre_s[c] = pr.seconds[LC_PROFILE_PREFILL][c];
         }
         /* per-op detail on stderr, for the notes */
-        fprintf(stderr, "bench: context %lld, profiled decode: %lld steps; per step:", r->ctx,
-                (long long)nd);
-        for (int i = 0; i < pr.n_ops; i++)
-            if (pr.ops[i].calls[LC_PROFILE_DECODE] && nd)
-                fprintf(stderr, " %s %.3f ms (%lld calls)", pr.ops[i].name,
-                        1e3 * pr.ops[i].seconds[LC_PROFILE_DECODE] / (double)nd,
-                        (long long)(pr.ops[i].calls[LC_PROFILE_DECODE] / nd));
-        fprintf(stderr, "\n");
+        print_decode_ops("profiled decode", r->ctx, &pr, nd);
+    }
+    if (n_seqs > 1) {
+        lc_context_free(ctx); /* room for the batched context's KV */
+        ctx = NULL;
+        for (int ci = 0; ci < n_rows; ci++) {
+            double tps = 0;
+            lc_model_profile_reset(m);
+            if (run_batched(&o, m, prompt, rows[ci].ctx, n_seqs, n_gen, &tps) != CLI_OK) goto done;
+            lc_profile_report pr;
+            if (lc_model_profile(m, &pr) != LC_OK) goto done;
+            char what[64];
+            snprintf(what, sizeof what, "profiled decode of %lld sequences", n_seqs);
+            /* (decode steps: the forwards whose rows all decode, some with fewer sequences) */
+            print_decode_ops(what, rows[ci].ctx, &pr, pr.n_forwards[LC_PROFILE_DECODE]);
+        }
     }
     rc = CLI_OK;
 done:
@@ -399,64 +478,6 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
     }
 }
 
-/* Batched decode: n_seqs requests of the same L-token prompt in one context (KV for all of
- * them), prefilled, then decoded together for n_gen tokens each. *agg_tps: tokens generated per
- * second over the steps in which all n_seqs sequences decode (the engine prefills them one
- * after another, so the first ones decode while the later ones prefill, and finish first). */
-static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, long long L,
-                       long long n_seqs, long long n_gen, double *agg_tps) {
-    *agg_tps = 0;
-    lc_context_params cp = lc_context_default_params();
-    lc_model_info     info;
-    lc_model_get_info(m, &info);
-    cp.n_ctx     = (int32_t)(L + n_gen > info.n_ctx_train ? L + n_gen : info.n_ctx_train);
-    cp.n_batch   = (int32_t)o->n_batch;
-    cp.page_size = (int32_t)o->page_size;
-    cp.n_seq_max = (int32_t)n_seqs;
-    cp.kv_tokens = (L + n_gen + o->page_size) * n_seqs;
-    gen_context_attn(o, &cp);
-    lc_context *ctx = NULL;
-    int         st  = lc_context_create(m, &cp, &ctx);
-    if (st != LC_OK) {
-        cli_fail("bench", "creating the batched context", st);
-        return CLI_ERR;
-    }
-    int       rc = CLI_OK;
-    lc_event *ev = calloc((size_t)n_seqs, sizeof *ev);
-    if (!ev) rc = CLI_ERR;
-    for (long long i = 0; i < n_seqs && rc == CLI_OK; i++) {
-        lc_request req = {.prompt = prompt, .n_prompt = (size_t)L, .max_tokens = (int32_t)n_gen,
-                          .sampling = o->sampling, .ignore_eos = true};
-        int32_t    id;
-        if ((st = lc_context_add(ctx, &req, &id)) != LC_OK) {
-            cli_fail("bench", "a batched request", st);
-            rc = CLI_ERR;
-        }
-    }
-    /* the steps in which every sequence decodes (none prefilling, none finished yet) */
-    double    full_s = 0, prev = cli_now();
-    long long tokens = 0;
-    while (rc == CLI_OK) {
-        size_t n_ev = 0;
-        if ((st = lc_context_step(ctx, ev, (size_t)n_seqs, &n_ev)) != LC_OK) {
-            cli_fail("bench", "batched generation", st);
-            rc = CLI_ERR;
-            break;
-        }
-        if (n_ev == 0) break;
-        const double now = cli_now();
-        long long    dec = 0;
-        for (size_t e = 0; e < n_ev; e++)
-            if (ev[e].token >= 0 && ev[e].n_generated > 1 && ev[e].finish == LC_FINISH_NONE) dec++;
-        if (dec == n_seqs) full_s += now - prev, tokens += dec;
-        prev = now;
-    }
-    if (full_s > 0) *agg_tps = (double)tokens / full_s;
-    free(ev);
-    lc_context_free(ctx);
-    return rc;
-}
-
 int cmd_bench(int argc, char **argv) {
     gen_opts o;
     gen_opts_default(&o);
@@ -593,7 +614,8 @@ int cmd_bench(int argc, char **argv) {
     lc_model_free(m);
     m = NULL;
 
-    if (profile && profile_pass(o, max_ctx, prof_gen, prompt, rows, n_ctxs) != CLI_OK) goto done;
+    if (profile && profile_pass(o, max_ctx, prof_gen, prompt, rows, n_ctxs, n_seqs) != CLI_OK)
+        goto done;
 
     char list[256] = "";
     for (int i = 0, n = 0; i < n_ctxs; i++)
