@@ -136,19 +136,18 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const int32_t n_qb = h->ws.n_qb, n_pre = h->ws.n_pre, n_dec = n_qb - n_pre;
 
     const bool extend = sel_rope_extends(p->rope, h->sz.max_end, h->shape.n_ctx_train);
-    lc_hip_mask_args ma = {
-        .k         = p->k,
-        .block_k   = p->block_k,
-        .q_stride  = p->q_stride,
-        .k_stride  = p->k_stride,
-        .n_sink    = p->n_sink,
-        .n_stream  = p->n_stream,
-        .scan_rope =
-            extend && p->rope != LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_RELATIVE : LC_HIP_SCAN_PLAIN,
-        .n_groups  = h->ws.n_groups,
-        .max_cand  = h->sz.max_cand,
-        .out_cap   = h->ws.sel_cap,
-    };
+    lc_hip_mask_args ma;
+    memset(&ma, 0, sizeof ma);
+    ma.k         = p->k;
+    ma.block_k   = p->block_k;
+    ma.q_stride  = p->q_stride;
+    ma.k_stride  = p->k_stride;
+    ma.n_sink    = p->n_sink;
+    ma.n_stream  = p->n_stream;
+    ma.scan_rope = extend && p->rope != LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_RELATIVE : LC_HIP_SCAN_PLAIN;
+    ma.n_groups  = h->ws.n_groups;
+    ma.max_cand  = h->sz.max_cand;
+    ma.out_cap   = h->ws.sel_cap;
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_sink;

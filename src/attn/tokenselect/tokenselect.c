@@ -162,15 +162,15 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
     const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
-    lc_ts_select_args sa = {
-        .n_init   = p->n_init,
-        .k        = p->k,
-        .fp_pos   = p->n_local,
-        .gqa_mod  = p->gqa_mod,
-        .max_cand = t->max_cand,
-        .out_cap  = p->k,
-        .theta    = p->theta,
-    };
+    lc_ts_select_args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.n_init   = p->n_init;
+    sa.k        = p->k;
+    sa.fp_pos   = p->n_local;
+    sa.gqa_mod  = p->gqa_mod;
+    sa.max_cand = t->max_cand;
+    sa.out_cap  = p->k;
+    sa.theta    = p->theta;
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_init;
