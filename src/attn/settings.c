@@ -9,7 +9,6 @@
 #include "util/util.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,21 +29,10 @@ const lc_setting *lc_settings_find(const lc_settings_table *t, const char *key) 
     return NULL;
 }
 
-/* appends to buf at *at, keeping the count of what would have been written */
-static void put(char *buf, size_t cap, size_t *at, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t cap, size_t *at, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(buf + (*at < cap ? *at : cap), *at < cap ? cap - *at : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) *at += (size_t)n;
-}
-
 void lc_settings_key_names(const lc_settings_table *t, char *buf, size_t cap) {
     size_t at = 0;
     if (cap) buf[0] = 0;
-    for (int32_t i = 0; i < t->n_keys; i++) put(buf, cap, &at, "%s%s", i ? ", " : "", t->keys[i].name);
+    for (int32_t i = 0; i < t->n_keys; i++) lc_buf_put(buf, cap, &at, "%s%s", i ? ", " : "", t->keys[i].name);
 }
 
 static int32_t *int_at(void *s, size_t off) { return (int32_t *)((char *)s + off); }
@@ -58,7 +46,7 @@ static void enum_names(const lc_setting *k, const char *sep, const char *last, c
     size_t at = 0;
     if (cap) buf[0] = 0;
     for (int32_t i = 0; k->values[i]; i++)
-        put(buf, cap, &at, "%s%s", i == 0 ? "" : k->values[i + 1] ? sep : last, k->values[i]);
+        lc_buf_put(buf, cap, &at, "%s%s", i == 0 ? "" : k->values[i + 1] ? sep : last, k->values[i]);
 }
 
 static int bad_range(const lc_settings_table *t, const lc_setting *k, const char *v) {
@@ -202,7 +190,7 @@ int lc_settings_preset_apply(const lc_settings_table *t, const char *name, void 
     size_t at = 0;
     names[0]  = 0;
     for (int32_t i = 0; i < t->n_presets; i++)
-        put(names, sizeof names, &at, "%s%s", i ? ", " : "", t->presets[i].name);
+        lc_buf_put(names, sizeof names, &at, "%s%s", i ? ", " : "", t->presets[i].name);
     return lc_fail(LC_ERR_NOT_FOUND, "%s has no preset \"%s\" (presets: %s)", t->method, name,
                    t->n_presets ? names : "none");
 }
@@ -214,19 +202,19 @@ static void format_value(const lc_setting *k, const void *settings, char *buf, s
     const int32_t *v = cint_at(settings, k->offset);
     switch (k->type) {
     case LC_SETTING_INT:
-    case LC_SETTING_BOOL: put(buf, cap, &at, "%d", *v); break;
+    case LC_SETTING_BOOL: lc_buf_put(buf, cap, &at, "%d", *v); break;
     case LC_SETTING_INT_LIST: {
         const int32_t n = *cint_at(settings, k->count_offset);
         for (int32_t i = 0; i < n && i < LC_SETTING_MAX_LIST; i++)
-            put(buf, cap, &at, "%s%d", i ? "," : "", v[i]);
+            lc_buf_put(buf, cap, &at, "%s%d", i ? "," : "", v[i]);
         break;
     }
-    case LC_SETTING_FLOAT: put(buf, cap, &at, "%g", (double)*(const float *)v); break;
+    case LC_SETTING_FLOAT: lc_buf_put(buf, cap, &at, "%g", (double)*(const float *)v); break;
     case LC_SETTING_ENUM: {
         int32_t n = 0;
         while (k->values[n]) n++;
-        if (*v >= 0 && *v < n) put(buf, cap, &at, "%s", k->values[*v]);
-        else put(buf, cap, &at, "%d", *v);
+        if (*v >= 0 && *v < n) lc_buf_put(buf, cap, &at, "%s", k->values[*v]);
+        else lc_buf_put(buf, cap, &at, "%d", *v);
         break;
     }
     }
@@ -284,7 +272,7 @@ int lc_settings_describe(const lc_settings_table *t, const void *settings, char 
     for (int32_t i = 0; i < t->n_keys; i++) {
         char val[128];
         format_value(&t->keys[i], settings, val, sizeof val);
-        put(buf, cap, &at, "%s%s=%s", i ? " " : "", t->keys[i].name, val);
+        lc_buf_put(buf, cap, &at, "%s%s=%s", i ? " " : "", t->keys[i].name, val);
     }
     if (at >= cap)
         return lc_fail(LC_ERR_INVALID_ARG, "describe: buffer of %zu bytes too small", cap);
@@ -312,13 +300,13 @@ int lc_settings_help(const lc_settings_table *t, char *buf, size_t cap) {
             snprintf(vals, sizeof vals, "%.0f..%.0f%s", k->lo, k->hi,
                      k->type == LC_SETTING_INT_LIST ? ",..." : "");
         format_value(k, def, dv, sizeof dv);
-        put(buf, cap, &at, "  %-13s %s (default %s)\n%16s", k->name, vals, dv, "");
+        lc_buf_put(buf, cap, &at, "  %-13s %s (default %s)\n%16s", k->name, vals, dv, "");
         lc_text_wrap(buf, cap, &at, 16, 16, k->help);
     }
-    if (t->n_presets) put(buf, cap, &at, "  presets (preset=NAME; default %s):\n", t->default_preset);
+    if (t->n_presets) lc_buf_put(buf, cap, &at, "  presets (preset=NAME; default %s):\n", t->default_preset);
     for (int32_t i = 0; i < t->n_presets; i++)
     {
-        put(buf, cap, &at, "    %-11s ", t->presets[i].name);
+        lc_buf_put(buf, cap, &at, "    %-11s ", t->presets[i].name);
         lc_text_wrap(buf, cap, &at, 16, 16, t->presets[i].help);
     }
     free(def);

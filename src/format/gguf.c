@@ -332,25 +332,40 @@ static int copy_name(reader *r, size_t off, uint64_t len, const char *what, size
     return LC_OK;
 }
 
+/* The name entry i starts with (a key, or with tensor a tensor name): read into a new string
+ * (*out), r->ctx set to 'key 3 ("name")' / 'tensor 3 ("name")', and entered in its hash table
+ * (a duplicate: an error naming the first). */
+static int parse_name(lc_gguf *g, reader *r, int64_t i, bool tensor, char **out) {
+    const char *label = tensor ? "tensor" : "key", *what = tensor ? "tensor name" : "key";
+    snprintf(r->ctx, sizeof r->ctx, "%s %" PRId64, label, i);
+    size_t at = r->pos, off;
+    uint64_t len;
+    char *name = NULL;
+    int st = get_str(r, tensor ? GGUF_MAX_NAME_LEN : GGUF_MAX_KEY_LEN, what, &off, &len);
+    if (st == LC_OK) st = copy_name(r, off, len, what, at, &name);
+    if (st != LC_OK) return st;
+    char nb[80];
+    snprintf(r->ctx, sizeof r->ctx, "%s %" PRId64 " (\"%s\")", label, i,
+             safe_name(name, (size_t)len, nb, sizeof nb));
+    const int64_t dup = tensor ? hash_insert(g->t_hash, g->t_hash_mask, name, i, t_name_of, g)
+                               : hash_insert(g->kv_hash, g->kv_hash_mask, name, i, kv_name_of, g);
+    if (dup >= 0) {
+        st = lc_fail(LC_ERR_FORMAT, "%s: %s at byte %zu: duplicate %s (first is %s %" PRId64 ")",
+                     r->name, r->ctx, at, what, label, dup);
+        free(name);
+        return st;
+    }
+    *out = name;
+    return LC_OK;
+}
+
 static int parse_kvs(lc_gguf *g, reader *r) {
     int st;
     for (int64_t i = 0; i < g->n_kv; i++) {
         gguf_kv *kv = &g->kv[i];
-        snprintf(r->ctx, sizeof r->ctx, "key %" PRId64, i);
-        size_t at = r->pos, off;
-        uint64_t len;
-        if ((st = get_str(r, GGUF_MAX_KEY_LEN, "key", &off, &len))) return st;
-        if ((st = copy_name(r, off, len, "key", at, &kv->key))) return st;
-        char nb[80];
-        snprintf(r->ctx, sizeof r->ctx, "key %" PRId64 " (\"%s\")", i,
-                 safe_name(kv->key, (size_t)len, nb, sizeof nb));
-        int64_t dup = hash_insert(g->kv_hash, g->kv_hash_mask, kv->key, i, kv_name_of, g);
-        if (dup >= 0)
-            return lc_fail(LC_ERR_FORMAT,
-                           "%s: %s at byte %zu: duplicate key (first is key %" PRId64 ")", r->name,
-                           r->ctx, at, dup);
+        if ((st = parse_name(g, r, i, false, &kv->key))) return st;
         uint32_t t;
-        at = r->pos;
+        size_t at = r->pos;
         if ((st = get_u32(r, &t, "value type"))) return st;
         if ((st = check_type(r, t, at, "value type"))) return st;
         kv->type = (lc_gguf_type)t;
@@ -382,23 +397,10 @@ static int parse_tensors(lc_gguf *g, reader *r) {
     int st;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         lc_gguf_tensor *t = &g->tensors[i];
-        snprintf(r->ctx, sizeof r->ctx, "tensor %" PRId64, i);
-        size_t at = r->pos, off;
-        uint64_t len;
-        if ((st = get_str(r, GGUF_MAX_NAME_LEN, "tensor name", &off, &len))) return st;
         char *name = NULL;
-        if ((st = copy_name(r, off, len, "tensor name", at, &name))) return st;
+        if ((st = parse_name(g, r, i, true, &name))) return st;
         t->name = name;
-        char nb[80];
-        snprintf(r->ctx, sizeof r->ctx, "tensor %" PRId64 " (\"%s\")", i,
-                 safe_name(name, (size_t)len, nb, sizeof nb));
-        int64_t dup = hash_insert(g->t_hash, g->t_hash_mask, name, i, t_name_of, g);
-        if (dup >= 0)
-            return lc_fail(LC_ERR_FORMAT,
-                           "%s: %s at byte %zu: duplicate tensor name (first is tensor %" PRId64
-                           ")",
-                           r->name, r->ctx, at, dup);
-        at = r->pos;
+        size_t at = r->pos;
         if ((st = get_u32(r, &t->n_dims, "n_dims"))) return st;
         if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
             return lc_fail(LC_ERR_FORMAT, "%s: %s: n_dims %u at byte %zu out of range 1..%d",

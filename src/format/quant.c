@@ -107,74 +107,55 @@ static void deq_bf16(const void *restrict src, float *restrict dst, int64_t n) {
     }
 }
 
-/* Q4_0: half d; u8 qs[16]. y[j] = ((qs[j] & 15) - 8) * d, y[j+16] = ((qs[j] >> 4) - 8) * d */
-static void deq_q4_0(const void *restrict src, float *restrict dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / 32; i++, b += 18, dst += 32) {
-        const float d = rd_half(b);
-        const uint8_t *qs = b + 2;
-        for (int j = 0; j < 16; j++)
-            dst[j] = (float)((qs[j] & 0x0f) - 8) * d;
-        for (int j = 0; j < 16; j++)
-            dst[j + 16] = (float)((qs[j] >> 4) - 8) * d;
-    }
-}
-
-/* Q4_1: half d; half m; u8 qs[16]. y = q * d + m */
-static void deq_q4_1(const void *restrict src, float *restrict dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / 32; i++, b += 20, dst += 32) {
-        const float d = rd_half(b);
-        const float m = rd_half(b + 2);
-        const uint8_t *qs = b + 4;
-        for (int j = 0; j < 16; j++) {
-            float p = (float)(qs[j] & 0x0f) * d;
-            dst[j] = p + m;
-        }
-        for (int j = 0; j < 16; j++) {
-            float p = (float)(qs[j] >> 4) * d;
-            dst[j + 16] = p + m;
-        }
-    }
-}
-
 static inline uint32_t rd_u32le(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-/* Q5_0: half d; u8 qh[4] (bit j = 5th bit of element j); u8 qs[16]. y = (q - 16) * d */
-static void deq_q5_0(const void *restrict src, float *restrict dst, int64_t n) {
+/* The 32-element blocks of Q4_0, Q4_1, Q5_0 and Q5_1: half d; with min, half m; with five,
+ * u8 qh[4] (bit j: the 5th bit of element j); u8 qs[16] (element j in the low nibble of qs[j],
+ * element j + 16 in the high one). y = (q - 8) * d (Q4_0), (q - 16) * d (Q5_0), q * d + m (with
+ * min). One loop for the four (min and five constants where it is inlined). */
+static inline void deq_q32(const void *restrict src, float *restrict dst, int64_t n, bool min,
+                           bool five) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < n / 32; i++, b += 22, dst += 32) {
+    const int64_t bytes = 18 + (min ? 2 : 0) + (five ? 4 : 0);
+    const int zero = five ? 16 : 8;
+    for (int64_t i = 0; i < n / 32; i++, b += bytes, dst += 32) {
         const float d = rd_half(b);
-        const uint32_t qh = rd_u32le(b + 2);
-        const uint8_t *qs = b + 6;
+        const float m = min ? rd_half(b + 2) : 0.0f;
+        const uint8_t *p = b + (min ? 4 : 2);
+        const uint32_t qh = five ? rd_u32le(p) : 0;
+        const uint8_t *qs = p + (five ? 4 : 0);
         for (int j = 0; j < 16; j++) {
             int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
             int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            dst[j] = (float)(lo - 16) * d;
-            dst[j + 16] = (float)(hi - 16) * d;
+            if (min) {
+                float a = (float)lo * d;
+                float c = (float)hi * d;
+                dst[j] = a + m;
+                dst[j + 16] = c + m;
+            } else {
+                dst[j] = (float)(lo - zero) * d;
+                dst[j + 16] = (float)(hi - zero) * d;
+            }
         }
     }
 }
 
-/* Q5_1: half d; half m; u8 qh[4]; u8 qs[16]. y = q * d + m */
+static void deq_q4_0(const void *restrict src, float *restrict dst, int64_t n) {
+    deq_q32(src, dst, n, false, false);
+}
+
+static void deq_q4_1(const void *restrict src, float *restrict dst, int64_t n) {
+    deq_q32(src, dst, n, true, false);
+}
+
+static void deq_q5_0(const void *restrict src, float *restrict dst, int64_t n) {
+    deq_q32(src, dst, n, false, true);
+}
+
 static void deq_q5_1(const void *restrict src, float *restrict dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / 32; i++, b += 24, dst += 32) {
-        const float d = rd_half(b);
-        const float m = rd_half(b + 2);
-        const uint32_t qh = rd_u32le(b + 4);
-        const uint8_t *qs = b + 8;
-        for (int j = 0; j < 16; j++) {
-            int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
-            int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            float a = (float)lo * d;
-            float c = (float)hi * d;
-            dst[j] = a + m;
-            dst[j + 16] = c + m;
-        }
-    }
+    deq_q32(src, dst, n, true, true);
 }
 
 /* Q8_0: half d; i8 qs[32]. y = qs * d */
@@ -261,14 +242,17 @@ static inline void scale_min_k4(int j, const uint8_t *s, int *sc, int *m) {
 }
 
 /* Q4_K: half d; half dmin; u8 scales[12]; u8 qs[128]. Chunk c (64 outputs) uses qs[32c..]:
- * low nibbles -> sub-block 2c, high nibbles -> sub-block 2c+1. */
-static void deq_q4_k(const void *restrict src, float *restrict dst, int64_t n) {
+ * low nibbles -> sub-block 2c, high nibbles -> sub-block 2c+1.
+ * Q5_K: half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]. As Q4_K, plus a 5th bit
+ * for sub-block j from qh[l] >> j. One loop for both (q5 a constant where it is inlined). */
+static inline void deq_q45_k(const void *restrict src, float *restrict dst, int64_t n, bool q5) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b += 144, dst += QK_K) {
+    for (int64_t i = 0; i < n / QK_K; i++, b += q5 ? 176 : 144, dst += QK_K) {
         const float d = rd_half(b);
         const float dmin = rd_half(b + 2);
         const uint8_t *sc = b + 4;
-        const uint8_t *qs = b + 16;
+        const uint8_t *qh = b + 16; /* Q5_K only */
+        const uint8_t *qs = b + (q5 ? 48 : 16);
         for (int c = 0; c < 4; c++) {
             int s0, m0, s1, m1;
             scale_min_k4(2 * c, sc, &s0, &m0);
@@ -278,36 +262,11 @@ static void deq_q4_k(const void *restrict src, float *restrict dst, int64_t n) {
             const uint8_t *q = qs + 32 * c;
             float *y = dst + 64 * c;
             for (int l = 0; l < 32; l++) {
-                float a = d0 * (float)(q[l] & 0x0f);
-                float e = d1 * (float)(q[l] >> 4);
-                y[l] = a - n0;
-                y[l + 32] = e - n1;
-            }
-        }
-    }
-}
-
-/* Q5_K: half d; half dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]. As Q4_K, plus a 5th bit
- * for sub-block j from qh[l] >> j. */
-static void deq_q5_k(const void *restrict src, float *restrict dst, int64_t n) {
-    const uint8_t *b = src;
-    for (int64_t i = 0; i < n / QK_K; i++, b += 176, dst += QK_K) {
-        const float d = rd_half(b);
-        const float dmin = rd_half(b + 2);
-        const uint8_t *sc = b + 4;
-        const uint8_t *qh = b + 16;
-        const uint8_t *qs = b + 48;
-        for (int c = 0; c < 4; c++) {
-            int s0, m0, s1, m1;
-            scale_min_k4(2 * c, sc, &s0, &m0);
-            scale_min_k4(2 * c + 1, sc, &s1, &m1);
-            const float d0 = d * (float)s0, n0 = dmin * (float)m0;
-            const float d1 = d * (float)s1, n1 = dmin * (float)m1;
-            const uint8_t *q = qs + 32 * c;
-            float *y = dst + 64 * c;
-            for (int l = 0; l < 32; l++) {
-                int v0 = (q[l] & 0x0f) | (((qh[l] >> (2 * c)) & 1) << 4);
-                int v1 = (q[l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4);
+                int v0 = q[l] & 0x0f, v1 = q[l] >> 4;
+                if (q5) {
+                    v0 |= ((qh[l] >> (2 * c)) & 1) << 4;
+                    v1 |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
                 float a = d0 * (float)v0;
                 float e = d1 * (float)v1;
                 y[l] = a - n0;
@@ -315,6 +274,14 @@ static void deq_q5_k(const void *restrict src, float *restrict dst, int64_t n) {
             }
         }
     }
+}
+
+static void deq_q4_k(const void *restrict src, float *restrict dst, int64_t n) {
+    deq_q45_k(src, dst, n, false);
+}
+
+static void deq_q5_k(const void *restrict src, float *restrict dst, int64_t n) {
+    deq_q45_k(src, dst, n, true);
 }
 
 /* Q6_K: u8 ql[128]; u8 qh[64]; i8 scales[16]; half d (last). Half h (128 outputs) uses

@@ -526,6 +526,25 @@ static int build_specials(lc_tokenizer *t) {
     return LC_OK;
 }
 
+/* The optional per-token array key: n elements of type et or et2 (expected: their name in a
+ * message); *data their packed bytes, or NULL where the file has no such key. */
+static int token_array(const lc_gguf *g, const char *key, uint64_t n, lc_gguf_type et,
+                       lc_gguf_type et2, const char *expected, const void **data) {
+    *data = NULL;
+    lc_gguf_type t;
+    uint64_t     m;
+    int          rc = lc_gguf_get_arr(g, key, &t, &m);
+    if (rc == LC_ERR_NOT_FOUND) return LC_OK;
+    if (rc != LC_OK) return rc;
+    if (t != et && t != et2)
+        return lc_fail(LC_ERR_FORMAT, "%s: array of %s, expected %s", key, lc_gguf_type_name(t),
+                       expected);
+    if (m != n)
+        return lc_fail(LC_ERR_FORMAT, "%s: %llu entries for %llu tokens", key,
+                       (unsigned long long)m, (unsigned long long)n);
+    return lc_gguf_get_arr_data(g, key, t, data, &m);
+}
+
 static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
     const char *model;
     size_t model_len;
@@ -588,18 +607,12 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
 
     /* token types (default: normal) */
     memset(t->type, TT_NORMAL, n);
-    uint64_t m;
-    rc = lc_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m);
-    if (rc == LC_OK) {
-        if (et != LC_GGUF_TYPE_INT32 && et != LC_GGUF_TYPE_UINT32)
-            return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.token_type: array of %s, expected i32",
-                           lc_gguf_type_name(et));
-        if (m != n)
-            return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries for %llu tokens",
-                           (unsigned long long)m, (unsigned long long)n);
-        const void *data;
-        rc = lc_gguf_get_arr_data(g, "tokenizer.ggml.token_type", et, &data, &m);
-        if (rc != LC_OK) return rc;
+    uint64_t    m;
+    const void *data;
+    rc = token_array(g, "tokenizer.ggml.token_type", n, LC_GGUF_TYPE_INT32, LC_GGUF_TYPE_UINT32,
+                     "i32", &data);
+    if (rc != LC_OK) return rc;
+    if (data) {
         for (uint64_t i = 0; i < n; i++) {
             int32_t v;
             memcpy(&v, (const char *)data + i * 4, 4);
@@ -608,26 +621,13 @@ static int load_impl(lc_tokenizer *t, const lc_gguf *g) {
                                (unsigned long long)i, (int)v);
             t->type[i] = (uint8_t)(v == 0 ? TT_NORMAL : v);
         }
-    } else if (rc != LC_ERR_NOT_FOUND) {
-        return rc;
     }
 
     /* scores (SPM) */
-    rc = lc_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m);
-    if (rc == LC_OK) {
-        if (et != LC_GGUF_TYPE_FLOAT32)
-            return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.scores: array of %s, expected f32",
-                           lc_gguf_type_name(et));
-        if (m != n)
-            return lc_fail(LC_ERR_FORMAT, "tokenizer.ggml.scores: %llu entries for %llu tokens",
-                           (unsigned long long)m, (unsigned long long)n);
-        const void *data;
-        rc = lc_gguf_get_arr_data(g, "tokenizer.ggml.scores", et, &data, &m);
-        if (rc != LC_OK) return rc;
-        memcpy(t->score, data, n * sizeof(float));
-    } else if (rc != LC_ERR_NOT_FOUND) {
-        return rc;
-    }
+    rc = token_array(g, "tokenizer.ggml.scores", n, LC_GGUF_TYPE_FLOAT32, LC_GGUF_TYPE_FLOAT32,
+                     "f32", &data);
+    if (rc != LC_OK) return rc;
+    if (data) memcpy(t->score, data, n * sizeof(float));
 
     /* text -> id */
     uint32_t cap = pow2_at_least(n);

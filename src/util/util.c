@@ -173,8 +173,7 @@ const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n) {
     return buf;
 }
 
-static void wput(char *buf, size_t cap, size_t *at, const char *fmt, ...) LC_PRINTF(4, 5);
-static void wput(char *buf, size_t cap, size_t *at, const char *fmt, ...) {
+void lc_buf_put(char *buf, size_t cap, size_t *at, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     const int n = vsnprintf(buf + (*at < cap ? *at : cap), *at < cap ? cap - *at : 0, fmt, ap);
@@ -192,14 +191,14 @@ void lc_text_wrap(char *buf, size_t cap, size_t *at, int col, int indent, const 
         int len = 0;
         while (p[len] && p[len] != ' ') len++;
         if (!first && c + 1 + len > LC_HELP_WIDTH) {
-            wput(buf, cap, at, "\n%*s", indent, "");
+            lc_buf_put(buf, cap, at, "\n%*s", indent, "");
             c     = indent;
             first = true;
         }
-        wput(buf, cap, at, "%s%.*s", first ? "" : " ", len, p);
+        lc_buf_put(buf, cap, at, "%s%.*s", first ? "" : " ", len, p);
         c += (first ? 0 : 1) + len;
         first = false;
         p += len;
     }
-    wput(buf, cap, at, "\n");
+    lc_buf_put(buf, cap, at, "\n");
 }

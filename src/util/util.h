@@ -42,6 +42,11 @@ void *lc_calloc(size_t count, size_t size, const char *what);
 /* Monotonic seconds. */
 double lc_time_s(void);
 
+/* Append printf-style text to buf (cap bytes) at *at, *at advanced by what would have been
+ * written (it may pass cap when the text does not fit, as snprintf counts; buf stays
+ * NUL-terminated within cap). */
+void lc_buf_put(char *buf, size_t cap, size_t *at, const char *fmt, ...) LC_PRINTF(4, 5);
+
 /* Help text's widest line, in columns (the CLI's help fits 100). */
 #define LC_HELP_WIDTH 100
 /* Append text to buf (cap bytes; *at: bytes written so far, which may pass cap when it does not

@@ -34,18 +34,10 @@ typedef struct hipa_impl {
     lc_rotated_keys   rot;         /* prefill keys rotated once per layer (plain RoPE) */
     /* the plan: launch sizes, the dense shortcut, and per layer whether a decode block
        re-estimates its mask */
-    int32_t           pre_rows, max_cand, dec_cand, max_window;
-    int64_t           max_end;
+    sel_sizes         sz;
     bool              dense;
     bool             *any_refresh; /* [n_layer] */
 } hipa_impl;
-
-/* Per (sequence, layer): its slot of the layer's mask pool and the refresh state. */
-typedef struct hipa_state {
-    int32_t layer, slot;
-    int64_t step;
-    bool    valid;
-} hipa_state;
 
 static int32_t hipa_win0(const void *params, int32_t pos0, int32_t n_rows) {
     (void)n_rows;
@@ -53,70 +45,46 @@ static int32_t hipa_win0(const void *params, int32_t pos0, int32_t n_rows) {
     return sel_win0_stream(p->n_sink, p->n_stream, pos0);
 }
 
+/* Per (sequence, layer): its slot of the layer's mask pool and the refresh state (valid[0]:
+ * the mask). */
 static void hipa_state_free(const lc_attn_method *m, void *state) {
-    hipa_state *s = state;
-    if (!s) return;
-    sel_pool_give(&((hipa_impl *)m->impl)->pool, s->layer, s->slot);
-    free(s);
+    sel_slot_state_free(&((hipa_impl *)m->impl)->pool, state);
 }
 
 static int hipa_state_create(const lc_attn_method *m, int32_t layer, void **out) {
-    hipa_impl *h = m->impl;
-    if (layer < 0 || layer >= h->shape.n_layer)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip: layer %d of %d", layer, h->shape.n_layer);
-    hipa_state *s = lc_calloc(1, sizeof *s, "HiP layer state");
-    if (!s) return LC_ERR_NOMEM;
-    s->layer     = layer;
-    const int st = sel_pool_take(&h->pool, layer, &s->slot);
-    if (st != LC_OK) {
-        free(s);
-        return st;
-    }
-    *out = s;
-    return LC_OK;
+    return sel_slot_state_create(&((hipa_impl *)m->impl)->pool, "hip", "HiP layer state", layer,
+                                 out);
 }
 
 static int plan_batch(hipa_impl *h, const lc_attn_seq *seqs, int32_t n_seqs) {
     const lc_hipattn_params *p = &h->p;
     const int st = sel_plan_blocks(&h->ws, seqs, n_seqs, p->block_q, p->tail_block, hipa_win0, p);
     if (st != LC_OK) return st;
-    h->pre_rows = 1, h->max_cand = 0, h->dec_cand = 0, h->max_window = 1, h->max_end = 0;
-    bool covered = true;
-    for (int32_t i = 0; i < h->ws.n_qb; i++) {
-        const lc_hip_qblock *qb   = &h->ws.h_qb[i];
-        const int32_t        cand = qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
-        if (cand > p->k) covered = false;
-        if (cand > h->max_cand) h->max_cand = cand;
-        if (i >= h->ws.n_pre && cand > h->dec_cand) h->dec_cand = cand;
-        if (i < h->ws.n_pre && qb->n_rows > h->pre_rows) h->pre_rows = qb->n_rows;
-        const int32_t w = qb->pos0 + qb->n_rows - qb->win0;
-        if (w > h->max_window) h->max_window = w;
-        if (qb->pos0 + qb->n_rows > h->max_end) h->max_end = qb->pos0 + qb->n_rows;
-    }
-    if (h->ws.n_qb > h->ws.n_pre) h->dec_cand = sel_launch_bucket(h->dec_cand);
-    h->dense = covered && !h->no_shortcut;
+    sel_plan_sizes(&h->ws, p->n_sink, &h->sz);
+    h->dense = h->sz.max_cand <= p->k && !h->no_shortcut; /* every block's candidates fit */
     return LC_OK;
 }
 
 /* The layer part: a prefill resets its sequence's mask; each decode block's slot, and whether it
  * re-estimates its mask (every `refresh` steps, Alg. 2), its state advanced. */
-static int plan_layer(hipa_impl *h, int32_t layer, const lc_attn_seq *seqs, int32_t n_seqs,
+static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_t n_seqs,
                       void *const *states) {
+    hipa_impl               *h = impl;
     const lc_hipattn_params *p = &h->p;
     h->any_refresh[layer] = false;
     if (layer < p->dense_layers) return LC_OK;
     for (int32_t s = 0; s < n_seqs; s++)
-        if (seqs[s].n_rows > 1 && states && states[s]) ((hipa_state *)states[s])->valid = false;
+        if (seqs[s].n_rows > 1 && states && states[s]) ((sel_slot_state *)states[s])->valid[0] = false;
     if (h->dense) return LC_OK;
     int32_t *list = h->ws.h_list + (size_t)layer * (size_t)h->ws.qb_cap;
     int32_t *from = h->ws.h_from + (size_t)layer * (size_t)h->ws.qb_cap;
     for (int32_t j = h->ws.n_pre; j < h->ws.n_qb; j++) {
-        hipa_state *hs = states ? states[h->ws.h_qb[j].seq] : NULL;
+        sel_slot_state *hs = states ? states[h->ws.h_qb[j].seq] : NULL;
         if (!hs) return lc_fail(LC_ERR_INTERNAL, "hip: a decode sequence has no state");
-        const bool refresh = !hs->valid || hs->step % p->refresh == 0;
+        const bool refresh = !hs->valid[0] || hs->step % p->refresh == 0;
         if (refresh) {
-            if (!hs->valid) hs->step = 0;
-            hs->valid = true;
+            if (!hs->valid[0]) hs->step = 0;
+            hs->valid[0] = true;
             h->selected++;
             h->any_refresh[layer] = true;
         } else {
@@ -133,22 +101,13 @@ static int hipa_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n
                      void **const *states, uint64_t *key) {
     hipa_impl *h  = m->impl;
     int        st = plan_batch(h, seqs, n_seqs);
-    void      *stack[64];
-    void     **ls = n_seqs <= 64 ? stack : lc_malloc(sizeof(void *) * (size_t)n_seqs, "states");
-    if (!ls) return LC_ERR_NOMEM;
-    for (int32_t l = 0; l < h->shape.n_layer && st == LC_OK; l++) {
-        for (int32_t s = 0; s < n_seqs; s++) ls[s] = states ? states[s][l] : NULL;
-        st = plan_layer(h, l, seqs, n_seqs, ls);
-    }
-    if (ls != stack) free(ls);
-    if (st == LC_OK) st = sel_plan_upload(&h->ws);
+    if (st == LC_OK) st = sel_plan_layers(&h->ws, seqs, n_seqs, states, plan_layer, h);
     if (st != LC_OK) return st;
-    sel_plan_mark(&h->ws);
     uint64_t k = sel_key_mix(0x41d7ull, (uint64_t)h->ws.n_qb);
     k          = sel_key_mix(k, (uint64_t)h->ws.n_pre);
-    k          = sel_key_mix(k, (uint64_t)h->dec_cand);
+    k          = sel_key_mix(k, (uint64_t)h->sz.dec_cand);
     k          = sel_key_mix(k, (uint64_t)h->dense);
-    k          = sel_key_mix(k, (uint64_t)(h->max_end > h->shape.n_ctx_train));
+    k          = sel_key_mix(k, (uint64_t)(h->sz.max_end > h->shape.n_ctx_train));
     k          = sel_key_mix(k, h->ws.epoch);
     k          = sel_key_mix(k, h->pool.epoch);
     for (int32_t l = 0; l < h->shape.n_layer; l++) k = sel_key_mix(k, (uint64_t)h->any_refresh[l]);
@@ -163,12 +122,11 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     hipa_impl               *h = m->impl;
     const lc_hipattn_params *p = &h->p;
     h->ws.last_sparse          = false;
-    if (layer < 0 || layer >= h->shape.n_layer)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip: layer %d of %d", layer, h->shape.n_layer);
+    int st                     = sel_check_layer("hip", layer, h->shape.n_layer);
+    if (st != LC_OK) return st;
     if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->hip_mask || !b->attn_sparse)
         return lc_fail(LC_ERR_UNSUPPORTED, "hip: the %s backend lacks the sparse ops", b->name);
-    int st = LC_OK;
     if (!sel_plan_take(&h->ws, layer)) { /* a caller that does not plan: this layer's plan */
         st = plan_batch(h, seqs, n_seqs);
         if (st == LC_OK) st = plan_layer(h, layer, seqs, n_seqs, states);
@@ -178,9 +136,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (h->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     const int32_t n_qb = h->ws.n_qb, n_pre = h->ws.n_pre, n_dec = n_qb - n_pre;
 
-    const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
-                        ((p->rope == LC_HIP_ROPE_AUTO || p->rope == LC_HIP_ROPE_STREAM) &&
-                         h->max_end > h->shape.n_ctx_train);
+    const bool extend = sel_rope_extends(p->rope, h->sz.max_end, h->shape.n_ctx_train);
     lc_hip_mask_args ma;
     memset(&ma, 0, sizeof ma);
     ma.k         = p->k;
@@ -191,7 +147,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     ma.n_stream  = p->n_stream;
     ma.scan_rope = extend && p->rope != LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_RELATIVE : LC_HIP_SCAN_PLAIN;
     ma.n_groups  = h->ws.n_groups;
-    ma.max_cand  = h->max_cand;
+    ma.max_cand  = h->sz.max_cand;
     ma.out_cap   = h->ws.sel_cap;
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
@@ -200,23 +156,18 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     aa.n_groups   = h->ws.n_groups;
     aa.sel_cap    = h->ws.sel_cap;
     aa.max_sel    = p->k;
-    aa.max_window = h->max_window;
+    aa.max_window = h->sz.max_window;
 
-    if (n_pre > 0) {
-        ma.max_rows = h->pre_rows;
+    if (n_pre > 0) { /* the masks of the prefill blocks into the workspace, then their attention */
+        ma.max_rows = h->sz.pre_rows;
         ma.out      = h->ws.d_sel;
         ma.out_n    = h->ws.d_n;
-        if ((st = b->hip_mask(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &ma)) != LC_OK)
-            return st;
-        h->ws.last_sparse = true;
-        h->ws.last_n_pre  = n_pre;
-        aa.max_rows       = h->pre_rows;
-        aa.sel            = h->ws.d_sel;
-        aa.sel_n          = h->ws.d_n;
-        aa.rot            = &h->rot;
-        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q, n_head, rope, scale,
-                                 &aa, out)) != LC_OK)
-            return st;
+        st          = b->hip_mask(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &ma);
+        aa.rot = &h->rot;
+        if (st == LC_OK)
+            st = sel_attend_prefill(&h->ws, b, kv, seqs, n_seqs, q, n_head, rope, scale,
+                                    h->sz.pre_rows, &aa, out);
+        if (st != LC_OK) return st;
     }
     if (n_dec == 0) return LC_OK;
     /* decode blocks: one launch each op, every block with its sequence's slot of the layer's
@@ -227,7 +178,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     int32_t             *pn     = sel_pool_n(&h->pool, layer, 0);
     if (h->any_refresh[layer]) {
         ma.max_rows = 1;
-        ma.max_cand = h->dec_cand;
+        ma.max_cand = h->sz.dec_cand;
         ma.out      = pseg;
         ma.out_n    = pn;
         ma.list     = d_list;
@@ -245,7 +196,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     }
     if (st != LC_OK) /* a failed layer re-estimates its masks next time */
         for (int32_t j = n_pre; j < n_qb && states; j++)
-            if (states[h->ws.h_qb[j].seq]) ((hipa_state *)states[h->ws.h_qb[j].seq])->valid = false;
+            if (states[h->ws.h_qb[j].seq]) ((sel_slot_state *)states[h->ws.h_qb[j].seq])->valid[0] = false;
     return st;
 }
 
@@ -261,47 +212,39 @@ static int hipa_stats(const lc_attn_method *m, lc_attn_stats *out) {
 }
 
 static void hipa_destroy(lc_attn_method *m) {
-    if (!m) return;
-    hipa_impl *h = m->impl;
+    hipa_impl *h = m ? m->impl : NULL;
     if (h) {
         sel_ws_release(&h->ws);
         lc_rotated_keys_release(h->b, &h->rot);
         sel_pool_release(&h->pool);
         free(h->any_refresh);
-        free(h);
     }
-    free(m);
+    sel_method_free(m);
 }
+
+static const lc_attn_method hipa_ops = {
+    .name = "hip", .needs_raw_q = true, .graph_safe = true,
+    .state_create = hipa_state_create, .state_free = hipa_state_free,
+    .plan = hipa_plan, .forward = hipa_forward, .destroy = hipa_destroy,
+    .last = hipa_last, .stats = hipa_stats};
 
 int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
                            const lc_attn_diag *diag, lc_attn_method **out) {
     *out   = NULL;
     int st = lc_attn_settings_validate(&lc_attn_desc_hip, p);
     if (st != LC_OK) return st;
-    if (!b->hip_mask || !b->attn_sparse)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip: the %s backend has no sparse attention", b->name);
-    if (shape->n_layer < 1) return lc_fail(LC_ERR_INVALID_ARG, "hip: %d layers", shape->n_layer);
-    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
-    hipa_impl      *h = lc_calloc(1, sizeof *h, "attention method");
-    if (!m || !h) {
-        free(m), free(h);
-        return LC_ERR_NOMEM;
+    lc_attn_method *m;
+    st = sel_method_new(b, b->hip_mask && b->attn_sparse, &hipa_ops, sizeof(hipa_impl), &m);
+    if (st != LC_OK) return st;
+    if (shape->n_layer < 1) {
+        sel_method_free(m);
+        return lc_fail(LC_ERR_INVALID_ARG, "hip: %d layers", shape->n_layer);
     }
+    hipa_impl *h   = m->impl;
     h->b           = b;
     h->p           = *p;
     h->shape       = *shape;
     h->no_shortcut = diag && diag->sparse_always;
-    m->name         = "hip";
-    m->impl         = h;
-    m->needs_raw_q  = true;
-    m->graph_safe   = true;
-    m->state_create = hipa_state_create;
-    m->state_free   = hipa_state_free;
-    m->forward      = hipa_forward;
-    m->plan         = hipa_plan;
-    m->destroy      = hipa_destroy;
-    m->last         = hipa_last;
-    m->stats        = hipa_stats;
     const int32_t L = shape->n_layer, G = p->per_group ? shape->n_kv_head : 1, cap = p->k / p->block_k;
     int32_t      *caps = lc_malloc(sizeof(int32_t) * (size_t)L, "HiP plan");
     h->any_refresh     = lc_calloc((size_t)L, sizeof(bool), "HiP plan");

@@ -70,13 +70,6 @@ typedef struct hip_impl {
     lc_hip_qblock last_dec_qb;
 } hip_impl;
 
-/* Per (sequence, layer): its slot of the layer's caches, and their refresh state. */
-typedef struct hip_state {
-    int32_t layer, slot;
-    int64_t step; /* decode steps since the state was last fully valid */
-    bool valid[LC_HIP_MAX_STAGES];
-} hip_state;
-
 /* chunks stage i keeps in layer l */
 static int32_t keep_of(const hip_impl *h, int32_t layer, int32_t i) {
     const lc_infinitehip_params *p = &h->p;
@@ -119,27 +112,15 @@ static int seg_reserve(hip_impl *h, int32_t n_pre) {
     return LC_OK;
 }
 
+/* Per (sequence, layer): its slot of the layer's caches, and their refresh state (valid[i]:
+ * stage i's output; step: decode steps since the state was last fully valid). */
 static void hip_state_free(const lc_attn_method *m, void *state) {
-    hip_state *s = state;
-    if (!s) return;
-    sel_pool_give(&((hip_impl *)m->impl)->pool, s->layer, s->slot);
-    free(s);
+    sel_slot_state_free(&((hip_impl *)m->impl)->pool, state);
 }
 
 static int hip_state_create(const lc_attn_method *m, int32_t layer, void **out) {
-    hip_impl *h = m->impl;
-    if (layer < 0 || layer >= h->shape.n_layer)
-        return lc_fail(LC_ERR_INVALID_ARG, "infinitehip: layer %d of %d", layer, h->shape.n_layer);
-    hip_state *s = lc_calloc(1, sizeof *s, "InfiniteHiP layer state");
-    if (!s) return LC_ERR_NOMEM;
-    s->layer = layer;
-    const int st = sel_pool_take(&h->pool, layer, &s->slot);
-    if (st != LC_OK) {
-        free(s);
-        return st;
-    }
-    *out = s;
-    return LC_OK;
+    return sel_slot_state_create(&((hip_impl *)m->impl)->pool, "infinitehip",
+                                 "InfiniteHiP layer state", layer, out);
 }
 
 static int32_t ceil_div(int64_t a, int64_t b) {
@@ -257,19 +238,11 @@ static int plan_batch(hip_impl *h, const lc_attn_seq *seqs, int32_t n_seqs) {
     int st = sel_plan_blocks(&h->ws, seqs, n_seqs, p->block_q, p->tail_block, win0_cut, p);
     if (st == LC_OK) st = seg_reserve(h, h->ws.n_pre);
     if (st != LC_OK) return st;
-    h->pre_rows = 1, h->pre_cand = 0, h->dec_cand = 0, h->max_window = 1, h->max_end = 0;
-    for (int32_t i = 0; i < h->ws.n_qb; i++) {
-        const lc_hip_qblock *qb = &h->ws.h_qb[i];
-        const int32_t cand = cand_of(p, qb);
-        if (i < h->ws.n_pre && qb->n_rows > h->pre_rows) h->pre_rows = qb->n_rows;
-        if (i < h->ws.n_pre && cand > h->pre_cand) h->pre_cand = cand;
-        if (i >= h->ws.n_pre && cand > h->dec_cand) h->dec_cand = cand;
-        const int32_t w = qb->pos0 + qb->n_rows - qb->win0;
-        if (w > h->max_window) h->max_window = w;
-        if (qb->pos0 + qb->n_rows > h->max_end) h->max_end = qb->pos0 + qb->n_rows;
-    }
-    /* decode launches are sized by buckets, so that a step's shape holds while sequences grow */
-    if (h->ws.n_qb > h->ws.n_pre) h->dec_cand = sel_launch_bucket(h->dec_cand);
+    /* (decode launches are sized by buckets, so that a step's shape holds while sequences grow) */
+    sel_sizes z;
+    sel_plan_sizes(&h->ws, p->n_sink, &z);
+    h->pre_rows = z.pre_rows, h->pre_cand = z.pre_cand, h->dec_cand = z.dec_cand;
+    h->max_window = z.max_window, h->max_end = z.max_end;
     return LC_OK;
 }
 
@@ -277,8 +250,9 @@ static int plan_batch(hip_impl *h, const lc_attn_seq *seqs, int32_t n_seqs) {
  * resets its sequence's caches; the dense shortcut; for each decode block its cache slot and the
  * first stage it recomputes (stage i every refresh[i] steps, and every later stage with it:
  * Alg. 4), the sequence's state advanced as if the forward ran (it runs from a graph). */
-static int plan_layer(hip_impl *h, int32_t layer, const lc_attn_seq *seqs, int32_t n_seqs,
+static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_t n_seqs,
                       void *const *states) {
+    hip_impl *h = impl;
     const lc_infinitehip_params *p = &h->p;
     const int32_t N = p->n_stages;
     hip_layer_plan *lp = &h->lp[layer];
@@ -286,7 +260,7 @@ static int plan_layer(hip_impl *h, int32_t layer, const lc_attn_seq *seqs, int32
     if (layer < p->dense_layers) return LC_OK;
     for (int32_t s = 0; s < n_seqs; s++)
         if (seqs[s].n_rows > 1 && states && states[s]) {
-            hip_state *hs = states[s];
+            sel_slot_state *hs = states[s];
             memset(hs->valid, 0, sizeof hs->valid);
             hs->step = 0;
         }
@@ -299,7 +273,7 @@ static int plan_layer(hip_impl *h, int32_t layer, const lc_attn_seq *seqs, int32
     int32_t *list = h->ws.h_list + (size_t)layer * (size_t)h->ws.qb_cap;
     int32_t *from = h->ws.h_from + (size_t)layer * (size_t)h->ws.qb_cap;
     for (int32_t j = h->ws.n_pre; j < h->ws.n_qb; j++) {
-        hip_state *hs = states ? states[h->ws.h_qb[j].seq] : NULL;
+        sel_slot_state *hs = states ? states[h->ws.h_qb[j].seq] : NULL;
         if (!hs) return lc_fail(LC_ERR_INTERNAL, "infinitehip: a decode sequence has no state");
         int32_t f = N;
         for (int32_t i = 0; i < N && f == N; i++)
@@ -316,7 +290,7 @@ static int plan_layer(hip_impl *h, int32_t layer, const lc_attn_seq *seqs, int32
 /* After a failed forward of a layer: its decode sequences recompute every stage next time. */
 static void invalidate_layer(hip_impl *h, void *const *states) {
     for (int32_t j = h->ws.n_pre; j < h->ws.n_qb && states; j++) {
-        hip_state *hs = states[h->ws.h_qb[j].seq];
+        sel_slot_state *hs = states[h->ws.h_qb[j].seq];
         if (hs) memset(hs->valid, 0, sizeof hs->valid);
     }
 }
@@ -337,17 +311,8 @@ static int hip_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_
                     void **const *states, uint64_t *key) {
     hip_impl *h = m->impl;
     int st = plan_batch(h, seqs, n_seqs);
-    void *stack[64];
-    void **ls = n_seqs <= 64 ? stack : lc_malloc(sizeof(void *) * (size_t)n_seqs, "states");
-    if (!ls) return LC_ERR_NOMEM;
-    for (int32_t l = 0; l < h->shape.n_layer && st == LC_OK; l++) {
-        for (int32_t s = 0; s < n_seqs; s++) ls[s] = states ? states[s][l] : NULL;
-        st = plan_layer(h, l, seqs, n_seqs, ls);
-    }
-    if (ls != stack) free(ls);
-    if (st == LC_OK) st = sel_plan_upload(&h->ws);
+    if (st == LC_OK) st = sel_plan_layers(&h->ws, seqs, n_seqs, states, plan_layer, h);
     if (st != LC_OK) return st;
-    sel_plan_mark(&h->ws);
     *key = plan_key(h);
     return LC_OK;
 }
@@ -361,14 +326,13 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const int32_t N = p->n_stages;
     h->last_sparse = false;
     h->last_n_pre = 0;
-    if (layer < 0 || layer >= h->shape.n_layer)
-        return lc_fail(LC_ERR_INVALID_ARG, "infinitehip: layer %d of %d", layer, h->shape.n_layer);
+    int st = sel_check_layer("infinitehip", layer, h->shape.n_layer);
+    if (st != LC_OK) return st;
     if (layer < p->dense_layers)
         return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->hip_stage || !b->attn_sparse || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
                        b->name);
-    int st = LC_OK;
     if (!sel_plan_take(&h->ws, layer)) { /* not planned (a direct caller): this layer's plan */
         st = plan_batch(h, seqs, n_seqs);
         if (st == LC_OK) st = plan_layer(h, layer, seqs, n_seqs, states);
@@ -561,18 +525,23 @@ void lc_attn_hip_last_free(lc_hip_last *l) {
 }
 
 static void hip_destroy(lc_attn_method *m) {
-    if (!m) return;
-    hip_impl *h = m->impl;
+    hip_impl *h = m ? m->impl : NULL;
     if (h) {
         sel_ws_release(&h->ws);
         lc_rotated_keys_release(h->b, &h->rot);
         seg_release(h);
         sel_pool_release(&h->pool);
         free(h->lp);
-        free(h);
     }
-    free(m);
+    sel_method_free(m);
 }
+
+/* (graph_safe: set per instance) */
+static const lc_attn_method hip_ops = {
+    .name = "infinitehip", .needs_raw_q = true,
+    .state_create = hip_state_create, .state_free = hip_state_free,
+    .plan = hip_plan, .forward = hip_forward, .destroy = hip_destroy,
+    .last = lc_attn_infinitehip_last};
 
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_infinitehip_params *p, const lc_attn_diag *diag,
@@ -580,15 +549,11 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     *out = NULL;
     int st = lc_attn_settings_validate(&lc_attn_desc_infinitehip, p);
     if (st != LC_OK) return st;
-    if (!b->hip_stage || !b->attn_sparse || !b->copy)
-        return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend has no sparse attention",
-                       b->name);
-    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
-    hip_impl *h = lc_calloc(1, sizeof *h, "attention method");
-    if (!m || !h) {
-        free(m), free(h);
-        return LC_ERR_NOMEM;
-    }
+    lc_attn_method *m;
+    st = sel_method_new(b, b->hip_stage && b->attn_sparse && b->copy, &hip_ops, sizeof(hip_impl),
+                        &m);
+    if (st != LC_OK) return st;
+    hip_impl *h = m->impl;
     h->b = b;
     h->p = *p;
     h->shape = *shape;
@@ -602,17 +567,8 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
             p->first_k / p->chunk[i] > h->keep_max[i])
             h->keep_max[i] = p->first_k / p->chunk[i];
     }
-    m->name = "infinitehip";
-    m->impl = h;
-    m->needs_raw_q = true;
     /* a traced forward downloads its selections (host work between its launches) */
     m->graph_safe = h->trace_begin >= h->trace_end;
-    m->state_create = hip_state_create;
-    m->state_free = hip_state_free;
-    m->forward = hip_forward;
-    m->plan = hip_plan;
-    m->destroy = hip_destroy;
-    m->last = lc_attn_infinitehip_last;
     int32_t caps[LC_HIP_MAX_STAGES * 256];
     const int32_t L = shape->n_layer;
     int st2 = L > 0 && L <= 256 ? LC_OK

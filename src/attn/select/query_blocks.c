@@ -291,3 +291,105 @@ int sel_ws_last(const sel_ws *w, lc_hip_last *out) {
     if (st != LC_OK) lc_attn_hip_last_free(out);
     return st;
 }
+
+/* ---- what every sparse method's instance does alike ---- */
+
+int sel_method_new(lc_backend *b, bool has_ops, const lc_attn_method *ops, size_t impl_size,
+                   lc_attn_method **out) {
+    *out = NULL;
+    if (!has_ops)
+        return lc_fail(LC_ERR_UNSUPPORTED, "%s: the %s backend has no sparse attention",
+                       ops->name, b->name);
+    lc_attn_method *m    = lc_calloc(1, sizeof *m, "attention method");
+    void           *impl = lc_calloc(1, impl_size, "attention method");
+    if (!m || !impl) {
+        free(m), free(impl);
+        return LC_ERR_NOMEM;
+    }
+    *m       = *ops;
+    m->impl  = impl;
+    *out     = m;
+    return LC_OK;
+}
+
+void sel_method_free(lc_attn_method *m) {
+    if (!m) return;
+    free(m->impl);
+    free(m);
+}
+
+int sel_check_layer(const char *method, int32_t layer, int32_t n_layer) {
+    if (layer < 0 || layer >= n_layer)
+        return lc_fail(LC_ERR_INVALID_ARG, "%s: layer %d of %d", method, layer, n_layer);
+    return LC_OK;
+}
+
+int sel_slot_state_create(sel_pool *pool, const char *method, const char *what, int32_t layer,
+                          void **out) {
+    int st = sel_check_layer(method, layer, pool->n_layer);
+    if (st != LC_OK) return st;
+    sel_slot_state *s = lc_calloc(1, sizeof *s, what);
+    if (!s) return LC_ERR_NOMEM;
+    s->layer = layer;
+    st       = sel_pool_take(pool, layer, &s->slot);
+    if (st != LC_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return LC_OK;
+}
+
+void sel_slot_state_free(sel_pool *pool, void *state) {
+    sel_slot_state *s = state;
+    if (!s) return;
+    sel_pool_give(pool, s->layer, s->slot);
+    free(s);
+}
+
+int sel_plan_layers(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, void **const *states,
+                    sel_plan_layer_fn plan_layer, void *impl) {
+    void  *stack[64];
+    void **ls = n_seqs <= 64 ? stack : lc_malloc(sizeof(void *) * (size_t)n_seqs, "states");
+    if (!ls) return LC_ERR_NOMEM;
+    int st = LC_OK;
+    for (int32_t l = 0; l < w->n_layer && st == LC_OK; l++) {
+        for (int32_t s = 0; s < n_seqs; s++) ls[s] = states ? states[s][l] : NULL;
+        st = plan_layer(impl, l, seqs, n_seqs, ls);
+    }
+    if (ls != stack) free(ls);
+    if (st == LC_OK) st = sel_plan_upload(w);
+    if (st == LC_OK) sel_plan_mark(w);
+    return st;
+}
+
+void sel_plan_sizes(const sel_ws *w, int32_t n_sink, sel_sizes *out) {
+    memset(out, 0, sizeof *out);
+    out->pre_rows = 1, out->max_rows = 1, out->max_window = 1;
+    for (int32_t i = 0; i < w->n_qb; i++) {
+        const lc_hip_qblock *qb   = &w->h_qb[i];
+        const bool           pre  = i < w->n_pre;
+        const int32_t        cand = qb->win0 > n_sink ? qb->win0 - n_sink : 0;
+        const int32_t        win  = qb->pos0 + qb->n_rows - qb->win0;
+        if (pre && qb->n_rows > out->pre_rows) out->pre_rows = qb->n_rows;
+        if (qb->n_rows > out->max_rows) out->max_rows = qb->n_rows;
+        if (pre && cand > out->pre_cand) out->pre_cand = cand;
+        if (!pre && cand > out->dec_cand) out->dec_cand = cand;
+        if (cand > out->max_cand) out->max_cand = cand;
+        if (win > out->max_window) out->max_window = win;
+        if (qb->pos0 + qb->n_rows > out->max_end) out->max_end = qb->pos0 + qb->n_rows;
+    }
+    if (w->n_qb > w->n_pre) out->dec_cand = sel_launch_bucket(out->dec_cand);
+}
+
+int sel_attend_prefill(sel_ws *w, lc_backend *b, const lc_kv_layer_view *kv,
+                       const lc_attn_seq *seqs, int32_t n_seqs, const float *q, int32_t n_head,
+                       const lc_rope_table *rope, float scale, int32_t max_rows,
+                       lc_hip_sparse_args *aa, float *out) {
+    w->last_sparse = true;
+    w->last_n_pre  = w->n_pre;
+    aa->max_rows   = max_rows;
+    aa->sel        = w->d_sel;
+    aa->sel_n      = w->d_n;
+    return b->attn_sparse(b, kv, seqs, n_seqs, w->d_qb, w->n_pre, q, n_head, rope, scale, aa, out);
+}

@@ -4,7 +4,10 @@
  * first, then one block per decode sequence), the plan image a forward's kernels read (the
  * blocks, and for batched decode each decode block's cache slot and refresh stage per layer;
  * backend.h "Batched decode"), the pools of per-sequence decode caches, the workspace of the
- * prefill selections, and the copy of the last prefill selections for evaluation (lc_hip_last).
+ * prefill selections, the copy of the last prefill selections for evaluation (lc_hip_last), and
+ * the scaffolding every sparse method's instance repeats (its creation, the layer check, the
+ * per-(sequence, layer) state that holds a pool slot, the plan over every layer, the launch
+ * sizes of a planned batch, the prefill blocks' sparse attention).
  */
 #ifndef LC_ATTN_QUERY_BLOCKS_H
 #define LC_ATTN_QUERY_BLOCKS_H
@@ -127,5 +130,73 @@ bool    sel_plan_take(sel_ws *w, int32_t layer);
 void    sel_ws_release(sel_ws *w);
 /* the last forward's prefill selections (lc_attn_method.last) */
 int     sel_ws_last(const sel_ws *w, lc_hip_last *out);
+
+/* ---- what every sparse method's instance does alike ---- */
+
+/* A new instance: *out = a copy of ops (name, flags, functions) whose impl is impl_size zeroed
+ * bytes (freed with sel_method_free). has_ops: the backend has the kernels the method needs;
+ * else LC_ERR_UNSUPPORTED "<name>: the <backend> backend has no sparse attention". */
+int  sel_method_new(lc_backend *b, bool has_ops, const lc_attn_method *ops, size_t impl_size,
+                    lc_attn_method **out);
+/* Free what sel_method_new allocated (the caller has released what its impl holds). */
+void sel_method_free(lc_attn_method *m);
+
+/* LC_OK for 0 <= layer < n_layer, else LC_ERR_INVALID_ARG "<method>: layer L of N". */
+int sel_check_layer(const char *method, int32_t layer, int32_t n_layer);
+
+/* Per (sequence, layer) state of a method whose decode caches live in a sel_pool: its slot of
+ * the layer's pool, and the refresh state of the slot's lists (InfiniteHiP: one per stage;
+ * HiP: valid[0], its mask). */
+typedef struct sel_slot_state {
+    int32_t layer, slot;
+    int64_t step;                  /* decode steps since the lists were last (re)computed */
+    bool    valid[LC_HIP_MAX_STAGES];
+} sel_slot_state;
+/* A state holding a slot of layer's pool (what: the allocation's name in a failure message);
+ * LC_ERR_INVALID_ARG "<method>: layer L of N" for a layer the pool does not have. */
+int  sel_slot_state_create(sel_pool *pool, const char *method, const char *what, int32_t layer,
+                           void **out);
+/* Give its slot back and free it (NULL: nothing). */
+void sel_slot_state_free(sel_pool *pool, void *state);
+
+/* A method's plan of one layer of the planned batch (states: the batch's sequences' states of
+ * that layer, NULL where none). */
+typedef int (*sel_plan_layer_fn)(void *impl, int32_t layer, const lc_attn_seq *seqs,
+                                 int32_t n_seqs, void *const *states);
+/* The layer part of lc_attn_method.plan: plan_layer for every layer of w (states[s][l]:
+ * sequence s's state of layer l; states NULL: none), then upload the plan image and mark every
+ * layer planned. */
+int  sel_plan_layers(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, void **const *states,
+                     sel_plan_layer_fn plan_layer, void *impl);
+
+/* The launch sizes of the planned blocks of w (sel_plan_blocks). Candidates of a block: the
+ * keys [n_sink, win0) between the sink and its window. */
+typedef struct sel_sizes {
+    int32_t pre_rows;   /* most rows of a prefill block (at least 1) */
+    int32_t max_rows;   /* most rows of any block (at least 1) */
+    int32_t pre_cand;   /* most candidates of a prefill block */
+    int32_t dec_cand;   /* most candidates of a decode block, rounded up by sel_launch_bucket
+                           (decode launch shapes hold while sequences grow) */
+    int32_t max_cand;   /* most candidates of any block (not rounded) */
+    int32_t max_window; /* most keys of a block's window [win0, pos0 + n_rows) (at least 1) */
+    int64_t max_end;    /* the last block row's position + 1 */
+} sel_sizes;
+void sel_plan_sizes(const sel_ws *w, int32_t n_sink, sel_sizes *out);
+
+/* Whether attention re-indexes positions StreamingLLM-style (and selection scores at relative
+ * ones) under the rope setting (lc_hip_rope_mode) for a batch reaching max_end: always with
+ * extend, past the model's trained context with auto and stream, never with plain. */
+static inline bool sel_rope_extends(int32_t rope, int64_t max_end, int32_t n_ctx_train) {
+    return rope == LC_HIP_ROPE_EXTEND ||
+           ((rope == LC_HIP_ROPE_AUTO || rope == LC_HIP_ROPE_STREAM) && max_end > n_ctx_train);
+}
+
+/* The sparse attention of the plan's prefill blocks (w->d_qb[0, n_pre)) over their selections
+ * in w->d_sel / d_n (aa's other fields set by the caller; max_rows: the most rows of a prefill
+ * block); they become the selections sel_ws_last copies. */
+int sel_attend_prefill(sel_ws *w, lc_backend *b, const lc_kv_layer_view *kv,
+                       const lc_attn_seq *seqs, int32_t n_seqs, const float *q, int32_t n_head,
+                       const lc_rope_table *rope, float scale, int32_t max_rows,
+                       lc_hip_sparse_args *aa, float *out);
 
 #endif

@@ -76,8 +76,8 @@ typedef struct streaming_impl {
     bool             no_shortcut; /* lc_context_params.sparse_always (tests) */
     int32_t          zeroed_cap;  /* ws.qb_cap when its selection counts were zeroed */
     /* the plan of the current forward: launch sizes and the dense shortcut */
-    int32_t          max_rows, max_window;
-    int64_t          max_end;
+    sel_sizes        sz;
+    int32_t          max_window;  /* sz.max_window; a decode step's bound in a decode-only one */
     bool             dense;
     lc_rotated_keys  rot; /* prefill keys rotated once per layer (plain RoPE) */
 } streaming_impl;
@@ -94,18 +94,11 @@ static int plan_batch(streaming_impl *t, const lc_attn_seq *seqs, int32_t n_seqs
     const streaming_params *p = &t->p;
     int st = sel_plan_blocks(&t->ws, seqs, n_seqs, p->block, 0, streaming_win0, p);
     if (st != LC_OK) return st;
-    t->max_rows = 1, t->max_window = 1, t->max_end = 0;
-    bool covered = true; /* every block reads every earlier key */
-    for (int32_t i = 0; i < t->ws.n_qb; i++) {
-        const lc_hip_qblock *qb  = &t->ws.h_qb[i];
-        const int32_t        win = qb->pos0 + qb->n_rows - qb->win0;
-        if (qb->win0 > p->n_sink) covered = false;
-        if (qb->n_rows > t->max_rows) t->max_rows = qb->n_rows;
-        if (win > t->max_window) t->max_window = win;
-        if (qb->pos0 + qb->n_rows > t->max_end) t->max_end = qb->pos0 + qb->n_rows;
-    }
-    if (t->ws.n_pre == 0) t->max_window = p->n_window; /* a decode step's bound (its shape holds) */
-    t->dense = covered && !t->no_shortcut;
+    sel_plan_sizes(&t->ws, p->n_sink, &t->sz);
+    /* a decode step's bound (its shape holds) */
+    t->max_window = t->ws.n_pre == 0 ? p->n_window : t->sz.max_window;
+    /* every block reads every earlier key: no key between the sink and its window */
+    t->dense = t->sz.max_cand == 0 && !t->no_shortcut;
     if (t->dense) return LC_OK;
     /* no selected segments: every block's count is zero. Nothing writes the counts, so they
      * are zeroed once each time the workspace grows (its capacity only rises), not per call */
@@ -128,10 +121,10 @@ static int streaming_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int3
     if (st != LC_OK) return st;
     sel_plan_mark(&t->ws);
     uint64_t k = sel_key_mix(0x57e4ull, (uint64_t)t->ws.n_qb);
-    k          = sel_key_mix(k, (uint64_t)t->max_rows);
+    k          = sel_key_mix(k, (uint64_t)t->sz.max_rows);
     k          = sel_key_mix(k, (uint64_t)t->max_window);
     k          = sel_key_mix(k, (uint64_t)t->dense);
-    k          = sel_key_mix(k, (uint64_t)(t->max_end > t->shape.n_ctx_train));
+    k          = sel_key_mix(k, (uint64_t)(t->sz.max_end > t->shape.n_ctx_train));
     k          = sel_key_mix(k, t->ws.epoch);
     *key       = k;
     return LC_OK;
@@ -145,13 +138,11 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     streaming_impl         *t = m->impl;
     const streaming_params *p = &t->p;
     t->ws.last_sparse         = false;
-    if (layer < 0 || layer >= t->shape.n_layer)
-        return lc_fail(LC_ERR_INVALID_ARG, "streaming: layer %d of %d", layer, t->shape.n_layer);
-    int st = LC_OK;
+    int st                    = sel_check_layer("streaming", layer, t->shape.n_layer);
+    if (st != LC_OK) return st;
     if (!sel_plan_take(&t->ws, layer) && (st = plan_batch(t, seqs, n_seqs)) != LC_OK) return st;
     if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
-                        (p->rope != LC_HIP_ROPE_PLAIN && t->max_end > t->shape.n_ctx_train);
+    const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
     lc_hip_sparse_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_sink;
@@ -161,7 +152,7 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     aa.sel_n      = t->ws.d_n;
     aa.sel_cap    = t->ws.sel_cap;
     aa.max_sel    = 0;
-    aa.max_rows   = t->max_rows;
+    aa.max_rows   = t->sz.max_rows;
     aa.max_window = t->max_window;
     aa.rot        = t->ws.n_pre > 0 ? &t->rot : NULL;
     st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, t->ws.n_qb, q, n_head, rope, scale, &aa, out);
@@ -177,41 +168,29 @@ static int streaming_last(const lc_attn_method *m, lc_hip_last *out) {
 }
 
 static void streaming_destroy(lc_attn_method *m) {
-    if (!m) return;
-    streaming_impl *t = m->impl;
+    streaming_impl *t = m ? m->impl : NULL;
     if (t) {
         if (t->ws.b) lc_rotated_keys_release(t->ws.b, &t->rot);
         sel_ws_release(&t->ws);
-        free(t);
     }
-    free(m);
+    sel_method_free(m);
 }
+
+static const lc_attn_method streaming_ops = {
+    .name = "streaming", .needs_raw_q = false, .graph_safe = true, .plan = streaming_plan,
+    .forward = streaming_forward, .destroy = streaming_destroy, .last = streaming_last};
 
 static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
                   const lc_attn_diag *diag, lc_attn_method **out) {
-    *out = NULL;
-    if (!b->attn_sparse)
-        return lc_fail(LC_ERR_UNSUPPORTED, "streaming: the %s backend has no sparse attention",
-                       b->name);
-    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
-    streaming_impl *t = lc_calloc(1, sizeof *t, "attention method");
-    if (!m || !t) {
-        free(m), free(t);
-        return LC_ERR_NOMEM;
-    }
-    t->p           = *(const streaming_params *)settings;
-    t->shape       = *shape;
-    t->no_shortcut = diag && diag->sparse_always;
+    lc_attn_method *m;
+    int st = sel_method_new(b, b->attn_sparse != NULL, &streaming_ops, sizeof(streaming_impl), &m);
+    if (st != LC_OK) return st;
+    streaming_impl *t = m->impl;
+    t->p              = *(const streaming_params *)settings;
+    t->shape          = *shape;
+    t->no_shortcut    = diag && diag->sparse_always;
     /* room for one segment per block; none is ever written */
-    const int st   = sel_ws_init(&t->ws, b, shape->n_layer, false, 1, 1, t->p.n_sink);
-    m->name        = "streaming";
-    m->impl        = t;
-    m->needs_raw_q = false;
-    m->graph_safe  = true;
-    m->plan        = streaming_plan;
-    m->forward     = streaming_forward;
-    m->destroy     = streaming_destroy;
-    m->last        = streaming_last;
+    st = sel_ws_init(&t->ws, b, shape->n_layer, false, 1, 1, t->p.n_sink);
     if (st != LC_OK) {
         streaming_destroy(m);
         return st;

@@ -36,8 +36,8 @@ typedef struct ts_impl {
     int64_t              *d_counts;    /* [n_layer][2] hits, misses (with the cache) */
     int64_t               uncached;    /* decode selections made without the cache */
     /* the plan of the current forward (ts_plan): launch sizes and the dense shortcut */
-    int32_t               pre_rows, max_cand;
-    int64_t               max_end;
+    sel_sizes             sz;
+    int32_t               max_cand;    /* sz.max_cand, rounded up in a decode-only forward */
     bool                  dense;
     lc_rotated_keys       rot; /* prefill keys rotated once per layer (plain RoPE) */
 } ts_impl;
@@ -99,19 +99,10 @@ static int plan_batch(ts_impl *t, const lc_attn_seq *seqs, int32_t n_seqs) {
     const lc_tokenselect_params *p = &t->p;
     const int st = sel_plan_blocks(&t->ws, seqs, n_seqs, p->chunk, p->tail_block, ts_win0, p);
     if (st != LC_OK) return st;
-    t->pre_rows = 1, t->max_cand = 0, t->max_end = 0;
-    bool covered = true;
-    for (int32_t i = 0; i < t->ws.n_qb; i++) {
-        const lc_hip_qblock *qb   = &t->ws.h_qb[i];
-        const int32_t        cand = qb->win0 > p->n_init ? qb->win0 - p->n_init : 0;
-        if (cand > p->k) covered = false;
-        if (cand > t->max_cand) t->max_cand = cand;
-        if (i < t->ws.n_pre && qb->n_rows > t->pre_rows) t->pre_rows = qb->n_rows;
-        if (qb->pos0 + qb->n_rows > t->max_end) t->max_end = qb->pos0 + qb->n_rows;
-    }
+    sel_plan_sizes(&t->ws, p->n_init, &t->sz);
     /* a decode-only forward is sized by a bucket, so that its shape holds while sequences grow */
-    if (t->ws.n_pre == 0 && t->ws.n_qb > 0) t->max_cand = sel_launch_bucket(t->max_cand);
-    t->dense = covered && !t->no_shortcut;
+    t->max_cand = t->ws.n_pre == 0 && t->ws.n_qb > 0 ? t->sz.dec_cand : t->sz.max_cand;
+    t->dense    = t->sz.max_cand <= p->k && !t->no_shortcut; /* every block's candidates fit */
     return LC_OK;
 }
 
@@ -135,7 +126,7 @@ static int ts_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_s
     k          = sel_key_mix(k, (uint64_t)t->ws.n_pre);
     k          = sel_key_mix(k, (uint64_t)t->max_cand);
     k          = sel_key_mix(k, (uint64_t)t->dense);
-    k          = sel_key_mix(k, (uint64_t)(t->max_end > t->shape.n_ctx_train));
+    k          = sel_key_mix(k, (uint64_t)(t->sz.max_end > t->shape.n_ctx_train));
     k          = sel_key_mix(k, t->ws.epoch);
     *key       = k;
     return LC_OK;
@@ -148,13 +139,12 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     ts_impl                     *t = m->impl;
     const lc_tokenselect_params *p = &t->p;
     t->ws.last_sparse              = false;
-    if (layer < 0 || layer >= t->shape.n_layer)
-        return lc_fail(LC_ERR_INVALID_ARG, "tokenselect: layer %d of %d", layer, t->shape.n_layer);
+    int st                         = sel_check_layer("tokenselect", layer, t->shape.n_layer);
+    if (st != LC_OK) return st;
     if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     if (!q_raw || !b->ts_select || !b->attn_sparse)
         return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend lacks the sparse ops",
                        b->name);
-    int st = LC_OK;
     if (!sel_plan_take(&t->ws, layer)) { /* a caller that does not plan */
         st = plan_batch(t, seqs, n_seqs);
         if (st == LC_OK) st = sel_plan_upload(&t->ws);
@@ -172,8 +162,7 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (st != LC_OK) return st;
     if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
-    const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
-                        (p->rope != LC_HIP_ROPE_PLAIN && t->max_end > t->shape.n_ctx_train);
+    const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
     lc_ts_select_args sa;
     memset(&sa, 0, sizeof sa);
     sa.n_init   = p->n_init;
@@ -192,21 +181,16 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     aa.max_sel    = p->k;
     aa.max_window = p->n_local;
 
-    if (n_pre > 0) {
-        sa.max_rows = t->pre_rows;
+    if (n_pre > 0) { /* the prefill chunks' selections into the workspace, then their attention */
+        sa.max_rows = t->sz.pre_rows;
         sa.out      = t->ws.d_sel;
         sa.out_n    = t->ws.d_n;
-        if ((st = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa)) != LC_OK)
-            return st;
-        t->ws.last_sparse = true;
-        t->ws.last_n_pre  = n_pre;
-        aa.max_rows       = t->pre_rows;
-        aa.sel            = t->ws.d_sel;
-        aa.sel_n          = t->ws.d_n;
-        aa.rot            = &t->rot;
-        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q, n_head, rope, scale,
-                                 &aa, out)) != LC_OK)
-            return st;
+        st          = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
+        aa.rot = &t->rot;
+        if (st == LC_OK)
+            st = sel_attend_prefill(&t->ws, b, kv, seqs, n_seqs, q, n_head, rope, scale,
+                                    t->sz.pre_rows, &aa, out);
+        if (st != LC_OK) return st;
     }
     /* decode blocks: one sequence at a time, each with its selection cache (whose hit or miss
        the op decides on the device, so these launches replay from a graph as they are) */
@@ -250,16 +234,20 @@ static int ts_stats(const lc_attn_method *m, lc_attn_stats *out) {
 }
 
 static void ts_destroy(lc_attn_method *m) {
-    if (!m) return;
-    ts_impl *t = m->impl;
+    ts_impl *t = m ? m->impl : NULL;
     if (t) {
         sel_ws_release(&t->ws);
         lc_rotated_keys_release(t->b, &t->rot);
         if (t->d_counts) t->b->dealloc(t->b, t->d_counts);
-        free(t);
     }
-    free(m);
+    sel_method_free(m);
 }
+
+static const lc_attn_method ts_ops = {
+    .name = "tokenselect", .needs_raw_q = true, .graph_safe = true,
+    .state_create = ts_state_create, .state_free = ts_state_free,
+    .plan = ts_plan, .forward = ts_forward, .destroy = ts_destroy, .last = ts_last,
+    .stats = ts_stats};
 
 int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_tokenselect_params *p, const lc_attn_diag *diag,
@@ -267,15 +255,10 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     *out   = NULL;
     int st = lc_attn_settings_validate(&lc_attn_desc_tokenselect, p);
     if (st != LC_OK) return st;
-    if (!b->ts_select || !b->attn_sparse)
-        return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend has no sparse attention",
-                       b->name);
-    lc_attn_method *m = lc_calloc(1, sizeof *m, "attention method");
-    ts_impl        *t = lc_calloc(1, sizeof *t, "attention method");
-    if (!m || !t) {
-        free(m), free(t);
-        return LC_ERR_NOMEM;
-    }
+    lc_attn_method *m;
+    st = sel_method_new(b, b->ts_select && b->attn_sparse, &ts_ops, sizeof(ts_impl), &m);
+    if (st != LC_OK) return st;
+    ts_impl *t     = m->impl;
     t->b           = b;
     t->p           = *p;
     t->shape       = *shape;
@@ -286,17 +269,6 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     int64_t *zeros     = lc_calloc(1, cb, "TokenSelect counters");
     if (st == LC_OK) st = t->d_counts && zeros ? b->upload(b, t->d_counts, zeros, cb) : LC_ERR_NOMEM;
     free(zeros);
-    m->name         = "tokenselect";
-    m->impl         = t;
-    m->needs_raw_q  = true;
-    m->graph_safe   = true;
-    m->plan         = ts_plan;
-    m->state_create = ts_state_create;
-    m->state_free   = ts_state_free;
-    m->forward      = ts_forward;
-    m->destroy      = ts_destroy;
-    m->last         = ts_last;
-    m->stats        = ts_stats;
     if (st != LC_OK) {
         ts_destroy(m);
         return st;

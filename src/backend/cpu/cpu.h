@@ -53,4 +53,9 @@ void lc_cpu_rope_vec(float *x, int32_t pos, const lc_rope_table *rope);
 void lc_cpu_rope_copy(const float *x, float *y, int32_t head_dim, int32_t pos,
                       const lc_rope_table *rope);
 
+/* C[M][N] (ldc) += A[M][K] (lda) · B[K][N] (ldb): BLAS for 8 rows and more, plain loops below
+ * (the few rows of a decode step). Dense and sparse attention's P·V (cpu_attention.c). */
+void lc_cpu_gemm_nn_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                        float *C, int ldc);
+
 #endif

@@ -169,8 +169,7 @@ static void gemm_nt(int M, int N, int K, const float *A, int lda, const float *B
         }
 }
 
-/* C[M][N] += A[M][K] · B[K][N] */
-static void gemm_nn_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void lc_cpu_gemm_nn_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         float *C, int ldc) {
     if (M >= 8) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
@@ -238,7 +237,7 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
             w->l[r] = w->l[r] * corr + sum;
             w->m[r] = mx;
         }
-        gemm_nn_acc(Ma, D, nt, S, P, vp, D, w->o + (int64_t)r_begin * D, D);
+        lc_cpu_gemm_nn_acc(Ma, D, nt, S, P, vp, D, w->o + (int64_t)r_begin * D, D);
     }
 
     for (int32_t qi = 0; qi < n_q; qi++)

@@ -15,6 +15,7 @@
  * whole pairs.
  */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_select.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -23,17 +24,9 @@
 
 #define HM_MAX_D 1024 /* stack buffer of one rotated key */
 
-/* Order-preserving map of a score to an unsigned key (NaN counts as -inf), as the CUDA twin. */
-static uint32_t score_key(float s) {
-    if (isnan(s)) s = -INFINITY;
-    uint32_t u;
-    memcpy(&u, &s, sizeof u);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 typedef struct hm_branch {
     int32_t  f, l; /* blocks [f, l) */
-    uint32_t key;  /* score_key of the branch's score */
+    uint32_t key;  /* lc_cpu_score_key of the branch's score */
 } hm_branch;
 
 /* descending score, then ascending start */
@@ -80,36 +73,6 @@ static float score_block(const hm_job *j, int32_t r, float *kr) {
             }
         }
     return best;
-}
-
-static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                      const lc_rope_table *rope, const lc_hip_mask_args *a) {
-    int st = lc_hip_mask_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
-    if (st != LC_OK) return st;
-    if (kv->head_dim > HM_MAX_D)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: head dim %d on the CPU (at most %d)",
-                       kv->head_dim, HM_MAX_D);
-    for (int32_t b = 0; b < n_qb; b++) {
-        const lc_hip_qblock *q = &qb[b];
-        if (q->seq < 0 || q->seq >= n_seqs)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: block %d: sequence %d of %d", b, q->seq,
-                           n_seqs);
-        const lc_attn_seq *s = &seqs[q->seq];
-        if (q->n_rows < 1 || q->n_rows > a->max_rows || q->row0 < s->row0 ||
-            q->row0 + q->n_rows > s->row0 + s->n_rows || q->pos0 != s->pos0 + (q->row0 - s->row0) ||
-            q->win0 < 0 || q->win0 > q->pos0 + q->n_rows)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: block %d (rows %d+%d, pos0 %d, win0 "
-                           "%d) does not fit its sequence or max_rows %d", b, q->row0, q->n_rows,
-                           q->pos0, q->win0, a->max_rows);
-        if ((int64_t)q->win0 - a->n_sink > a->max_cand)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: block %d has %lld candidates, max_cand "
-                           "is %d", b, (long long)q->win0 - a->n_sink, a->max_cand);
-        if (a->scan_rope == LC_HIP_SCAN_PLAIN && q->pos0 + q->n_rows > rope->n_pos)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: block %d: position %d outside the "
-                           "RoPE table (%d)", b, q->pos0 + q->n_rows - 1, rope->n_pos);
-    }
-    return LC_OK;
 }
 
 /* The selection of one (block, group) pair; nodes / br: n_nodes and 2 * n_nodes entries. */
@@ -167,7 +130,7 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
         }
         if (!multi) break;
         for (int32_t i = 0; i < nb; i++)
-            br[i].key = score_key(score_block(&j, br[i].f + (br[i].l - br[i].f - 1) / 2, kr));
+            br[i].key = lc_cpu_score_key(score_block(&j, br[i].f + (br[i].l - br[i].f - 1) / 2, kr));
         qsort(br, (size_t)nb, sizeof(hm_branch), cmp_branch);
         memcpy(nodes, br, sizeof(hm_branch) * (size_t)n_nodes);
     }
@@ -182,7 +145,11 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
 int lc_cpu_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                     const lc_rope_table *rope, const lc_hip_mask_args *a) {
-    int st = check_args(kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a);
+    int st = lc_hip_mask_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st == LC_OK) st = lc_cpu_check_head_dim("hip_mask", kv->head_dim, HM_MAX_D);
+    if (st == LC_OK) /* the mask scores at the true positions with scan_rope plain */
+        st = lc_cpu_check_blocks("hip_mask", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_sink,
+                                 a->max_cand, a->scan_rope == LC_HIP_SCAN_PLAIN ? rope : NULL);
     if (st != LC_OK || n_qb == 0) return st;
     const int32_t n_pairs = n_qb * a->n_groups, n_nodes = a->k / a->block_k;
     const int32_t nh      = a->n_groups == 1 ? n_head : n_head / kv->n_kv_head;

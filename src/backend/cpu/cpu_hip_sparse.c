@@ -16,6 +16,7 @@
  * LC_ERR_INVALID_ARG here, so that callers are caught on the reference backend.
  */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_select.h"
 #include "util/util.h"
 
 #include <cblas.h>
@@ -64,15 +65,11 @@ static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
                       const lc_rope_table *rope, const lc_hip_sparse_args *a) {
     int st = lc_hip_sparse_check(kv, n_head, a);
     if (st != LC_OK) return st;
-    if (kv->head_dim > 512)
-        return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: head dim %d on the CPU (at most 512)",
-                       kv->head_dim);
+    if ((st = lc_cpu_check_head_dim("attn_sparse", kv->head_dim, 512)) != LC_OK) return st;
     for (int32_t b = 0; b < n_qb; b++) {
-        const lc_hip_qblock *B = &qb[b];
-        if (B->seq < 0 || B->seq >= n_seqs)
-            return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d: sequence %d of %d", b,
-                           B->seq, n_seqs);
-        const lc_attn_seq *sq = &seqs[B->seq];
+        if ((st = lc_cpu_check_block_seq("attn_sparse", qb, b, n_seqs)) != LC_OK) return st;
+        const lc_hip_qblock *B  = &qb[b];
+        const lc_attn_seq   *sq = &seqs[B->seq];
         if (B->n_rows < 1 || B->n_rows > a->max_rows || B->row0 < sq->row0 ||
             B->row0 + B->n_rows > sq->row0 + sq->n_rows ||
             B->pos0 != sq->pos0 + (B->row0 - sq->row0))
@@ -129,21 +126,6 @@ static void gemm_nt(int M, int N, int K, const float *A, const float *B, float *
             float acc = 0.0f;
             for (int k = 0; k < K; k++) acc += A[i * K + k] * B[j * K + k];
             C[i * ldc + j] = acc;
-        }
-}
-
-/* C[M][N] += A[M][K] (lda) · B[K][N] */
-static void gemm_nn_acc(int M, int N, int K, const float *A, int lda, const float *B, float *C) {
-    if (M >= 8) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, N, 1.0f,
-                    C, N);
-        return;
-    }
-    for (int i = 0; i < M; i++)
-        for (int k = 0; k < K; k++) {
-            const float p = A[i * lda + k];
-            if (p == 0.0f) continue;
-            for (int j = 0; j < N; j++) C[i * N + j] += p * B[k * N + j];
         }
 }
 
@@ -205,7 +187,7 @@ static void run_unit(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, const 
             w->l[row] = w->l[row] * corr + sum;
             w->m[row] = m_new;
         }
-        gemm_nn_acc(M, D, nt, w->s, SP_TILE, w->vt, w->o);
+        lc_cpu_gemm_nn_acc(M, D, nt, w->s, SP_TILE, w->vt, D, w->o, D);
     }
     for (int32_t r = 0; r < B->n_rows; r++)
         for (int32_t hh = 0; hh < G; hh++) {

@@ -16,6 +16,7 @@
  * OpenMP threads score in parallel; selection is a sort of (score key, rank) per pair.
  */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_select.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -23,15 +24,6 @@
 #include <string.h>
 
 #define HIP_MAX_D 1024 /* stack buffer of one rotated key */
-
-/* Order-preserving map of a score to an unsigned key (NaN counts as -inf); the CUDA twin
- * ranks with the same map, so both break ties between equal floats the same way. */
-static uint32_t score_key(float s) {
-    if (isnan(s)) s = -INFINITY;
-    uint32_t u;
-    memcpy(&u, &s, sizeof u);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
 
 typedef struct stage_job {
     const lc_kv_layer_view  *kv;
@@ -196,37 +188,14 @@ static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int
     return LC_OK;
 }
 
-static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                      const lc_rope_table *rope, const lc_hip_stage_args *a) {
-    int st = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
-    if (st != LC_OK) return st;
-    if (kv->head_dim > HIP_MAX_D)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: head dim %d on the CPU (at most %d)",
-                       kv->head_dim, HIP_MAX_D);
-    for (int32_t b = 0; b < n_qb; b++) {
-        const lc_hip_qblock *q = &qb[b];
-        if (q->seq < 0 || q->seq >= n_seqs)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d: sequence %d of %d", b,
-                           q->seq, n_seqs);
-        const lc_attn_seq *s = &seqs[q->seq];
-        if (q->n_rows < 1 || q->n_rows > a->max_rows || q->row0 < s->row0 ||
-            q->row0 + q->n_rows > s->row0 + s->n_rows || q->pos0 != s->pos0 + (q->row0 - s->row0) ||
-            q->win0 < 0 || q->win0 > q->pos0 + q->n_rows)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d (rows %d+%d, pos0 %d, win0 "
-                           "%d) does not fit its sequence or max_rows %d", b, q->row0, q->n_rows,
-                           q->pos0, q->win0, a->max_rows);
-        if (a->scan_rope != LC_HIP_SCAN_RELATIVE && q->pos0 + q->n_rows > rope->n_pos)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d: position %d outside the "
-                           "RoPE table (%d)", b, q->pos0 + q->n_rows - 1, rope->n_pos);
-    }
-    return LC_OK;
-}
-
 int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
                      const lc_rope_table *rope, const lc_hip_stage_args *a) {
-    int st = check_args(kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a);
+    int st = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st == LC_OK) st = lc_cpu_check_head_dim("hip_stage", kv->head_dim, HIP_MAX_D);
+    if (st == LC_OK) /* the stage scores at the true positions unless scan_rope is relative */
+        st = lc_cpu_check_blocks("hip_stage", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_sink, -1,
+                                 a->scan_rope != LC_HIP_SCAN_RELATIVE ? rope : NULL);
     if (st != LC_OK || n_qb == 0) return st;
     const int32_t D = kv->head_dim, n_pairs = n_qb * a->n_groups;
     stage_job     j;
@@ -340,7 +309,7 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
         if (n <= a->n_keep) {
             for (int64_t c = 0; c < n; c++) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
         } else {
-            for (int64_t c = 0; c < n; c++) rk[c] = (ranked){score_key(j.cscore[c0 + c]), (int32_t)c};
+            for (int64_t c = 0; c < n; c++) rk[c] = (ranked){lc_cpu_score_key(j.cscore[c0 + c]), (int32_t)c};
             qsort(rk, (size_t)n, sizeof(ranked), cmp_ranked_desc);
             /* mark the kept ranks, then write them in rank order */
             for (int64_t c = 0; c < n; c++) kept[c] = 0;

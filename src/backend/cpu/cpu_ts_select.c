@@ -14,6 +14,7 @@
  * dotted with the query heads that read it); scores fp32, Z_h summed in double.
  */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_select.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -32,26 +33,10 @@ static uint32_t ts_key(float s) {
 
 static int check_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                         const lc_hip_qblock *qb, int32_t n_qb, const lc_ts_select_args *a) {
-    if (kv->head_dim > TS_MAX_D)
-        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: head dim %d on the CPU (at most %d)",
-                       kv->head_dim, TS_MAX_D);
-    for (int32_t b = 0; b < n_qb; b++) {
-        const lc_hip_qblock *q = &qb[b];
-        if (q->seq < 0 || q->seq >= n_seqs)
-            return lc_fail(LC_ERR_INVALID_ARG, "ts_select: block %d: sequence %d of %d", b,
-                           q->seq, n_seqs);
-        const lc_attn_seq *s = &seqs[q->seq];
-        if (q->n_rows < 1 || q->n_rows > a->max_rows || q->row0 < s->row0 ||
-            q->row0 + q->n_rows > s->row0 + s->n_rows || q->pos0 != s->pos0 + (q->row0 - s->row0) ||
-            q->win0 < 0 || q->win0 > q->pos0 + q->n_rows)
-            return lc_fail(LC_ERR_INVALID_ARG, "ts_select: block %d (rows %d+%d, pos0 %d, win0 "
-                           "%d) does not fit its sequence or max_rows %d", b, q->row0, q->n_rows,
-                           q->pos0, q->win0, a->max_rows);
-        if ((int64_t)q->win0 - a->n_init > a->max_cand)
-            return lc_fail(LC_ERR_INVALID_ARG, "ts_select: block %d has %d candidates, max_cand "
-                           "is %d", b, q->win0 - a->n_init, a->max_cand);
-    }
-    return LC_OK;
+    const int st = lc_cpu_check_head_dim("ts_select", kv->head_dim, TS_MAX_D);
+    if (st != LC_OK) return st;
+    return lc_cpu_check_blocks("ts_select", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_init,
+                               a->max_cand, NULL);
 }
 
 /* f[n_head][D] of block q: its rows rotated at fp_pos + i, then the mean. */
