@@ -16,9 +16,9 @@
  *   medians, the average over the steps, and dense decode's median (of 50, after 2 warm-ups).
  *   For TokenSelect the average at another hit rate h is h * hit + (1 - h) * miss from the two
  *   medians. Then, for TokenSelect, where a hit step's time goes: the method's forward, the
- *   query block's upload, ts_select (a hit) and attn_sparse each alone on the backend's ops (GPU
+ *   query block's upload, select_tokens (a hit) and attn_segments each alone on the backend's ops (GPU
  *   time between events and the host's time to issue them, medians of 30 after 3 warm-ups, the
- *   stream synchronised before each), and attn_sparse over the same number of tokens as 8-token
+ *   stream synchronised before each), and attn_segments over the same number of tokens as 8-token
  *   runs and as one run (what the selection's many 1-token segments cost).
  * prefill: ROWS query rows at the end of a KEYS-token context (one chunk), medians of 3 runs
  *   after a warm-up.
@@ -58,11 +58,11 @@ typedef struct ts_pieces {
     bench_layer       *L;
     lc_attn_stats      stats;    /* the method's counters after the last step */
     int               *selected; /* per timed step: whether it computed a selection */
-    lc_hip_qblock      hqb;
-    lc_hip_qblock     *dqb;
-    lc_ts_select_args  sa;
-    lc_hip_sparse_args aa;
-    bench_opcall       select, sparse; /* ts_select (sa, on the rotated query) and attn_sparse (aa) */
+    lc_qblock      hqb;
+    lc_qblock     *dqb;
+    lc_select_tokens_args  sa;
+    lc_attn_segments_args aa;
+    bench_opcall       select, sparse; /* select_tokens (sa, on the rotated query) and attn_segments (aa) */
 } ts_pieces;
 
 /* after a timed step: whether it computed a selection (the method's counters) */
@@ -80,8 +80,8 @@ static int piece_upload(void *c, int i) {
     int (*up)(lc_backend *, void *, const void *, size_t) = b->upload_async ? b->upload_async : b->upload;
     return up(b, x->dqb, &x->hqb, sizeof x->hqb) != LC_OK;
 }
-static int piece_select(void *c, int i) { return bench_call_ts_select(&((ts_pieces *)c)->select, i); }
-static int piece_sparse(void *c, int i) { return bench_call_attn_sparse(&((ts_pieces *)c)->sparse, i); }
+static int piece_select(void *c, int i) { return bench_call_select_tokens(&((ts_pieces *)c)->select, i); }
+static int piece_sparse(void *c, int i) { return bench_call_attn_segments(&((ts_pieces *)c)->sparse, i); }
 static int piece_select_sparse(void *c, int i) { return piece_select(c, i) || piece_sparse(c, i); }
 static int piece_all_ops(void *c, int i) { return piece_upload(c, i) || piece_select(c, i) || piece_sparse(c, i); }
 
@@ -90,14 +90,14 @@ static int ts_breakdown(ts_pieces *x, int64_t keys, const lc_tokenselect_params 
     const int32_t k = tp->k, pos0 = (int32_t)keys - 1;
     int32_t       win0 = pos0 + 1 - tp->n_local;
     if (win0 < (tp->n_init < pos0 + 1 ? tp->n_init : pos0 + 1)) win0 = tp->n_init < pos0 + 1 ? tp->n_init : pos0 + 1;
-    x->hqb = (lc_hip_qblock){0, 0, 1, pos0, win0};
+    x->hqb = (lc_qblock){0, 0, 1, pos0, win0};
     const int32_t nf = x->L->n_head * x->L->kv.head_dim;
-    x->dqb           = b->alloc(b, sizeof(lc_hip_qblock), "qb");
-    lc_hip_seg *sel  = b->alloc(b, sizeof(lc_hip_seg) * (size_t)k, "sel");
+    x->dqb           = b->alloc(b, sizeof(lc_qblock), "qb");
+    lc_segment *sel  = b->alloc(b, sizeof(lc_segment) * (size_t)k, "sel");
     int32_t    *seln = b->alloc(b, sizeof(int32_t), "sel_n");
     float      *cq   = b->alloc(b, sizeof(float) * (size_t)nf, "cache_q");
     int32_t    *cv   = b->alloc(b, sizeof(int32_t), "cache_valid");
-    lc_hip_seg *syn  = malloc(sizeof(lc_hip_seg) * (size_t)k);
+    lc_segment *syn  = malloc(sizeof(lc_segment) * (size_t)k);
     if (!x->dqb || !sel || !seln || !cq || !cv || !syn) return fprintf(stderr, "bench_select: out of memory\n"), 1;
     const int32_t zero = 0;
     TRYL(b->upload(b, x->dqb, &x->hqb, sizeof x->hqb));
@@ -113,7 +113,7 @@ static int ts_breakdown(ts_pieces *x, int64_t keys, const lc_tokenselect_params 
     x->sa.theta = -1.0f;      /* then every call hits */
     memset(&x->aa, 0, sizeof x->aa);
     x->aa.n_sink = tp->n_init, x->aa.n_groups = 1, x->aa.sel_cap = k, x->aa.max_sel = k;
-    x->aa.attn_rope  = keys > 131072 ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    x->aa.attn_rope  = keys > 131072 ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
     x->aa.max_rows   = 1, x->aa.max_window = pos0 + 1 - win0;
     x->aa.sel = sel, x->aa.sel_n = seln;
     int32_t n_seg = 0;
@@ -122,20 +122,20 @@ static int ts_breakdown(ts_pieces *x, int64_t keys, const lc_tokenselect_params 
            (long long)keys, n_seg, k, tp->n_init, pos0 + 1 - win0);
     int rc = time_piece("method forward (a cache hit)", bench_call_forward, x, s);
     rc |= time_piece("upload of the query block (20 bytes)", piece_upload, x, s);
-    rc |= time_piece("ts_select, a hit", piece_select, x, s);
-    rc |= time_piece("attn_sparse over that selection", piece_sparse, x, s);
-    rc |= time_piece("ts_select hit + attn_sparse", piece_select_sparse, x, s);
-    rc |= time_piece("upload + ts_select hit + attn_sparse", piece_all_ops, x, s);
+    rc |= time_piece("select_tokens, a hit", piece_select, x, s);
+    rc |= time_piece("attn_segments over that selection", piece_sparse, x, s);
+    rc |= time_piece("select_tokens hit + attn_segments", piece_select_sparse, x, s);
+    rc |= time_piece("upload + select_tokens hit + attn_segments", piece_all_ops, x, s);
     /* the same number of tokens as 8-token runs and as one run (segment count vs cost) */
     const int32_t cand = win0 - tp->n_init;
     for (int len = 8; len <= k && cand >= k; len = len == 8 ? k : k + 1) {
         const int32_t ns = k / len;
         for (int32_t i = 0; i < ns; i++)
-            syn[i] = (lc_hip_seg){tp->n_init + (int32_t)((int64_t)i * (cand - len) / (ns > 1 ? ns - 1 : 1)), len};
-        TRYL(b->upload(b, sel, syn, sizeof(lc_hip_seg) * (size_t)ns));
+            syn[i] = (lc_segment){tp->n_init + (int32_t)((int64_t)i * (cand - len) / (ns > 1 ? ns - 1 : 1)), len};
+        TRYL(b->upload(b, sel, syn, sizeof(lc_segment) * (size_t)ns));
         TRYL(b->upload(b, seln, &ns, sizeof ns));
         char name[96];
-        snprintf(name, sizeof name, "attn_sparse over %d segments of %d tokens", ns, len);
+        snprintf(name, sizeof name, "attn_segments over %d segments of %d tokens", ns, len);
         rc |= time_piece(name, piece_sparse, x, s);
     }
     b->dealloc(b, x->dqb), b->dealloc(b, sel), b->dealloc(b, seln), b->dealloc(b, cq), b->dealloc(b, cv);

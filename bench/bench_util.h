@@ -253,12 +253,12 @@ static inline int bench_fill_random(void *dst, size_t n, int f16, uint64_t seed)
     {"reps", 'i', reps, NULL, 1, 1000000, 1, false, "timed runs per case"},                   \
     {"filter", 's', filter, NULL, 0, 0, 2, false, "run the cases whose label contains it"}
 
-/* One op on one sequence: its inputs, and its argument struct (lc_hip_mask_args, ...). */
+/* One op on one sequence: its inputs, and its argument struct (lc_select_blocks_args, ...). */
 typedef struct bench_opcall {
     lc_backend             *b;
     const lc_kv_layer_view *kv;
     const lc_attn_seq      *seq;
-    const lc_hip_qblock    *qb; /* device query blocks */
+    const lc_qblock    *qb; /* device query blocks */
     int32_t                 n_qb;
     const float            *q;
     int32_t                 n_head;
@@ -280,14 +280,14 @@ static inline int bench_call_attn_dense(void *ctx, int i) {
     TRYL(c->b->attn_dense(c->b, c->kv, c->seq, 1, c->q, c->n_head, c->rope, c->scale, c->out));
     return 0;
 }
-static inline int bench_call_attn_sparse(void *ctx, int i) {
+static inline int bench_call_attn_segments(void *ctx, int i) {
     const bench_opcall *c = ctx;
-    TRYL(c->b->attn_sparse(c->b, c->kv, c->seq, 1, c->qb, c->n_qb, c->q, c->n_head, c->rope, c->scale,
-                           (const lc_hip_sparse_args *)c->args, c->out));
+    TRYL(c->b->attn_segments(c->b, c->kv, c->seq, 1, c->qb, c->n_qb, c->q, c->n_head, c->rope, c->scale,
+                           (const lc_attn_segments_args *)c->args, c->out));
     return 0;
 }
 /* the selection ops (one signature: q before RoPE, an argument struct); each call runs n_args
- * argument structs from args in turn (hip_stage: the stages of a chain) */
+ * argument structs from args in turn (prune_chunks: the stages of a chain) */
 #define BENCH_CALL_SELECT_OP(op, args_t)                                                       \
     static inline int bench_call_##op(void *ctx, int i) {                                      \
         const bench_opcall *c = ctx;                                                           \
@@ -296,9 +296,9 @@ static inline int bench_call_attn_sparse(void *ctx, int i) {
                           (const args_t *)c->args + k));                                       \
         return 0;                                                                              \
     }
-BENCH_CALL_SELECT_OP(hip_mask, lc_hip_mask_args)
-BENCH_CALL_SELECT_OP(hip_stage, lc_hip_stage_args)
-BENCH_CALL_SELECT_OP(ts_select, lc_ts_select_args)
+BENCH_CALL_SELECT_OP(select_blocks, lc_select_blocks_args)
+BENCH_CALL_SELECT_OP(prune_chunks, lc_prune_chunks_args)
+BENCH_CALL_SELECT_OP(select_tokens, lc_select_tokens_args)
 
 /* ---- one attention layer, for the programs that run a method as the engine does ---- */
 
@@ -373,7 +373,7 @@ static inline int bench_layer_init(bench_layer *L, lc_backend *b, int32_t H, int
 
 /* an op on the whole layer (dense attention: args NULL; a sparse op: its device query blocks
  * and arguments) */
-static inline bench_opcall bench_layer_opcall(bench_layer *L, const lc_hip_qblock *dqb, const void *args) {
+static inline bench_opcall bench_layer_opcall(bench_layer *L, const lc_qblock *dqb, const void *args) {
     return (bench_opcall){L->b, &L->kv, &L->seq, dqb, dqb ? 1 : 0, L->dq, L->n_head, &L->rope, L->scale,
                           L->dout, args, 1};
 }

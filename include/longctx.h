@@ -285,7 +285,7 @@ typedef struct lc_tuning {
                                of 1-4 rows, decode, through our GEMV on the fp32 inputs) */
     bool    prefill_mma;    /* prefill=mma: dense prefill attention on the mma.sync kernel
                                (auto: the wgmma kernel on Hopper when the build has sm_90a) */
-    /* sparse attention (InfiniteHiP, HiP, TokenSelect: op attn_sparse) */
+    /* sparse attention (InfiniteHiP, HiP, TokenSelect: op attn_segments) */
     bool    sparse_prefill_mma;    /* sparse-prefill=mma: the mma.sync kernel (auto: wgmma on
                                       Hopper with sm_90a, as the dense prefill) */
     bool    sparse_decode_prefill; /* sparse-decode=prefill: calls of one-row blocks (decode)
@@ -298,14 +298,14 @@ typedef struct lc_tuning {
                             RoPE in a prefill-sized call rotates the prefill sequences' keys once
                             per layer into fp16 tiles its kernels read (auto: when the call reads
                             keys at least twice as often as that pass touches them) */
-    /* InfiniteHiP pruning stages (op hip_stage) */
+    /* InfiniteHiP pruning stages (op prune_chunks) */
     bool    stage_one_cta;   /* stage-one-cta=on: every chunk wave of a unit in one CTA (and up
                                 to 4 blocks a CTA in the first stage), the select reading the
                                 scores from global memory (off: spread over the GPU) */
     int32_t stage_tiles;     /* stage-tiles=auto|1|2|4: 8-chunk tiles per warp (0: auto, from
                                 the launch size) */
     int32_t stage_transpose; /* stage-transpose=auto|off|smem (lc_tune_transpose) */
-    /* TokenSelect selection (op ts_select) */
+    /* TokenSelect selection (op select_tokens) */
     int32_t ts_select_path;     /* ts-select-path=auto|kernels|fused (lc_tune_ts_path) */
     int32_t ts_select_launches; /* ts-select-launches=auto|1|2|3: launches of the fused path (0:
                                    auto, 1: fingerprints and logits inside the fused kernel;
@@ -420,7 +420,7 @@ typedef enum lc_profile_mode {
 } lc_profile_mode;
 
 typedef enum lc_profile_cat {
-    LC_PROFILE_ATTENTION = 0, /* attn_dense, hip_stage, attn_sparse, ts_select, hip_mask */
+    LC_PROFILE_ATTENTION = 0, /* attn_dense, prune_chunks, attn_segments, select_tokens, select_blocks */
     LC_PROFILE_GEMM      = 1, /* matmul (the projections, the FFN and the output head) */
     LC_PROFILE_REST      = 2, /* every other op: norms, RoPE, KV write, copies, ... */
     LC_PROFILE_N_CAT     = 3,

@@ -1,5 +1,5 @@
-/* rope_ref.h — the double-precision RoPE reference the selection tests (hip_stage, hip_mask,
- * ts_select; InfiniteHiP §3.2, HiP §3, TokenSelect §3.2) rotate their query and key rows with:
+/* rope_ref.h — the double-precision RoPE reference the selection tests (prune_chunks, select_blocks,
+ * select_tokens; InfiniteHiP §3.2, HiP §3, TokenSelect §3.2) rotate their query and key rows with:
  * y = x rotated to position pos by the table's cos/sin (both pairings, partial rotary). */
 #ifndef LONGCTX_TESTS_ROPE_REF_H
 #define LONGCTX_TESTS_ROPE_REF_H

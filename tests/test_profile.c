@@ -5,7 +5,7 @@
  * the categories add up to the total; memory counts the weights exactly as the model does and
  * the KV pools as exactly pages x page bytes, back to zero when the context is freed; the
  * wrapper copies the inner backend's fields and passes through ops it does not time;
- * TokenSelect's ts_select, HiP's hip_mask and the sampling op are timed; every op of struct
+ * TokenSelect's select_tokens, HiP's select_blocks and the sampling op are timed; every op of struct
  * lc_backend is wrapped (a table-driven walk over its function pointers, so an op added to
  * backend.h and forgotten in profile.c fails here) and has its line in the report (kv_read
  * called through the wrapper is counted). Not a timed test: no time is compared with a bound.
@@ -179,7 +179,7 @@ static void sparse_ops_timed(lc_model *prof) {
         CHECK(done);
         lc_profile_report r;
         CHECK(lc_model_profile(prof, &r) == LC_OK);
-        const char *op  = method == 0 ? "ts_select" : "hip_mask";
+        const char *op  = method == 0 ? "select_tokens" : "select_blocks";
         int         cat = -1, scat = -1;
         const int64_t pre = op_calls(&r, op, LC_PROFILE_PREFILL, &cat);
         const int64_t dec = op_calls(&r, op, LC_PROFILE_DECODE, &cat);

@@ -24,7 +24,7 @@ laneB() { # part 3 at 64K (fact, 20 trials, one seed: paired), then refresh at 2
   $E q256rf $M 256K fact 20 "refresh --attn infinitehip -b 4096 --hip-refresh=16,1,1"
 }
 laneC() { # the GPU tests of the selection code the tail blocks touched (not the 5-min attention ones)
-  ctest --test-dir build-gpu -L cuda -R 'hip|ts_select|graphs|sampling|ops|numerics' --output-on-failure
+  ctest --test-dir build-gpu -L cuda -R 'hip|select_tokens|graphs|sampling|ops|numerics' --output-on-failure
 }
 laneC > $L/laneC.log 2>&1 &
 laneA > $L/laneA.log 2>&1 &

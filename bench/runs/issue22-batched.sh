@@ -10,7 +10,7 @@ export LC_COMMIT=${LC_COMMIT:-unknown}
 O=${OUT:-/tmp/out}; mkdir -p $O
 nvidia-smi --query-gpu=name,driver_version --format=csv > $O/gpu.txt
 bash scripts/gpu-build.sh > $O/build.log 2>&1 || { echo build failed; tail -30 $O/build.log; exit 1; }
-ctest --test-dir build-gpu -R "test_graphs_cuda|hip_stage_cuda|hip_mask_cuda|ts_select_cuda|test_forward_cuda" \
+ctest --test-dir build-gpu -R "test_graphs_cuda|prune_chunks_cuda|select_blocks_cuda|select_tokens_cuda|test_forward_cuda" \
     --output-on-failure -j3 > $O/ctest.log 2>&1
 grep -E "tests passed|Passed|Failed|steps launched|graphs on" $O/ctest.log
 build-gpu/longctx gen-model --arch llama --config smollm2-135m --out /tmp/smol.gguf > /dev/null 2>&1

@@ -12,7 +12,7 @@
 #include "attn/settings.h"
 #include "backend/backend.h"
 
-struct lc_hip_last;
+struct lc_last_selection;
 
 typedef struct lc_attn_method {
     const char *name;
@@ -42,7 +42,7 @@ typedef struct lc_attn_method {
                 void **const *states, uint64_t *key);
     void (*destroy)(struct lc_attn_method *m); /* NULL for static instances */
     /* The last forward's prefill selections (evaluation); NULL for dense. */
-    int (*last)(const struct lc_attn_method *m, struct lc_hip_last *out);
+    int (*last)(const struct lc_attn_method *m, struct lc_last_selection *out);
     /* Decode selection counters since creation; NULL: none kept. */
     int (*stats)(const struct lc_attn_method *m, lc_attn_stats *out);
 } lc_attn_method;
@@ -64,22 +64,22 @@ typedef struct lc_attn_diag {
 
 /* The query blocks and final selections of a sparse method's last forward (prefill blocks
  * only), as host copies (evaluation: recall of the true attention mass). */
-typedef struct lc_hip_last {
+typedef struct lc_last_selection {
     bool           sparse;   /* false: that forward fell back to dense (every key read) */
     int32_t        n_sink, n_groups, n_qb, sel_cap;
-    lc_hip_qblock *qb;       /* [n_qb] */
-    lc_hip_seg    *sel;      /* [n_qb][n_groups][sel_cap] */
+    lc_qblock *qb;       /* [n_qb] */
+    lc_segment    *sel;      /* [n_qb][n_groups][sel_cap] */
     int32_t       *sel_n;    /* [n_qb][n_groups] */
     /* InfiniteHiP: every stage's output (stage n_stages - 1 is sel); 0 stages for the others */
     int32_t        n_stages;
     int32_t        stage_cap[LC_HIP_MAX_STAGES];
-    lc_hip_seg    *stage_sel[LC_HIP_MAX_STAGES]; /* [n_qb][n_groups][stage_cap[i]] */
+    lc_segment    *stage_sel[LC_HIP_MAX_STAGES]; /* [n_qb][n_groups][stage_cap[i]] */
     int32_t       *stage_n[LC_HIP_MAX_STAGES];   /* [n_qb][n_groups] */
-} lc_hip_last;
-int  lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out);
+} lc_last_selection;
+int  lc_attn_infinitehip_last(const lc_attn_method *m, lc_last_selection *out);
 /* Any method: its last() (LC_ERR_UNSUPPORTED for dense). */
-int  lc_attn_last(const lc_attn_method *m, lc_hip_last *out);
-void lc_attn_hip_last_free(lc_hip_last *l);
+int  lc_attn_last(const lc_attn_method *m, lc_last_selection *out);
+void lc_attn_last_free(lc_last_selection *l);
 
 
 /* The RoPE policy of the sparse methods' selection and attention (their "rope" setting). */

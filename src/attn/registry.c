@@ -170,7 +170,7 @@ void lc_attn_method_free(lc_attn_method *m) {
     if (m && m->destroy) m->destroy(m);
 }
 
-int lc_attn_last(const lc_attn_method *m, lc_hip_last *out) {
+int lc_attn_last(const lc_attn_method *m, lc_last_selection *out) {
     memset(out, 0, sizeof *out);
     if (!m || !m->last)
         return lc_fail(LC_ERR_UNSUPPORTED, "attention method %s keeps no selections",

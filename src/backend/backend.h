@@ -110,7 +110,7 @@ typedef struct lc_attn_seq {
  * spec/infinitehip-and-hip.md §3–4; paper 000_ced830aa0d9eb0ea.txt Alg. 1–3) ----
  *
  * Query blocks. The rows of a sequence in a forward are cut into blocks of up to b_q rows
- * (lc_hip_qblock). For a block whose first row sits at position pos0 the keys split into
+ * (lc_qblock). For a block whose first row sits at position pos0 the keys split into
  *   sink      [0, min(n_sink, win0))
  *   candidates [n_sink, win0)            (what the pruning stages choose from)
  *   window    [win0, p]                  for the row at position p (causal)
@@ -118,7 +118,7 @@ typedef struct lc_attn_seq {
  * the whole window start, so the rows later in the block see up to b_q - 1 more window keys.
  *
  * Segments. A stage's output, and the attention's selected keys, are lists of segments
- * (lc_hip_seg: tokens [start, start + len)), sorted by start, disjoint, inside the block's
+ * (lc_segment: tokens [start, start + len)), sorted by start, disjoint, inside the block's
  * candidate range. A stage cuts its input list into chunks of l_c tokens: each input segment,
  * in order, into [start + i*l_c, min(start + len, start + (i+1)*l_c)); a chunk never crosses a
  * segment. With no input list (the first stage) the input is the one segment [n_sink, win0).
@@ -149,7 +149,7 @@ typedef struct lc_attn_seq {
  * (equal scores: the later chunk first; all of them when there are no more than n_keep) and
  * writes them as segments sorted by start.
  *
- * Sparse attention (attn_sparse): the row at position p of block b, query head h in group g
+ * Sparse attention (attn_segments): the row at position p of block b, query head h in group g
  * (as above), attends to sink ∪ sel[b][g] ∪ window (causal), softmax(scale · q·k) · v, with
  * keys rotated at
  *   PLAIN:     their true positions (with a selection that covers every candidate this is
@@ -161,7 +161,7 @@ typedef struct lc_attn_seq {
  *              true positions. The query stays rotated at its true position, so every query
  *              of a block sees the same key rotations, and a full selection is again dense.
  *
- * Batched decode (the selection ops and attn_sparse). A call may name, per block, where its
+ * Batched decode (the selection ops and attn_segments). A call may name, per block, where its
  * selection lists live and whether it recomputes them, so that one launch serves every decode
  * sequence of a step while each sequence keeps its own cached selections (stage outputs, masks)
  * in a slot of a pool: with `list` non-NULL (backend memory, [n_qb]) block b reads and writes
@@ -172,34 +172,34 @@ typedef struct lc_attn_seq {
  * Both NULL: index b, every block (as before). Both are device data, so a decode step keeps one
  * launch shape while sequences refresh at different steps (CUDA graphs).
  */
-typedef struct lc_hip_qblock {
+typedef struct lc_qblock {
     int32_t seq;    /* index into the batch's seqs */
     int32_t row0;   /* first row of the block in q / out */
     int32_t n_rows; /* 1 .. b_q */
     int32_t pos0;   /* position of row0 (rows are consecutive positions) */
     int32_t win0;   /* first window key (formula above) */
-} lc_hip_qblock;
+} lc_qblock;
 
-typedef struct lc_hip_seg {
+typedef struct lc_segment {
     int32_t start;
     int32_t len;
-} lc_hip_seg;
+} lc_segment;
 
-typedef enum lc_hip_scan_rope {
-    LC_HIP_SCAN_PLAIN    = 0,
-    LC_HIP_SCAN_RELATIVE = 1,
-    LC_HIP_SCAN_CHUNK    = 2,
-} lc_hip_scan_rope;
+typedef enum lc_scan_rope_kind {
+    LC_SCAN_PLAIN    = 0,
+    LC_SCAN_RELATIVE = 1,
+    LC_SCAN_CHUNK    = 2,
+} lc_scan_rope_kind;
 
-typedef enum lc_hip_attn_rope {
-    LC_HIP_ATTN_PLAIN     = 0,
-    LC_HIP_ATTN_STREAMING = 1,
-} lc_hip_attn_rope;
+typedef enum lc_attn_rope_kind {
+    LC_ATTN_ROPE_PLAIN     = 0,
+    LC_ATTN_ROPE_STREAMING = 1,
+} lc_attn_rope_kind;
 
 /* One pruning stage over n_qb query blocks. Arrays in backend memory. */
 /* Keys rotated once for several ops of one layer (InfiniteHiP's prefill with plain RoPE: every
  * pruning stage and the sparse attention read the prefill sequences' keys at their true
- * positions). An object the caller owns and passes to hip_stage and attn_sparse (args.rot): the
+ * positions). An object the caller owns and passes to prune_chunks and attn_segments (args.rot): the
  * backend may fill its buffer (backend memory, grown by the op; the caller frees it with
  * lc_rotated_keys_release) and records what it holds — the layer's key pool, the RoPE table,
  * the batch and the KV writes it saw — so a later op reuses it only when all four are the same:
@@ -214,18 +214,18 @@ typedef struct lc_rotated_keys {
     uint64_t     kv_writes;
 } lc_rotated_keys;
 
-typedef struct lc_hip_stage_args {
+typedef struct lc_prune_chunks_args {
     int32_t           chunk;      /* l_c >= 1 */
     int32_t           n_keep;     /* chunks kept per (block, group), >= 1 */
     int32_t           q_stride;   /* query rows mean-pooled per scoring query, >= 1 */
     int32_t           n_sink;
     int32_t           n_stream;
-    int32_t           scan_rope;  /* lc_hip_scan_rope */
+    int32_t           scan_rope;  /* lc_scan_rope_kind */
     int32_t           n_groups;   /* 1 or n_kv_head */
     int32_t           max_rows;   /* >= every block's n_rows (launch size) */
     int32_t           max_chunks; /* >= the chunks of any (block, group) (launch size) */
     int32_t           in_cap;     /* capacity of each (block, group) input list */
-    const lc_hip_seg *in;         /* [n_qb][n_groups][in_cap]; NULL: the first stage */
+    const lc_segment *in;         /* [n_qb][n_groups][in_cap]; NULL: the first stage */
     int32_t           first_offset; /* first stage only (in NULL), 0 .. chunk - 1: the chunk
                                        grid starts at n_sink + first_offset, after one shorter
                                        chunk [n_sink, n_sink + first_offset) (a staggered grid) */
@@ -235,7 +235,7 @@ typedef struct lc_hip_stage_args {
                                        kept chunk is written clipped to start where the kept
                                        one before it ends (the output stays disjoint) */
     const int32_t    *in_n;       /* [n_qb][n_groups] segments in each input list */
-    lc_hip_seg       *out;        /* [n_qb][n_groups][n_keep] */
+    lc_segment       *out;        /* [n_qb][n_groups][n_keep] */
     int32_t          *out_n;      /* [n_qb][n_groups] segments written */
     int32_t           kv_descent; /* 0: SelectRep per query head (the paper's); 1 (ours): one
                                      descent per KV head, S() maxed over the pooled queries of
@@ -244,33 +244,33 @@ typedef struct lc_hip_stage_args {
     const int32_t    *from;  /* [n_qb] or NULL: block b runs where from[b] <= stage */
     int32_t           stage; /* this stage's index (with from) */
     lc_rotated_keys  *rot;   /* NULL: no reuse of rotated keys (lc_rotated_keys) */
-} lc_hip_stage_args;
+} lc_prune_chunks_args;
 
-typedef struct lc_hip_sparse_args {
+typedef struct lc_attn_segments_args {
     int32_t           n_sink;
-    int32_t           attn_rope; /* lc_hip_attn_rope */
+    int32_t           attn_rope; /* lc_attn_rope_kind */
     int32_t           n_groups;  /* 1 or n_kv_head */
     int32_t           sel_cap;   /* capacity of each (block, group) list */
     int32_t           max_rows;  /* >= every block's n_rows (launch size) */
     int32_t           max_sel;   /* >= the selected tokens of any (block, group) (launch size) */
     int32_t           max_window; /* >= p - win0 + 1 of any row (launch size) */
-    const lc_hip_seg *sel;       /* [n_qb][n_groups][sel_cap] (with list: [n_lists]...) */
+    const lc_segment *sel;       /* [n_qb][n_groups][sel_cap] (with list: [n_lists]...) */
     const int32_t    *sel_n;     /* [n_qb][n_groups] */
     const int32_t    *list;      /* [n_qb] or NULL: block b's lists (batched decode, above) */
     lc_rotated_keys  *rot;       /* NULL: no reuse of rotated keys (lc_rotated_keys) */
-} lc_hip_sparse_args;
+} lc_attn_segments_args;
 
-/* The contract checks both backends share (backend/hip_args.c): the arguments of hip_stage /
- * attn_sparse that the host can see (not the blocks, which a device backend keeps in device
+/* The contract checks both backends share (backend/select_args.c): the arguments of prune_chunks /
+ * attn_segments that the host can see (not the blocks, which a device backend keeps in device
  * memory); LC_ERR_INVALID_ARG naming the first bad one. */
-int lc_hip_stage_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                       const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                       const lc_rope_table *rope, const lc_hip_stage_args *a);
-int lc_hip_sparse_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_hip_sparse_args *a);
+int lc_prune_chunks_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                       const lc_rope_table *rope, const lc_prune_chunks_args *a);
+int lc_attn_segments_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_attn_segments_args *a);
 
-/* ---- TokenSelect token-level selection (op ts_select; attn/tokenselect.c; digest
+/* ---- TokenSelect token-level selection (op select_tokens; attn/tokenselect.c; digest
  * spec/tokenselect-and-sparseserve.md A.2–A.5; paper 001_823a2d0cdd44ac9c.txt Eq. 7, Alg. 1–2) ----
- * One selection per query block b (lc_hip_qblock; the caller sets win0), shared by every
+ * One selection per query block b (lc_qblock; the caller sets win0), shared by every
  * head: the candidates are [n_init, win0) (none when win0 <= n_init). With n = the block's n_rows:
  *   fingerprint  f_h = (1/n) sum_{i<n} rot(q_raw[row0 + i][h], fp_pos + i)   (rotated, then mean)
  *   logits       s_h[t] = f_h · k_t[kv(h)]: the stored (pre-RoPE) key, not rotated; no scale;
@@ -290,7 +290,7 @@ int lc_hip_sparse_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_hip
  * miss where the data is (the CUDA twin on the device: no host round trip; a hit costs only its
  * early-returning launches), so a step never waits for the host.
  */
-typedef struct lc_ts_select_args {
+typedef struct lc_select_tokens_args {
     int32_t     n_init;      /* first candidate position (the sink [0, n_init) is not one) */
     int32_t     k;           /* tokens selected per block, >= 1 */
     int32_t     fp_pos;      /* fingerprint rotation position of a block's first row (n_local) */
@@ -298,17 +298,17 @@ typedef struct lc_ts_select_args {
     int32_t     max_rows;    /* >= every block's n_rows (launch size) */
     int32_t     max_cand;    /* >= win0 - n_init of every block (launch size) */
     int32_t     out_cap;     /* capacity of each block's list, >= min(k, max_cand) */
-    lc_hip_seg *out;         /* [n_qb][out_cap] */
+    lc_segment *out;         /* [n_qb][out_cap] */
     int32_t    *out_n;       /* [n_qb] */
     float      *cache_q;     /* [n_head * head_dim], or NULL: no selection cache */
     int32_t    *cache_valid; /* [1] (with cache_q) */
     float       theta;       /* cosine threshold of a hit */
     int64_t    *counts;      /* [2]: hits, misses (accumulated); may be NULL */
-} lc_ts_select_args;
+} lc_select_tokens_args;
 
-/* ---- HiP hierarchical top-k mask estimation (op hip_mask; attn/hip.c; digest
+/* ---- HiP hierarchical top-k mask estimation (op select_blocks; attn/hip.c; digest
  * spec/infinitehip-and-hip.md §1.2–1.5; paper 004_b4c89dd3429c70a1.txt §3, Alg. 1) ----
- * For query block b and group g (groups as in hip_stage: one of all query heads, or one per KV
+ * For query block b and group g (groups as in prune_chunks: one of all query heads, or one per KV
  * head) the candidates [n_sink, win0) are cut into key blocks of block_k tokens from n_sink:
  * block j = [n_sink + j*block_k, min(win0, n_sink + (j+1)*block_k)), NB = ceil(cand / block_k)
  * blocks; n_nodes = k / block_k.
@@ -328,31 +328,31 @@ typedef struct lc_ts_select_args {
  * block that ends at win0), sorted by start: out_n[b][g] segments at out + (b*n_groups + g) *
  * out_cap.
  */
-typedef struct lc_hip_mask_args {
+typedef struct lc_select_blocks_args {
     int32_t     k;         /* tokens per selection: a multiple of block_k, >= block_k */
     int32_t     block_k;   /* b_k >= 1 */
     int32_t     q_stride;  /* b_sq >= 1: every q_stride-th row of a block scores */
     int32_t     k_stride;  /* b_sk in [1, block_k]: every k_stride-th key of a block scores */
     int32_t     n_sink;
     int32_t     n_stream;  /* for RELATIVE positions */
-    int32_t     scan_rope; /* LC_HIP_SCAN_PLAIN or LC_HIP_SCAN_RELATIVE */
+    int32_t     scan_rope; /* LC_SCAN_PLAIN or LC_SCAN_RELATIVE */
     int32_t     n_groups;  /* 1 or n_kv_head */
     int32_t     max_rows;  /* >= every block's n_rows (launch size) */
     int32_t     max_cand;  /* >= win0 - n_sink of every block (launch size) */
     int32_t     out_cap;   /* capacity of each (block, group) list, >= k / block_k */
-    lc_hip_seg *out;       /* [n_qb][n_groups][out_cap] (with list: [n_lists]...) */
+    lc_segment *out;       /* [n_qb][n_groups][out_cap] (with list: [n_lists]...) */
     int32_t    *out_n;     /* [n_qb][n_groups] */
     const int32_t *list;   /* [n_qb] or NULL: block b's lists (batched decode, above) */
     const int32_t *from;   /* [n_qb] or NULL: block b runs where from[b] <= 0 */
-} lc_hip_mask_args;
+} lc_select_blocks_args;
 
-/* Contract checks shared by both twins (backend/hip_args.c), as lc_hip_stage_check. */
-int lc_ts_select_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                       const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                       const lc_rope_table *rope, const lc_ts_select_args *a);
-int lc_hip_mask_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                      const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                      const lc_rope_table *rope, const lc_hip_mask_args *a);
+/* Contract checks shared by both twins (backend/select_args.c), as lc_prune_chunks_check. */
+int lc_select_tokens_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                       const lc_rope_table *rope, const lc_select_tokens_args *a);
+int lc_select_blocks_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                      const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                      const lc_rope_table *rope, const lc_select_blocks_args *a);
 
 /* The most candidates sampling considers after top-k (see the sampling notes above). */
 #define LC_SAMPLE_MAX_K 1024
@@ -456,23 +456,23 @@ struct lc_backend {
     int (*copy)(lc_backend *b, void *dst, const void *src, size_t bytes);
     /* One InfiniteHiP pruning stage (semantics above): q_raw = the un-rotated queries
      * [n_rows][n_head][head_dim]; qb [n_qb] in backend memory. */
-    int (*hip_stage)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                     int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
-                     int32_t n_head, const lc_rope_table *rope, const lc_hip_stage_args *a);
+    int (*prune_chunks)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                     int32_t n_seqs, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
+                     int32_t n_head, const lc_rope_table *rope, const lc_prune_chunks_args *a);
     /* Block-sparse attention over sink + selected segments + window (semantics above); q
      * rotated at the true positions; out rows of the blocks only. */
-    int (*attn_sparse)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                       int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+    int (*attn_segments)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                       int32_t n_seqs, const lc_qblock *qb, int32_t n_qb, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale,
-                       const lc_hip_sparse_args *a, float *out);
+                       const lc_attn_segments_args *a, float *out);
     /* TokenSelect selection (semantics above): q_raw before RoPE; qb [n_qb] in backend memory. */
-    int (*ts_select)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                     int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
-                     int32_t n_head, const lc_rope_table *rope, const lc_ts_select_args *a);
+    int (*select_tokens)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                     int32_t n_seqs, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
+                     int32_t n_head, const lc_rope_table *rope, const lc_select_tokens_args *a);
     /* HiP mask estimation (semantics above): q_raw before RoPE; qb in backend memory. */
-    int (*hip_mask)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                    int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
-                    int32_t n_head, const lc_rope_table *rope, const lc_hip_mask_args *a);
+    int (*select_blocks)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                    int32_t n_seqs, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
+                    int32_t n_head, const lc_rope_table *rope, const lc_select_blocks_args *a);
     /* ids[r] = the token drawn from row r of logits (row r at logits + r * ld, n_vocab floats)
      * under rows[r] (semantics at the top of this file); rows, pen_tokens and ids in backend
      * memory; logits are not modified. */

@@ -53,7 +53,7 @@ typedef enum op_id {
 static const char *const k_op_names[OP_N] = {
     "attn_dense", "matmul", "embed", "rmsnorm", "add_bias", "rope",
     "kv_write",   "silu_mul", "add", "batch_begin", "upload", "download",
-    "hip_stage",  "attn_sparse", "copy", "ts_select", "hip_mask", "sample",
+    "prune_chunks",  "attn_segments", "copy", "select_tokens", "select_blocks", "sample",
     "upload_async", "kv_read",
 };
 
@@ -327,37 +327,37 @@ static int prof_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     TIMED(OP_ATTN_DENSE, p_->fn.attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out));
 }
 
-static int prof_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int prof_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                          const lc_hip_stage_args *a) {
-    TIMED(OP_HIP_STAGE, p_->fn.hip_stage(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
+                          const lc_prune_chunks_args *a) {
+    TIMED(OP_HIP_STAGE, p_->fn.prune_chunks(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
 }
 
-static int prof_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                            int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int prof_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                            int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                             const float *q, int32_t n_head, const lc_rope_table *rope,
-                            float scale, const lc_hip_sparse_args *a, float *out) {
+                            float scale, const lc_attn_segments_args *a, float *out) {
     TIMED(OP_ATTN_SPARSE,
-          p_->fn.attn_sparse(b, kv, seqs, n_seqs, qb, n_qb, q, n_head, rope, scale, a, out));
+          p_->fn.attn_segments(b, kv, seqs, n_seqs, qb, n_qb, q, n_head, rope, scale, a, out));
 }
 
 static int prof_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
     TIMED(OP_COPY, p_->fn.copy(b, dst, src, bytes));
 }
 
-static int prof_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int prof_select_tokens(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                          const lc_ts_select_args *a) {
-    TIMED(OP_TS_SELECT, p_->fn.ts_select(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
+                          const lc_select_tokens_args *a) {
+    TIMED(OP_TS_SELECT, p_->fn.select_tokens(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
 }
 
-static int prof_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                         int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int prof_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                         const lc_hip_mask_args *a) {
-    TIMED(OP_HIP_MASK, p_->fn.hip_mask(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
+                         const lc_select_blocks_args *a) {
+    TIMED(OP_HIP_MASK, p_->fn.select_blocks(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
 }
 
 static int prof_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
@@ -410,11 +410,11 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
         b->kv_write    = prof_kv_write;
         if (inner->kv_read) b->kv_read = prof_kv_read;
         b->attn_dense  = prof_attn_dense;
-        if (inner->hip_stage) b->hip_stage = prof_hip_stage;
-        if (inner->attn_sparse) b->attn_sparse = prof_attn_sparse;
+        if (inner->prune_chunks) b->prune_chunks = prof_prune_chunks;
+        if (inner->attn_segments) b->attn_segments = prof_attn_segments;
         if (inner->copy) b->copy = prof_copy;
-        if (inner->ts_select) b->ts_select = prof_ts_select;
-        if (inner->hip_mask) b->hip_mask = prof_hip_mask;
+        if (inner->select_tokens) b->select_tokens = prof_select_tokens;
+        if (inner->select_blocks) b->select_blocks = prof_select_blocks;
         if (inner->sample) b->sample = prof_sample;
     }
     sample_device(p);

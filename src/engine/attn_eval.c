@@ -117,7 +117,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     if (!tmp) return LC_ERR_NOMEM;
     int st = pi->method->forward(pi->method, b, layer, kv, seq, 1, states, q, q_raw, n_head, rope,
                                  scale, tmp);
-    lc_hip_last last;
+    lc_last_selection last;
     memset(&last, 0, sizeof last);
     if (st == LC_OK) st = lc_attn_last(pi->method, &last);
     float *qh = lc_malloc(sizeof(float) * W * (size_t)R, "fidelity probe");
@@ -177,7 +177,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                 /* the row's (query block, group) entry in last's lists; -1: read densely */
                 int64_t row_li = -1;
                 if (last.sparse) {
-                    const lc_hip_qblock *qb = NULL;
+                    const lc_qblock *qb = NULL;
                     int32_t bi = 0;
                     for (; bi < last.n_qb; bi++)
                         if (seq->row0 + r >= last.qb[bi].row0 &&
@@ -196,7 +196,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                             in[t] = 1;
                         for (int64_t t = w0; t < nk; t++)
                             in[t] = 1;
-                        const lc_hip_seg *sg = last.sel + li * (size_t)last.sel_cap;
+                        const lc_segment *sg = last.sel + li * (size_t)last.sel_cap;
                         for (int32_t j = 0; j < last.sel_n[li]; j++)
                             for (int64_t t = sg[j].start;
                                  t < (int64_t)sg[j].start + sg[j].len && t < nk; t++)
@@ -238,7 +238,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
                             continue;
                         }
                         const size_t li = (size_t)row_li;
-                        const lc_hip_seg *sg = last.stage_sel[i] + li * (size_t)last.stage_cap[i];
+                        const lc_segment *sg = last.stage_sel[i] + li * (size_t)last.stage_cap[i];
                         const int32_t cnt = last.stage_n[i][li];
                         /* pc is free again: marks over the span (overlapping segments, as
                          * the first stage's with --hip-overlap, count once) */
@@ -271,7 +271,7 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
         for (int32_t i = 0; i < last.n_stages; i++)
             res->span_stage_read[i] = stage_sum[i] / ((double)M * n_head);
     }
-    lc_attn_hip_last_free(&last);
+    lc_attn_last_free(&last);
     free(qh), free(od), free(os), free(kh);
     b->dealloc(b, tmp);
     return st;

@@ -34,7 +34,7 @@ static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 int32_t lc_budget_rope_rows0(const lc_context_params *p) {
     int64_t rows = LC_ROPE_MIN_ROWS;
-    /* positions read at fixed offsets (backend/hip_args.c checks them against the table):
+    /* positions read at fixed offsets (backend/select_args.c checks them against the table):
      * relative scoring at n_stream + 1; TokenSelect fingerprints at n_local + row: the method's
      * fixed_rope_rows */
     const int64_t fixed = lc_attn_fixed_rope_rows(p);

@@ -29,7 +29,7 @@ int lc_test_failures = 0, lc_test_checks = 0; /* test_util.h: shared by the entr
 static const op_entry *const entries[] = {
     &op_rmsnorm, &op_silu_mul, &op_add,        &op_add_bias,  &op_embed,     &op_rope,
     &op_kv_write, &op_attn_dense, &op_dequant, &op_gemm16,    &op_gemv16,    &op_sample,
-    &op_attn_sparse, &op_hip_stage, &op_hip_mask, &op_ts_select,
+    &op_attn_segments, &op_prune_chunks, &op_select_blocks, &op_select_tokens,
 };
 #define N_ENTRIES ((int)(sizeof entries / sizeof entries[0]))
 

@@ -10,8 +10,8 @@
  * modifies in place restored), run (the backend op through its function pointer), compare
  * (download, NMSE or exact comparison, a hash of the output bytes: a second run must give the
  * same bytes), free — or, for ops whose outputs are selections checked against a brute-force
- * reference with tolerance intervals (hip_stage, hip_mask, ts_select) or whose shapes are case
- * groups of batched sequences (attn_sparse), a check function that runs one group and reports
+ * reference with tolerance intervals (prune_chunks, select_blocks, select_tokens) or whose shapes are case
+ * groups of batched sequences (attn_segments), a check function that runs one group and reports
  * through CHECK (test_util.h). The entries live in the op_*.c files beside this file; adding an op
  * is an entry there and one line in op_registry.c's table.
  */
@@ -73,7 +73,7 @@ typedef struct op_entry {
 /* The entries (op_*.c). */
 extern const op_entry op_rmsnorm, op_silu_mul, op_add, op_add_bias, op_embed, op_rope, op_kv_write;
 extern const op_entry op_attn_dense, op_dequant, op_gemm16, op_gemv16, op_sample;
-extern const op_entry op_attn_sparse, op_hip_stage, op_hip_mask, op_ts_select;
+extern const op_entry op_attn_segments, op_prune_chunks, op_select_blocks, op_select_tokens;
 
 /* ---- helpers the entries share ---- */
 

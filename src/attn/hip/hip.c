@@ -2,8 +2,8 @@
  * hip.c — the HiP attention method (paper 004_b4c89dd3429c70a1.txt §3, Alg. 1–2; digest
  * spec/infinitehip-and-hip.md §1–2): per layer, each query block of block_q rows (one row per
  * decode sequence) estimates its top-k key blocks by the iterative hierarchical top-k (backend
- * op hip_mask: nodes split in two, the better half of the branches by their middle block's
- * score survives, until single key blocks), and block-sparse attention (attn_sparse) reads sink +
+ * op select_blocks: nodes split in two, the better half of the branches by their middle block's
+ * score survives, until single key blocks), and block-sparse attention (attn_segments) reads sink +
  * the selected blocks + the sliding window from the paged KV in place.
  *
  * Decode: each (sequence, layer) keeps its mask and re-estimates it every `refresh` steps (r_m,
@@ -125,7 +125,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     int st                     = sel_check_layer("hip", layer, h->shape.n_layer);
     if (st != LC_OK) return st;
     if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (!q_raw || !b->hip_mask || !b->attn_sparse)
+    if (!q_raw || !b->select_blocks || !b->attn_segments)
         return lc_fail(LC_ERR_UNSUPPORTED, "hip: the %s backend lacks the sparse ops", b->name);
     if (!sel_plan_take(&h->ws, layer)) { /* a caller that does not plan: this layer's plan */
         st = plan_batch(h, seqs, n_seqs);
@@ -137,7 +137,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const int32_t n_qb = h->ws.n_qb, n_pre = h->ws.n_pre, n_dec = n_qb - n_pre;
 
     const bool extend = sel_rope_extends(p->rope, h->sz.max_end, h->shape.n_ctx_train);
-    lc_hip_mask_args ma;
+    lc_select_blocks_args ma;
     memset(&ma, 0, sizeof ma);
     ma.k         = p->k;
     ma.block_k   = p->block_k;
@@ -145,14 +145,14 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     ma.k_stride  = p->k_stride;
     ma.n_sink    = p->n_sink;
     ma.n_stream  = p->n_stream;
-    ma.scan_rope = extend && p->rope != LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_RELATIVE : LC_HIP_SCAN_PLAIN;
+    ma.scan_rope = extend && p->rope != LC_HIP_ROPE_STREAM ? LC_SCAN_RELATIVE : LC_SCAN_PLAIN;
     ma.n_groups  = h->ws.n_groups;
     ma.max_cand  = h->sz.max_cand;
     ma.out_cap   = h->ws.sel_cap;
-    lc_hip_sparse_args aa;
+    lc_attn_segments_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_sink;
-    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.attn_rope  = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
     aa.n_groups   = h->ws.n_groups;
     aa.sel_cap    = h->ws.sel_cap;
     aa.max_sel    = p->k;
@@ -162,7 +162,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         ma.max_rows = h->sz.pre_rows;
         ma.out      = h->ws.d_sel;
         ma.out_n    = h->ws.d_n;
-        st          = b->hip_mask(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &ma);
+        st          = b->select_blocks(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &ma);
         aa.rot = &h->rot;
         if (st == LC_OK)
             st = sel_attend_prefill(&h->ws, b, kv, seqs, n_seqs, q, n_head, rope, scale,
@@ -172,9 +172,9 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (n_dec == 0) return LC_OK;
     /* decode blocks: one launch each op, every block with its sequence's slot of the layer's
        masks, re-estimating only where its from row says so (no launch where none does) */
-    const lc_hip_qblock *d_dec  = h->ws.d_qb + n_pre;
+    const lc_qblock *d_dec  = h->ws.d_qb + n_pre;
     const int32_t       *d_list = h->ws.d_list + (size_t)layer * (size_t)h->ws.qb_cap;
-    lc_hip_seg          *pseg   = sel_pool_seg(&h->pool, layer, 0);
+    lc_segment          *pseg   = sel_pool_seg(&h->pool, layer, 0);
     int32_t             *pn     = sel_pool_n(&h->pool, layer, 0);
     if (h->any_refresh[layer]) {
         ma.max_rows = 1;
@@ -183,7 +183,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         ma.out_n    = pn;
         ma.list     = d_list;
         ma.from     = h->ws.d_from + (size_t)layer * (size_t)h->ws.qb_cap;
-        st          = b->hip_mask(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &ma);
+        st          = b->select_blocks(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &ma);
     }
     if (st == LC_OK) {
         aa.rot        = NULL;
@@ -192,7 +192,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         aa.sel        = pseg;
         aa.sel_n      = pn;
         aa.list       = d_list;
-        st = b->attn_sparse(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
+        st = b->attn_segments(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
     }
     if (st != LC_OK) /* a failed layer re-estimates its masks next time */
         for (int32_t j = n_pre; j < n_qb && states; j++)
@@ -200,7 +200,7 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     return st;
 }
 
-static int hipa_last(const lc_attn_method *m, lc_hip_last *out) {
+static int hipa_last(const lc_attn_method *m, lc_last_selection *out) {
     return sel_ws_last(&((const hipa_impl *)m->impl)->ws, out);
 }
 
@@ -234,7 +234,7 @@ int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_h
     int st = lc_attn_settings_validate(&lc_attn_desc_hip, p);
     if (st != LC_OK) return st;
     lc_attn_method *m;
-    st = sel_method_new(b, b->hip_mask && b->attn_sparse, &hipa_ops, sizeof(hipa_impl), &m);
+    st = sel_method_new(b, b->select_blocks && b->attn_segments, &hipa_ops, sizeof(hipa_impl), &m);
     if (st != LC_OK) return st;
     if (shape->n_layer < 1) {
         sel_method_free(m);

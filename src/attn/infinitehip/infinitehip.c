@@ -1,9 +1,9 @@
 /*
  * infinitehip.c — the InfiniteHiP attention method (paper 000_ced830aa0d9eb0ea.txt §3;
  * digest spec/infinitehip-and-hip.md §3–4): per layer, the batch's query rows are cut into
- * blocks of b_q; the pruning stages (backend op hip_stage) narrow each block's candidate keys
+ * blocks of b_q; the pruning stages (backend op prune_chunks) narrow each block's candidate keys
  * [n_sink, win0) from chunks of l_c(1) down to the final selection; block-sparse attention
- * (backend op attn_sparse) reads sink + selection + streaming window from the paged KV.
+ * (backend op attn_segments) reads sink + selection + streaming window from the paged KV.
  *
  * Prefill: every stage runs for every block (Alg. 1). Decode: each sequence keeps the output
  * of every stage per layer and recomputes stage i every refresh[i] steps, and every later
@@ -51,7 +51,7 @@ typedef struct hip_impl {
     /* the blocks and plan image (decode blocks' cache slots and first recomputed stage per
        layer), the prefill blocks' stage outputs */
     sel_ws ws;
-    lc_hip_seg *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
+    lc_segment *d_seg[LC_HIP_MAX_STAGES]; /* [qb_cap][n_groups][keep_max[i]] */
     int32_t *d_n[LC_HIP_MAX_STAGES];      /* [qb_cap][n_groups] */
     int32_t seg_cap;                      /* blocks d_seg has room for */
     /* every stage's output per (decode sequence, layer): pools of slots */
@@ -67,7 +67,7 @@ typedef struct hip_impl {
     int32_t last_n_pre, last_layer;
     /* a forward without prefill blocks: its last decode block and that block's cache slot */
     int32_t last_dec_slot;
-    lc_hip_qblock last_dec_qb;
+    lc_qblock last_dec_qb;
 } hip_impl;
 
 /* chunks stage i keeps in layer l */
@@ -103,7 +103,7 @@ static int seg_reserve(hip_impl *h, int32_t n_pre) {
     const int32_t cap = n_pre < 64 ? 64 : n_pre + n_pre / 2;
     for (int32_t i = 0; i < h->p.n_stages; i++) {
         const size_t lists = (size_t)cap * (size_t)h->n_groups;
-        h->d_seg[i] = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)h->keep_max[i],
+        h->d_seg[i] = b->alloc(b, sizeof(lc_segment) * lists * (size_t)h->keep_max[i],
                                "InfiniteHiP stage output");
         h->d_n[i] = b->alloc(b, sizeof(int32_t) * lists, "InfiniteHiP stage output");
         if (!h->d_seg[i] || !h->d_n[i]) return seg_release(h), LC_ERR_NOMEM;
@@ -139,7 +139,7 @@ static bool trace_range(const hip_impl *h, int64_t *a, int64_t *b) {
 }
 
 /* Positions of [a, b) covered by the n segments of one stage output. */
-static int64_t trace_cover(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t b) {
+static int64_t trace_cover(const lc_segment *seg, int32_t n, int64_t a, int64_t b) {
     int64_t c = 0;
     for (int32_t j = 0; j < n; j++) {
         const int64_t s = seg[j].start > a ? seg[j].start : a;
@@ -150,7 +150,7 @@ static int64_t trace_cover(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t 
 }
 
 /* Mark in mask[0 .. b-a) the positions of [a, b) the n segments cover. */
-static void trace_mask(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t b, char *mask) {
+static void trace_mask(const lc_segment *seg, int32_t n, int64_t a, int64_t b, char *mask) {
     for (int32_t j = 0; j < n; j++) {
         const int64_t s = seg[j].start > a ? seg[j].start : a;
         const int64_t e = seg[j].start + seg[j].len < b ? seg[j].start + seg[j].len : b;
@@ -164,14 +164,14 @@ static void trace_mask(const lc_hip_seg *seg, int32_t n, int64_t a, int64_t b, c
  * with which of its tokens the last stage keeps ('#' kept, '.' not; the group that keeps most),
  * so a lost answer can be told from a lost sentence. */
 static void trace_block(const hip_impl *h, int32_t layer, const char *what, int32_t pos,
-                        lc_hip_seg *const *seg, int32_t *const *n, int32_t first) {
+                        lc_segment *const *seg, int32_t *const *n, int32_t first) {
     int64_t a, b;
     if (!trace_range(h, &a, &b) || pos < b) return;
     lc_backend *be = h->b;
     int32_t cap_max = 0;
     for (int32_t i = first; i < h->p.n_stages; i++)
         if (keep_of(h, layer, i) > cap_max) cap_max = keep_of(h, layer, i);
-    lc_hip_seg *tmp = lc_malloc(sizeof(lc_hip_seg) * (size_t)(cap_max > 0 ? cap_max : 1), "trace");
+    lc_segment *tmp = lc_malloc(sizeof(lc_segment) * (size_t)(cap_max > 0 ? cap_max : 1), "trace");
     if (!tmp) return;
     char line[512], mask[65] = "";
     const bool masked = b - a <= 64;
@@ -185,7 +185,7 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
             int32_t cnt = 0;
             if (be->download(be, &cnt, n[i] + g, sizeof cnt) == LC_OK && cnt >= 0 && cnt <= cap &&
                 be->download(be, tmp, seg[i] + (size_t)g * (size_t)cap,
-                             sizeof(lc_hip_seg) * (size_t)cnt) == LC_OK) {
+                             sizeof(lc_segment) * (size_t)cnt) == LC_OK) {
                 const int64_t c = trace_cover(tmp, cnt, a, b);
                 if (c > best || (g == 0 && masked && i == h->p.n_stages - 1)) {
                     if (masked && i == h->p.n_stages - 1) {
@@ -207,14 +207,14 @@ static void trace_block(const hip_impl *h, int32_t layer, const char *what, int3
 }
 
 /* candidate keys of a block: [n_sink, win0) */
-static int32_t cand_of(const lc_infinitehip_params *p, const lc_hip_qblock *qb) {
+static int32_t cand_of(const lc_infinitehip_params *p, const lc_qblock *qb) {
     return qb->win0 > p->n_sink ? qb->win0 - p->n_sink : 0;
 }
 
 /* The per-stage part of a stage call's arguments (the caller sets in / out): stage i of layer,
  * blocks of at most max_rows rows with at most max_cand candidates each (first stage). */
 static void stage_setup(const hip_impl *h, int32_t layer, int32_t i, int32_t max_rows,
-                        int32_t max_cand, lc_hip_stage_args *sa) {
+                        int32_t max_cand, lc_prune_chunks_args *sa) {
     const lc_infinitehip_params *p = &h->p;
     sa->chunk = p->chunk[i];
     sa->n_keep = keep_of(h, layer, i);
@@ -330,7 +330,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (st != LC_OK) return st;
     if (layer < p->dense_layers)
         return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (!q_raw || !b->hip_stage || !b->attn_sparse || !b->copy)
+    if (!q_raw || !b->prune_chunks || !b->attn_segments || !b->copy)
         return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
                        b->name);
     if (!sel_plan_take(&h->ws, layer)) { /* not planned (a direct caller): this layer's plan */
@@ -348,19 +348,19 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
                         ((p->rope == LC_HIP_ROPE_AUTO || p->rope == LC_HIP_ROPE_STREAM) &&
                          h->max_end > h->shape.n_ctx_train);
-    const int32_t scan_rope = !extend || p->rope == LC_HIP_ROPE_STREAM ? LC_HIP_SCAN_PLAIN
-                              : layer < p->first_layers                ? LC_HIP_SCAN_CHUNK
-                                                                       : LC_HIP_SCAN_RELATIVE;
-    lc_hip_stage_args sa;
+    const int32_t scan_rope = !extend || p->rope == LC_HIP_ROPE_STREAM ? LC_SCAN_PLAIN
+                              : layer < p->first_layers                ? LC_SCAN_CHUNK
+                                                                       : LC_SCAN_RELATIVE;
+    lc_prune_chunks_args sa;
     memset(&sa, 0, sizeof sa);
     sa.n_sink = p->n_sink;
     sa.n_stream = p->n_stream;
     sa.n_groups = h->n_groups;
     sa.scan_rope = scan_rope;
-    lc_hip_sparse_args aa;
+    lc_attn_segments_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink = p->n_sink;
-    aa.attn_rope = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.attn_rope = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
     aa.n_groups = h->n_groups;
     aa.max_sel = (int32_t)budget;
     aa.max_window = h->max_window;
@@ -375,13 +375,13 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             sa.in_n = i ? h->d_n[i - 1] : NULL;
             sa.out = h->d_seg[i];
             sa.out_n = h->d_n[i];
-            st = b->hip_stage(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
+            st = b->prune_chunks(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
         }
         if (st != LC_OK) return st;
         {
             const int32_t lb = n_pre - 1;
-            const lc_hip_qblock *qb = &h->ws.h_qb[lb];
-            lc_hip_seg *segs[LC_HIP_MAX_STAGES];
+            const lc_qblock *qb = &h->ws.h_qb[lb];
+            lc_segment *segs[LC_HIP_MAX_STAGES];
             int32_t *ns[LC_HIP_MAX_STAGES];
             for (int32_t i = 0; i < N; i++) {
                 segs[i] =
@@ -396,7 +396,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         aa.max_rows = h->pre_rows;
         aa.sel = h->d_seg[N - 1];
         aa.sel_n = h->d_n[N - 1];
-        if ((st = b->attn_sparse(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q, n_head, rope, scale,
+        if ((st = b->attn_segments(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q, n_head, rope, scale,
                                  &aa, out)) != LC_OK)
             return st;
     }
@@ -405,7 +405,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     /* decode blocks, all in one launch per op: each reads and writes its sequence's slot of the
        layer's caches, and recomputes only the stages from its own first one on (the plan's
        from row); a stage none of them recomputes is not launched */
-    const lc_hip_qblock *d_dec = h->ws.d_qb + n_pre;
+    const lc_qblock *d_dec = h->ws.d_qb + n_pre;
     const int32_t *d_list = h->ws.d_list + (size_t)layer * (size_t)h->ws.qb_cap;
     const int32_t *d_from = h->ws.d_from + (size_t)layer * (size_t)h->ws.qb_cap;
     sa.rot = NULL, aa.rot = NULL; /* (one-row blocks read keys as stored) */
@@ -416,14 +416,14 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         sa.out = sel_pool_seg(&h->pool, layer, i);
         sa.out_n = sel_pool_n(&h->pool, layer, i);
         sa.list = d_list, sa.from = d_from, sa.stage = i;
-        st = b->hip_stage(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &sa);
+        st = b->prune_chunks(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &sa);
     }
     if (st != LC_OK) return invalidate_layer(h, states), st;
     const int32_t *h_list = h->ws.h_list + (size_t)layer * (size_t)h->ws.qb_cap;
     const int32_t *h_from = h->ws.h_from + (size_t)layer * (size_t)h->ws.qb_cap;
     for (int32_t j = 0; j < n_dec; j++) { /* (a no-op unless a span is traced) */
         if (h_from[j] >= N) continue;
-        lc_hip_seg *segs[LC_HIP_MAX_STAGES];
+        lc_segment *segs[LC_HIP_MAX_STAGES];
         int32_t *ns[LC_HIP_MAX_STAGES];
         for (int32_t i = 0; i < N; i++) {
             segs[i] = sel_pool_seg(&h->pool, layer, i) +
@@ -443,7 +443,7 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     aa.sel = sel_pool_seg(&h->pool, layer, N - 1);
     aa.sel_n = sel_pool_n(&h->pool, layer, N - 1);
     aa.list = d_list;
-    st = b->attn_sparse(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
+    st = b->attn_segments(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
     if (st != LC_OK) invalidate_layer(h, states);
     return st;
 }
@@ -451,49 +451,49 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
 /* lc_attn_infinitehip_last's host copies: n_blocks query blocks and every stage's outputs,
  * seg[i] / cnt[i] on the backend ([n_blocks][n_groups][keep_of(layer, i)] segments and
  * [n_blocks][n_groups] counts); the final selection is the last stage's. */
-static int copy_last(const hip_impl *h, const lc_hip_qblock *qb, int32_t n_blocks,
-                     lc_hip_seg *const *seg, int32_t *const *cnt, lc_hip_last *out) {
+static int copy_last(const hip_impl *h, const lc_qblock *qb, int32_t n_blocks,
+                     lc_segment *const *seg, int32_t *const *cnt, lc_last_selection *out) {
     const int32_t N = h->p.n_stages;
     const size_t ng = (size_t)n_blocks * (size_t)h->n_groups;
     int st = LC_OK;
     out->n_qb = n_blocks;
-    out->qb = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n_blocks, "selection copy");
+    out->qb = lc_malloc(sizeof(lc_qblock) * (size_t)n_blocks, "selection copy");
     if (!out->qb)
         st = LC_ERR_NOMEM;
     else
-        memcpy(out->qb, qb, sizeof(lc_hip_qblock) * (size_t)n_blocks);
+        memcpy(out->qb, qb, sizeof(lc_qblock) * (size_t)n_blocks);
     /* every stage's output, to see where a followed span of tokens was dropped */
     for (int32_t i = 0; i < N && st == LC_OK; i++) {
         const int32_t c = keep_of(h, h->last_layer, i);
         out->stage_cap[i] = c;
         out->stage_sel[i] =
-            lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(c > 0 ? c : 1), "selection copy");
+            lc_malloc(sizeof(lc_segment) * ng * (size_t)(c > 0 ? c : 1), "selection copy");
         out->stage_n[i] = lc_malloc(sizeof(int32_t) * ng, "selection copy");
         out->n_stages = i + 1;
         if (!out->stage_sel[i] || !out->stage_n[i]) st = LC_ERR_NOMEM;
         if (st == LC_OK && c > 0)
             st = h->b->download(h->b, out->stage_sel[i], seg[i],
-                                sizeof(lc_hip_seg) * ng * (size_t)c);
+                                sizeof(lc_segment) * ng * (size_t)c);
         if (st == LC_OK) st = h->b->download(h->b, out->stage_n[i], cnt[i], sizeof(int32_t) * ng);
     }
     if (st == LC_OK) { /* the selection read: the last stage's, copied on the host */
         const int32_t cap = out->stage_cap[N - 1];
         out->sel_cap = cap;
         out->sel =
-            lc_malloc(sizeof(lc_hip_seg) * ng * (size_t)(cap > 0 ? cap : 1), "selection copy");
+            lc_malloc(sizeof(lc_segment) * ng * (size_t)(cap > 0 ? cap : 1), "selection copy");
         out->sel_n = lc_malloc(sizeof(int32_t) * ng, "selection copy");
         if (!out->sel || !out->sel_n) {
             st = LC_ERR_NOMEM;
         } else {
-            memcpy(out->sel, out->stage_sel[N - 1], sizeof(lc_hip_seg) * ng * (size_t)cap);
+            memcpy(out->sel, out->stage_sel[N - 1], sizeof(lc_segment) * ng * (size_t)cap);
             memcpy(out->sel_n, out->stage_n[N - 1], sizeof(int32_t) * ng);
         }
     }
-    if (st != LC_OK) lc_attn_hip_last_free(out);
+    if (st != LC_OK) lc_attn_last_free(out);
     return st;
 }
 
-int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
+int lc_attn_infinitehip_last(const lc_attn_method *m, lc_last_selection *out) {
     memset(out, 0, sizeof *out);
     if (!m || m->forward != hip_forward)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_attn_infinitehip_last: not an infinitehip method");
@@ -504,7 +504,7 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
     if (!h->last_sparse) return LC_OK;
     if (h->last_n_pre > 0) return copy_last(h, h->ws.h_qb, h->last_n_pre, h->d_seg, h->d_n, out);
     /* a forward of decode blocks only: its last one, with its sequence's cached stage outputs */
-    lc_hip_seg *segs[LC_HIP_MAX_STAGES];
+    lc_segment *segs[LC_HIP_MAX_STAGES];
     int32_t *ns[LC_HIP_MAX_STAGES];
     for (int32_t i = 0; i < h->p.n_stages; i++) {
         segs[i] = sel_pool_seg(&h->pool, h->last_layer, i) +
@@ -514,7 +514,7 @@ int lc_attn_infinitehip_last(const lc_attn_method *m, lc_hip_last *out) {
     return copy_last(h, &h->last_dec_qb, 1, segs, ns, out);
 }
 
-void lc_attn_hip_last_free(lc_hip_last *l) {
+void lc_attn_last_free(lc_last_selection *l) {
     free(l->qb), free(l->sel), free(l->sel_n);
     l->qb = NULL, l->sel = NULL, l->sel_n = NULL;
     for (int32_t i = 0; i < l->n_stages; i++) {
@@ -550,7 +550,7 @@ int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
     int st = lc_attn_settings_validate(&lc_attn_desc_infinitehip, p);
     if (st != LC_OK) return st;
     lc_attn_method *m;
-    st = sel_method_new(b, b->hip_stage && b->attn_sparse && b->copy, &hip_ops, sizeof(hip_impl),
+    st = sel_method_new(b, b->prune_chunks && b->attn_segments && b->copy, &hip_ops, sizeof(hip_impl),
                         &m);
     if (st != LC_OK) return st;
     hip_impl *h = m->impl;

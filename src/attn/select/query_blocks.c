@@ -44,7 +44,7 @@ void sel_ws_release(sel_ws *w) {
 
 /* bytes of the blocks at the head of an image (rows of int32 follow, 16-byte aligned) */
 static size_t qb_bytes(int32_t cap) {
-    return (sizeof(lc_hip_qblock) * (size_t)cap + 15) & ~(size_t)15;
+    return (sizeof(lc_qblock) * (size_t)cap + 15) & ~(size_t)15;
 }
 
 static int ws_reserve(sel_ws *w, int32_t n_qb) {
@@ -59,13 +59,13 @@ static int ws_reserve(sel_ws *w, int32_t n_qb) {
     w->up_img           = lc_malloc(w->img_bytes, "query blocks");
     w->d_img            = b->alloc(b, w->img_bytes, "query blocks");
     if (w->sel_cap > 0) {
-        w->d_sel = b->alloc(b, sizeof(lc_hip_seg) * lists * (size_t)w->sel_cap, "prefill selections");
+        w->d_sel = b->alloc(b, sizeof(lc_segment) * lists * (size_t)w->sel_cap, "prefill selections");
         w->d_n   = b->alloc(b, sizeof(int32_t) * lists, "prefill selections");
     }
     if (!w->h_img || !w->up_img || !w->d_img || (w->sel_cap > 0 && (!w->d_sel || !w->d_n)))
         return ws_free_images(w), LC_ERR_NOMEM;
-    w->h_qb   = (lc_hip_qblock *)w->h_img;
-    w->d_qb   = (lc_hip_qblock *)w->d_img;
+    w->h_qb   = (lc_qblock *)w->h_img;
+    w->d_qb   = (lc_qblock *)w->d_img;
     w->h_list = (int32_t *)(w->h_img + qb_bytes(cap));
     w->d_list = (int32_t *)((unsigned char *)w->d_img + qb_bytes(cap));
     w->h_from = (int32_t *)(w->h_img + qb_bytes(cap) + row);
@@ -108,7 +108,7 @@ int32_t sel_count_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_
 
 int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
                        int32_t tail_block, sel_win0_fn win0, const void *params,
-                       lc_hip_qblock *qbs, int32_t *n_pre) {
+                       lc_qblock *qbs, int32_t *n_pre) {
     int32_t idx = 0;
     *n_pre      = 0;
     for (int pass = 0; pass < 2; pass++) { /* prefill blocks, then one per decode sequence */
@@ -116,7 +116,7 @@ int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_ro
             const lc_attn_seq *a = &seqs[s];
             if (a->n_rows < 1 || (a->n_rows > 1) != (pass == 0)) continue;
             for (int32_t r = 0; r < a->n_rows;) {
-                lc_hip_qblock *qb = &qbs[idx++];
+                lc_qblock *qb = &qbs[idx++];
                 qb->seq           = s;
                 qb->row0          = a->row0 + r;
                 qb->pos0          = a->pos0 + r;
@@ -183,7 +183,7 @@ int sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
     p->n_groups = n_groups;
     const size_t nl = (size_t)n_layer * (size_t)n_lists;
     p->cap = lc_malloc(sizeof(int32_t) * (nl ? nl : 1), "decode cache pool");
-    p->seg = lc_calloc(nl ? nl : 1, sizeof(lc_hip_seg *), "decode cache pool");
+    p->seg = lc_calloc(nl ? nl : 1, sizeof(lc_segment *), "decode cache pool");
     p->n   = lc_calloc(nl ? nl : 1, sizeof(int32_t *), "decode cache pool");
     if (!p->cap || !p->seg || !p->n) return sel_pool_release(p), LC_ERR_NOMEM;
     memcpy(p->cap, cap, sizeof(int32_t) * nl);
@@ -206,17 +206,17 @@ void sel_pool_release(sel_pool *p) {
 static int pool_grow(sel_pool *p, int32_t n) {
     lc_backend  *b  = p->b;
     const size_t nl = (size_t)p->n_layer * (size_t)p->n_lists, G = (size_t)p->n_groups;
-    lc_hip_seg **seg = lc_calloc(nl ? nl : 1, sizeof(lc_hip_seg *), "decode cache pool");
+    lc_segment **seg = lc_calloc(nl ? nl : 1, sizeof(lc_segment *), "decode cache pool");
     int32_t    **cnt = lc_calloc(nl ? nl : 1, sizeof(int32_t *), "decode cache pool");
     uint8_t     *used = lc_calloc((size_t)p->n_layer * (size_t)n + 1, 1, "decode cache pool");
     int          st   = seg && cnt && used ? LC_OK : LC_ERR_NOMEM;
     for (size_t i = 0; i < nl && st == LC_OK; i++) {
         const size_t cap = (size_t)(p->cap[i] > 0 ? p->cap[i] : 1);
-        seg[i] = b->alloc(b, sizeof(lc_hip_seg) * (size_t)n * G * cap, "decode selection cache");
+        seg[i] = b->alloc(b, sizeof(lc_segment) * (size_t)n * G * cap, "decode selection cache");
         cnt[i] = b->alloc(b, sizeof(int32_t) * (size_t)n * G, "decode selection cache");
         if (!seg[i] || !cnt[i]) st = LC_ERR_NOMEM;
         if (st == LC_OK && p->n_slots > 0) {
-            st = b->copy(b, seg[i], p->seg[i], sizeof(lc_hip_seg) * (size_t)p->n_slots * G * cap);
+            st = b->copy(b, seg[i], p->seg[i], sizeof(lc_segment) * (size_t)p->n_slots * G * cap);
             if (st == LC_OK) st = b->copy(b, cnt[i], p->n[i], sizeof(int32_t) * (size_t)p->n_slots * G);
         }
     }
@@ -270,7 +270,7 @@ void sel_pool_give(sel_pool *p, int32_t layer, int32_t slot) {
         p->used[(size_t)layer * (size_t)p->n_slots + (size_t)slot] = 0;
 }
 
-int sel_ws_last(const sel_ws *w, lc_hip_last *out) {
+int sel_ws_last(const sel_ws *w, lc_last_selection *out) {
     memset(out, 0, sizeof *out);
     out->n_sink   = w->n_sink;
     out->n_groups = w->n_groups;
@@ -279,16 +279,16 @@ int sel_ws_last(const sel_ws *w, lc_hip_last *out) {
     const int32_t n = w->last_n_pre, cap = w->sel_cap, G = w->n_groups;
     out->n_qb    = n;
     out->sel_cap = cap;
-    out->qb      = lc_malloc(sizeof(lc_hip_qblock) * (size_t)n, "selection copy");
-    out->sel     = lc_malloc(sizeof(lc_hip_seg) * (size_t)n * (size_t)G * (size_t)cap, "selection copy");
+    out->qb      = lc_malloc(sizeof(lc_qblock) * (size_t)n, "selection copy");
+    out->sel     = lc_malloc(sizeof(lc_segment) * (size_t)n * (size_t)G * (size_t)cap, "selection copy");
     out->sel_n   = lc_malloc(sizeof(int32_t) * (size_t)n * (size_t)G, "selection copy");
-    if (!out->qb || !out->sel || !out->sel_n) return lc_attn_hip_last_free(out), LC_ERR_NOMEM;
-    memcpy(out->qb, w->h_qb, sizeof(lc_hip_qblock) * (size_t)n);
+    if (!out->qb || !out->sel || !out->sel_n) return lc_attn_last_free(out), LC_ERR_NOMEM;
+    memcpy(out->qb, w->h_qb, sizeof(lc_qblock) * (size_t)n);
     int st = w->b->download(w->b, out->sel, w->d_sel,
-                            sizeof(lc_hip_seg) * (size_t)n * (size_t)G * (size_t)cap);
+                            sizeof(lc_segment) * (size_t)n * (size_t)G * (size_t)cap);
     if (st == LC_OK)
         st = w->b->download(w->b, out->sel_n, w->d_n, sizeof(int32_t) * (size_t)n * (size_t)G);
-    if (st != LC_OK) lc_attn_hip_last_free(out);
+    if (st != LC_OK) lc_attn_last_free(out);
     return st;
 }
 
@@ -367,7 +367,7 @@ void sel_plan_sizes(const sel_ws *w, int32_t n_sink, sel_sizes *out) {
     memset(out, 0, sizeof *out);
     out->pre_rows = 1, out->max_rows = 1, out->max_window = 1;
     for (int32_t i = 0; i < w->n_qb; i++) {
-        const lc_hip_qblock *qb   = &w->h_qb[i];
+        const lc_qblock *qb   = &w->h_qb[i];
         const bool           pre  = i < w->n_pre;
         const int32_t        cand = qb->win0 > n_sink ? qb->win0 - n_sink : 0;
         const int32_t        win  = qb->pos0 + qb->n_rows - qb->win0;
@@ -385,11 +385,11 @@ void sel_plan_sizes(const sel_ws *w, int32_t n_sink, sel_sizes *out) {
 int sel_attend_prefill(sel_ws *w, lc_backend *b, const lc_kv_layer_view *kv,
                        const lc_attn_seq *seqs, int32_t n_seqs, const float *q, int32_t n_head,
                        const lc_rope_table *rope, float scale, int32_t max_rows,
-                       lc_hip_sparse_args *aa, float *out) {
+                       lc_attn_segments_args *aa, float *out) {
     w->last_sparse = true;
     w->last_n_pre  = w->n_pre;
     aa->max_rows   = max_rows;
     aa->sel        = w->d_sel;
     aa->sel_n      = w->d_n;
-    return b->attn_sparse(b, kv, seqs, n_seqs, w->d_qb, w->n_pre, q, n_head, rope, scale, aa, out);
+    return b->attn_segments(b, kv, seqs, n_seqs, w->d_qb, w->n_pre, q, n_head, rope, scale, aa, out);
 }

@@ -4,7 +4,7 @@
  * first, then one block per decode sequence), the plan image a forward's kernels read (the
  * blocks, and for batched decode each decode block's cache slot and refresh stage per layer;
  * backend.h "Batched decode"), the pools of per-sequence decode caches, the workspace of the
- * prefill selections, the copy of the last prefill selections for evaluation (lc_hip_last), and
+ * prefill selections, the copy of the last prefill selections for evaluation (lc_last_selection), and
  * the scaffolding every sparse method's instance repeats (its creation, the layer check, the
  * per-(sequence, layer) state that holds a pool slot, the plan over every layer, the launch
  * sizes of a planned batch, the prefill blocks' sparse attention).
@@ -22,7 +22,7 @@ typedef struct sel_ws {
     lc_backend    *b;
     int32_t        n_groups; /* selections per block */
     int32_t        sel_cap;  /* segments per (block, group) prefill list; 0: no prefill lists */
-    int32_t        n_sink;   /* for lc_hip_last */
+    int32_t        n_sink;   /* for lc_last_selection */
     int32_t        n_layer;  /* layers of the plan */
     bool           lists;    /* the image keeps list / from rows */
     /* The plan image of a forward (lc_attn_method.plan): the blocks [qb_cap], then per layer
@@ -31,11 +31,11 @@ typedef struct sel_ws {
     unsigned char *h_img, *d_img, *up_img;
     size_t         img_bytes;
     bool           up_valid;   /* up_img is what d_img holds */
-    lc_hip_qblock *h_qb, *d_qb;
+    lc_qblock *h_qb, *d_qb;
     int32_t       *h_list, *h_from, *d_list, *d_from;
     int32_t        qb_cap;
     uint64_t       epoch;      /* bumped when the images move (graphs point into d_img) */
-    lc_hip_seg    *d_sel;      /* [qb_cap][n_groups][sel_cap] prefill selections */
+    lc_segment    *d_sel;      /* [qb_cap][n_groups][sel_cap] prefill selections */
     int32_t       *d_n;        /* [qb_cap][n_groups] */
     /* the plan of the current forward: its blocks, and which layers' forwards it is for (a
        forward that finds its layer unplanned — a caller that does not plan — plans itself) */
@@ -58,7 +58,7 @@ typedef struct sel_pool {
     int32_t      n_layer, n_lists, n_groups;
     int32_t     *cap;     /* [n_layer][n_lists] */
     int32_t      n_slots; /* of every layer */
-    lc_hip_seg **seg;     /* [n_layer][n_lists] -> [n_slots][n_groups][cap] */
+    lc_segment **seg;     /* [n_layer][n_lists] -> [n_slots][n_groups][cap] */
     int32_t    **n;       /* [n_layer][n_lists] -> [n_slots][n_groups] */
     uint8_t     *used;    /* [n_layer][n_slots] */
     uint64_t     epoch;
@@ -69,7 +69,7 @@ int  sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
 int  sel_pool_take(sel_pool *p, int32_t layer, int32_t *slot);
 void sel_pool_give(sel_pool *p, int32_t layer, int32_t slot);
 void sel_pool_release(sel_pool *p);
-static inline lc_hip_seg *sel_pool_seg(const sel_pool *p, int32_t layer, int32_t i) {
+static inline lc_segment *sel_pool_seg(const sel_pool *p, int32_t layer, int32_t i) {
     return p->seg[(size_t)layer * (size_t)p->n_lists + (size_t)i];
 }
 static inline int32_t *sel_pool_n(const sel_pool *p, int32_t layer, int32_t i) {
@@ -117,7 +117,7 @@ int32_t sel_count_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_
  * them, then one block per decode sequence; *n_pre = prefill blocks. Returns the block count. */
 int32_t sel_cut_blocks(const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
                        int32_t tail_block, sel_win0_fn win0, const void *params,
-                       lc_hip_qblock *qbs, int32_t *n_pre);
+                       lc_qblock *qbs, int32_t *n_pre);
 /* The two into w->h_qb (growing the workspace): the plan's n_qb and n_pre. */
 int     sel_plan_blocks(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, int32_t block_rows,
                         int32_t tail_block, sel_win0_fn win0, const void *params);
@@ -129,7 +129,7 @@ void    sel_plan_mark(sel_ws *w);
 bool    sel_plan_take(sel_ws *w, int32_t layer);
 void    sel_ws_release(sel_ws *w);
 /* the last forward's prefill selections (lc_attn_method.last) */
-int     sel_ws_last(const sel_ws *w, lc_hip_last *out);
+int     sel_ws_last(const sel_ws *w, lc_last_selection *out);
 
 /* ---- what every sparse method's instance does alike ---- */
 
@@ -197,6 +197,6 @@ static inline bool sel_rope_extends(int32_t rope, int64_t max_end, int32_t n_ctx
 int sel_attend_prefill(sel_ws *w, lc_backend *b, const lc_kv_layer_view *kv,
                        const lc_attn_seq *seqs, int32_t n_seqs, const float *q, int32_t n_head,
                        const lc_rope_table *rope, float scale, int32_t max_rows,
-                       lc_hip_sparse_args *aa, float *out);
+                       lc_attn_segments_args *aa, float *out);
 
 #endif

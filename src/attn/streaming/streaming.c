@@ -5,7 +5,7 @@
  * tokens and the `window` most recent ones, and nothing else. Past the model's trained context
  * the sink is re-indexed to sit just before the window (rolling positions: the distances a
  * query sees never exceed sink + window), which is the attention's StreamingLLM re-indexing
- * (backend op attn_sparse with no selected segments).
+ * (backend op attn_segments with no selected segments).
  *
  * Prefill rows go in blocks of `block` rows that share one key list: a block [pos0, pos0 + n)
  * reads the sink and [pos0 + n - window, its own position] (causal), so its last row reads
@@ -143,10 +143,10 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     if (!sel_plan_take(&t->ws, layer) && (st = plan_batch(t, seqs, n_seqs)) != LC_OK) return st;
     if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
     const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
-    lc_hip_sparse_args aa;
+    lc_attn_segments_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_sink;
-    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.attn_rope  = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
     aa.n_groups   = 1;
     aa.sel        = t->ws.d_sel;
     aa.sel_n      = t->ws.d_n;
@@ -155,7 +155,7 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     aa.max_rows   = t->sz.max_rows;
     aa.max_window = t->max_window;
     aa.rot        = t->ws.n_pre > 0 ? &t->rot : NULL;
-    st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb, t->ws.n_qb, q, n_head, rope, scale, &aa, out);
+    st = b->attn_segments(b, kv, seqs, n_seqs, t->ws.d_qb, t->ws.n_qb, q, n_head, rope, scale, &aa, out);
     if (st == LC_OK) {
         t->ws.last_sparse = t->ws.n_pre > 0;
         t->ws.last_n_pre  = t->ws.n_pre;
@@ -163,7 +163,7 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     return st;
 }
 
-static int streaming_last(const lc_attn_method *m, lc_hip_last *out) {
+static int streaming_last(const lc_attn_method *m, lc_last_selection *out) {
     return sel_ws_last(&((const streaming_impl *)m->impl)->ws, out);
 }
 
@@ -183,7 +183,7 @@ static const lc_attn_method streaming_ops = {
 static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
                   const lc_attn_diag *diag, lc_attn_method **out) {
     lc_attn_method *m;
-    int st = sel_method_new(b, b->attn_sparse != NULL, &streaming_ops, sizeof(streaming_impl), &m);
+    int st = sel_method_new(b, b->attn_segments != NULL, &streaming_ops, sizeof(streaming_impl), &m);
     if (st != LC_OK) return st;
     streaming_impl *t = m->impl;
     t->p              = *(const streaming_params *)settings;

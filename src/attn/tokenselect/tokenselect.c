@@ -2,7 +2,7 @@
  * tokenselect.c — the TokenSelect attention method (paper 001_823a2d0cdd44ac9c.txt §3; digest
  * spec/tokenselect-and-sparseserve.md A.3–A.6): per layer, every decode query and every prefill
  * chunk of `chunk` rows picks the k cached tokens of highest per-head-softmax soft vote (backend
- * op ts_select, one selection shared by all heads), and block-sparse attention (attn_sparse)
+ * op select_tokens, one selection shared by all heads), and block-sparse attention (attn_segments)
  * reads the n_init first tokens, the selection and the n_local most recent tokens from the paged
  * KV in place.
  *
@@ -44,7 +44,7 @@ typedef struct ts_impl {
 
 typedef struct ts_state {
     lc_backend *b;
-    lc_hip_seg *sel;   /* [k] */
+    lc_segment *sel;   /* [k] */
     int32_t    *sel_n; /* [1] */
     float      *cache_q; /* [n_head * head_dim] */
     int32_t    *cache_valid;
@@ -78,7 +78,7 @@ static int ts_state_create(const lc_attn_method *m, int32_t layer, void **out) {
     ts_state      *s = lc_calloc(1, sizeof *s, "TokenSelect layer state");
     if (!s) return LC_ERR_NOMEM;
     s->b           = b;
-    s->sel         = b->alloc(b, sizeof(lc_hip_seg) * (size_t)t->p.k, "TokenSelect selection cache");
+    s->sel         = b->alloc(b, sizeof(lc_segment) * (size_t)t->p.k, "TokenSelect selection cache");
     s->sel_n       = b->alloc(b, sizeof(int32_t), "TokenSelect selection cache");
     s->cache_q     = b->alloc(b, sizeof(float) * (size_t)t->shape.n_head * (size_t)t->shape.head_dim,
                               "TokenSelect selection cache");
@@ -142,7 +142,7 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     int st                         = sel_check_layer("tokenselect", layer, t->shape.n_layer);
     if (st != LC_OK) return st;
     if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (!q_raw || !b->ts_select || !b->attn_sparse)
+    if (!q_raw || !b->select_tokens || !b->attn_segments)
         return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend lacks the sparse ops",
                        b->name);
     if (!sel_plan_take(&t->ws, layer)) { /* a caller that does not plan */
@@ -163,7 +163,7 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
 
     const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
-    lc_ts_select_args sa;
+    lc_select_tokens_args sa;
     memset(&sa, 0, sizeof sa);
     sa.n_init   = p->n_init;
     sa.k        = p->k;
@@ -172,10 +172,10 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     sa.max_cand = t->max_cand;
     sa.out_cap  = p->k;
     sa.theta    = p->theta;
-    lc_hip_sparse_args aa;
+    lc_attn_segments_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink     = p->n_init;
-    aa.attn_rope  = extend ? LC_HIP_ATTN_STREAMING : LC_HIP_ATTN_PLAIN;
+    aa.attn_rope  = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
     aa.n_groups   = 1;
     aa.sel_cap    = p->k;
     aa.max_sel    = p->k;
@@ -185,7 +185,7 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         sa.max_rows = t->sz.pre_rows;
         sa.out      = t->ws.d_sel;
         sa.out_n    = t->ws.d_n;
-        st          = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
+        st          = b->select_tokens(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
         aa.rot = &t->rot;
         if (st == LC_OK)
             st = sel_attend_prefill(&t->ws, b, kv, seqs, n_seqs, q, n_head, rope, scale,
@@ -196,7 +196,7 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
        the op decides on the device, so these launches replay from a graph as they are) */
     aa.rot = NULL;
     for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
-        const lc_hip_qblock *qb = &t->ws.h_qb[j];
+        const lc_qblock *qb = &t->ws.h_qb[j];
         ts_state            *ss = states ? states[qb->seq] : NULL;
         if (!ss) return lc_fail(LC_ERR_INTERNAL, "tokenselect: a decode sequence has no state");
         sa.max_rows = 1;
@@ -206,17 +206,17 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         sa.cache_q     = cache ? ss->cache_q : NULL;
         sa.cache_valid = cache ? ss->cache_valid : NULL;
         sa.counts      = t->d_counts + 2 * (size_t)layer;
-        st = b->ts_select(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q_raw, n_head, rope, &sa);
+        st = b->select_tokens(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q_raw, n_head, rope, &sa);
         if (st != LC_OK) return st;
         aa.max_rows   = 1;
         aa.sel        = ss->sel;
         aa.sel_n      = ss->sel_n;
-        st = b->attn_sparse(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q, n_head, rope, scale, &aa, out);
+        st = b->attn_segments(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q, n_head, rope, scale, &aa, out);
     }
     return st;
 }
 
-static int ts_last(const lc_attn_method *m, lc_hip_last *out) {
+static int ts_last(const lc_attn_method *m, lc_last_selection *out) {
     return sel_ws_last(&((const ts_impl *)m->impl)->ws, out);
 }
 
@@ -256,7 +256,7 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     int st = lc_attn_settings_validate(&lc_attn_desc_tokenselect, p);
     if (st != LC_OK) return st;
     lc_attn_method *m;
-    st = sel_method_new(b, b->ts_select && b->attn_sparse, &ts_ops, sizeof(ts_impl), &m);
+    st = sel_method_new(b, b->select_tokens && b->attn_segments, &ts_ops, sizeof(ts_impl), &m);
     if (st != LC_OK) return st;
     ts_impl *t     = m->impl;
     t->b           = b;

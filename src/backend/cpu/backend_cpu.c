@@ -1,7 +1,7 @@
 /*
  * backend_cpu.c — the CPU backend: host memory, weights dequantised to fp32 once at load,
  * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c, cpu_kv_read.c,
- * cpu_sample.c and the sparse methods' cpu_hip_*.c, cpu_ts_select.c).
+ * cpu_sample.c and the sparse methods' cpu_hip_*.c, cpu_select_tokens.c).
  * Threads: OpenMP for our loops, OpenBLAS's own threads for GEMMs.
  */
 #include "backend/cpu/cpu.h"
@@ -134,28 +134,28 @@ static int cpu_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_at
                           float scale, float *out) {
     return lc_cpu_attn_dense(kv, s, n, q, nh, r, scale, out);
 }
-static int cpu_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
-                         int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
-                         int32_t nh, const lc_rope_table *r, const lc_hip_stage_args *a) {
-    return lc_cpu_hip_stage(kv, s, n, qb, n_qb, q_raw, nh, r, a);
+static int cpu_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                         int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
+                         int32_t nh, const lc_rope_table *r, const lc_prune_chunks_args *a) {
+    return lc_cpu_prune_chunks(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
-static int cpu_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
-                         int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
-                         int32_t nh, const lc_rope_table *r, const lc_ts_select_args *a) {
+static int cpu_select_tokens(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                         int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
+                         int32_t nh, const lc_rope_table *r, const lc_select_tokens_args *a) {
     (void)b;
-    return lc_cpu_ts_select(kv, s, n, qb, n_qb, q_raw, nh, r, a);
+    return lc_cpu_select_tokens(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
-static int cpu_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
-                        int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
-                        int32_t nh, const lc_rope_table *r, const lc_hip_mask_args *a) {
+static int cpu_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                        int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
+                        int32_t nh, const lc_rope_table *r, const lc_select_blocks_args *a) {
     (void)b;
-    return lc_cpu_hip_mask(kv, s, n, qb, n_qb, q_raw, nh, r, a);
+    return lc_cpu_select_blocks(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
-static int cpu_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
-                           int32_t n, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+static int cpu_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
+                           int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q,
                            int32_t nh, const lc_rope_table *r, float scale,
-                           const lc_hip_sparse_args *a, float *out) {
-    return lc_cpu_attn_sparse(kv, s, n, qb, n_qb, q, nh, r, scale, a, out);
+                           const lc_attn_segments_args *a, float *out) {
+    return lc_cpu_attn_segments(kv, s, n, qb, n_qb, q, nh, r, scale, a, out);
 }
 
 static int cpu_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
@@ -207,10 +207,10 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->kv_read     = cpu_kv_read;
     b->attn_dense  = cpu_attn_dense;
     b->copy        = cpu_copy;
-    b->hip_stage   = cpu_hip_stage;
-    b->attn_sparse = cpu_attn_sparse;
-    b->ts_select   = cpu_ts_select;
-    b->hip_mask    = cpu_hip_mask;
+    b->prune_chunks   = cpu_prune_chunks;
+    b->attn_segments = cpu_attn_segments;
+    b->select_tokens   = cpu_select_tokens;
+    b->select_blocks    = cpu_select_blocks;
     b->sample      = cpu_sample; /* no upload_async (upload is a memcpy) and no graphs */
     *out           = b;
     return LC_OK;

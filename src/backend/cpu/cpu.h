@@ -25,21 +25,21 @@ int lc_cpu_kv_read(const lc_kv_layer_view *kv, uint32_t kv_type, const int32_t *
 int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                       const float *q, int32_t n_head, const lc_rope_table *rope, float scale,
                       float *out);
-/* InfiniteHiP (backend/backend.h): cpu_hip_stage.c and cpu_hip_sparse.c */
-int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                     const lc_rope_table *rope, const lc_hip_stage_args *a);
-int lc_cpu_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                       const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
-                       const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
+/* InfiniteHiP (backend/backend.h): cpu_prune_chunks.c and cpu_attn_segments.c */
+int lc_cpu_prune_chunks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                     const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_prune_chunks_args *a);
+int lc_cpu_attn_segments(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                       const lc_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
+                       const lc_rope_table *rope, float scale, const lc_attn_segments_args *a,
                        float *out);
-/* TokenSelect (cpu_ts_select.c) and HiP (cpu_hip_mask.c) selections (backend/backend.h) */
-int lc_cpu_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                     const lc_rope_table *rope, const lc_ts_select_args *a);
-int lc_cpu_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                    const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                    const lc_rope_table *rope, const lc_hip_mask_args *a);
+/* TokenSelect (cpu_select_tokens.c) and HiP (cpu_select_blocks.c) selections (backend/backend.h) */
+int lc_cpu_select_tokens(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                     const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_select_tokens_args *a);
+int lc_cpu_select_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                    const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                    const lc_rope_table *rope, const lc_select_blocks_args *a);
 int lc_cpu_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n_vocab,
                   const lc_sample_row *rows, const int32_t *pen_tokens, int32_t *ids);
 

@@ -12,7 +12,7 @@ int lc_cpu_check_head_dim(const char *op, int32_t head_dim, int32_t max_d) {
     return LC_OK;
 }
 
-int lc_cpu_check_block_seq(const char *op, const lc_hip_qblock *qb, int32_t b, int32_t n_seqs) {
+int lc_cpu_check_block_seq(const char *op, const lc_qblock *qb, int32_t b, int32_t n_seqs) {
     if (qb[b].seq < 0 || qb[b].seq >= n_seqs)
         return lc_fail(LC_ERR_INVALID_ARG, "%s: block %d: sequence %d of %d", op, b, qb[b].seq,
                        n_seqs);
@@ -20,12 +20,12 @@ int lc_cpu_check_block_seq(const char *op, const lc_hip_qblock *qb, int32_t b, i
 }
 
 int lc_cpu_check_blocks(const char *op, const lc_attn_seq *seqs, int32_t n_seqs,
-                        const lc_hip_qblock *qb, int32_t n_qb, int32_t max_rows, int32_t n_sink,
+                        const lc_qblock *qb, int32_t n_qb, int32_t max_rows, int32_t n_sink,
                         int32_t max_cand, const lc_rope_table *rope) {
     for (int32_t b = 0; b < n_qb; b++) {
         const int st = lc_cpu_check_block_seq(op, qb, b, n_seqs);
         if (st != LC_OK) return st;
-        const lc_hip_qblock *q = &qb[b];
+        const lc_qblock *q = &qb[b];
         const lc_attn_seq   *s = &seqs[q->seq];
         if (q->n_rows < 1 || q->n_rows > max_rows || q->row0 < s->row0 ||
             q->row0 + q->n_rows > s->row0 + s->n_rows || q->pos0 != s->pos0 + (q->row0 - s->row0) ||

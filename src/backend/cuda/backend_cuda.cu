@@ -66,7 +66,7 @@ struct cuda_impl {
     void              *pre_scratch; // prefill attention: rotated K and V in fp16
     size_t             pre_scratch_bytes;
     // batches announced and KV writes issued so far: the stamps of a caller's rotated keys
-    // (lc_rotated_keys; hip_rot_plan)
+    // (lc_rotated_keys; rot_tiles_plan)
     uint64_t           batches, kv_writes;
     void              *hip_scratch; // InfiniteHiP stage kernels
     size_t             hip_scratch_bytes;
@@ -411,14 +411,14 @@ static int cuda_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
 }
 
 // InfiniteHiP with plain RoPE in a prefill-sized call: the prefill sequences' keys rotated
-// into fp16 tiles in the caller's lc_rotated_keys (lc_cuda_hip_rot), so that the kernels read
+// into fp16 tiles in the caller's lc_rotated_keys (lc_cuda_rot_tiles), so that the kernels read
 // rotated keys instead of rotating each probe / gathered key with its own table row — when
 // the call reads keys at least twice as often as the pass touches them (`reads`, a rough
 // count); tuning.rotate_keys on: always, off: never. The first op of a layer that uses them
-// fills the tiles (hip_rot_done stamps them with the layer's pool, the table, and the batch
+// fills the tiles (rot_tiles_done stamps them with the layer's pool, the table, and the batch
 // and KV-write counts); a later op reuses them only while all four are unchanged.
-static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
-                        lc_rotated_keys *rk, bool eligible, double reads, lc_cuda_hip_rot *rot,
+static int rot_tiles_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
+                        lc_rotated_keys *rk, bool eligible, double reads, lc_cuda_rot_tiles *rot,
                         bool *use) {
     cuda_impl *im = impl_of(b);
     *use          = false;
@@ -450,9 +450,9 @@ static int hip_rot_plan(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope
     return LC_OK;
 }
 
-// After an op that filled the tiles of hip_rot_plan (`filled`) returned `st`: they hold this
+// After an op that filled the tiles of rot_tiles_plan (`filled`) returned `st`: they hold this
 // layer's keys for this batch (or nothing, on an error).
-static int hip_rot_done(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
+static int rot_tiles_done(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope_table *rope,
                         lc_rotated_keys *rk, bool filled, int st) {
     cuda_impl *im = impl_of(b);
     if (filled && rk) {
@@ -464,39 +464,39 @@ static int hip_rot_done(lc_backend *b, const lc_kv_layer_view *kv, const lc_rope
     return st;
 }
 
-static int cuda_hip_stage(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int cuda_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                          const lc_hip_stage_args *a) {
+                          const lc_prune_chunks_args *a) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "hip_stage");
+    int        st = check_batch(im, seqs, n_seqs, "prune_chunks");
     if (st != LC_OK) return st;
-    const size_t need = lc_cuda_hip_stage_scratch_bytes(n_qb, n_head, a);
+    const size_t need = lc_cuda_prune_chunks_scratch_bytes(n_qb, n_head, a);
     if (need > 0) st = grow_scratch(b, &im->hip_scratch, &im->hip_scratch_bytes, need,
                                     "InfiniteHiP stage scratch");
     if (st != LC_OK) return st;
     // probes: a descent of ceil(log2(l_c)) + 1 keys per chunk, (block, query head)
     int steps = 1;
     while ((1 << (steps - 1)) < a->chunk) steps++;
-    lc_cuda_hip_rot rot;
+    lc_cuda_rot_tiles rot;
     bool            use = false;
-    st = hip_rot_plan(b, kv, rope, a->rot, a->scan_rope == LC_HIP_SCAN_PLAIN && a->max_rows > 1,
+    st = rot_tiles_plan(b, kv, rope, a->rot, a->scan_rope == LC_SCAN_PLAIN && a->max_rows > 1,
                       (double)n_qb * n_head * (a->max_chunks > 0 ? a->max_chunks : 0) * steps, &rot, &use);
     if (st != LC_OK) return st;
-    st = lc_cuda_hip_stage(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
+    st = lc_cuda_prune_chunks(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, use ? &rot : NULL,
                            &b->tuning, im->hip_scratch, im->hip_scratch_bytes);
-    return hip_rot_done(b, kv, rope, a->rot, use && n_qb > 0 && !rot.filled, st); // (no blocks:
+    return rot_tiles_done(b, kv, rope, a->rot, use && n_qb > 0 && !rot.filled, st); // (no blocks:
                                                        // it returns before rotating)
 }
 
-static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                            int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+static int cuda_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                            int32_t n_seqs, const lc_qblock *qb, int32_t n_qb, const float *q,
                             int32_t n_head, const lc_rope_table *rope, float scale,
-                            const lc_hip_sparse_args *a, float *out) {
+                            const lc_attn_segments_args *a, float *out) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "attn_sparse");
+    int        st = check_batch(im, seqs, n_seqs, "attn_segments");
     if (st != LC_OK) return st;
-    const size_t need = lc_cuda_attn_sparse_scratch_bytes(n_qb, n_head, a, &b->tuning);
+    const size_t need = lc_cuda_attn_segments_scratch_bytes(n_qb, n_head, a, &b->tuning);
     if (need > 0) st = grow_scratch(b, &im->sparse_scratch, &im->sparse_scratch_bytes, need,
                                     "sparse attention scratch");
     if (st != LC_OK) return st;
@@ -505,45 +505,45 @@ static int cuda_attn_sparse(lc_backend *b, const lc_kv_layer_view *kv, const lc_
     const double    list = (double)(a->n_sink > 0 ? a->n_sink : 0) + (a->max_sel > 0 ? a->max_sel : 0) +
                            (a->max_window > 0 ? a->max_window : 0);
     const double    ctas = (double)(((int64_t)a->max_rows * (n_head / H) + 127) / 128);
-    lc_cuda_hip_rot rot;
+    lc_cuda_rot_tiles rot;
     bool            use = false;
-    st = hip_rot_plan(b, kv, rope, a->rot, a->attn_rope == LC_HIP_ATTN_PLAIN && a->max_rows > 1,
+    st = rot_tiles_plan(b, kv, rope, a->rot, a->attn_rope == LC_ATTN_ROPE_PLAIN && a->max_rows > 1,
                       (double)n_qb * H * ctas * list, &rot, &use);
     if (st != LC_OK) return st;
     // not marked filled after: the sparse attention uses the tiles only on sm_90a, and it is
     // the layer's last reader anyway
-    return lc_cuda_attn_sparse(kv, im->d_seqs, qb, n_qb, q, n_head, rope, scale, a,
+    return lc_cuda_attn_segments(kv, im->d_seqs, qb, n_qb, q, n_head, rope, scale, a,
                                use ? &rot : NULL, &b->tuning, im->sparse_scratch,
                                im->sparse_scratch_bytes, out);
 }
 
-static int cuda_ts_select(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int cuda_select_tokens(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                          const lc_ts_select_args *a) {
+                          const lc_select_tokens_args *a) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "ts_select");
+    int        st = check_batch(im, seqs, n_seqs, "select_tokens");
     if (st != LC_OK) return st;
-    const size_t need = lc_cuda_ts_select_scratch_bytes(kv, n_qb, n_head, a, &b->tuning);
+    const size_t need = lc_cuda_select_tokens_scratch_bytes(kv, n_qb, n_head, a, &b->tuning);
     if (need > 0) st = grow_scratch(b, &im->sel_scratch, &im->sel_scratch_bytes, need,
                                     "TokenSelect scratch");
     if (st != LC_OK) return st;
-    return lc_cuda_ts_select(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, &b->tuning,
+    return lc_cuda_select_tokens(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, &b->tuning,
                              im->sel_scratch, im->sel_scratch_bytes);
 }
 
-static int cuda_hip_mask(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                         int32_t n_seqs, const lc_hip_qblock *qb, int32_t n_qb,
+static int cuda_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                         const lc_hip_mask_args *a) {
+                         const lc_select_blocks_args *a) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "hip_mask");
+    int        st = check_batch(im, seqs, n_seqs, "select_blocks");
     if (st != LC_OK) return st;
-    const size_t need = lc_cuda_hip_mask_scratch_bytes(kv, n_qb, n_head, a);
+    const size_t need = lc_cuda_select_blocks_scratch_bytes(kv, n_qb, n_head, a);
     if (need > 0) st = grow_scratch(b, &im->sel_scratch, &im->sel_scratch_bytes, need,
                                     "HiP mask scratch");
     if (st != LC_OK) return st;
-    return lc_cuda_hip_mask(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->sel_scratch,
+    return lc_cuda_select_blocks(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->sel_scratch,
                             im->sel_scratch_bytes);
 }
 
@@ -843,10 +843,10 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->kv_read     = cuda_kv_read;
     b->attn_dense  = cuda_attn_dense;
     b->copy        = cuda_copy;
-    b->hip_stage   = cuda_hip_stage;
-    b->attn_sparse = cuda_attn_sparse;
-    b->ts_select   = cuda_ts_select;
-    b->hip_mask    = cuda_hip_mask;
+    b->prune_chunks   = cuda_prune_chunks;
+    b->attn_segments = cuda_attn_segments;
+    b->select_tokens   = cuda_select_tokens;
+    b->select_blocks    = cuda_select_blocks;
     b->sample      = cuda_sample;
     b->graph_begin = cuda_graph_begin;
     b->graph_end   = cuda_graph_end;

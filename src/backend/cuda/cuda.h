@@ -53,7 +53,7 @@ size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pr
 int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt, const float *q,
                        int32_t n_head, const lc_rope_table *rope, float scale, float *out);
 
-/* InfiniteHiP (twins of lc_cpu_hip_stage / lc_cpu_attn_sparse; backend/backend.h): seqs,
+/* InfiniteHiP (twins of lc_cpu_prune_chunks / lc_cpu_attn_segments; backend/backend.h): seqs,
  * qb and every array in the args in device memory; the args struct itself on the host.
  * tune: the backend's kernel choices (lc_tuning; not NULL).
  * scratch: device memory of at least the matching *_scratch_bytes (may be 0 bytes / NULL).
@@ -64,45 +64,45 @@ int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn_batch *bt,
  * same batch and layer already did; its kernels then read those instead of rotating keys per
  * probe / per gathered tile (values are read from the pages as they are); blocks of other
  * sequences take the usual path. Size: rot->tiles tiles of n_kv_head * 64 * head_dim fp16. */
-typedef struct lc_cuda_hip_rot {
+typedef struct lc_cuda_rot_tiles {
     void          *k;
     const int32_t *pre;    /* device: indices of the rotated sequences */
     int32_t        n_pre;
     int32_t        filled; /* the tiles already hold these keys: no rotation */
     int64_t        tiles;  /* sum over them of ceil((pos0 + n_rows) / 64) */
-} lc_cuda_hip_rot;
+} lc_cuda_rot_tiles;
 /* Fill rot's tiles (nothing when rot->filled) on the backend's stream. */
-int    lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          const lc_rope_table *rope, const lc_cuda_hip_rot *rot);
-size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a);
-int    lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                         const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                         const lc_rope_table *rope, const lc_hip_stage_args *a,
-                         const lc_cuda_hip_rot *rot, const lc_tuning *tune, void *scratch,
+int    lc_cuda_rotate_keys(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                          const lc_rope_table *rope, const lc_cuda_rot_tiles *rot);
+size_t lc_cuda_prune_chunks_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_prune_chunks_args *a);
+int    lc_cuda_prune_chunks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                         const lc_rope_table *rope, const lc_prune_chunks_args *a,
+                         const lc_cuda_rot_tiles *rot, const lc_tuning *tune, void *scratch,
                          size_t scratch_bytes);
-size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
-                                         const lc_hip_sparse_args *a, const lc_tuning *tune);
-int    lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                           const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
-                           const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
-                           const lc_cuda_hip_rot *rot, const lc_tuning *tune, void *scratch,
+size_t lc_cuda_attn_segments_scratch_bytes(int32_t n_qb, int32_t n_head,
+                                         const lc_attn_segments_args *a, const lc_tuning *tune);
+int    lc_cuda_attn_segments(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                           const lc_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
+                           const lc_rope_table *rope, float scale, const lc_attn_segments_args *a,
+                           const lc_cuda_rot_tiles *rot, const lc_tuning *tune, void *scratch,
                            size_t scratch_bytes, float *out);
 
-/* TokenSelect and HiP selections (twins of lc_cpu_ts_select / lc_cpu_hip_mask;
+/* TokenSelect and HiP selections (twins of lc_cpu_select_tokens / lc_cpu_select_blocks;
  * backend/backend.h): seqs, qb and every array in the args in device memory, the args struct on
- * the host; scratch of at least the matching *_scratch_bytes (ts_select.cu, hip_mask.cu); tune
+ * the host; scratch of at least the matching *_scratch_bytes (select_tokens.cu, select_blocks.cu); tune
  * as above. */
-size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
-                                       const lc_ts_select_args *a, const lc_tuning *tune);
-int    lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                         const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                         const lc_rope_table *rope, const lc_ts_select_args *a,
+size_t lc_cuda_select_tokens_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
+                                       const lc_select_tokens_args *a, const lc_tuning *tune);
+int    lc_cuda_select_tokens(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                         const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                         const lc_rope_table *rope, const lc_select_tokens_args *a,
                          const lc_tuning *tune, void *scratch, size_t scratch_bytes);
-size_t lc_cuda_hip_mask_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
-                                      const lc_hip_mask_args *a);
-int    lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                        const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                        const lc_rope_table *rope, const lc_hip_mask_args *a, void *scratch,
+size_t lc_cuda_select_blocks_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
+                                      const lc_select_blocks_args *a);
+int    lc_cuda_select_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                        const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                        const lc_rope_table *rope, const lc_select_blocks_args *a, void *scratch,
                         size_t scratch_bytes);
 
 /* Weights: GGUF tensor -> 16-bit [rows][cols] on the device (out_type LC_TYPE_BF16 or

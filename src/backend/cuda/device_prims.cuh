@@ -1,5 +1,5 @@
 // device_prims.cuh — small device helpers shared by the CUDA attention kernels (attention.cu,
-// hip_sparse.cu, hip_stage.cu): shared-memory addresses, cp.async, ldmatrix, mma.sync and
+// attn_segments.cu, prune_chunks.cu): shared-memory addresses, cp.async, ldmatrix, mma.sync and
 // wgmma wrappers, the KV pools' element type, fp16/bf16 packing, fast exp2, named barriers.
 // Inline PTX; each function is what its name says, nothing more.
 #pragma once
@@ -124,7 +124,7 @@ template <int DOFF, int SOFF> __device__ __forceinline__ void cp_async16_cg_at(u
 }
 
 // Hopper (sm_90a) only: mbarriers, bulk copies and the fp16 wgmma products of the
-// warp-specialised attention kernels (attention.cu's dense prefill, hip_sparse.cu's prefill)
+// warp-specialised attention kernels (attention.cu's dense prefill, attn_segments.cu's prefill)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LC_HAVE_WGMMA 1
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
@@ -189,8 +189,8 @@ __device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4]
 }
 #endif
 
-// One 8-bit pass of a radix select of the need-th largest 32-bit key, from the top (hip_stage's
-// and hip_mask's selects): the keys key(i), i < n, whose bits under mask equal prefix are
+// One 8-bit pass of a radix select of the need-th largest 32-bit key, from the top (prune_chunks's
+// and select_blocks's selects): the keys key(i), i < n, whose bits under mask equal prefix are
 // counted into 256 bins of bits [shift, shift + 8) — warp-aggregated shared atomics, one per
 // distinct bin of a warp (scores share their high bytes, so most lanes hit one bin) — and warp
 // 0 finds the bin where the count from the top reaches need: out[0] = its digit, out[1] = the

@@ -1,7 +1,7 @@
 // rotated_keys.cu — the keys of a batch's prefill sequences rotated once per layer at their true
-// positions into fp16 tiles (lc_cuda_hip_rotate, contract in cuda.h "lc_cuda_hip_rot"), for
-// plain RoPE in prefill-sized calls: InfiniteHiP's pruning stages (hip_stage.cu) then gather
-// rotated rows instead of rotating each probe, and its block-sparse attention (hip_sparse.cu)
+// positions into fp16 tiles (lc_cuda_rotate_keys, contract in cuda.h "lc_cuda_rot_tiles"), for
+// plain RoPE in prefill-sized calls: InfiniteHiP's pruning stages (prune_chunks.cu) then gather
+// rotated rows instead of rotating each probe, and its block-sparse attention (attn_segments.cu)
 // copies rotated tiles instead of rotating each gathered tile (InfiniteHiP §3.1-3.2; digest
 // spec/infinitehip-and-hip.md §4.1). The tiles have the layout of attention.cu's prefill
 // scratch: tile t of the z-th listed sequence is tile tile64_first(z) + t, 128-byte swizzled.
@@ -114,15 +114,15 @@ template <int D> __global__ void __launch_bounds__(256) rotate_keys_to_tiles_ker
 
 } // namespace
 
-extern "C" int lc_cuda_hip_rotate(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                  const lc_rope_table *rope, const lc_cuda_hip_rot *rot) {
+extern "C" int lc_cuda_rotate_keys(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                  const lc_rope_table *rope, const lc_cuda_rot_tiles *rot) {
     const int D = kv->head_dim, P = kv->page_size;
     if (!rot || rot->n_pre <= 0 || rot->tiles <= 0 || rot->filled) return LC_OK;
     if (!rot->k || !rot->pre || !seqs)
-        return lc_fail(LC_ERR_INVALID_ARG, "cuda hip_rotate: missing buffers");
+        return lc_fail(LC_ERR_INVALID_ARG, "cuda rotate_keys: missing buffers");
     if ((D != 64 && D != 128) || P <= 0 || (P & (P - 1)) || rope->n_rot < 0 || rope->n_rot > D ||
         rope->n_rot % 2 || rope->n_pos < 1)
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda hip_rotate: head dim %d, page %d, n_rot %d", D, P,
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda rotate_keys: head dim %d, page %d, n_rot %d", D, P,
                        rope->n_rot);
     rot_params r;
     r.seqs = seqs, r.pre = rot->pre;

@@ -1,5 +1,5 @@
 /*
- * cpu_hip_mask.c — HiP hierarchical top-k mask estimation, the CPU reference of op hip_mask
+ * cpu_select_blocks.c — HiP hierarchical top-k mask estimation, the CPU reference of op select_blocks
  * (contract: backend.h, "HiP hierarchical top-k mask estimation"). For every query block and
  * head group: cut the candidates [n_sink, win0) into key blocks of block_k tokens, start from
  * n_nodes = k / block_k equal nodes, and until every node is one block split each node into two
@@ -44,7 +44,7 @@ static int cmp_start(const void *x, const void *y) {
 typedef struct hm_job {
     const lc_kv_layer_view *kv;
     const lc_rope_table    *rope;
-    const lc_hip_mask_args *a;
+    const lc_select_blocks_args *a;
     const int32_t          *pt;  /* the block's page table */
     const float            *qr;  /* rotated sampled queries of the group: [gh][i][D] */
     int32_t                 h0, nh, nsr, G, win0;
@@ -52,7 +52,7 @@ typedef struct hm_job {
 
 /* Score of key block r: max over the group's heads, sampled rows and sampled keys of q·k. */
 static float score_block(const hm_job *j, int32_t r, float *kr) {
-    const lc_hip_mask_args *a = j->a;
+    const lc_select_blocks_args *a = j->a;
     const int32_t           D = j->kv->head_dim, P = j->kv->page_size, H = j->kv->n_kv_head;
     const int32_t           b0 = a->n_sink + r * a->block_k;
     const int32_t           b1 = b0 + a->block_k < j->win0 ? b0 + a->block_k : j->win0;
@@ -61,7 +61,7 @@ static float score_block(const hm_job *j, int32_t r, float *kr) {
         for (int32_t t = b0; t < b1; t += a->k_stride) {
             const float *k = (const float *)j->kv->k +
                              (((int64_t)j->pt[t / P] * H + kvh) * P + t % P) * D;
-            lc_cpu_rope_copy(k, kr, D, a->scan_rope == LC_HIP_SCAN_PLAIN ? t : 0, j->rope);
+            lc_cpu_rope_copy(k, kr, D, a->scan_rope == LC_SCAN_PLAIN ? t : 0, j->rope);
             for (int32_t h = kvh * j->G; h < (kvh + 1) * j->G; h++) {
                 if (h < j->h0 || h >= j->h0 + j->nh) continue;
                 for (int32_t i = 0; i < j->nsr; i++) {
@@ -77,16 +77,16 @@ static float score_block(const hm_job *j, int32_t r, float *kr) {
 
 /* The selection of one (block, group) pair; nodes / br: n_nodes and 2 * n_nodes entries. */
 static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                      const lc_hip_qblock *qb, const float *q_raw, int32_t n_head,
-                      const lc_rope_table *rope, const lc_hip_mask_args *a, int32_t bg,
+                      const lc_qblock *qb, const float *q_raw, int32_t n_head,
+                      const lc_rope_table *rope, const lc_select_blocks_args *a, int32_t bg,
                       hm_branch *nodes, hm_branch *br, float *qr) {
     const int32_t        b = bg / a->n_groups, g = bg % a->n_groups;
     if (a->from && a->from[b] > 0) return; /* not refreshed: its cached mask stands */
-    const lc_hip_qblock *q = &qb[b];
+    const lc_qblock *q = &qb[b];
     const int32_t        D = kv->head_dim, G = n_head / kv->n_kv_head;
     /* its lists: at list[b] in batched decode (backend.h) */
     const int64_t        lbg = (int64_t)(a->list ? a->list[b] : b) * a->n_groups + g;
-    lc_hip_seg          *out = a->out + lbg * a->out_cap;
+    lc_segment          *out = a->out + lbg * a->out_cap;
     const int32_t        n_nodes = a->k / a->block_k;
     const int64_t        cand = (int64_t)q->win0 - a->n_sink;
     if (cand <= 0) {
@@ -95,7 +95,7 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
     }
     const int64_t NB = (cand + a->block_k - 1) / a->block_k;
     if (NB <= n_nodes) {
-        out[0]       = (lc_hip_seg){a->n_sink, (int32_t)cand};
+        out[0]       = (lc_segment){a->n_sink, (int32_t)cand};
         a->out_n[lbg] = 1;
         return;
     }
@@ -108,7 +108,7 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
     for (int32_t h = 0; h < j.nh; h++)
         for (int32_t i = 0; i < j.nsr; i++) {
             const int32_t r   = i * a->q_stride;
-            const int32_t pos = a->scan_rope == LC_HIP_SCAN_PLAIN ? q->pos0 + r : a->n_stream + 1;
+            const int32_t pos = a->scan_rope == LC_SCAN_PLAIN ? q->pos0 + r : a->n_stream + 1;
             lc_cpu_rope_copy(q_raw + ((int64_t)(q->row0 + r) * n_head + j.h0 + h) * D,
                              qr + ((int64_t)h * j.nsr + i) * D, D, pos, rope);
         }
@@ -137,19 +137,19 @@ static void mask_pair(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
     qsort(nodes, (size_t)n_nodes, sizeof(hm_branch), cmp_start);
     for (int32_t n = 0; n < n_nodes; n++) {
         const int32_t start = a->n_sink + nodes[n].f * a->block_k;
-        out[n] = (lc_hip_seg){start, q->win0 - start < a->block_k ? q->win0 - start : a->block_k};
+        out[n] = (lc_segment){start, q->win0 - start < a->block_k ? q->win0 - start : a->block_k};
     }
     a->out_n[lbg] = n_nodes;
 }
 
-int lc_cpu_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                    const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                    const lc_rope_table *rope, const lc_hip_mask_args *a) {
-    int st = lc_hip_mask_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
-    if (st == LC_OK) st = lc_cpu_check_head_dim("hip_mask", kv->head_dim, HM_MAX_D);
+int lc_cpu_select_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                    const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                    const lc_rope_table *rope, const lc_select_blocks_args *a) {
+    int st = lc_select_blocks_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st == LC_OK) st = lc_cpu_check_head_dim("select_blocks", kv->head_dim, HM_MAX_D);
     if (st == LC_OK) /* the mask scores at the true positions with scan_rope plain */
-        st = lc_cpu_check_blocks("hip_mask", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_sink,
-                                 a->max_cand, a->scan_rope == LC_HIP_SCAN_PLAIN ? rope : NULL);
+        st = lc_cpu_check_blocks("select_blocks", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_sink,
+                                 a->max_cand, a->scan_rope == LC_SCAN_PLAIN ? rope : NULL);
     if (st != LC_OK || n_qb == 0) return st;
     const int32_t n_pairs = n_qb * a->n_groups, n_nodes = a->k / a->block_k;
     const int32_t nh      = a->n_groups == 1 ? n_head : n_head / kv->n_kv_head;
@@ -157,10 +157,10 @@ int lc_cpu_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t
     int           fail    = 0;
 #pragma omp parallel
     {
-        hm_branch *nodes = lc_malloc(sizeof(hm_branch) * (size_t)n_nodes, "hip_mask nodes");
-        hm_branch *br    = lc_malloc(sizeof(hm_branch) * 2 * (size_t)n_nodes, "hip_mask branches");
+        hm_branch *nodes = lc_malloc(sizeof(hm_branch) * (size_t)n_nodes, "select_blocks nodes");
+        hm_branch *br    = lc_malloc(sizeof(hm_branch) * 2 * (size_t)n_nodes, "select_blocks branches");
         float     *qr    = lc_malloc(sizeof(float) * (size_t)nh * nsr * kv->head_dim,
-                                     "hip_mask queries");
+                                     "select_blocks queries");
         if (!nodes || !br || !qr) {
 #pragma omp atomic write
             fail = 1;

@@ -1,5 +1,5 @@
 /*
- * bench_hip_mask.c — the CUDA HiP mask estimation (hip_mask.cu) alone, on the Llama-3.1-8B
+ * bench_select_blocks.c — the CUDA HiP mask estimation (select_blocks.cu) alone, on the Llama-3.1-8B
  * shape (32/8 heads, dim 128, fp16 KV in 64-token pages behind a scattered page table, random
  * values; HiP paper 004_b4c89dd3429c70a1.txt §3, digest spec/infinitehip-and-hip.md §1.3,
  * §1.10): block_k 2, sink 256, window 1024.
@@ -10,7 +10,7 @@
  * CUDA-event timing around the whole op (its init and per-iteration launches): two warm-ups,
  * then the median and minimum of REPEATS runs.
  *
- * usage: bench_hip_mask [REPEATS [FILTER [RESULTS.md]]]   FILTER: cases whose label contains it
+ * usage: bench_select_blocks [REPEATS [FILTER [RESULTS.md]]]   FILTER: cases whose label contains it
  * (also reps=N filter=TEXT out=PATH; -h: bench_args.h; a bad argument is an error, exit 2:
  * before, REPEATS < 1 read as 1)
  * prints a table and writes it (markdown, with the GPU name, date and $LC_COMMIT) to RESULTS.md,
@@ -21,7 +21,7 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
-#define BENCH_NAME "bench_hip_mask"
+#define BENCH_NAME "bench_select_blocks"
 #include "bench_util.h"
 
 #include <ctype.h>
@@ -50,22 +50,22 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
     lc_backend    *b    = env->b;
     const int32_t  n_qb = (n_rows + B_Q - 1) / B_Q;
     lc_attn_seq    seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages, 0};
-    lc_hip_qblock *hq   = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    lc_qblock *hq   = malloc(sizeof(lc_qblock) * (size_t)n_qb);
     int32_t        max_cand = 0;
     for (int32_t i = 0; i < n_qb; i++) {
         const int32_t pos0 = seq.pos0 + i * B_Q, n = n_rows - i * B_Q < B_Q ? n_rows - i * B_Q : B_Q;
         int32_t       win0 = pos0 + 1 < N_SINK ? pos0 + 1 : N_SINK;
         if (pos0 + 1 - N_STREAM > win0) win0 = pos0 + 1 - N_STREAM;
         if (win0 - N_SINK > max_cand) max_cand = win0 - N_SINK;
-        hq[i] = (lc_hip_qblock){0, i * B_Q, n, pos0, win0};
+        hq[i] = (lc_qblock){0, i * B_Q, n, pos0, win0};
     }
     const int32_t  n_pairs = n_qb * n_groups, cap = k / BLOCK_K;
-    lc_hip_qblock *dqb     = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)n_qb, "qb");
-    lc_hip_seg    *out     = b->alloc(b, sizeof(lc_hip_seg) * (size_t)n_pairs * cap, "out");
+    lc_qblock *dqb     = b->alloc(b, sizeof(lc_qblock) * (size_t)n_qb, "qb");
+    lc_segment    *out     = b->alloc(b, sizeof(lc_segment) * (size_t)n_pairs * cap, "out");
     int32_t       *out_n   = b->alloc(b, sizeof(int32_t) * (size_t)n_pairs, "out_n");
     if (!dqb || !out || !out_n) return 1;
-    TRYL(b->upload(b, dqb, hq, sizeof(lc_hip_qblock) * (size_t)n_qb));
-    lc_hip_mask_args a;
+    TRYL(b->upload(b, dqb, hq, sizeof(lc_qblock) * (size_t)n_qb));
+    lc_select_blocks_args a;
     memset(&a, 0, sizeof a);
     a.k = k, a.block_k = BLOCK_K, a.q_stride = 1, a.k_stride = 1, a.n_sink = N_SINK;
     a.n_stream = N_STREAM, a.scan_rope = mode, a.n_groups = n_groups;
@@ -74,7 +74,7 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
     TRYL(b->batch_begin(b, &seq, 1, P));
     bench_opcall call = {b, &env->kv, &seq, dqb, n_qb, env->dq, N_HEAD, &env->rope, 0, NULL, &a, 1};
     bench_times  tm;
-    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 2, env->reps, bench_call_hip_mask, &call, &tm)) return 1;
+    if (bench_time((cudaStream_t)lc_cuda_stream_handle(), 2, env->reps, bench_call_select_blocks, &call, &tm)) return 1;
     /* sanity: every block with more candidate blocks than nodes selected k / block_k */
     int32_t *hn = malloc(sizeof(int32_t) * (size_t)n_pairs);
     TRYL(b->download(b, hn, out_n, sizeof(int32_t) * (size_t)n_pairs));
@@ -87,7 +87,7 @@ static int run_case(bench_env *env, const char *label, int64_t T, int32_t n_rows
     const double med = 1000.0 * tm.median, mn = 1000.0 * tm.min;
     snprintf(env->lines[env->n_lines < 64 ? env->n_lines : 63], 240,
              "| %-22s | %8lldK | %6d | %5d | %6d | %s | %10.1f | %10.1f |%s", label,
-             (long long)(T >> 10), n_rows, k, n_groups, mode == LC_HIP_SCAN_PLAIN ? "plain   " : "relative",
+             (long long)(T >> 10), n_rows, k, n_groups, mode == LC_SCAN_PLAIN ? "plain   " : "relative",
              med, mn, ok ? "" : " OUTPUT COUNTS WRONG");
     printf("%s\n", env->lines[env->n_lines < 64 ? env->n_lines : 63]);
     fflush(stdout);
@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
     float *dcs = b->alloc(b, sizeof(float) * (size_t)n_pos * half, "cos");
     float *dsn = b->alloc(b, sizeof(float) * (size_t)n_pos * half, "sin");
     if (!dk || !env.dq || !dcs || !dsn) {
-        fprintf(stderr, "bench_hip_mask: %s\n", lc_last_error());
+        fprintf(stderr, "bench_select_blocks: %s\n", lc_last_error());
         return 1;
     }
     {
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
     char head[600];
-    snprintf(head, sizeof head, "bench_hip_mask on %s: Llama-3.1-8B shape (32/8 heads, dim 128, "
+    snprintf(head, sizeof head, "bench_select_blocks on %s: Llama-3.1-8B shape (32/8 heads, dim 128, "
              "fp16 KV, 64-token pages), block_k 2, b_sq 1, b_sk 1, sink 256, window 1024; median "
              "(and min) of %d runs", prop.name, env.reps);
     printf("%s\n| case                   |  context  |  rows  |   k   | groups | rope     | median us  |   min us   |\n"
@@ -154,25 +154,25 @@ int main(int argc, char **argv) {
         int64_t     T;
         int32_t     rows, k, groups, mode;
     } cases[] = {
-        {"decode", 131072, 1, 512, 8, LC_HIP_SCAN_RELATIVE},
-        {"decode", 131072, 1, 2048, 8, LC_HIP_SCAN_RELATIVE},
-        {"decode", 131072, 1, 512, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 131072, 1, 2048, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 524288, 1, 512, 8, LC_HIP_SCAN_RELATIVE},
-        {"decode", 524288, 1, 2048, 8, LC_HIP_SCAN_RELATIVE},
-        {"decode", 524288, 1, 512, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 524288, 1, 2048, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 1048576, 1, 512, 8, LC_HIP_SCAN_RELATIVE},
-        {"decode", 1048576, 1, 2048, 8, LC_HIP_SCAN_RELATIVE},
-        {"decode", 1048576, 1, 512, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 1048576, 1, 2048, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode-plain", 131072, 1, 2048, 8, LC_HIP_SCAN_PLAIN},
-        {"decode-plain", 1048576, 1, 2048, 8, LC_HIP_SCAN_PLAIN},
-        {"decode-plain", 1048576, 1, 2048, 1, LC_HIP_SCAN_PLAIN},
-        {"prefill", 32768, 32768, 512, 8, LC_HIP_SCAN_RELATIVE},
-        {"prefill", 32768, 32768, 2048, 8, LC_HIP_SCAN_RELATIVE},
-        {"prefill", 131072, 32768, 512, 8, LC_HIP_SCAN_RELATIVE},
-        {"prefill", 131072, 32768, 2048, 8, LC_HIP_SCAN_RELATIVE},
+        {"decode", 131072, 1, 512, 8, LC_SCAN_RELATIVE},
+        {"decode", 131072, 1, 2048, 8, LC_SCAN_RELATIVE},
+        {"decode", 131072, 1, 512, 1, LC_SCAN_RELATIVE},
+        {"decode", 131072, 1, 2048, 1, LC_SCAN_RELATIVE},
+        {"decode", 524288, 1, 512, 8, LC_SCAN_RELATIVE},
+        {"decode", 524288, 1, 2048, 8, LC_SCAN_RELATIVE},
+        {"decode", 524288, 1, 512, 1, LC_SCAN_RELATIVE},
+        {"decode", 524288, 1, 2048, 1, LC_SCAN_RELATIVE},
+        {"decode", 1048576, 1, 512, 8, LC_SCAN_RELATIVE},
+        {"decode", 1048576, 1, 2048, 8, LC_SCAN_RELATIVE},
+        {"decode", 1048576, 1, 512, 1, LC_SCAN_RELATIVE},
+        {"decode", 1048576, 1, 2048, 1, LC_SCAN_RELATIVE},
+        {"decode-plain", 131072, 1, 2048, 8, LC_SCAN_PLAIN},
+        {"decode-plain", 1048576, 1, 2048, 8, LC_SCAN_PLAIN},
+        {"decode-plain", 1048576, 1, 2048, 1, LC_SCAN_PLAIN},
+        {"prefill", 32768, 32768, 512, 8, LC_SCAN_RELATIVE},
+        {"prefill", 32768, 32768, 2048, 8, LC_SCAN_RELATIVE},
+        {"prefill", 131072, 32768, 512, 8, LC_SCAN_RELATIVE},
+        {"prefill", 131072, 32768, 2048, 8, LC_SCAN_RELATIVE},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -195,7 +195,7 @@ int main(int argc, char **argv) {
     FILE *f = fopen(path, "w");
     if (f) {
         const char *commit = getenv("LC_COMMIT");
-        fprintf(f, "# hip_mask (HiP mask estimation) on %s, %s, commit %s\n\n%s\n\n", prop.name, date,
+        fprintf(f, "# select_blocks (HiP mask estimation) on %s, %s, commit %s\n\n%s\n\n", prop.name, date,
                 commit ? commit : "unknown", head);
         fprintf(f, "| case                   |  context  |  rows  |   k   | groups | rope     | median us  |   min us   |\n"
                    "|---|---|---|---|---|---|---|---|\n");
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
         fclose(f);
         printf("wrote %s\n", path);
     } else {
-        fprintf(stderr, "bench_hip_mask: cannot write %s\n", path);
+        fprintf(stderr, "bench_select_blocks: cannot write %s\n", path);
     }
     b->dealloc(b, dk), b->dealloc(b, env.dq), b->dealloc(b, dcs), b->dealloc(b, dsn);
     free(env.pages);

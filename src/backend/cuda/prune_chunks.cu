@@ -1,5 +1,5 @@
-// hip_stage.cu — one InfiniteHiP pruning stage on the GPU, the twin of lc_cpu_hip_stage
-// (backend/cpu/cpu_hip_stage.c; contract in backend.h, "InfiniteHiP selection and block-sparse
+// prune_chunks.cu — one InfiniteHiP pruning stage on the GPU, the twin of lc_cpu_prune_chunks
+// (backend/cpu/cpu_prune_chunks.c; contract in backend.h, "InfiniteHiP selection and block-sparse
 // attention"). Paper: InfiniteHiP (seeds/000_ced830aa0d9eb0ea.txt) §3.1–3.2, Alg. 2–3; digest
 // spec/infinitehip-and-hip.md §3.2 and §4.1.
 //
@@ -27,7 +27,7 @@
 //     flight — rotated there in fp32 and rounded back to fp16 (one pass shared by the
 //     unit's m-tiles), and read by ldmatrix as B fragments of m16n8k16 (8 chunks × 16 queries
 //     per mma). With PLAIN RoPE in a prefill-sized call the backend passes the prefill
-//     sequences' keys rotated once into fp16 tiles (lc_cuda_hip_rot, filled here first): their
+//     sequences' keys rotated once into fp16 tiles (lc_cuda_rot_tiles, filled here first): their
 //     blocks gather rotated rows, no table rows and no rotation (a probe moved 768 bytes and was
 //     rotated in every unit that probed it). The max over the queries is a shuffle reduction
 //     (four values per thread at once by recursive halving: 4 shuffles per pair of 8-column
@@ -55,7 +55,7 @@
 // from global memory; stage_tiles=1|2|4 sets the tiles per warp; stage_transpose below.
 // Tiles of a step: S <= 2 keep their probe positions in registers and issue their loads unrolled
 // (independent address chains); relative RoPE scores two tiles per mma pass (four independent
-// mma chains instead of two). H100, same run vs before (bench_hip_stage, 32K rows): stage 3
+// mma chains instead of two). H100, same run vs before (bench_prune_chunks, 32K rows): stage 3
 // 13.3 -> 11.5 ms (relative), 9.5 -> 9.2 (plain); stage 2 plain 7.85 -> 7.58. Profile (ncu, H100):
 // the score kernels run 16 warps per SM (limited by 128 registers and by the 16 named barriers
 // a CTA reserves), issue an instruction every ~7 cycles per warp, the largest stall being fixed-
@@ -64,7 +64,7 @@
 // of each chunk, fewer dependent round trips, more probes) made every stage slower (stage 1 at
 // 1M 55 -> 88 ms with 2 levels, stage 3 10.4 -> 21.5 ms with the whole 8-key chunk in one
 // round); 96-register CTAs (5 per SM) were slower (spills; the barrier limit kept 4 per SM).
-// H100 (bench_hip_stage, 8B shape, 3k preset, 32K rows at 128K), before the rotated tiles and
+// H100 (bench_prune_chunks, 8B shape, 3k preset, 32K rows at 128K), before the rotated tiles and
 // the halving reduction: stages 6.2 / 9.1 / 14.3 ms with relative RoPE, 10.5 / 15.2 / 15.7 with
 // plain RoPE. Stages 1-2 move ~2.6-3 TB/s of 256-byte key rows; loading each row once for the
 // 4 heads of a KV head (30-44% fewer bytes, the units in lockstep) and whole 128-byte lines per
@@ -94,7 +94,7 @@ constexpr int      kSelWarps    = 4;              // at least, for the select of
 
 struct stage_params {
     const lc_attn_seq   *seqs;
-    const lc_hip_qblock *qb;
+    const lc_qblock *qb;
     const float         *q_raw;   // [rows][n_head][D]
     const uint16_t      *k;       // [n_pages][H][P][D] fp16 (lc_kv16)
     const float         *cs, *sn; // [n_pos][n_rot/2]
@@ -113,16 +113,16 @@ struct stage_params {
     // nsub: chunk ranges a CTA takes at once (units of different grid-y tiles, where a CTA
     // would otherwise hold fewer scoring warps than kSelWarps)
     int32_t              tr, nsub;
-    const lc_hip_seg    *in;
+    const lc_segment    *in;
     const int32_t       *in_n;
-    lc_hip_seg          *out;
+    lc_segment          *out;
     int32_t             *out_n;
     // batched decode (backend.h): block b's lists at list[b] (NULL: b); computed only where
     // from[b] <= stage (NULL: every block), its cached output left as it is otherwise
     const int32_t       *list;
     const int32_t       *from;
     int32_t              stage;
-    // plain RoPE with rotated tiles (lc_cuda_hip_rot): units of the listed sequences read them
+    // plain RoPE with rotated tiles (lc_cuda_rot_tiles): units of the listed sequences read them
     const uint16_t      *rk;     // fp16 [tiles][H][64][D], tile64_off layout
     const int32_t       *rpre;
     int32_t              n_rpre;
@@ -194,16 +194,16 @@ __device__ int block_excl_scan(int v, int *total, int *smem) {
 // The first stage's chunks of block q (the twin's first_grid_of / first_chunk): a head chunk
 // [n_sink, n_sink + o) when a first_offset o leaves tokens past it, then chunks of l_c every
 // first_stride tokens (0: l_c) from there, the last ending at win0.
-__device__ __forceinline__ bool first_head(const stage_params &p, const lc_hip_qblock &q) {
+__device__ __forceinline__ bool first_head(const stage_params &p, const lc_qblock &q) {
     return p.first_offset > 0 && q.win0 - p.n_sink > p.first_offset;
 }
-__device__ __forceinline__ int first_chunk_count(const stage_params &p, const lc_hip_qblock &q) {
+__device__ __forceinline__ int first_chunk_count(const stage_params &p, const lc_qblock &q) {
     if (q.win0 <= p.n_sink) return 0;
     const int head = first_head(p, q) ? 1 : 0;
     const int rest = q.win0 - p.n_sink - (head ? p.first_offset : 0);
     return head + (rest <= p.chunk ? 1 : 1 + (rest - p.chunk + p.first_stride - 1) / p.first_stride);
 }
-__device__ __forceinline__ int2 first_chunk(const stage_params &p, const lc_hip_qblock &q, int c) {
+__device__ __forceinline__ int2 first_chunk(const stage_params &p, const lc_qblock &q, int c) {
     const int head = first_head(p, q) ? 1 : 0, base = p.n_sink + (head ? p.first_offset : 0);
     if (head && c == 0) return make_int2(p.n_sink, p.first_offset);
     const int start = base + (c - head) * p.first_stride;
@@ -220,7 +220,7 @@ __device__ __forceinline__ bool block_runs(const stage_params &p, int b) {
 }
 
 // Chunks of pair bg's list, capped at max_chunks (every thread of the block calls it).
-__device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblock &q, int *scan_smem) {
+__device__ int pair_chunk_count(const stage_params &p, int bg, const lc_qblock &q, int *scan_smem) {
     if (!p.in) {
         const int n = first_chunk_count(p, q);
         return n < p.max_chunks ? n : p.max_chunks;
@@ -228,7 +228,7 @@ __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_hip_qblo
     const size_t lbg = list_pair(p, bg);
     int nin = p.in_n[lbg];
     nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-    const lc_hip_seg *in = p.in + lbg * p.in_cap;
+    const lc_segment *in = p.in + lbg * p.in_cap;
     int               base = 0;
     for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
         const int s   = s0 + threadIdx.x;
@@ -254,7 +254,7 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     __shared__ int   scan_smem[32];
     if ((int)blockIdx.x < p.n_pairs) { // the chunk list of pair bg
         const int            bg = blockIdx.x, b = bg / p.n_groups;
-        const lc_hip_qblock  q  = p.qb[b];
+        const lc_qblock  q  = p.qb[b];
         int2                *ch = p.chunks + (size_t)bg * p.max_chunks;
         uint32_t            *sc = p.scores + (size_t)bg * p.max_chunks;
         if (threadIdx.x == 0) p.cnt[bg] = 0;
@@ -274,11 +274,11 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
         const size_t lbg = list_pair(p, bg);
         int nin = p.in_n[lbg];
         nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-        const lc_hip_seg *in = p.in + lbg * p.in_cap;
+        const lc_segment *in = p.in + lbg * p.in_cap;
         int               base = 0;
         for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
             const int  s   = s0 + threadIdx.x;
-            lc_hip_seg sg  = s < nin ? in[s] : lc_hip_seg{0, 0};
+            lc_segment sg  = s < nin ? in[s] : lc_segment{0, 0};
             const int  cnt = sg.len > 0 ? (sg.len + p.chunk - 1) / p.chunk : 0;
             int        total;
             const int  off = base + block_excl_scan(cnt, &total, scan_smem);
@@ -293,13 +293,13 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
     }
     const int           id = blockIdx.x - p.n_pairs;
     const int           mt = id % p.n_mt, bh = id / p.n_mt, uh = bh % p.n_uh, b = bh / p.n_uh;
-    const lc_hip_qblock q  = p.qb[b];
+    const lc_qblock q  = p.qb[b];
     const int           nq = (q.n_rows + p.q_stride - 1) / p.q_stride, nqu = p.rmul * nq;
     if (mt * 16 >= nqu) return; // no valid row: the scoring warp of this m-tile reads nothing
     if (!block_runs(p, b)) return;
     const int g   = p.n_groups == 1 ? 0 : uh / p.uhpk;
-    const int nch = p.mode == LC_HIP_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
-    const bool rel = p.mode == LC_HIP_SCAN_RELATIVE;
+    const int nch = p.mode == LC_SCAN_CHUNK ? pair_chunk_count(p, b * p.n_groups + g, q, scan_smem) : 0;
+    const bool rel = p.mode == LC_SCAN_RELATIVE;
     const int  nv  = rel ? 2 : 1; // versions: RELATIVE one per key slot
     uint32_t *dst = p.qfrag + (size_t)(b * p.n_uh + uh) * 2 * p.n_mt * 32 * (D / 4);
     // one dim pair per item (the rotation's pairs: NORM (2i, 2i + 1), NEOX (i, i + n_rot / 2);
@@ -335,7 +335,7 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
                     const float  x0 = __ldg(x + d0), x1 = __ldg(x + d1);
                     const int    pp = q.pos0 + r;
                     const int    pos =
-                        clamp_pos(p.mode == LC_HIP_SCAN_PLAIN ? pp : min(pp, nch + p.n_stream), p.n_pos);
+                        clamp_pos(p.mode == LC_SCAN_PLAIN ? pp : min(pp, nch + p.n_stream), p.n_pos);
                     const float c = __ldg(p.cs + (size_t)pos * half + pi), sn = __ldg(p.sn + (size_t)pos * half + pi);
                     a0 += x0 * c - x1 * sn, a1 += x0 * sn + x1 * c;
                 }
@@ -444,9 +444,9 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
     const int2     *ch  = p.chunks + (size_t)bg * p.max_chunks;
     const uint32_t *sc  = p.scores + (size_t)bg * p.max_chunks;
     const size_t    lbg = list_pair(p, bg);
-    lc_hip_seg     *out = p.out + lbg * p.n_keep;
+    lc_segment     *out = p.out + lbg * p.n_keep;
     if (n <= k) {
-        for (int c = tid; c < n; c += bd) out[c] = lc_hip_seg{ch[c].x, ch[c].y};
+        for (int c = tid; c < n; c += bd) out[c] = lc_segment{ch[c].x, ch[c].y};
         if (tid == 0) p.out_n[lbg] = n;
         return;
     }
@@ -495,7 +495,7 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
         bool           keep = km > prefix;
         if (km == prefix) keep = cum++ < kk;
         if (keep) {
-            out[at + kept - 1 - j] = lc_hip_seg{ch[c].x, ch[c].y};
+            out[at + kept - 1 - j] = lc_segment{ch[c].x, ch[c].y};
             j++;
         }
     }
@@ -512,15 +512,15 @@ __device__ void select_pair(const stage_params &p, int bg, unsigned char *smem) 
     if (p.in || p.first_stride >= p.chunk) return;
     __syncthreads();
     const size_t lbg = list_pair(p, bg);
-    lc_hip_seg  *out = p.out + lbg * p.n_keep;
+    lc_segment  *out = p.out + lbg * p.n_keep;
     const int    n   = p.out_n[lbg];
     for (int base = 0; base < n; base += blockDim.x) {
         const int  i = base + threadIdx.x;
-        lc_hip_seg c = {0, 0};
+        lc_segment c = {0, 0};
         if (i < n) {
             c = out[i];
             if (i > 0) {
-                const lc_hip_seg pv  = out[i - 1];
+                const lc_segment pv  = out[i - 1];
                 const int        end = c.start + c.len, pe = pv.start + pv.len;
                 if (c.start < pe) c.start = pe, c.len = end - pe;
             }
@@ -661,8 +661,8 @@ template <int D, int MODE, int S, int TPR, bool TR>
 __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int  QR  = D / 4;
-    constexpr bool REL   = MODE == LC_HIP_SCAN_RELATIVE;
-    constexpr bool PLAIN = MODE == LC_HIP_SCAN_PLAIN;
+    constexpr bool REL   = MODE == LC_SCAN_RELATIVE;
+    constexpr bool PLAIN = MODE == LC_SCAN_PLAIN;
     // tiles per mma pass: independent mma chains (a tile's 8 k-steps are one dependent chain);
     // RELATIVE: TPR tiles of two slots each
     constexpr int  TP    = REL ? TPR : 2;
@@ -690,7 +690,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
         const int nch     = p.n_ch[bg];
         const int c_begin = (blockIdx.y * p.nsub + sub) * p.cpt, c_end = min(nch, c_begin + p.cpt);
         if (c_begin < c_end) {
-            const lc_hip_qblock q  = p.qb[b];
+            const lc_qblock q  = p.qb[b];
             const int32_t      *pt = p.seqs[q.seq].page_table;
             const int           nq = p.rmul * ((q.n_rows + p.q_stride - 1) / p.q_stride);
             const bool          rows_valid = mt * 16 < nq;
@@ -803,7 +803,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
                         copy_probe_row<D>(kbuf, row, cq, src);
                         if (!REL && half > 0) {
-                            const int    tp = clamp_pos(MODE == LC_HIP_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
+                            const int    tp = clamp_pos(MODE == LC_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
                             const float *c = p.cs + (size_t)tp * half, *s = p.sn + (size_t)tp * half;
                             float       *tr = tab + (size_t)row * p.tab_stride;
                             if (p.tab16) {
@@ -1011,7 +1011,7 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
         const int nch = p.n_ch[bg];
         const int c_begin = (blockIdx.y * p.nsub + sub) * p.cpt, c_end = min(nch, c_begin + p.cpt);
         if (c_begin < c_end) {
-            const lc_hip_qblock q  = p.qb[b];
+            const lc_qblock q  = p.qb[b];
             const int32_t      *pt = p.seqs[q.seq].page_table;
             const int           nq = p.rmul * ((q.n_rows + p.q_stride - 1) / p.q_stride);
             uint32_t            bq[D / 8];
@@ -1113,7 +1113,7 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 // Scratch layout for head dim D; offsets of n_ch, cnt, chunks, scores, qfrag and the total.
-size_t scratch_layout(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a, int D, size_t off[5]) {
+size_t scratch_layout(int32_t n_qb, int32_t n_head, const lc_prune_chunks_args *a, int D, size_t off[5]) {
     const size_t pairs = (size_t)n_qb * (size_t)a->n_groups, mc = (size_t)(a->max_chunks > 0 ? a->max_chunks : 0);
     const int    nq    = (a->max_rows + a->q_stride - 1) / a->q_stride;
     const size_t n_mt  = (size_t)((nq + 15) / 16);
@@ -1163,7 +1163,7 @@ template <int D, int MODE> int launch_mode(const stage_params &p, dim3 grid, int
         return p.S == 1   ? launch_score<D, MODE, 1, 1, true>(p, grid, threads)
                : p.S == 2 ? launch_score<D, MODE, 2, 1, true>(p, grid, threads)
                           : launch_score<D, MODE, 4, 1, true>(p, grid, threads);
-    if constexpr (MODE == LC_HIP_SCAN_RELATIVE) {
+    if constexpr (MODE == LC_SCAN_RELATIVE) {
         if (p.S * p.n_mt >= 2)
             return p.S == 1   ? launch_score<D, MODE, 1, 2>(p, grid, threads)
                    : p.S == 2 ? launch_score<D, MODE, 2, 2>(p, grid, threads)
@@ -1188,9 +1188,9 @@ template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
     if (p.tr == 2)
         return p.S == 1 ? launch_dec<D, 1>(p, grid) : p.S == 2 ? launch_dec<D, 2>(p, grid) : launch_dec<D, 4>(p, grid);
     switch (p.mode) {
-    case LC_HIP_SCAN_PLAIN: return launch_mode<D, LC_HIP_SCAN_PLAIN>(p, grid, threads);
-    case LC_HIP_SCAN_RELATIVE: return launch_mode<D, LC_HIP_SCAN_RELATIVE>(p, grid, threads);
-    default: return launch_mode<D, LC_HIP_SCAN_CHUNK>(p, grid, threads);
+    case LC_SCAN_PLAIN: return launch_mode<D, LC_SCAN_PLAIN>(p, grid, threads);
+    case LC_SCAN_RELATIVE: return launch_mode<D, LC_SCAN_RELATIVE>(p, grid, threads);
+    default: return launch_mode<D, LC_SCAN_CHUNK>(p, grid, threads);
     }
 }
 
@@ -1198,7 +1198,7 @@ template <int D> int launch_all(const stage_params &p, dim3 grid, int threads) {
 int unit_bytes(int D, int mode, int n_rot, int n_mt, int S, int npg, int *tab_stride) {
     const int W = 8 * S * n_mt, ts = ((n_rot + 3) & ~3) + 4;
     *tab_stride = ts;
-    size_t b = (size_t)W * D * 2 + (mode == LC_HIP_SCAN_RELATIVE ? 0 : (size_t)W * ts * 4) +
+    size_t b = (size_t)W * D * 2 + (mode == LC_SCAN_RELATIVE ? 0 : (size_t)W * ts * 4) +
                (size_t)n_mt * 2 * W * 4 + (size_t)W * 16 + (size_t)2 * W * 8 + (size_t)W * 4 +
                (size_t)W * npg * 4 + (size_t)2 * S * n_mt * 4;
     return (int)((b + 15) & ~(size_t)15);
@@ -1206,35 +1206,35 @@ int unit_bytes(int D, int mode, int n_rot, int n_mt, int S, int npg, int *tab_st
 
 } // namespace
 
-extern "C" size_t lc_cuda_hip_stage_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_hip_stage_args *a) {
+extern "C" size_t lc_cuda_prune_chunks_scratch_bytes(int32_t n_qb, int32_t n_head, const lc_prune_chunks_args *a) {
     if (!a || n_qb <= 0 || n_head <= 0 || a->q_stride < 1 || a->max_rows < 1 || a->n_groups < 1) return 0;
     size_t off[5];
     return scratch_layout(n_qb, n_head, a, 128, off); // head dims up to 128
 }
 
-extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                 const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+extern "C" int lc_cuda_prune_chunks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                 const lc_qblock *qb, int32_t n_qb, const float *q_raw,
                                  int32_t n_head, const lc_rope_table *rope,
-                                 const lc_hip_stage_args *a, const lc_cuda_hip_rot *rot,
+                                 const lc_prune_chunks_args *a, const lc_cuda_rot_tiles *rot,
                                  const lc_tuning *tune, void *scratch, size_t scratch_bytes) {
-    const int st0 = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    const int st0 = lc_prune_chunks_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st0 != LC_OK) return st0;
-    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: no tuning");
+    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: no tuning");
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size;
     if (P & (P - 1))
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: page size %d is not a power of two", P);
+        return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: page size %d is not a power of two", P);
     if (D != 64 && D != 128)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: head dim %d on CUDA (64 or 128)", D);
+        return lc_fail(LC_ERR_UNSUPPORTED, "prune_chunks: head dim %d on CUDA (64 or 128)", D);
     if (n_qb == 0) return LC_OK;
     size_t       off[5];
     const size_t need = scratch_layout(n_qb, n_head, a, D, off);
     if (!scratch || scratch_bytes < need)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: scratch of %zu bytes, %zu needed",
+        return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: scratch of %zu bytes, %zu needed",
                        scratch_bytes, need);
     const int G  = n_head / H;
     const int nq = (a->max_rows + a->q_stride - 1) / a->q_stride * (a->kv_descent ? G : 1);
     if (nq > 256)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %d pooled queries per block%s on CUDA "
+        return lc_fail(LC_ERR_UNSUPPORTED, "prune_chunks: %d pooled queries per block%s on CUDA "
                        "(at most 256)", nq, a->kv_descent ? " and KV head" : "");
 
     stage_params p;
@@ -1263,8 +1263,8 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.scores = (uint32_t *)(s + off[3]);
     p.qfrag  = (uint32_t *)(s + off[4]);
     p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
-    if (rot && rot->n_pre > 0 && rot->tiles > 0 && a->scan_rope == LC_HIP_SCAN_PLAIN) {
-        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot);
+    if (rot && rot->n_pre > 0 && rot->tiles > 0 && a->scan_rope == LC_SCAN_PLAIN) {
+        const int st = lc_cuda_rotate_keys(kv, seqs, rope, rot);
         if (st != LC_OK) return st;
         p.rk = (const uint16_t *)rot->k, p.rpre = rot->pre, p.n_rpre = rot->n_pre;
     }
@@ -1276,7 +1276,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     // leaves the GPU with less than one round of CTAs (decode: shorter steps, more CTAs).
     const dev_info di   = device_info();
     p.global_select     = tune->stage_one_cta;
-    const bool rel      = a->scan_rope == LC_HIP_SCAN_RELATIVE;
+    const bool rel      = a->scan_rope == LC_SCAN_RELATIVE;
     p.hpc = 4 / p.n_mt;
     if (p.hpc > p.uhpk) p.hpc = p.uhpk;
     if (p.hpc < 1) p.hpc = 1;
@@ -1325,7 +1325,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
             continue;
         }
         if (S == 1)
-            return lc_fail(LC_ERR_UNSUPPORTED, "hip_stage: %lld bytes of shared memory per block "
+            return lc_fail(LC_ERR_UNSUPPORTED, "prune_chunks: %lld bytes of shared memory per block "
                            "(%d available)", (long long)p.unit_bytes * units, di.smem_optin);
         S /= 2;
     }
@@ -1360,7 +1360,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     if (wpt < 1) wpt = 1;
     while (((waves + wpt - 1) / wpt + p.nsub - 1) / p.nsub > 65535) wpt *= 2;
     if (wpt * W > 0x7fffffff / 2)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: %d chunks is too many", a->max_chunks);
+        return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: %d chunks is too many", a->max_chunks);
     p.cpt       = (int32_t)(wpt * W);
     tiles       = waves > 0 ? (waves + wpt - 1) / wpt : 1;
     if (p.nsub > tiles) p.nsub = (int32_t)tiles; // (the smem and threads above stay enough)
@@ -1368,7 +1368,7 @@ extern "C" int lc_cuda_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *
     p.ctas_per_pair = (int32_t)((a->n_groups == 1 ? H : 1) * p.n_hsub * tiles);
     if (ctas_x > 0x7fffffff || (int64_t)p.n_pairs + (int64_t)n_qb * p.n_uh * p.n_mt > 0x7fffffff ||
         (int64_t)p.ctas_per_pair > 0x7fffffff / 2)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: %d blocks is too many", n_qb);
+        return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: %d blocks is too many", n_qb);
     const dim3 grid((unsigned)ctas_x, (unsigned)tiles);
     return D == 64 ? launch_all<64>(p, grid, threads) : launch_all<128>(p, grid, threads);
 }

@@ -1,4 +1,4 @@
-// ts_select.cu — TokenSelect token-level selection on CUDA, the twin of lc_cpu_ts_select
+// select_tokens.cu — TokenSelect token-level selection on CUDA, the twin of lc_cpu_select_tokens
 // (contract: backend.h "TokenSelect token-level selection"; paper 001_823a2d0cdd44ac9c.txt
 // Eq. 7, Alg. 1–2; digest spec/tokenselect-and-sparseserve.md A.2–A.5). fp16 KV pools
 // [page][kv_head][P][D] read in place through each sequence's page table.
@@ -34,7 +34,7 @@
 // 8B shape, 1M keys: hit 44 -> 19 us, one call; miss 1127 -> 1002 us). The backend's tuning
 // (lc_tuning): ts_select_launches=2|3 keeps kernel 1 (and 2) as their own launches;
 // ts_select_path=kernels|fused forces a path. Both paths give the same bytes
-// (test_ts_select_cuda).
+// (test_select_tokens_cuda).
 // Prefill calls with many blocks run kernels 2-9 over groups of blocks whose scratch (logits
 // [group][n_head][max_cand] fp32 and scores) stays under a budget (256 MiB; tuning
 // ts_select_group caps the blocks per group, for tests).
@@ -58,13 +58,13 @@ constexpr size_t   kBudget  = (size_t)256 << 20;
 
 struct ts_params {
     const lc_attn_seq   *seqs;
-    const lc_hip_qblock *qb;
+    const lc_qblock *qb;
     const float         *q_raw;
     const uint16_t      *kp; // fp16 (lc_kv16) [n_pages][H][P][D]
     const float         *cs, *sn;
     int32_t n_head, H, G, D, P, p_shift, n_rot, neox, n_pos;
     int32_t n_init, k, fp_pos, gqa_mod, max_rows, max_cand;
-    lc_hip_seg *out;
+    lc_segment *out;
     int32_t    *out_n;
     int32_t     out_cap;
     float      *cache_q;
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads) ts_fp_kernel(ts_params p) {
     __shared__ double red[32];
     __shared__ int    s_hit;
     const int         b = blockIdx.x;
-    const lc_hip_qblock q = p.qb[b];
+    const lc_qblock q = p.qb[b];
     const int         n = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
     const float       inv = 1.0f / (float)n;
     for (int h = blockIdx.y; h < p.n_head; h += gridDim.y)
@@ -533,10 +533,10 @@ __global__ void __launch_bounds__(1024) ts_seg_kernel(ts_params p) {
     if (*p.flag) return;
     __shared__ int scan_smem[32];
     const int      bs = blockIdx.x, b = p.b0 + bs, cand = cand_of(p, b);
-    lc_hip_seg    *out = p.out + (size_t)b * p.out_cap;
+    lc_segment    *out = p.out + (size_t)b * p.out_cap;
     if (cand <= p.k) {
         if (threadIdx.x == 0) {
-            if (cand > 0) out[0] = lc_hip_seg{p.n_init, cand};
+            if (cand > 0) out[0] = lc_segment{p.n_init, cand};
             p.out_n[b] = cand > 0 ? 1 : 0;
         }
         return;
@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
         // CTA that has some also sums its share of f·c, |f|², |c|² into cosp[CTA] (read after
         // the barrier by every CTA in the same order: the same decision everywhere)
         if (p.cache_q) {
-            const lc_hip_qblock q   = p.qb[0];
+            const lc_qblock q   = p.qb[0];
             const int           n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
             const float         inv = 1.0f / (float)n;
             const int           nf  = p.n_head * D;
@@ -661,7 +661,7 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
             const int per_b = p.n_head * D, ne = nbg * per_b;
             for (int e = gtid; e < ne; e += gthreads) {
                 const int           b = p.b0 + e / per_b, h = (e % per_b) / D, d = e % D;
-                const lc_hip_qblock q = p.qb[b];
+                const lc_qblock q = p.qb[b];
                 const int   n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
                 float       acc = 0.0f;
                 for (int r = 0; r < n; r++)
@@ -826,10 +826,10 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
     // segments (as ts_seg_kernel): one CTA per block, each thread a contiguous share of the list
     for (int bs = blockIdx.x; bs < nbg; bs += nct) {
         const int   b = p.b0 + bs, cand = cand_of(p, b);
-        lc_hip_seg *out = p.out + (size_t)b * p.out_cap;
+        lc_segment *out = p.out + (size_t)b * p.out_cap;
         if (cand <= p.k) {
             if (tid == 0) {
-                if (cand > 0) out[0] = lc_hip_seg{p.n_init, cand};
+                if (cand > 0) out[0] = lc_segment{p.n_init, cand};
                 p.out_n[b] = cand > 0 ? 1 : 0;
             }
             continue;
@@ -865,7 +865,7 @@ struct layout {
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 // Scratch plan: fp of every block, then NB slots of the per-block buffers.
-void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_ts_select_args *a,
+void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_select_tokens_args *a,
           const lc_tuning *tune, layout *L) {
     const int64_t mc = a->max_cand > 0 ? a->max_cand : 1;
     L->n_tiles  = (int32_t)((mc + kTT - 1) / kTT);
@@ -926,7 +926,7 @@ template <int D, int GM, int FIRST> int launch_fused(const ts_params &p, int nbg
                                                                   kThreads, smem));
         occ_smem = smem;
     }
-    if (occ < 1) return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: the fused kernel does not fit an SM");
+    if (occ < 1) return lc_fail(LC_ERR_UNSUPPORTED, "select_tokens: the fused kernel does not fit an SM");
     int64_t grid = (int64_t)(occ < 4 ? occ : 4) * lc_cuda_sm_count();
     if (grid > need) grid = need;
     if (grid < 1) grid = 1;
@@ -966,8 +966,8 @@ int smem_optin(void) {
 
 } // namespace
 
-extern "C" size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb,
-                                                  int32_t n_head, const lc_ts_select_args *a,
+extern "C" size_t lc_cuda_select_tokens_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb,
+                                                  int32_t n_head, const lc_select_tokens_args *a,
                                                   const lc_tuning *tune) {
     if (!kv || !a || !tune || n_qb <= 0 || n_head <= 0 || kv->head_dim <= 0 || a->k < 1)
         return 0;
@@ -976,32 +976,32 @@ extern "C" size_t lc_cuda_ts_select_scratch_bytes(const lc_kv_layer_view *kv, in
     return L.total;
 }
 
-extern "C" int lc_cuda_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                 const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+extern "C" int lc_cuda_select_tokens(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                 const lc_qblock *qb, int32_t n_qb, const float *q_raw,
                                  int32_t n_head, const lc_rope_table *rope,
-                                 const lc_ts_select_args *a, const lc_tuning *tune, void *scratch,
+                                 const lc_select_tokens_args *a, const lc_tuning *tune, void *scratch,
                                  size_t scratch_bytes) {
-    const int st0 = lc_ts_select_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    const int st0 = lc_select_tokens_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st0 != LC_OK) return st0;
-    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "ts_select: no tuning");
+    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: no tuning");
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size, G = n_head / H;
     if (P & (P - 1))
-        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: page size %d is not a power of two", P);
+        return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: page size %d is not a power of two", P);
     if (D != 64 && D != 128)
-        return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: head dim %d on CUDA (64 or 128)", D);
+        return lc_fail(LC_ERR_UNSUPPORTED, "select_tokens: head dim %d on CUDA (64 or 128)", D);
     if (n_qb == 0) return LC_OK;
     layout L;
     plan(n_qb, n_head, D, a, tune, &L);
     if (!scratch || scratch_bytes < L.total)
-        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: scratch of %zu bytes, %zu needed",
+        return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: scratch of %zu bytes, %zu needed",
                        scratch_bytes, L.total);
     const size_t smem_l = sizeof(float) * (size_t)n_head * (D + kTT);
     const int    optin  = smem_optin();
     if (smem_l > (size_t)optin)
-        return lc_fail(LC_ERR_UNSUPPORTED, "ts_select: %d query heads of dim %d need %zu bytes of "
+        return lc_fail(LC_ERR_UNSUPPORTED, "select_tokens: %d query heads of dim %d need %zu bytes of "
                        "shared memory (%d available)", n_head, D, smem_l, optin);
     if ((int64_t)n_qb * n_head * D > 0x7fffffff || (int64_t)L.n_tiles * L.nb > 0x7fffffff)
-        return lc_fail(LC_ERR_INVALID_ARG, "ts_select: %d blocks is too many", n_qb);
+        return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: %d blocks is too many", n_qb);
 
     ts_params p;
     memset(&p, 0, sizeof p);

@@ -1,14 +1,14 @@
 /*
- * ts_select_world.h — the harness (ts_*) of the TokenSelect selection tests, shared by
- * test_ts_select.c (CPU twin vs the reference) and the op registry's ts_select entry (GPU vs CPU
- * twin vs the reference): worlds from hip_sparse_world.h (with tie worlds), the selection
+ * select_tokens_world.h — the harness (ts_*) of the TokenSelect selection tests, shared by
+ * test_select_tokens.c (CPU twin vs the reference) and the op registry's select_tokens entry (GPU vs CPU
+ * twin vs the reference): worlds from attn_segments_world.h (with tie worlds), the selection
  * arguments, the double brute-force reference (rotation, dots, softmax, full sort) and the
  * check of a selection against it, the spec table both run, and the CPU twin's call.
  */
 #ifndef LC_TEST_TS_SELECT_WORLD_H
 #define LC_TEST_TS_SELECT_WORLD_H
 
-#include "hip_sparse_world.h"
+#include "attn_segments_world.h"
 #include "rope_ref.h"
 
 #include <math.h>
@@ -25,7 +25,7 @@ typedef struct ts_ref {
 static void ts_ref_free(ts_ref *r) { free(r->score), free(r->off), free(r->fp); }
 
 /* Reference scores of every block (candidates [n_init, win0)). */
-static void ts_reference(const world *w, const lc_ts_select_args *a, ts_ref *r) {
+static void ts_reference(const world *w, const lc_select_tokens_args *a, ts_ref *r) {
     const int32_t D = w->c.D, H = w->c.H, P = w->c.P, nh = w->n_head, G = nh / H;
     r->off = malloc(sizeof(int64_t) * (size_t)(w->n_qb + 1));
     r->off[0] = 0;
@@ -37,7 +37,7 @@ static void ts_reference(const world *w, const lc_ts_select_args *a, ts_ref *r) 
     r->fp    = calloc((size_t)w->n_qb * nh * D + 1, sizeof(double));
     double *rot = malloc(sizeof(double) * D), *lg = NULL;
     for (int32_t b = 0; b < w->n_qb; b++) {
-        const lc_hip_qblock *q  = &w->qb[b];
+        const lc_qblock *q  = &w->qb[b];
         double              *fp = r->fp + (int64_t)b * nh * D;
         for (int32_t i = 0; i < q->n_rows; i++)
             for (int32_t h = 0; h < nh; h++) {
@@ -77,13 +77,13 @@ static int cmp_desc(const void *x, const void *y) {
 
 /* Check one selection (out, out_n host copies) against the reference; exact: the reference's
  * own order (ties: lower position first) must be reproduced exactly. */
-static void ts_check(const world *w, const lc_ts_select_args *a, const ts_ref *r,
-                     const lc_hip_seg *out, const int32_t *out_n, double tol, int exact,
+static void ts_check(const world *w, const lc_select_tokens_args *a, const ts_ref *r,
+                     const lc_segment *out, const int32_t *out_n, double tol, int exact,
                      const char *what) {
     for (int32_t b = 0; b < w->n_qb; b++) {
-        const lc_hip_qblock *q = &w->qb[b];
+        const lc_qblock *q = &w->qb[b];
         const int32_t        n = q->win0 - a->n_init, nseg = out_n[b];
-        const lc_hip_seg    *o = out + (int64_t)b * a->out_cap;
+        const lc_segment    *o = out + (int64_t)b * a->out_cap;
         const int32_t        want = n <= 0 ? 0 : (n < a->k ? n : a->k);
         if (nseg < 0 || nseg > a->out_cap || (want > 0 && nseg < 1) || (want == 0 && nseg != 0)) {
             CHECKF(0, "%s: block %d: %d segments (cap %d, %d to select)", what, b, nseg,
@@ -149,8 +149,8 @@ static void make_ties(world *w) {
 }
 
 /* The args of a world: k tokens, all blocks' launch sizes. */
-static lc_ts_select_args ts_args(const world *w, int32_t k, int32_t gqa_mod) {
-    lc_ts_select_args a;
+static lc_select_tokens_args ts_args(const world *w, int32_t k, int32_t gqa_mod) {
+    lc_select_tokens_args a;
     memset(&a, 0, sizeof a);
     a.n_init = w->c.n_sink, a.k = k, a.fp_pos = w->c.n_stream, a.gqa_mod = gqa_mod;
     a.max_rows = 1, a.max_cand = 0;
@@ -208,12 +208,12 @@ static const ts_spec ts_specs[] = {
 #define TS_N_SPECS ((int)(sizeof ts_specs / sizeof ts_specs[0]))
 
 /* The CPU twin on a world: poisoned outputs, results into out/out_n. */
-static int ts_run_cpu(const world *w, const lc_ts_select_args *a, lc_hip_seg *out, int32_t *out_n) {
-    memset(out, 0xff, sizeof(lc_hip_seg) * (size_t)w->n_qb * a->out_cap);
+static int ts_run_cpu(const world *w, const lc_select_tokens_args *a, lc_segment *out, int32_t *out_n) {
+    memset(out, 0xff, sizeof(lc_segment) * (size_t)w->n_qb * a->out_cap);
     memset(out_n, 0xff, sizeof(int32_t) * (size_t)w->n_qb);
-    lc_ts_select_args x = *a;
+    lc_select_tokens_args x = *a;
     x.out = out, x.out_n = out_n;
-    return lc_cpu_ts_select(&w->kv, w->seqs, w->n_seqs, w->qb, w->n_qb, w->q, w->n_head, &w->rope, &x);
+    return lc_cpu_select_tokens(&w->kv, w->seqs, w->n_seqs, w->qb, w->n_qb, w->q, w->n_head, &w->rope, &x);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * bench_hip_sparse.c — the CUDA InfiniteHiP block-sparse attention (op attn_sparse,
- * hip_sparse.cu) alone, one layer of the Llama-3.1-8B shape (32 query heads, 8 KV heads, head
+ * bench_attn_segments.c — the CUDA InfiniteHiP block-sparse attention (op attn_segments,
+ * attn_segments.cu) alone, one layer of the Llama-3.1-8B shape (32 query heads, 8 KV heads, head
  * dim 128, fp16 KV in 64-token pages), on random data, timed with CUDA events (3 warm-up runs,
  * then the median of the repeats). InfiniteHiP's attended set (spec/infinitehip-and-hip.md §3):
  * 256 sink tokens + 2048 selected tokens in 256 segments of 8 at random places + the 1024-token
@@ -18,7 +18,7 @@
  * programmatic dependent launch; with sparse-prefill=mma the prefill runs the mma.sync kernel
  * only.
  *
- * usage: bench_hip_sparse [REPEATS [all|decode|prefill]]   (also reps=N what=...; -h: bench_args.h)
+ * usage: bench_attn_segments [REPEATS [all|decode|prefill]]   (also reps=N what=...; -h: bench_args.h)
  * Timing: bench_time_ops (bench_util.h), the same warm-ups, repetitions and units as before.
  * Changed: a bad argument is an error (exit 2); before, REPEATS < 1 read as 1 and a second
  * argument other than decode / prefill as all.
@@ -27,7 +27,7 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
-#define BENCH_NAME "bench_hip_sparse"
+#define BENCH_NAME "bench_attn_segments"
 #include "bench_util.h"
 
 #include <cuda_runtime.h>
@@ -45,7 +45,7 @@ static uint32_t irand(uint32_t n) {
 }
 
 /* 256 random 8-token segments inside [lo, hi), sorted, into out; returns the count */
-static int32_t pick_segments(int32_t lo, int32_t hi, lc_hip_seg *out, unsigned char *mark) {
+static int32_t pick_segments(int32_t lo, int32_t hi, lc_segment *out, unsigned char *mark) {
     const int32_t slots = (hi - lo) / 8;
     memset(mark, 0, (size_t)slots);
     for (int32_t k = 0; k < N_SEGS && k < slots;) {
@@ -54,7 +54,7 @@ static int32_t pick_segments(int32_t lo, int32_t hi, lc_hip_seg *out, unsigned c
     }
     int32_t n = 0;
     for (int32_t s = 0; s < slots; s++)
-        if (mark[s]) out[n++] = (lc_hip_seg){lo + 8 * s, 8};
+        if (mark[s]) out[n++] = (lc_segment){lo + 8 * s, 8};
     return n;
 }
 
@@ -68,30 +68,30 @@ typedef struct bench_ctx {
 } bench_ctx;
 
 /* the op on one sequence (qb: device query blocks; a: the sparse op's arguments) */
-static bench_opcall op_call(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock *qb, int32_t n_qb, const void *a) {
+static bench_opcall op_call(bench_ctx *x, const lc_attn_seq *seq, const lc_qblock *qb, int32_t n_qb, const void *a) {
     return (bench_opcall){x->b, &x->kv, seq, qb, n_qb, x->dq, NH, &x->rope, 1.0f / sqrtf((float)D), x->dout, a, 1};
 }
 
 /* Median µs of the op on n_qb blocks (host qb / sel copied to the device) for one sequence. */
-static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_hip_qblock *qb, int32_t n_qb,
-                       const lc_hip_seg *sel, const int32_t *sel_n, int32_t attn_rope,
+static int time_sparse(bench_ctx *x, const lc_attn_seq *seq, const lc_qblock *qb, int32_t n_qb,
+                       const lc_segment *sel, const int32_t *sel_n, int32_t attn_rope,
                        int32_t max_rows, double *us, double *us_b2b) {
     lc_backend   *b = x->b;
-    lc_hip_qblock *dqb = b->alloc(b, sizeof *qb * n_qb, "qb");
-    lc_hip_seg    *dsel = b->alloc(b, sizeof *sel * n_qb * N_SEGS, "sel");
+    lc_qblock *dqb = b->alloc(b, sizeof *qb * n_qb, "qb");
+    lc_segment    *dsel = b->alloc(b, sizeof *sel * n_qb * N_SEGS, "sel");
     int32_t       *dn   = b->alloc(b, sizeof *sel_n * n_qb, "sel_n");
     if (!dqb || !dsel || !dn) return 1;
     TRYL(b->upload(b, dqb, qb, sizeof *qb * n_qb));
     TRYL(b->upload(b, dsel, sel, sizeof *sel * n_qb * N_SEGS));
     TRYL(b->upload(b, dn, sel_n, sizeof *sel_n * n_qb));
-    lc_hip_sparse_args a = {.n_sink = N_SINK, .attn_rope = attn_rope, .n_groups = 1, .sel_cap = N_SEGS,
+    lc_attn_segments_args a = {.n_sink = N_SINK, .attn_rope = attn_rope, .n_groups = 1, .sel_cap = N_SEGS,
                             .max_rows = max_rows, .max_sel = 8 * N_SEGS,
                             .max_window = N_STREAM + max_rows - 1, .sel = dsel, .sel_n = dn};
     lc_rotated_keys    rk = {0}; /* the caller's rotated keys (plain RoPE prefill) */
     a.rot = &rk;
     TRYL(b->batch_begin(b, seq, 1, P));
     const bench_opcall call   = op_call(x, seq, dqb, n_qb, &a);
-    const bench_op     op     = {bench_call_attn_sparse, (void *)&call, NULL, NULL, NULL};
+    const bench_op     op     = {bench_call_attn_segments, (void *)&call, NULL, NULL, NULL};
     const cudaStream_t stream = (cudaStream_t)lc_cuda_stream_handle();
     bench_times        tm, b2b;
     if (bench_time_ops(stream, (bench_plan){3, x->reps, 1, false}, 1, &op, &tm)) return 1;
@@ -141,7 +141,7 @@ int main(int argc, char **argv) {
     float *dcs = b->alloc(b, sizeof(float) * max_ctx * (D / 2), "cos");
     float *dsn = b->alloc(b, sizeof(float) * max_ctx * (D / 2), "sin");
     if (!dk || !dv || !x.dq || !x.dout || !dcs || !dsn) {
-        fprintf(stderr, "bench_hip_sparse: %s\n", lc_last_error());
+        fprintf(stderr, "bench_attn_segments: %s\n", lc_last_error());
         return 1;
     }
     { /* random data, a host chunk uploaded over and over (values do not change the speed) */
@@ -162,8 +162,8 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < n_pages; i++) x.pages[i] = (int32_t)i;
 
     const int32_t  n_blk = (int32_t)(pre_rows / 64);
-    lc_hip_qblock *qb    = malloc(sizeof *qb * n_blk);
-    lc_hip_seg    *sel   = malloc(sizeof *sel * n_blk * N_SEGS);
+    lc_qblock *qb    = malloc(sizeof *qb * n_blk);
+    lc_segment    *sel   = malloc(sizeof *sel * n_blk * N_SEGS);
     int32_t       *sel_n = malloc(sizeof *sel_n * n_blk);
     unsigned char *mark  = malloc((size_t)max_ctx / 8 + 1);
 
@@ -176,13 +176,13 @@ int main(int argc, char **argv) {
     for (int ci = 0; ci < 3 && do_dec; ci++) {
         const int32_t ctx = (int32_t)ctxs[ci], pos = ctx - 1;
         lc_attn_seq   seq = {0, 1, pos, x.pages, 0};
-        qb[0]             = (lc_hip_qblock){0, 0, 1, pos, pos + 1 - N_STREAM};
+        qb[0]             = (lc_qblock){0, 0, 1, pos, pos + 1 - N_STREAM};
         sel_n[0]          = pick_segments(N_SINK, qb[0].win0, sel, mark);
         double dense_us   = 0;
         if (time_dense_decode(&x, &seq, &dense_us)) return 1;
         for (int rope = 0; rope < 2; rope++) {
             double us, us2;
-            const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
+            const int32_t mode = rope ? LC_ATTN_ROPE_PLAIN : LC_ATTN_ROPE_STREAMING;
             if (time_sparse(&x, &seq, qb, 1, sel, sel_n, mode, 1, &us, &us2)) return 1;
             const double gbs = kv_bytes / (us * 1e-6) / 1e9;
             printf("| %dK | %s | %.1f | %.1f | %.1f | %.0f | %.0f%% | %.0f | %.0fx |\n", ctx / 1024,
@@ -204,7 +204,7 @@ int main(int argc, char **argv) {
         double        flops = 0;
         for (int32_t k = 0; k < n_blk; k++) {
             const int32_t p0 = pos0 + 64 * k;
-            qb[k]            = (lc_hip_qblock){0, 64 * k, 64, p0, p0 + 1 - N_STREAM};
+            qb[k]            = (lc_qblock){0, 64 * k, 64, p0, p0 + 1 - N_STREAM};
             sel_n[k]         = pick_segments(N_SINK, qb[k].win0, sel + (int64_t)k * N_SEGS, mark);
             for (int32_t r = 0; r < 64; r++) /* Q·K and P·V: 4 flops per key, dim and head */
                 flops += 4.0 * D * NH * (N_SINK + 8.0 * sel_n[k] + (p0 + r - qb[k].win0 + 1));
@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
             if (kern == 1) x.b->tuning.sparse_prefill_mma = true;
             for (int rope = 0; rope < 2; rope++) {
                 double        us, us2;
-                const int32_t mode = rope ? LC_HIP_ATTN_PLAIN : LC_HIP_ATTN_STREAMING;
+                const int32_t mode = rope ? LC_ATTN_ROPE_PLAIN : LC_ATTN_ROPE_STREAMING;
                 if (time_sparse(&x, &seq, qb, n_blk, sel, sel_n, mode, 64, &us, &us2)) return 1;
                 printf("| %dK | %s | %s | %.0f | %.0f | %.2f | %.0f |\n", ctx / 1024,
                        kern || tune0.sparse_prefill_mma ? "mma.sync" : "default",

@@ -1,5 +1,5 @@
 /*
- * test_hip_stage.c — the InfiniteHiP pruning stage (lc_cpu_hip_stage; contract in backend.h,
+ * test_prune_chunks.c — the InfiniteHiP pruning stage (lc_cpu_prune_chunks; contract in backend.h,
  * paper 000_ced830aa0d9eb0ea.txt Alg. 2–3) against a brute-force reference written here: for
  * every chunk and head the SelectRep descent exactly as the contract states, in double, over
  * scattered page tables. Where a descent step compares two probes closer than the tolerance,
@@ -12,9 +12,9 @@
  * (kv_descent), q_stride 1 and 4 with ragged blocks, head
  * dims 64 and 128, GQA 1/3/4/8, both RoPE pairings, n_keep >= n_chunks, empty candidate
  * ranges, tail chunks shorter than l_c, exact ties (the later chunk first).
- * The harness (hs_*) is in hip_stage_world.h.
+ * The harness (hs_*) is in prune_chunks_world.h.
  */
-#include "hip_stage_world.h"
+#include "prune_chunks_world.h"
 
 
 static const char *mode_name[] = {"plain", "relative", "chunk"};
@@ -22,7 +22,7 @@ static const char *mode_name[] = {"plain", "relative", "chunk"};
 /* Run the CPU stage on (world, stage) and check it; returns the swaps. */
 static int64_t cpu_case(const hs_world *w, hs_stage *st, int exact, const char *what) {
     lc_kv_layer_view kv = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D};
-    const int        rc = lc_cpu_hip_stage(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q,
+    const int        rc = lc_cpu_prune_chunks(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q,
                                            w->n_head, &w->rope, &st->a);
     CHECKF(rc == LC_OK, "%s: %s", what, lc_last_error());
     if (rc != LC_OK) return 0;
@@ -79,7 +79,7 @@ int main(void) {
         hs_world w;
         hs_world_make(&cs, &w);
         hs_stage st;
-        hs_stage_make(&w, &st, 7, 1000, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &st, 7, 1000, 4, LC_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
         cpu_case(&w, &st, 1, "keep everything");
         hs_stage_free(&st);
         hs_world_free(&w);
@@ -90,11 +90,11 @@ int main(void) {
         hs_world w;
         hs_world_make(&cs, &w);
         hs_stage st;
-        hs_stage_make(&w, &st, 32, 5, 4, LC_HIP_SCAN_RELATIVE, gr ? 2 : 1, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &st, 32, 5, 4, LC_SCAN_RELATIVE, gr ? 2 : 1, 0, NULL, NULL, 0);
         cpu_case(&w, &st, 1, "ties, first stage");
         /* the next stage on that output (chunks of 8 inside the kept 32s, plus a tail) */
         hs_stage s2;
-        hs_stage_make(&w, &s2, 8, 6, 1, LC_HIP_SCAN_RELATIVE, gr ? 2 : 1, 2, st.out, st.out_n, 5);
+        hs_stage_make(&w, &s2, 8, 6, 1, LC_SCAN_RELATIVE, gr ? 2 : 1, 2, st.out, st.out_n, 5);
         cpu_case(&w, &s2, 1, "ties, second stage");
         hs_stage_free(&s2);
         hs_stage_free(&st);
@@ -128,23 +128,23 @@ int main(void) {
         hs_world w;
         hs_world_make(&cs, &w);
         hs_stage st;
-        hs_stage_make(&w, &st, 8, 4, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &st, 8, 4, 4, LC_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
         lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D};
         st.a.max_chunks--;
-        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+        CHECK(lc_cpu_prune_chunks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
               LC_ERR_INVALID_ARG);
         st.a.max_chunks++;
         st.a.n_groups = 3;
-        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+        CHECK(lc_cpu_prune_chunks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
               LC_ERR_INVALID_ARG);
         st.a.n_groups = 1, st.a.max_rows = 8;
-        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+        CHECK(lc_cpu_prune_chunks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
               LC_ERR_INVALID_ARG);
         st.a.max_rows = 16, st.a.kv_descent = 2;
-        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
+        CHECK(lc_cpu_prune_chunks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
               LC_ERR_INVALID_ARG);
         st.a.kv_descent = 0;
-        CHECK(lc_cpu_hip_stage(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) == LC_OK);
+        CHECK(lc_cpu_prune_chunks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) == LC_OK);
         hs_stage_free(&st);
         hs_world_free(&w);
     }

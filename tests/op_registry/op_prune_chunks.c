@@ -1,6 +1,6 @@
 /*
- * op_hip_stage.c — registry entry of the InfiniteHiP pruning stage (hip_stage; hip_stage.cu)
- * against its CPU twin and the double brute-force reference of hip_stage_world.h, on the same
+ * op_prune_chunks.c — registry entry of the InfiniteHiP pruning stage (prune_chunks; prune_chunks.cu)
+ * against its CPU twin and the double brute-force reference of prune_chunks_world.h, on the same
  * fp16 key values. The GPU multiplies fp16 queries and fp16 keys (rotated in fp32 and rounded,
  * or as stored) on the tensor cores, so its probe scores differ from the reference by up to
  * ~2·2^-11 of sum |q_i k_i|; the tolerance kept from the bf16 pools, 2e-3 of that, covers it: a
@@ -24,7 +24,7 @@
  *     query head, per KV head, 2 tiles a warp.
  * Outputs are poisoned before each run; a second run must give the same bytes.
  */
-#include "hip_stage_world.h"
+#include "prune_chunks_world.h"
 #include "op_registry.h"
 #include "util/util.h"
 
@@ -36,7 +36,7 @@ static int64_t      total_diff, total_kept;
 typedef struct dev_world {
     void          *k;
     float         *q, *cs, *sn;
-    lc_hip_qblock *qb;
+    lc_qblock *qb;
 } dev_world;
 
 static void dev_world_make(lc_backend *b, const hs_world *w, dev_world *d) {
@@ -46,13 +46,13 @@ static void dev_world_make(lc_backend *b, const hs_world *w, dev_world *d) {
     d->q  = b->alloc(b, sizeof(float) * qn, "q");
     d->cs = b->alloc(b, sizeof(float) * tn, "cos");
     d->sn = b->alloc(b, sizeof(float) * tn, "sin");
-    d->qb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)w->n_qb, "qb");
+    d->qb = b->alloc(b, sizeof(lc_qblock) * (size_t)w->n_qb, "qb");
     CHECK(d->k && d->q && d->cs && d->sn && d->qb);
     b->upload(b, d->k, w->kb, 2 * (size_t)pool);
     b->upload(b, d->q, w->q, sizeof(float) * qn);
     b->upload(b, d->cs, w->rope.cos, sizeof(float) * (tn - 1));
     b->upload(b, d->sn, w->rope.sin, sizeof(float) * (tn - 1));
-    b->upload(b, d->qb, w->qb, sizeof(lc_hip_qblock) * (size_t)w->n_qb);
+    b->upload(b, d->qb, w->qb, sizeof(lc_qblock) * (size_t)w->n_qb);
 }
 
 static void dev_world_free(lc_backend *b, dev_world *d) {
@@ -62,27 +62,27 @@ static void dev_world_free(lc_backend *b, dev_world *d) {
 
 /* Run the stage on the GPU (inputs of st), results into gout / gout_n (host). */
 static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const hs_stage *st,
-                     lc_hip_seg *gout, int32_t *gout_n) {
-    const lc_hip_stage_args *a       = &st->a;
+                     lc_segment *gout, int32_t *gout_n) {
+    const lc_prune_chunks_args *a       = &st->a;
     const int32_t            n_pairs = w->n_qb * a->n_groups;
-    const size_t             ob = sizeof(lc_hip_seg) * (size_t)n_pairs * a->n_keep, nb = sizeof(int32_t) * (size_t)n_pairs;
-    const size_t             ib = a->in ? sizeof(lc_hip_seg) * (size_t)n_pairs * (a->in_cap > 0 ? a->in_cap : 1) : 0;
-    lc_hip_seg              *din  = a->in ? b->alloc(b, ib, "in") : NULL;
+    const size_t             ob = sizeof(lc_segment) * (size_t)n_pairs * a->n_keep, nb = sizeof(int32_t) * (size_t)n_pairs;
+    const size_t             ib = a->in ? sizeof(lc_segment) * (size_t)n_pairs * (a->in_cap > 0 ? a->in_cap : 1) : 0;
+    lc_segment              *din  = a->in ? b->alloc(b, ib, "in") : NULL;
     int32_t                 *din_n = a->in ? b->alloc(b, nb, "in_n") : NULL;
-    lc_hip_seg              *dout  = b->alloc(b, ob, "out");
+    lc_segment              *dout  = b->alloc(b, ob, "out");
     int32_t                 *dout_n = b->alloc(b, nb, "out_n");
     if (a->in) {
-        if (a->in_cap > 0) b->upload(b, din, a->in, sizeof(lc_hip_seg) * (size_t)n_pairs * a->in_cap);
+        if (a->in_cap > 0) b->upload(b, din, a->in, sizeof(lc_segment) * (size_t)n_pairs * a->in_cap);
         b->upload(b, din_n, a->in_n, nb);
     }
-    lc_hip_stage_args da = *a;
+    lc_prune_chunks_args da = *a;
     lc_rotated_keys   rk = {0}; /* the caller's rotated keys (used with tuning.rotate_keys) */
     da.in = din, da.in_n = din_n, da.out = dout, da.out_n = dout_n, da.rot = &rk;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
     lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D};
     int              rc   = LC_OK;
     for (int run = 0; run < 2 && rc == LC_OK; run++) {
-        lc_hip_seg *o  = malloc(ob);
+        lc_segment *o  = malloc(ob);
         int32_t    *on = malloc(nb);
         memset(o, 0xff, ob), memset(on, 0xff, nb); /* poison */
         b->upload(b, dout, o, ob);
@@ -90,7 +90,7 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
         /* the second run: the same batch, so rotated keys the first one filled are reused (and
            must give the same bytes) */
         if (run == 0) CHECK(b->batch_begin(b, w->seqs, w->cs.n_seqs, w->cs.P) == LC_OK);
-        rc = b->hip_stage(b, &kv, w->seqs, w->cs.n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &da);
+        rc = b->prune_chunks(b, &kv, w->seqs, w->cs.n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &da);
         if (rc == LC_OK) rc = lc_cuda_sync();
         if (rc == LC_OK) {
             b->download(b, o, dout, ob);
@@ -100,7 +100,7 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
                 int same = memcmp(on, gout_n, nb) == 0;
                 for (int32_t bg = 0; same && bg < n_pairs; bg++)
                     same = memcmp(o + (int64_t)bg * a->n_keep, gout + (int64_t)bg * a->n_keep,
-                                  sizeof(lc_hip_seg) * (size_t)(on[bg] > 0 ? on[bg] : 0)) == 0;
+                                  sizeof(lc_segment) * (size_t)(on[bg] > 0 ? on[bg] : 0)) == 0;
                 CHECKF(same, "a second GPU run differs from the first");
             }
         }
@@ -114,12 +114,12 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
 /* CPU twin and GPU on one stage; both checked against the reference; returns via gout the GPU's
  * result (for chaining). */
 static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_stage *st,
-                      lc_hip_seg *gout, int32_t *gout_n, const char *what, int exact) {
-    const lc_hip_stage_args *a       = &st->a;
+                      lc_segment *gout, int32_t *gout_n, const char *what, int exact) {
+    const lc_prune_chunks_args *a       = &st->a;
     const int32_t            n_pairs = w->n_qb * a->n_groups;
     lc_kv_layer_view         kv      = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D};
     double                   t0      = lc_time_s();
-    const int rc = lc_cpu_hip_stage(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q, w->n_head,
+    const int rc = lc_cpu_prune_chunks(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q, w->n_head,
                                     &w->rope, a);
     CHECKF(rc == LC_OK, "%s: CPU: %s", what, lc_last_error());
     double t1 = lc_time_s();
@@ -139,7 +139,7 @@ static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_s
     int64_t diff = 0, kept = 0;
     for (int32_t bg = 0; bg < n_pairs; bg++) {
         if (gout_n[bg] != st->out_n[bg]) continue;
-        const lc_hip_seg *x = gout + (int64_t)bg * a->n_keep, *y = st->out + (int64_t)bg * a->n_keep;
+        const lc_segment *x = gout + (int64_t)bg * a->n_keep, *y = st->out + (int64_t)bg * a->n_keep;
         int32_t           i = 0, j = 0, common = 0;
         while (i < gout_n[bg] && j < st->out_n[bg]) {
             if (x[i].start == y[j].start) common++, i++, j++;
@@ -174,7 +174,7 @@ static void run_grid(lc_backend *b, int pass) {
             for (int mode = 0; mode < 3; mode++)
                 for (int later = 0; later < 2; later++)
                     for (int gr = 0; gr < 2; gr++, k++) {
-                        if (pass == 2 && mode != LC_HIP_SCAN_PLAIN) continue;
+                        if (pass == 2 && mode != LC_SCAN_PLAIN) continue;
                         const int32_t bq = k % 3 == 0 ? 64 : (k % 3 == 1 ? 16 : 48);
                         hs_case cs = {dims[di], gqa[gi][0], gqa[gi][1], k % 2 ? 16 : 64, dims[di],
                                       k % 5 == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 8, 32, 0, 1, 0,
@@ -203,7 +203,7 @@ static void run_grid(lc_backend *b, int pass) {
                                  qs, chunk, keep, cs.P, cs.n_rot,
                                  cs.pairing == LC_ROPE_NEOX ? "neox" : "norm");
                         const int32_t n_pairs = w.n_qb * ng;
-                        lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
+                        lc_segment   *go  = malloc(sizeof(lc_segment) * (size_t)n_pairs * keep);
                         int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
                         run_stage(b, &w, &d, &st, go, gon, what, 0);
                         free(go), free(gon);
@@ -227,7 +227,7 @@ static void run_one_stage(lc_backend *b, const hs_case *cs, int32_t chunk, int32
     hs_stage_make(&w, &st, chunk, keep, qs, mode, ng, later, NULL, NULL, 0);
     hs_kv_descent = 0;
     const int32_t n_pairs = w.n_qb * ng;
-    lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * keep);
+    lc_segment   *go  = malloc(sizeof(lc_segment) * (size_t)n_pairs * keep);
     int32_t      *gon = malloc(sizeof(int32_t) * (size_t)n_pairs);
     run_stage(b, &w, &d, &st, go, gon, what, 0);
     free(go), free(gon);
@@ -243,7 +243,7 @@ static void run_big_blocks(lc_backend *b, int rot) {
     if (rot) b->tuning.rotate_keys = LC_TUNE_ON;
     for (int big = 0; big < 3; big++)
         for (int mode = 0; mode < 3; mode++) {
-            if (rot && mode != LC_HIP_SCAN_PLAIN) continue;
+            if (rot && mode != LC_SCAN_PLAIN) continue;
             const int32_t bq = big == 2 ? 64 : big ? 256 : 128;
             hs_case       cs = {128, 2, 4, 64, 128, mode == 2 ? LC_ROPE_NEOX : LC_ROPE_NORM, bq, 16, 64,
                                 0, 1, 0, 2, {2000, 900}, {bq + 40, 1}};
@@ -293,7 +293,7 @@ static void run_decode_rows(lc_backend *b) {
      * pages, 8 cached, the rest read from the page table per probe), relative RoPE */
     for (int kv = 0; kv < 2; kv++) {
         const hs_case cs = {128, 2, 4, 16, 128, LC_ROPE_NORM, 1, 8, 32, 0, 1, 0, 3, {5000, 3100, 4321}, {1, 1, 1}};
-        run_one_stage(b, &cs, 600, 3, 4, LC_HIP_SCAN_RELATIVE, 1, 0, kv,
+        run_one_stage(b, &cs, 600, 3, 4, LC_SCAN_RELATIVE, 1, 0, kv,
                       kv ? "decode rows: 600-token chunks on 16-token pages, kv 1"
                          : "decode rows: 600-token chunks on 16-token pages");
     }
@@ -309,13 +309,13 @@ static void run_ties(lc_backend *b) {
         dev_world_make(b, &w, &d);
         hs_stage st, s2, s3;
         const int32_t ng = gr ? 2 : 1;
-        lc_hip_seg   *go  = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * ng * 1000);
+        lc_segment   *go  = malloc(sizeof(lc_segment) * (size_t)w.n_qb * ng * 1000);
         int32_t      *gon = malloc(sizeof(int32_t) * (size_t)w.n_qb * ng);
-        hs_stage_make(&w, &st, 32, 5, 4, LC_HIP_SCAN_RELATIVE, ng, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &st, 32, 5, 4, LC_SCAN_RELATIVE, ng, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &st, go, gon, "ties, first stage", 1);
-        hs_stage_make(&w, &s2, 8, 6, 1, LC_HIP_SCAN_RELATIVE, ng, 2, go, gon, 5);
+        hs_stage_make(&w, &s2, 8, 6, 1, LC_SCAN_RELATIVE, ng, 2, go, gon, 5);
         run_stage(b, &w, &d, &s2, go, gon, "ties, second stage", 1);
-        hs_stage_make(&w, &s3, 7, 1000, 2, LC_HIP_SCAN_RELATIVE, ng, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &s3, 7, 1000, 2, LC_SCAN_RELATIVE, ng, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &s3, go, gon, "keep everything", 1);
         hs_stage_free(&st), hs_stage_free(&s2), hs_stage_free(&s3);
         free(go), free(gon);
@@ -333,9 +333,9 @@ static void run_refused(lc_backend *b) {
         dev_world_make(b, &w, &d);
         hs_kv_descent = 1;
         hs_stage st;
-        hs_stage_make(&w, &st, 16, 4, 1, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &st, 16, 4, 1, LC_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
         hs_kv_descent = 0;
-        lc_hip_seg *go  = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 4);
+        lc_segment *go  = malloc(sizeof(lc_segment) * (size_t)w.n_qb * 4);
         int32_t    *gon = malloc(sizeof(int32_t) * (size_t)w.n_qb);
         CHECK(gpu_stage(b, &w, &d, &st, go, gon) == LC_ERR_UNSUPPORTED &&
               strstr(lc_last_error(), "KV head"));
@@ -355,9 +355,9 @@ static void run_8b_chain(lc_backend *b) {
         dev_world d;
         dev_world_make(b, &w, &d);
         hs_stage   s1, s2, s3;
-        lc_hip_seg *g1 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 128);
-        lc_hip_seg *g2 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 256);
-        lc_hip_seg *g3 = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * 256);
+        lc_segment *g1 = malloc(sizeof(lc_segment) * (size_t)w.n_qb * 128);
+        lc_segment *g2 = malloc(sizeof(lc_segment) * (size_t)w.n_qb * 256);
+        lc_segment *g3 = malloc(sizeof(lc_segment) * (size_t)w.n_qb * 256);
         int32_t    *n1 = malloc(sizeof(int32_t) * (size_t)w.n_qb), *n2 = malloc(sizeof(int32_t) * (size_t)w.n_qb);
         int32_t    *n3 = malloc(sizeof(int32_t) * (size_t)w.n_qb);
         /* relative RoPE, per query head and again with one descent per KV head (4 heads x 16
@@ -369,18 +369,18 @@ static void run_8b_chain(lc_backend *b) {
             snprintf(what[1], sizeof what[1], "8B 128K stage 2 (l_c 32, keep 256)%s", sfx);
             snprintf(what[2], sizeof what[2], "8B 128K stage 3 (l_c 8, keep 256)%s", sfx);
             hs_kv_descent = kv;
-            hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+            hs_stage_make(&w, &s1, 256, 128, 4, LC_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
             run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
-            hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
+            hs_stage_make(&w, &s2, 32, 256, 4, LC_SCAN_RELATIVE, 1, 2, g1, n1, 128);
             run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
-            hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
+            hs_stage_make(&w, &s3, 8, 256, 1, LC_SCAN_RELATIVE, 1, 2, g2, n2, 256);
             run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
             hs_kv_descent = 0;
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
         /* the chunk-indexed mode (layers 1-3) on stage 1 too */
         hs_stage s4;
-        hs_stage_make(&w, &s4, 256, 128, 4, LC_HIP_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
+        hs_stage_make(&w, &s4, 256, 128, 4, LC_SCAN_CHUNK, 1, 0, NULL, NULL, 0);
         run_stage(b, &w, &d, &s4, g1, n1, "8B 128K stage 1, chunk-indexed RoPE", 0);
         hs_stage_free(&s4);
         /* plain RoPE (a context inside the trained window): the three stages chained, then
@@ -394,12 +394,12 @@ static void run_8b_chain(lc_backend *b) {
                          rotated ? ", rotated keys" : "",
                          rotated == 2 && i < 2 ? ", one descent per KV head" : "");
             hs_kv_descent = rotated == 2;
-            hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
+            hs_stage_make(&w, &s1, 256, 128, 4, LC_SCAN_PLAIN, 1, 0, NULL, NULL, 0);
             run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
-            hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_PLAIN, 1, 2, g1, n1, 128);
+            hs_stage_make(&w, &s2, 32, 256, 4, LC_SCAN_PLAIN, 1, 2, g1, n1, 128);
             hs_kv_descent = 0;
             run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
-            hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_PLAIN, 1, 2, g2, n2, 256);
+            hs_stage_make(&w, &s3, 8, 256, 1, LC_SCAN_PLAIN, 1, 2, g2, n2, 256);
             run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
         }
@@ -421,7 +421,7 @@ static void run_8b_decode(lc_backend *b) {
         dev_world d;
         dev_world_make(b, &w, &d);
         hs_stage   s1, s2, s3;
-        lc_hip_seg g1[2 * 128], g2[2 * 256], g3[2 * 256];
+        lc_segment g1[2 * 128], g2[2 * 256], g3[2 * 256];
         int32_t    n1[2], n2[2], n3[2];
         for (int kv = 0; kv < 3; kv++) { /* 2: per query head, 2 tiles a warp (stage_tiles) */
             const char *sfx = kv == 1 ? ", one descent per KV head" : kv == 2 ? ", S 2" : "";
@@ -430,11 +430,11 @@ static void run_8b_decode(lc_backend *b) {
             for (int i = 0; i < 3; i++)
                 snprintf(what[i], sizeof what[i], "8B decode rows stage %d%s", i + 1, sfx);
             hs_kv_descent = kv == 1;
-            hs_stage_make(&w, &s1, 256, 128, 4, LC_HIP_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
+            hs_stage_make(&w, &s1, 256, 128, 4, LC_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
             run_stage(b, &w, &d, &s1, g1, n1, what[0], 0);
-            hs_stage_make(&w, &s2, 32, 256, 4, LC_HIP_SCAN_RELATIVE, 1, 2, g1, n1, 128);
+            hs_stage_make(&w, &s2, 32, 256, 4, LC_SCAN_RELATIVE, 1, 2, g1, n1, 128);
             run_stage(b, &w, &d, &s2, g2, n2, what[1], 0);
-            hs_stage_make(&w, &s3, 8, 256, 1, LC_HIP_SCAN_RELATIVE, 1, 2, g2, n2, 256);
+            hs_stage_make(&w, &s3, 8, 256, 1, LC_SCAN_RELATIVE, 1, 2, g2, n2, 256);
             run_stage(b, &w, &d, &s3, g3, n3, what[2], 0);
             hs_kv_descent = 0;
             hs_stage_free(&s1), hs_stage_free(&s2), hs_stage_free(&s3);
@@ -446,7 +446,7 @@ static void run_8b_decode(lc_backend *b) {
 
 /* n = {group, argument} */
 enum { HS_GRID, HS_BIG_BLOCKS, HS_DECODE_ROWS, HS_TIES, HS_REFUSED, HS_8B_CHAIN, HS_8B_DECODE };
-static const op_shape hip_stage_shapes[] = {
+static const op_shape prune_chunks_shapes[] = {
     {"grid", {HS_GRID, 0}, false},
     {"grid, one CTA per unit, 8-chunk tiles", {HS_GRID, 1}, false},
     {"grid, rotated keys (plain RoPE)", {HS_GRID, 2}, false},
@@ -459,7 +459,7 @@ static const op_shape hip_stage_shapes[] = {
     {"8B decode rows 128K / 70K three stages", {HS_8B_DECODE, 0}, true},
 };
 
-static void hip_stage_check(op_env *e, const op_shape *sh, op_result *r) {
+static void prune_chunks_check(op_env *e, const op_shape *sh, op_result *r) {
     lc_backend *b = e->dev;
     base_tuning   = e->tuning;
     hs_rng        = e->rng;
@@ -480,7 +480,7 @@ static void hip_stage_check(op_env *e, const op_shape *sh, op_result *r) {
                (long long)total_diff, (long long)total_kept);
 }
 
-const op_entry op_hip_stage = {"hip_stage", "selected chunks vs the CPU twin and the double "
-                               "reference's tolerance intervals", hip_stage_shapes,
-                               OP_N_SHAPES(hip_stage_shapes), 0, false, NULL, NULL, NULL, NULL,
-                               NULL, hip_stage_check};
+const op_entry op_prune_chunks = {"prune_chunks", "selected chunks vs the CPU twin and the double "
+                               "reference's tolerance intervals", prune_chunks_shapes,
+                               OP_N_SHAPES(prune_chunks_shapes), 0, false, NULL, NULL, NULL, NULL,
+                               NULL, prune_chunks_check};

@@ -1,8 +1,8 @@
 /*
- * op_attn_sparse.c — registry entry of the block-sparse attention (attn_sparse; hip_sparse.cu:
+ * op_attn_segments.c — registry entry of the block-sparse attention (attn_segments; attn_segments.cu:
  * decode split kernel + merge for calls of 1-row blocks, the list kernel + tensor-core prefill
  * over gathered key tiles for the others — the wgmma kernel on sm_90a) against its CPU twin on
- * the same fp16 K/V values, over the worlds of hip_sparse_world.h: scattered page tables,
+ * the same fp16 K/V values, over the worlds of attn_segments_world.h: scattered page tables,
  * several sequences per call, decode blocks and prefill blocks up to 64 rows in one call, both
  * attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16, both
  * pairings, partial rotary with a YaRN factor, empty selections, odd-length segments, positions
@@ -15,7 +15,7 @@
  * tiles before the call). NMSE < 1e-5 per block; outputs poisoned (NaN) before each run; a
  * second run must give the same bits.
  */
-#include "hip_sparse_world.h"
+#include "attn_segments_world.h"
 #include "op_registry.h"
 
 #include <math.h>
@@ -34,9 +34,9 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
     float *dq = b->alloc(b, sizeof(float) * qn, "q"), *dout = b->alloc(b, sizeof(float) * qn, "out");
     float *dcs = b->alloc(b, sizeof(float) * w->max_pos * half, "cos");
     float *dsn = b->alloc(b, sizeof(float) * w->max_pos * half, "sin");
-    const size_t sel_bytes = sizeof(lc_hip_seg) * (size_t)w->n_qb * c->n_groups * w->sel_cap;
-    lc_hip_qblock *dqb  = b->alloc(b, sizeof(lc_hip_qblock) * w->n_qb, "qb");
-    lc_hip_seg    *dsel = b->alloc(b, sel_bytes, "sel");
+    const size_t sel_bytes = sizeof(lc_segment) * (size_t)w->n_qb * c->n_groups * w->sel_cap;
+    lc_qblock *dqb  = b->alloc(b, sizeof(lc_qblock) * w->n_qb, "qb");
+    lc_segment    *dsel = b->alloc(b, sel_bytes, "sel");
     int32_t       *dseln = b->alloc(b, sizeof(int32_t) * w->n_qb * c->n_groups, "sel_n");
     int            st   = LC_ERR_NOMEM;
     if (dk && dv && dq && dout && dcs && dsn && dqb && dsel && dseln) {
@@ -45,19 +45,19 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
         b->upload(b, dq, w->q, sizeof(float) * qn);
         b->upload(b, dcs, w->rope.cos, sizeof(float) * w->max_pos * half);
         b->upload(b, dsn, w->rope.sin, sizeof(float) * w->max_pos * half);
-        b->upload(b, dqb, w->qb, sizeof(lc_hip_qblock) * w->n_qb);
+        b->upload(b, dqb, w->qb, sizeof(lc_qblock) * w->n_qb);
         b->upload(b, dsel, w->sel, sel_bytes);
         b->upload(b, dseln, w->sel_n, sizeof(int32_t) * w->n_qb * c->n_groups);
         memset(got, 0xff, sizeof(float) * qn); /* poison: NaN */
         b->upload(b, dout, got, sizeof(float) * qn);
         lc_rope_table      dt  = {w->max_pos, c->n_rot, c->pairing, dcs, dsn, w->rope.mscale};
         lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D};
-        lc_hip_sparse_args da  = w->a;
+        lc_attn_segments_args da  = w->a;
         lc_rotated_keys    rk  = {0}; /* the caller's rotated keys (with tuning.rotate_keys) */
         da.sel = dsel, da.sel_n = dseln, da.rot = &rk;
         st = b->batch_begin(b, w->seqs, w->n_seqs, c->P);
         if (st == LC_OK)
-            st = b->attn_sparse(b, &dkv, w->seqs, w->n_seqs, dqb, w->n_qb, dq, w->n_head, &dt, scale,
+            st = b->attn_segments(b, &dkv, w->seqs, w->n_seqs, dqb, w->n_qb, dq, w->n_head, &dt, scale,
                                 &da, dout);
         if (st == LC_OK) st = lc_cuda_sync();
         lc_rotated_keys_release(b, &rk);
@@ -83,7 +83,7 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
     const int64_t qn    = (int64_t)w.rows * w.n_head * D;
     float        *ref = malloc(sizeof(float) * qn), *got = malloc(sizeof(float) * qn);
     float        *again = malloc(sizeof(float) * qn);
-    CHECK(lc_cpu_attn_sparse(&w.kv, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale,
+    CHECK(lc_cpu_attn_segments(&w.kv, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale,
                              &w.a, ref) == LC_OK);
     int st = gpu_run(b, &w, scale, got);
     CHECKF(st == LC_OK, "%s: %s", what, lc_last_error());
@@ -199,11 +199,11 @@ enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED };
     {pn "grid D64", {p, 0, 64}, false}, {pn "grid D128", {p, 0, 128}, false},                  \
     {pn "partial rotary + yarn, no sink, all window", {p, 1, 0}, false},                      \
     {pn "long: 8B shape at 128K keys", {p, 2, 0}, true}
-static const op_shape attn_sparse_shapes[] = {SPARSE_PATH(SP_AS_LAUNCHED, ""),
+static const op_shape attn_segments_shapes[] = {SPARSE_PATH(SP_AS_LAUNCHED, ""),
                                               SPARSE_PATH(SP_MMA, "mma.sync prefill: "),
                                               SPARSE_PATH(SP_ROTATED, "rotated tiles: ")};
 
-static void attn_sparse_check(op_env *e, const op_shape *sh, op_result *r) {
+static void attn_segments_check(op_env *e, const op_shape *sh, op_result *r) {
     lc_backend *b    = e->dev;
     const int   path = (int)sh->n[0];
     rng              = e->rng;
@@ -223,8 +223,8 @@ static void attn_sparse_check(op_env *e, const op_shape *sh, op_result *r) {
            worst_dec, worst_pre, worst_dense);
 }
 
-const op_entry op_attn_sparse = {"attn_sparse", "block-sparse attention over sink + selected "
+const op_entry op_attn_segments = {"attn_segments", "block-sparse attention over sink + selected "
                                  "segments + window vs the CPU twin (and dense where the selection "
-                                 "is full), per block", attn_sparse_shapes,
-                                 OP_N_SHAPES(attn_sparse_shapes), 1e-5, false, NULL, NULL, NULL,
-                                 NULL, NULL, attn_sparse_check};
+                                 "is full), per block", attn_segments_shapes,
+                                 OP_N_SHAPES(attn_segments_shapes), 1e-5, false, NULL, NULL, NULL,
+                                 NULL, NULL, attn_segments_check};

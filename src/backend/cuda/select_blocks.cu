@@ -1,5 +1,5 @@
-// hip_mask.cu — HiP hierarchical top-k mask estimation on the GPU, the twin of lc_cpu_hip_mask
-// (backend/cpu/cpu_hip_mask.c; contract in backend.h, "HiP hierarchical top-k mask
+// select_blocks.cu — HiP hierarchical top-k mask estimation on the GPU, the twin of lc_cpu_select_blocks
+// (backend/cpu/cpu_select_blocks.c; contract in backend.h, "HiP hierarchical top-k mask
 // estimation"). Paper: HiP (seeds/004_b4c89dd3429c70a1.txt) §3.1–3.2, Alg. 1; digest
 // spec/infinitehip-and-hip.md §1.2–1.5.
 //
@@ -28,7 +28,7 @@
 // All arithmetic in fp32 on the CUDA cores: the scores differ from the CPU twin's only by the
 // order of the sums (~1e-6 relative), so the selections agree except at near ties.
 //
-// H100 (bench_hip_mask, 8B shape, block_k 2): decode 160 us (k 512) / 275 us (k 2048) at 128K,
+// H100 (bench_select_blocks, 8B shape, block_k 2): decode 160 us (k 512) / 275 us (k 2048) at 128K,
 // 220 / 415 us at 1M, the same for 1 and 8 groups: ~20 us per iteration with 256 nodes, ~47 us
 // with 1024, though each iteration moves ~1 MB — the chain of dependent global loads in the
 // scoring CTAs, the serial select of the last CTA and the launch gaps (not profiled yet; a
@@ -59,7 +59,7 @@ constexpr int      kMaxNodes = 2048;
 
 struct mask_params {
     const lc_attn_seq   *seqs;
-    const lc_hip_qblock *qb;
+    const lc_qblock *qb;
     const float         *q_raw; // [rows][n_head][D]
     const uint16_t      *k;     // [n_pages][H][P][D] fp16 (lc_kv16)
     const float         *cs, *sn;
@@ -67,7 +67,7 @@ struct mask_params {
     int32_t              block_k, q_stride, k_stride, n_sink, n_stream, mode, n_groups;
     int32_t              max_nsr, max_cand, out_cap, n_nodes, n_br, nks, kpg, ctas_per_pair;
     int32_t              per_split, q_floats;
-    lc_hip_seg          *out;
+    lc_segment          *out;
     const int32_t       *list; // [n_qb] or NULL: block b's out lists at list[b] (backend.h)
     const int32_t       *from; // [n_qb] or NULL: block b computed only where from[b] <= 0
     int32_t             *out_n;
@@ -131,7 +131,7 @@ __device__ int block_excl_scan(int v, int *total, int *smem) {
 }
 
 // Candidates of block q, capped at max_cand.
-__device__ __forceinline__ int pair_cand(const mask_params &p, const lc_hip_qblock &q) {
+__device__ __forceinline__ int pair_cand(const mask_params &p, const lc_qblock &q) {
     int64_t cand = (int64_t)q.win0 - p.n_sink;
     if (cand > p.max_cand) cand = p.max_cand;
     return cand > 0 ? (int)cand : 0;
@@ -159,7 +159,7 @@ __device__ __forceinline__ size_t out_pair(const mask_params &p, int bg) {
 // ---- 1. init --------------------------------------------------------------------------------
 __global__ void __launch_bounds__(kThreads) hm_init_kernel(mask_params p) {
     const int           bg = blockIdx.x, b = bg / p.n_groups;
-    const lc_hip_qblock q  = p.qb[b];
+    const lc_qblock q  = p.qb[b];
     const int           cand = pair_cand(p, q);
     if (threadIdx.x == 0) p.cnt[bg] = 0;
     if (p.from && p.from[b] > 0) { // not refreshed in this call: its cached mask stands
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) hm_init_kernel(mask_params p) {
     if (cand == 0 || (cand + p.block_k - 1) / p.block_k <= p.n_nodes) {
         if (threadIdx.x == 0) {
             const size_t lbg = out_pair(p, bg);
-            if (cand > 0) p.out[lbg * p.out_cap] = lc_hip_seg{p.n_sink, cand};
+            if (cand > 0) p.out[lbg * p.out_cap] = lc_segment{p.n_sink, cand};
             p.out_n[lbg] = cand > 0 ? 1 : 0;
             p.done[bg]   = 1;
         }
@@ -247,11 +247,11 @@ __device__ void select_pair(const mask_params &p, int bg, int cand, unsigned cha
         for (int j = tid; j < n_nodes; j += kThreads) nd[j] = nn[j];
     } else {
         const size_t lbg = out_pair(p, bg);
-        lc_hip_seg  *out = p.out + lbg * p.out_cap;
+        lc_segment  *out = p.out + lbg * p.out_cap;
         const int    end = p.n_sink + cand;
         for (int j = tid; j < n_nodes; j += kThreads) {
             const int start = p.n_sink + nn[j].x * p.block_k;
-            out[j]          = lc_hip_seg{start, min(p.block_k, end - start)};
+            out[j]          = lc_segment{start, min(p.block_k, end - start)};
         }
         if (tid == 0) p.out_n[lbg] = n_nodes, p.done[bg] = 1;
     }
@@ -270,7 +270,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
     if (p.done[bg]) return;
     const int           b = bg / p.n_groups, g = bg % p.n_groups;
     const int           kvh = p.n_groups == 1 ? kk : g;
-    const lc_hip_qblock q   = p.qb[b];
+    const lc_qblock q   = p.qb[b];
     const int           cand = pair_cand(p, q), win0 = p.n_sink + cand;
     const int           nsr  = min((q.n_rows + p.q_stride - 1) / p.q_stride, p.max_nsr);
     const int           nq   = p.G * nsr;
@@ -281,7 +281,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
     for (int e = tid; e < nq * D; e += kThreads) {
         const int qi = e / D, d = e % D, gh = qi / nsr, i = qi % nsr;
         const int h = kvh * p.G + gh, row = q.row0 + i * p.q_stride;
-        const int pos = clamp_pos(p.mode == LC_HIP_SCAN_PLAIN ? q.pos0 + i * p.q_stride : p.n_stream + 1, p.n_pos);
+        const int pos = clamp_pos(p.mode == LC_SCAN_PLAIN ? q.pos0 + i * p.q_stride : p.n_stream + 1, p.n_pos);
         qs[qi * QS + d] = rot_elem(p.q_raw + ((size_t)row * p.n_head + h) * D, d, pos, p);
     }
     __syncthreads();
@@ -328,7 +328,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
 #pragma unroll
                 for (int c = 0; c < V; c++) raw[e][c] = 0.0f;
             }
-            const int pos = clamp_pos(p.mode == LC_HIP_SCAN_PLAIN ? t : 0, p.n_pos);
+            const int pos = clamp_pos(p.mode == LC_SCAN_PLAIN ? t : 0, p.n_pos);
 #pragma unroll
             for (int c = 0; c < NP; c++) {
                 const int i = lane + 32 * c;
@@ -447,7 +447,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 // Scratch layout: offsets of nodes, bscore, cnt, done and the total.
-size_t scratch_layout(int32_t n_qb, const lc_hip_mask_args *a, size_t off[4]) {
+size_t scratch_layout(int32_t n_qb, const lc_select_blocks_args *a, size_t off[4]) {
     const size_t pairs = (size_t)n_qb * (size_t)a->n_groups, nn = (size_t)(a->k / a->block_k);
     off[0] = 0;
     off[1] = align256(off[0] + pairs * nn * sizeof(int2));
@@ -491,37 +491,37 @@ template <int D> int launch_all(const mask_params &p, int n_pairs, int n_it, dim
 
 } // namespace
 
-extern "C" size_t lc_cuda_hip_mask_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
-                                                 const lc_hip_mask_args *a) {
+extern "C" size_t lc_cuda_select_blocks_scratch_bytes(const lc_kv_layer_view *kv, int32_t n_qb, int32_t n_head,
+                                                 const lc_select_blocks_args *a) {
     (void)kv, (void)n_head;
     if (!a || n_qb <= 0 || a->block_k < 1 || a->k < a->block_k || a->n_groups < 1) return 0;
     size_t off[4];
     return scratch_layout(n_qb, a, off);
 }
 
-extern "C" int lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw,
+extern "C" int lc_cuda_select_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                const lc_qblock *qb, int32_t n_qb, const float *q_raw,
                                 int32_t n_head, const lc_rope_table *rope,
-                                const lc_hip_mask_args *a, void *scratch, size_t scratch_bytes) {
-    const int st0 = lc_hip_mask_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+                                const lc_select_blocks_args *a, void *scratch, size_t scratch_bytes) {
+    const int st0 = lc_select_blocks_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st0 != LC_OK) return st0;
     const int32_t H = kv->n_kv_head, D = kv->head_dim, P = kv->page_size;
     if (P & (P - 1))
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: page size %d is not a power of two", P);
+        return lc_fail(LC_ERR_INVALID_ARG, "select_blocks: page size %d is not a power of two", P);
     if (D != 64 && D != 128)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_mask: head dim %d on CUDA (64 or 128)", D);
+        return lc_fail(LC_ERR_UNSUPPORTED, "select_blocks: head dim %d on CUDA (64 or 128)", D);
     const int32_t n_nodes = a->k / a->block_k;
     if (n_nodes > kMaxNodes)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_mask: %d nodes (k / block_k) on CUDA (at most %d)",
+        return lc_fail(LC_ERR_UNSUPPORTED, "select_blocks: %d nodes (k / block_k) on CUDA (at most %d)",
                        n_nodes, kMaxNodes);
     if (n_qb == 0) return LC_OK;
     size_t       off[4];
     const size_t need = scratch_layout(n_qb, a, off);
     if (!scratch || scratch_bytes < need)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: scratch of %zu bytes, %zu needed",
+        return lc_fail(LC_ERR_INVALID_ARG, "select_blocks: scratch of %zu bytes, %zu needed",
                        scratch_bytes, need);
     if ((int64_t)n_qb * a->n_groups * (a->n_groups == 1 ? H : 1) > 0x7fffffff)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: %d blocks is too many", n_qb);
+        return lc_fail(LC_ERR_INVALID_ARG, "select_blocks: %d blocks is too many", n_qb);
 
     mask_params p;
     memset(&p, 0, sizeof p);
@@ -553,7 +553,7 @@ extern "C" int lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *s
     const int64_t smem  = score > sel ? score : sel;
     const dev_info di   = device_info();
     if (smem + 1024 > di.smem_optin)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip_mask: %lld bytes of shared memory per block (%d "
+        return lc_fail(LC_ERR_UNSUPPORTED, "select_blocks: %lld bytes of shared memory per block (%d "
                        "available): %lld query rows per KV head", (long long)smem, di.smem_optin,
                        (long long)nq);
 
@@ -568,7 +568,7 @@ extern "C" int lc_cuda_hip_mask(const lc_kv_layer_view *kv, const lc_attn_seq *s
     int64_t per = (total + splits - 1) / splits;
     per         = (per + kBatch - 1) / kBatch * kBatch;
     splits      = (total + per - 1) / per;
-    if (splits > 65535) return lc_fail(LC_ERR_INVALID_ARG, "hip_mask: too many probes");
+    if (splits > 65535) return lc_fail(LC_ERR_INVALID_ARG, "select_blocks: too many probes");
     p.per_split     = (int32_t)per;
     p.ctas_per_pair = (int32_t)(p.kpg * splits);
 

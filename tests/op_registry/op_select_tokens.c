@@ -1,12 +1,12 @@
 /*
- * op_ts_select.c — registry entry of the TokenSelect selection (ts_select; ts_select.cu) against
- * its CPU twin and the double reference of ts_select_world.h, on the same fp16 key values (the
+ * op_select_tokens.c — registry entry of the TokenSelect selection (select_tokens; select_tokens.cu) against
+ * its CPU twin and the double reference of select_tokens_world.h, on the same fp16 key values (the
  * worlds' keys are fp16-representable; the GPU reads them as an fp16 pool). The GPU's logits
  * differ from the CPU's by rounding, so a selection passes with the reference's tolerance check
  * (selected tokens' scores >= the k-th - eps, dropped ones <= it + eps, sorted disjoint maximal
  * runs inside [n_init, win0), min(k, candidates) tokens); the tie worlds (three distinct key
  * rows) must equal the CPU twin's output exactly (lower positions first at the threshold).
- * Every case: both GQA maps; each path of ts_select.cu (ts_paths, chosen with the backend's
+ * Every case: both GQA maps; each path of select_tokens.cu (ts_paths, chosen with the backend's
  * tuning: the 9-kernel path and the fused cooperative kernel with 3, 2 or 1 launches, some with
  * ts_select_group 1), every path's bytes equal to the 9-kernel path's; outputs poisoned before
  * each call; a second call must give the same bytes. The shapes: the CPU test's spec table;
@@ -15,7 +15,7 @@
  * cache_q); and (big) 8B-shape worlds (32/8 heads, D 128, ~24K keys, decode and 512-row blocks).
  */
 #include "op_registry.h"
-#include "ts_select_world.h"
+#include "select_tokens_world.h"
 #include "util/util.h"
 
 static lc_tuning base_tuning; /* the command line's: put back after a path changes it */
@@ -23,8 +23,8 @@ static lc_tuning base_tuning; /* the command line's: put back after a path chang
 typedef struct dev_world {
     void          *k;
     float         *q, *cs, *sn;
-    lc_hip_qblock *qb;
-    lc_hip_seg    *out;
+    lc_qblock *qb;
+    lc_segment    *out;
     int32_t       *out_n;
 } dev_world;
 
@@ -37,15 +37,15 @@ static void dev_make(lc_backend *b, const world *w, int32_t out_cap, dev_world *
     d->q     = b->alloc(b, sizeof(float) * qn, "q");
     d->cs    = b->alloc(b, sizeof(float) * tn, "cos");
     d->sn    = b->alloc(b, sizeof(float) * tn, "sin");
-    d->qb    = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)w->n_qb, "qb");
-    d->out   = b->alloc(b, sizeof(lc_hip_seg) * (size_t)w->n_qb * out_cap, "out");
+    d->qb    = b->alloc(b, sizeof(lc_qblock) * (size_t)w->n_qb, "qb");
+    d->out   = b->alloc(b, sizeof(lc_segment) * (size_t)w->n_qb * out_cap, "out");
     d->out_n = b->alloc(b, sizeof(int32_t) * (size_t)w->n_qb, "out_n");
     CHECK(d->k && d->q && d->cs && d->sn && d->qb && d->out && d->out_n);
     b->upload(b, d->k, kb, 2 * (size_t)pool);
     b->upload(b, d->q, w->q, sizeof(float) * qn);
     b->upload(b, d->cs, w->rope.cos, sizeof(float) * tn);
     b->upload(b, d->sn, w->rope.sin, sizeof(float) * tn);
-    b->upload(b, d->qb, w->qb, sizeof(lc_hip_qblock) * (size_t)w->n_qb);
+    b->upload(b, d->qb, w->qb, sizeof(lc_qblock) * (size_t)w->n_qb);
     free(kb);
 }
 
@@ -56,24 +56,24 @@ static void dev_free(lc_backend *b, dev_world *d) {
 
 /* One GPU call (args a with host-side cache pointers replaced by the caller): poisoned
  * outputs, results into out / out_n (host). */
-static int gpu_run(lc_backend *b, const world *w, const dev_world *d, const lc_ts_select_args *a,
-                   lc_hip_seg *out, int32_t *out_n) {
-    const size_t ob = sizeof(lc_hip_seg) * (size_t)w->n_qb * a->out_cap, nb = sizeof(int32_t) * (size_t)w->n_qb;
+static int gpu_run(lc_backend *b, const world *w, const dev_world *d, const lc_select_tokens_args *a,
+                   lc_segment *out, int32_t *out_n) {
+    const size_t ob = sizeof(lc_segment) * (size_t)w->n_qb * a->out_cap, nb = sizeof(int32_t) * (size_t)w->n_qb;
     memset(out, 0xff, ob), memset(out_n, 0xff, nb);
     b->upload(b, d->out, out, ob);
     b->upload(b, d->out_n, out_n, nb);
-    lc_ts_select_args x = *a;
+    lc_select_tokens_args x = *a;
     x.out = d->out, x.out_n = d->out_n;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
     lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D};
     CHECK(b->batch_begin(b, w->seqs, w->n_seqs, w->c.P) == LC_OK);
-    int rc = b->ts_select(b, &kv, w->seqs, w->n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &x);
+    int rc = b->select_tokens(b, &kv, w->seqs, w->n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &x);
     if (rc == LC_OK) rc = lc_cuda_sync();
     if (rc == LC_OK) b->download(b, out, d->out, ob), b->download(b, out_n, d->out_n, nb);
     return rc;
 }
 
-/* The paths of ts_select.cu: the 9-kernel one and the fused kernel with 3, 2 or 1 launches,
+/* The paths of select_tokens.cu: the 9-kernel one and the fused kernel with 3, 2 or 1 launches,
  * each also with one block a group (tuning ts_select_group 1); 0: as launched. */
 typedef struct ts_path {
     const char *name;
@@ -100,12 +100,12 @@ static void ts_path_set(lc_backend *b, const ts_path *p) {
     b->tuning.ts_select_group    = p->nb;
 }
 
-static int same_sel(const world *w, const lc_ts_select_args *a, const lc_hip_seg *x,
-                    const int32_t *xn, const lc_hip_seg *y, const int32_t *yn) {
+static int same_sel(const world *w, const lc_select_tokens_args *a, const lc_segment *x,
+                    const int32_t *xn, const lc_segment *y, const int32_t *yn) {
     for (int32_t b = 0; b < w->n_qb; b++) {
         if (xn[b] != yn[b]) return 0;
         if (xn[b] > 0 && memcmp(x + (int64_t)b * a->out_cap, y + (int64_t)b * a->out_cap,
-                                sizeof(lc_hip_seg) * (size_t)xn[b]) != 0)
+                                sizeof(lc_segment) * (size_t)xn[b]) != 0)
             return 0;
     }
     return 1;
@@ -116,18 +116,18 @@ static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
         world w;
         rng = seed;
         ts_world(&w, s);
-        lc_ts_select_args a = ts_args(&w, s->k, gm);
+        lc_select_tokens_args a = ts_args(&w, s->k, gm);
         dev_world         d;
         dev_make(b, &w, a.out_cap, &d);
-        const size_t ob = sizeof(lc_hip_seg) * (size_t)w.n_qb * a.out_cap, nb = sizeof(int32_t) * (size_t)w.n_qb;
-        lc_hip_seg  *co = malloc(ob), *go = malloc(ob), *g2 = malloc(ob);
+        const size_t ob = sizeof(lc_segment) * (size_t)w.n_qb * a.out_cap, nb = sizeof(int32_t) * (size_t)w.n_qb;
+        lc_segment  *co = malloc(ob), *go = malloc(ob), *g2 = malloc(ob);
         int32_t     *cn = malloc(nb), *gn = malloc(nb), *g2n = malloc(nb);
         CHECKF(ts_run_cpu(&w, &a, co, cn) == LC_OK, "%s: CPU: %s", s->name, lc_last_error());
         ts_ref r;
         ts_reference(&w, &a, &r);
         /* the 9-kernel path first (its output kept in ko / kn), then the fused kernel's
          * variants, which must give the same bytes */
-        lc_hip_seg *ko = malloc(ob);
+        lc_segment *ko = malloc(ob);
         int32_t    *kn = malloc(nb);
         for (int v = 0; v < TS_N_PATHS; v++) {
             const ts_path *pv = &ts_paths[v];
@@ -150,7 +150,7 @@ static void run_spec(lc_backend *b, const ts_spec *s, uint64_t seed) {
         /* differing tokens vs the CPU twin (information) */
         int64_t diff = 0, tot = 0;
         for (int32_t i = 0; i < w.n_qb; i++) {
-            const lc_hip_seg *x = go + (int64_t)i * a.out_cap, *y = co + (int64_t)i * a.out_cap;
+            const lc_segment *x = go + (int64_t)i * a.out_cap, *y = co + (int64_t)i * a.out_cap;
             for (int32_t j = 0; j < gn[i] && gn[i] > 0; j++) tot += x[j].len;
             int64_t cx = 0, cy = 0;
             for (int32_t j = 0; j < gn[i]; j++) cx += x[j].len;
@@ -173,7 +173,7 @@ static void test_cache(lc_backend *b, const char *path) {
     world w;
     rng = 777;
     ts_world(&w, &s);
-    lc_ts_select_args a = ts_args(&w, s.k, 0);
+    lc_select_tokens_args a = ts_args(&w, s.k, 0);
     dev_world         d;
     dev_make(b, &w, a.out_cap, &d);
     const int32_t nf = w.n_head * s.D;
@@ -184,13 +184,13 @@ static void test_cache(lc_backend *b, const char *path) {
     int32_t       zero = 0, hv = 0;
     int64_t       hc[2] = {0, 0};
     b->upload(b, dq, hq, sizeof(float) * nf), b->upload(b, dv, &zero, 4), b->upload(b, dc, hc, 16);
-    lc_hip_seg *co = malloc(sizeof(lc_hip_seg) * a.out_cap), *go = malloc(sizeof(lc_hip_seg) * a.out_cap);
+    lc_segment *co = malloc(sizeof(lc_segment) * a.out_cap), *go = malloc(sizeof(lc_segment) * a.out_cap);
     int32_t     cn, gn;
     CHECK(ts_run_cpu(&w, &a, co, &cn) == LC_OK);
     ts_ref r;
     ts_reference(&w, &a, &r);
     for (int32_t i = 0; i < nf; i++) f[i] = (float)r.fp[i];
-    lc_ts_select_args x = a;
+    lc_select_tokens_args x = a;
     x.cache_q = dq, x.cache_valid = dv, x.counts = dc, x.theta = -1.0f;
     /* miss */
     CHECK(gpu_run(b, &w, &d, &x, go, &gn) == LC_OK);
@@ -250,7 +250,7 @@ static const ts_spec ts_big_specs[] = {
      {{22000, 700, 0, 0}}},
 };
 /* n = {group, index of ts_big_specs} */
-static const op_shape ts_select_shapes[] = {
+static const op_shape select_tokens_shapes[] = {
     {"the CPU test's specs, every path", {TS_SPECS}, false},
     {"selection cache, every path", {TS_CACHE}, false},
     {"8B 24K decode", {TS_BIG, 0}, true},
@@ -258,7 +258,7 @@ static const op_shape ts_select_shapes[] = {
     {"smol 24K ties", {TS_BIG, 2}, true},
 };
 
-static void ts_select_check(op_env *e, const op_shape *sh, op_result *r) {
+static void select_tokens_check(op_env *e, const op_shape *sh, op_result *r) {
     lc_backend    *b     = e->dev;
     const uint64_t seed0 = e->rng;
     (void)r;
@@ -278,7 +278,7 @@ static void ts_select_check(op_env *e, const op_shape *sh, op_result *r) {
     b->tuning = base_tuning;
 }
 
-const op_entry op_ts_select = {"ts_select", "selected tokens vs the reference's tolerance check, "
+const op_entry op_select_tokens = {"select_tokens", "selected tokens vs the reference's tolerance check, "
                                "every path byte-equal to the 9-kernel one, ties exact",
-                               ts_select_shapes, OP_N_SHAPES(ts_select_shapes), 0, false, NULL,
-                               NULL, NULL, NULL, NULL, ts_select_check};
+                               select_tokens_shapes, OP_N_SHAPES(select_tokens_shapes), 0, false, NULL,
+                               NULL, NULL, NULL, NULL, select_tokens_check};

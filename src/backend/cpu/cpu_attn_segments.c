@@ -1,5 +1,5 @@
 /*
- * cpu_hip_sparse.c — InfiniteHiP block-sparse attention, the CPU reference (op attn_sparse;
+ * cpu_attn_segments.c — InfiniteHiP block-sparse attention, the CPU reference (op attn_segments;
  * contract in backend/backend.h "Sparse attention"; digest spec/infinitehip-and-hip.md §3–4,
  * the "BSA" step: sink + selected chunks + sliding window, StreamingLLM re-indexing §4.2).
  *
@@ -33,22 +33,22 @@ typedef struct sp_list {
     int32_t  n, n_pre;
 } sp_list;
 
-static const lc_hip_seg *sel_list(const lc_hip_sparse_args *a, int32_t b, int32_t g,
+static const lc_segment *sel_list(const lc_attn_segments_args *a, int32_t b, int32_t g,
                                   int32_t *n) {
     const int64_t l = (int64_t)(a->list ? a->list[b] : b) * a->n_groups + g; /* backend.h */
     *n = a->sel_n[l];
     return a->sel + l * a->sel_cap;
 }
 
-static void build_list(const lc_hip_qblock *B, const lc_hip_sparse_args *a, int32_t b, int32_t g,
+static void build_list(const lc_qblock *B, const lc_attn_segments_args *a, int32_t b, int32_t g,
                        sp_list *L) {
     int32_t           ns;
-    const lc_hip_seg *s     = sel_list(a, b, g, &ns);
+    const lc_segment *s     = sel_list(a, b, g, &ns);
     const int32_t     n_s   = a->n_sink < B->win0 ? a->n_sink : B->win0;
     const int32_t     last  = B->pos0 + B->n_rows - 1;
     int32_t           n_sel = 0;
     for (int32_t i = 0; i < ns; i++) n_sel += s[i].len;
-    const bool    streaming = a->attn_rope == LC_HIP_ATTN_STREAMING;
+    const bool    streaming = a->attn_rope == LC_ATTN_ROPE_STREAMING;
     const int32_t base      = B->win0 - n_sel - n_s; /* STREAMING: position of list index 0 */
     int32_t       n         = 0;
     for (int32_t j = 0; j < n_s; j++, n++) L->tok[n] = j, L->pos[n] = streaming ? base + n : j;
@@ -61,48 +61,48 @@ static void build_list(const lc_hip_qblock *B, const lc_hip_sparse_args *a, int3
 }
 
 static int check_args(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                      const lc_hip_qblock *qb, int32_t n_qb, int32_t n_head,
-                      const lc_rope_table *rope, const lc_hip_sparse_args *a) {
-    int st = lc_hip_sparse_check(kv, n_head, a);
+                      const lc_qblock *qb, int32_t n_qb, int32_t n_head,
+                      const lc_rope_table *rope, const lc_attn_segments_args *a) {
+    int st = lc_attn_segments_check(kv, n_head, a);
     if (st != LC_OK) return st;
-    if ((st = lc_cpu_check_head_dim("attn_sparse", kv->head_dim, 512)) != LC_OK) return st;
+    if ((st = lc_cpu_check_head_dim("attn_segments", kv->head_dim, 512)) != LC_OK) return st;
     for (int32_t b = 0; b < n_qb; b++) {
-        if ((st = lc_cpu_check_block_seq("attn_sparse", qb, b, n_seqs)) != LC_OK) return st;
-        const lc_hip_qblock *B  = &qb[b];
+        if ((st = lc_cpu_check_block_seq("attn_segments", qb, b, n_seqs)) != LC_OK) return st;
+        const lc_qblock *B  = &qb[b];
         const lc_attn_seq   *sq = &seqs[B->seq];
         if (B->n_rows < 1 || B->n_rows > a->max_rows || B->row0 < sq->row0 ||
             B->row0 + B->n_rows > sq->row0 + sq->n_rows ||
             B->pos0 != sq->pos0 + (B->row0 - sq->row0))
-            return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d (rows %d+%d at position %d) "
+            return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: block %d (rows %d+%d at position %d) "
                            "is not inside sequence %d (rows %d+%d at %d) or has more than "
                            "max_rows %d rows", b, B->row0, B->n_rows, B->pos0, B->seq, sq->row0,
                            sq->n_rows, sq->pos0, a->max_rows);
         const int32_t last = B->pos0 + B->n_rows - 1;
         if (B->win0 < 0 || B->win0 > B->pos0 + 1 || last - B->win0 + 1 > a->max_window)
-            return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d: win0 %d outside [0, %d] "
+            return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: block %d: win0 %d outside [0, %d] "
                            "or a window of %d keys over max_window %d", b, B->win0, B->pos0 + 1,
                            last - B->win0 + 1, a->max_window);
         if (last >= rope->n_pos)
-            return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d: position %d outside the "
+            return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: block %d: position %d outside the "
                            "rope table (%d rows)", b, last, rope->n_pos);
         for (int32_t g = 0; g < a->n_groups; g++) {
             int32_t           ns;
-            const lc_hip_seg *s = sel_list(a, b, g, &ns);
+            const lc_segment *s = sel_list(a, b, g, &ns);
             if (ns < 0 || ns > a->sel_cap)
-                return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d group %d: %d segments "
+                return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: block %d group %d: %d segments "
                                "(capacity %d)", b, g, ns, a->sel_cap);
             int64_t n_sel = 0;
             int32_t prev  = a->n_sink; /* candidates: [n_sink, win0) */
             for (int32_t i = 0; i < ns; i++) {
                 if (s[i].len < 0 || s[i].start < prev || (int64_t)s[i].start + s[i].len > B->win0)
-                    return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d group %d segment "
+                    return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: block %d group %d segment "
                                    "%d [%d, +%d): not sorted, disjoint and inside the candidates "
                                    "[%d, %d)", b, g, i, s[i].start, s[i].len, a->n_sink, B->win0);
                 prev = s[i].start + s[i].len;
                 n_sel += s[i].len;
             }
             if (n_sel > a->max_sel)
-                return lc_fail(LC_ERR_INVALID_ARG, "attn_sparse: block %d group %d: %lld selected "
+                return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: block %d group %d: %lld selected "
                                "tokens over max_sel %d", b, g, (long long)n_sel, a->max_sel);
         }
     }
@@ -130,8 +130,8 @@ static void gemm_nt(int M, int N, int K, const float *A, const float *B, float *
 }
 
 /* One (block, KV head): all rows of the block, the G query heads of h. */
-static void run_unit(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, const lc_hip_qblock *B,
-                     const lc_hip_sparse_args *a, int32_t b, int32_t h, const float *q,
+static void run_unit(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, const lc_qblock *B,
+                     const lc_attn_segments_args *a, int32_t b, int32_t h, const float *q,
                      int32_t n_head, const lc_rope_table *rope, float scale, float *out,
                      sp_scratch *w) {
     const int32_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim, G = n_head / H;
@@ -199,9 +199,9 @@ static void run_unit(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, const 
         }
 }
 
-int lc_cpu_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                       const lc_hip_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
-                       const lc_rope_table *rope, float scale, const lc_hip_sparse_args *a,
+int lc_cpu_attn_segments(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                       const lc_qblock *qb, int32_t n_qb, const float *q, int32_t n_head,
+                       const lc_rope_table *rope, float scale, const lc_attn_segments_args *a,
                        float *out) {
     if (n_qb <= 0) return LC_OK;
     int st = check_args(kv, seqs, n_seqs, qb, n_qb, n_head, rope, a);
@@ -236,6 +236,6 @@ int lc_cpu_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int3
         free(w.qm), free(w.kr), free(w.vt), free(w.s), free(w.m), free(w.l), free(w.o);
         free(w.tok), free(w.pos);
     }
-    return failed ? lc_fail(LC_ERR_NOMEM, "attn_sparse: out of memory for worker scratch")
+    return failed ? lc_fail(LC_ERR_NOMEM, "attn_segments: out of memory for worker scratch")
                   : LC_OK;
 }

@@ -1,6 +1,6 @@
 /*
- * hip_stage_world.h — the harness (hs_*) of the InfiniteHiP pruning stage tests, shared by
- * test_hip_stage.c (CPU twin vs the reference) and the op registry's hip_stage entry (GPU vs CPU
+ * prune_chunks_world.h — the harness (hs_*) of the InfiniteHiP pruning stage tests, shared by
+ * test_prune_chunks.c (CPU twin vs the reference) and the op registry's prune_chunks entry (GPU vs CPU
  * twin vs the reference): random worlds of sequences, keys and queries cut into query blocks,
  * stage arguments (first / later stages, random input lists), the double brute-force
  * SelectRep reference with its tolerance intervals, and the check of one selection against it.
@@ -43,7 +43,7 @@ typedef struct hs_world {
     int32_t       *perm;
     lc_attn_seq    seqs[4];
     float         *q; /* [rows][n_head][D] */
-    lc_hip_qblock *qb;
+    lc_qblock *qb;
     int32_t        n_qb;
 } hs_world;
 
@@ -99,7 +99,7 @@ static inline void hs_world_make(const hs_case *cs, hs_world *w) {
     const int64_t qn = (int64_t)w->rows * w->n_head * cs->D;
     w->q             = malloc(sizeof(float) * (size_t)qn);
     for (int64_t i = 0; i < qn; i++) w->q[i] = test_frand(&hs_rng);
-    w->qb   = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    w->qb   = malloc(sizeof(lc_qblock) * (size_t)n_qb);
     w->n_qb = n_qb;
     int32_t b = 0;
     for (int32_t s = 0; s < cs->n_seqs; s++)
@@ -107,7 +107,7 @@ static inline void hs_world_make(const hs_case *cs, hs_world *w) {
             const int32_t pos0 = cs->pos0[s] + r, n = cs->n_rows[s] - r < cs->b_q ? cs->n_rows[s] - r : cs->b_q;
             int32_t       win0 = pos0 + 1 < cs->n_sink ? pos0 + 1 : cs->n_sink;
             if (pos0 + 1 - cs->n_stream > win0) win0 = pos0 + 1 - cs->n_stream;
-            w->qb[b++] = (lc_hip_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
+            w->qb[b++] = (lc_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
         }
 }
 
@@ -118,8 +118,8 @@ static inline void hs_world_free(hs_world *w) {
 
 /* One stage's arguments with host arrays (in: NULL for the first stage). */
 typedef struct hs_stage {
-    lc_hip_stage_args a;
-    lc_hip_seg       *in, *out;
+    lc_prune_chunks_args a;
+    lc_segment       *in, *out;
     int32_t          *in_n, *out_n;
 } hs_stage;
 
@@ -132,19 +132,19 @@ static int32_t hs_kv_descent = 0;
 /* The first stage's chunks as the contract states them, by walking: a head chunk [n_sink,
  * n_sink + o) when a first_offset o > 0 leaves tokens past it, then chunks of l_c starting
  * every stride tokens until one reaches win0. Writes up to cap chunks, returns how many. */
-static inline int32_t hs_first_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *q,
-                                      lc_hip_seg *out, int32_t cap) {
+static inline int32_t hs_first_chunks(const lc_prune_chunks_args *a, const lc_qblock *q,
+                                      lc_segment *out, int32_t cap) {
     const int32_t lo = a->n_sink, hi = q->win0, o = a->first_offset;
     const int32_t s = a->first_stride > 0 ? a->first_stride : a->chunk;
     int32_t       n = 0, at = lo;
     if (hi <= lo) return 0;
     if (o > 0 && hi - lo > o) {
-        if (n < cap) out[n] = (lc_hip_seg){lo, o};
+        if (n < cap) out[n] = (lc_segment){lo, o};
         n++, at = lo + o;
     }
     for (;; at += s) {
         const int32_t end = at + a->chunk < hi ? at + a->chunk : hi;
-        if (n < cap) out[n] = (lc_hip_seg){at, end - at};
+        if (n < cap) out[n] = (lc_segment){at, end - at};
         n++;
         if (end == hi) break;
     }
@@ -154,19 +154,19 @@ static inline int32_t hs_first_chunks(const lc_hip_stage_args *a, const lc_hip_q
 /* in_src: 0 first stage; 1 random input lists; 2 the lists given in (given, given_n, cap). */
 static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk, int32_t n_keep,
                                  int32_t q_stride, int32_t mode, int32_t n_groups, int in_src,
-                                 const lc_hip_seg *given, const int32_t *given_n, int32_t given_cap) {
+                                 const lc_segment *given, const int32_t *given_n, int32_t given_cap) {
     memset(st, 0, sizeof *st);
-    lc_hip_stage_args *a = &st->a;
+    lc_prune_chunks_args *a = &st->a;
     const int32_t      n_pairs = w->n_qb * n_groups;
     a->chunk = chunk, a->n_keep = n_keep, a->q_stride = q_stride, a->n_sink = w->cs.n_sink;
     a->n_stream = w->cs.n_stream, a->scan_rope = mode, a->n_groups = n_groups;
     a->max_rows = w->cs.b_q, a->kv_descent = hs_kv_descent;
     if (in_src == 1) {
         a->in_cap = 12;
-        st->in    = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)a->in_cap);
+        st->in    = malloc(sizeof(lc_segment) * (size_t)n_pairs * (size_t)a->in_cap);
         st->in_n  = malloc(sizeof(int32_t) * (size_t)n_pairs);
         for (int32_t bg = 0; bg < n_pairs; bg++) {
-            const lc_hip_qblock *q = &w->qb[bg / n_groups];
+            const lc_qblock *q = &w->qb[bg / n_groups];
             int32_t              at = a->n_sink, n = 0;
             const int32_t        want = (int32_t)test_irand(&hs_rng, (uint32_t)a->in_cap + 1);
             /* random disjoint segments in [n_sink, win0), sorted, odd lengths and gaps */
@@ -175,16 +175,16 @@ static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk,
                 if (at >= q->win0) break;
                 int32_t len = 1 + (int32_t)test_irand(&hs_rng, 3 * (uint32_t)chunk + 2);
                 if (at + len > q->win0) len = q->win0 - at;
-                st->in[(int64_t)bg * a->in_cap + n++] = (lc_hip_seg){at, len};
+                st->in[(int64_t)bg * a->in_cap + n++] = (lc_segment){at, len};
                 at += len;
             }
             st->in_n[bg] = n;
         }
     } else if (in_src == 2 && given && given_n) {
         a->in_cap = given_cap;
-        st->in    = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)given_cap);
+        st->in    = malloc(sizeof(lc_segment) * (size_t)n_pairs * (size_t)given_cap);
         st->in_n  = malloc(sizeof(int32_t) * (size_t)n_pairs);
-        memcpy(st->in, given, sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)given_cap);
+        memcpy(st->in, given, sizeof(lc_segment) * (size_t)n_pairs * (size_t)given_cap);
         memcpy(st->in_n, given_n, sizeof(int32_t) * (size_t)n_pairs);
     }
     a->in = st->in, a->in_n = st->in_n;
@@ -192,7 +192,7 @@ static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk,
     /* max_chunks: the exact largest chunk count */
     int32_t mx = 0;
     for (int32_t bg = 0; bg < n_pairs; bg++) {
-        const lc_hip_qblock *q = &w->qb[bg / n_groups];
+        const lc_qblock *q = &w->qb[bg / n_groups];
         int32_t              n = 0;
         if (!st->in) n = hs_first_chunks(a, q, NULL, 0);
         else
@@ -201,9 +201,9 @@ static inline void hs_stage_make(const hs_world *w, hs_stage *st, int32_t chunk,
         if (n > mx) mx = n;
     }
     a->max_chunks = mx;
-    st->out       = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)n_keep);
+    st->out       = malloc(sizeof(lc_segment) * (size_t)n_pairs * (size_t)n_keep);
     st->out_n     = malloc(sizeof(int32_t) * (size_t)n_pairs);
-    memset(st->out, 0xa5, sizeof(lc_hip_seg) * (size_t)n_pairs * (size_t)n_keep); /* poison */
+    memset(st->out, 0xa5, sizeof(lc_segment) * (size_t)n_pairs * (size_t)n_keep); /* poison */
     memset(st->out_n, 0xa5, sizeof(int32_t) * (size_t)n_pairs);
     a->out = st->out, a->out_n = st->out_n;
 }
@@ -224,7 +224,7 @@ typedef struct hs_ref {
 
 typedef struct hs_desc {
     const hs_world          *w;
-    const lc_hip_stage_args *a;
+    const lc_prune_chunks_args *a;
     const int32_t           *pt;
     int32_t                  kvh, nq, c;
     const double            *q; /* [nq][D] pooled, rotated */
@@ -238,7 +238,7 @@ static inline double hs_S(hs_desc *d, int32_t key, int right, double *mag) {
     const hs_world *w = d->w;
     const int32_t   D = w->cs.D, P = w->cs.P, H = w->cs.H;
     const int32_t   mode = d->a->scan_rope;
-    const int32_t   pos  = mode == LC_HIP_SCAN_PLAIN ? key : mode == LC_HIP_SCAN_RELATIVE ? right : d->c;
+    const int32_t   pos  = mode == LC_SCAN_PLAIN ? key : mode == LC_SCAN_RELATIVE ? right : d->c;
     const float    *k    = w->k + (((int64_t)d->pt[key / P] * H + d->kvh) * P + key % P) * D;
     double          kr[1024], best = -INFINITY, bm = 0;
     rope_ref_rotate(k, kr, D, pos, &w->rope);
@@ -257,7 +257,7 @@ static inline double hs_S(hs_desc *d, int32_t key, int right, double *mag) {
 
 static inline void hs_descend(hs_desc *d, int32_t lo, int32_t hi, int known, double fin,
                               double fmag, int on_pt) {
-    const int rel = d->a->scan_rope == LC_HIP_SCAN_RELATIVE;
+    const int rel = d->a->scan_rope == LC_SCAN_RELATIVE;
     while (hi - lo > 1) {
         const int32_t mid = lo + (hi - lo) / 2;
         double        mL, mR;
@@ -281,13 +281,13 @@ static inline void hs_descend(hs_desc *d, int32_t lo, int32_t hi, int known, dou
 }
 
 /* The reference scores of every chunk of every (block, group) pair of stage a. */
-static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, double tol, hs_ref *r) {
+static inline void hs_reference(const hs_world *w, const lc_prune_chunks_args *a, double tol, hs_ref *r) {
     const int32_t D = w->cs.D, G = w->cs.G, n_head = w->n_head, ng = a->n_groups;
     memset(r, 0, sizeof *r);
     r->n_pairs = w->n_qb * ng;
     r->off     = calloc((size_t)r->n_pairs + 1, sizeof(int64_t));
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
-        const lc_hip_qblock *q = &w->qb[bg / ng];
+        const lc_qblock *q = &w->qb[bg / ng];
         int64_t              n = 0;
         if (!a->in) n = hs_first_chunks(a, q, NULL, 0);
         else
@@ -302,11 +302,11 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
     r->hi = malloc(sizeof(double) * (size_t)(total + 1)), r->mag = malloc(sizeof(double) * (size_t)(total + 1));
     int32_t *cbg = malloc(sizeof(int32_t) * (size_t)(total + 1));
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
-        const lc_hip_qblock *q = &w->qb[bg / ng];
+        const lc_qblock *q = &w->qb[bg / ng];
         int64_t              i = r->off[bg];
         if (!a->in) {
             const int32_t nf = (int32_t)(r->off[bg + 1] - i);
-            lc_hip_seg   *fc = malloc(sizeof(lc_hip_seg) * (size_t)(nf + 1));
+            lc_segment   *fc = malloc(sizeof(lc_segment) * (size_t)(nf + 1));
             hs_first_chunks(a, q, fc, nf);
             for (int32_t c = 0; c < nf; c++, i++)
                 r->start[i] = fc[c].start, r->len[i] = fc[c].len, cbg[i] = bg;
@@ -314,7 +314,7 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
             continue;
         }
         for (int32_t s = 0; s < a->in_n[bg]; s++) {
-            const lc_hip_seg sg = a->in[(int64_t)bg * a->in_cap + s];
+            const lc_segment sg = a->in[(int64_t)bg * a->in_cap + s];
             for (int32_t o = 0; o < sg.len; o += a->chunk, i++) {
                 r->start[i] = sg.start + o;
                 r->len[i]   = sg.len - o < a->chunk ? sg.len - o : a->chunk;
@@ -329,7 +329,7 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
         qoff[b + 1] = qoff[b] + (int64_t)n_head * ((w->qb[b].n_rows + a->q_stride - 1) / a->q_stride) * D;
     double *qd = calloc((size_t)qoff[w->n_qb] + 1, sizeof(double));
     for (int32_t b = 0; b < w->n_qb; b++) {
-        const lc_hip_qblock *q  = &w->qb[b];
+        const lc_qblock *q  = &w->qb[b];
         const int32_t        nq = (q->n_rows + a->q_stride - 1) / a->q_stride;
         for (int32_t h = 0; h < n_head; h++) {
             const int32_t g   = ng == 1 ? 0 : h / G;
@@ -340,8 +340,8 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
                 const int32_t r1 = r0 + a->q_stride < q->n_rows ? r0 + a->q_stride : q->n_rows;
                 for (int32_t rr = r0; rr < r1; rr++) {
                     const int32_t p   = q->pos0 + rr;
-                    const int32_t pos = a->scan_rope == LC_HIP_SCAN_PLAIN      ? p
-                                        : a->scan_rope == LC_HIP_SCAN_RELATIVE ? a->n_stream + 1
+                    const int32_t pos = a->scan_rope == LC_SCAN_PLAIN      ? p
+                                        : a->scan_rope == LC_SCAN_RELATIVE ? a->n_stream + 1
                                         : (p < nch + a->n_stream ? p : (int32_t)(nch + a->n_stream));
                     rope_ref_rotate(w->q + ((int64_t)(q->row0 + rr) * n_head + h) * D, rot, D, pos, &w->rope);
                     for (int32_t i = 0; i < D; i++) dst[i] += rot[i];
@@ -354,7 +354,7 @@ static inline void hs_reference(const hs_world *w, const lc_hip_stage_args *a, d
 #pragma omp parallel for schedule(dynamic, 4) reduction(+ : n_amb)
     for (int64_t i = 0; i < total; i++) {
         const int32_t        bg = cbg[i], b = bg / ng, g = bg % ng;
-        const lc_hip_qblock *q  = &w->qb[b];
+        const lc_qblock *q  = &w->qb[b];
         const int32_t        nq = (q->n_rows + a->q_stride - 1) / a->q_stride;
         const int32_t        h0 = ng == 1 ? 0 : g * G, h1 = ng == 1 ? n_head : (g + 1) * G;
         double               pt = -INFINITY, lo = -INFINITY, hi = -INFINITY, mag = 0;
@@ -394,8 +394,8 @@ static inline int hs_cmp_rank(const void *x, const void *y) {
 /* Check one stage output against the reference (see the top of the file). exact: the kept set
  * must be the point scores' top n_keep (ties: the later chunk). Returns the number of kept
  * chunks outside that set (swaps within the tolerance). */
-static inline int64_t hs_check(const hs_world *w, const lc_hip_stage_args *a, const hs_ref *r,
-                               const lc_hip_seg *out, const int32_t *out_n, double tol, int exact,
+static inline int64_t hs_check(const hs_world *w, const lc_prune_chunks_args *a, const hs_ref *r,
+                               const lc_segment *out, const int32_t *out_n, double tol, int exact,
                                const char *what) {
     int64_t swaps = 0;
     for (int32_t bg = 0; bg < r->n_pairs; bg++) {
@@ -411,7 +411,7 @@ static inline int64_t hs_check(const hs_world *w, const lc_hip_stage_args *a, co
         for (int32_t k = 0; k < expect; k++) {
             /* kept chunks in rank order, each starting where the kept one before it ends when
              * they overlap (chunk ends increase with rank, so a segment is found by its end) */
-            const lc_hip_seg s = out[(int64_t)bg * a->n_keep + k];
+            const lc_segment s = out[(int64_t)bg * a->n_keep + k];
             const int32_t    s_end = s.start + s.len;
             int64_t          lo = 0, hi = n - 1, at = -1;
             while (lo <= hi) {

@@ -1,6 +1,6 @@
 /*
- * hip_mask_world.h — the harness (hm_*) of the HiP mask estimation tests, shared by
- * test_hip_mask.c (CPU twin vs the reference) and the op registry's hip_mask entry (GPU vs CPU
+ * select_blocks_world.h — the harness (hm_*) of the HiP mask estimation tests, shared by
+ * test_select_blocks.c (CPU twin vs the reference) and the op registry's select_blocks entry (GPU vs CPU
  * twin vs the reference): random and planted-key worlds, mask arguments, the double
  * brute-force reference per (block, group) pair with its ambiguity flag, the check of one
  * pair against it, and the case grid both run.
@@ -43,7 +43,7 @@ typedef struct hm_world {
     int32_t       *perm;
     lc_attn_seq    seqs[4];
     float         *q; /* [rows][n_head][D] */
-    lc_hip_qblock *qb;
+    lc_qblock *qb;
     int32_t        n_qb;
 } hm_world;
 
@@ -77,7 +77,7 @@ static inline void hm_world_make(const hm_case *cs, hm_world *w) {
     for (int32_t h = 0; h < H && h < 8; h++)
         for (int32_t d = 0; d < D; d++) {
             const float m = (test_irand(&hm_rng, 2) ? 0.5f : 0.25f) * (test_irand(&hm_rng, 2) ? 1.0f : -1.0f);
-            vec[h][d] = cs->keys != HM_RANDOM && cs->mode == LC_HIP_SCAN_PLAIN && d < cs->n_rot ? 0.0f : m;
+            vec[h][d] = cs->keys != HM_RANDOM && cs->mode == LC_SCAN_PLAIN && d < cs->n_rot ? 0.0f : m;
         }
     /* planted keys: one level per stored token (page, slot), shared by its KV heads */
     for (int64_t i = 0; i < pool; i++) {
@@ -117,7 +117,7 @@ static inline void hm_world_make(const hm_case *cs, hm_world *w) {
     const int64_t qn = (int64_t)w->rows * w->n_head * D;
     w->q             = malloc(sizeof(float) * (size_t)qn);
     for (int64_t i = 0; i < qn; i++) w->q[i] = test_frand(&hm_rng);
-    w->qb   = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    w->qb   = malloc(sizeof(lc_qblock) * (size_t)n_qb);
     w->n_qb = n_qb;
     int32_t b = 0;
     for (int32_t s = 0; s < cs->n_seqs; s++)
@@ -126,7 +126,7 @@ static inline void hm_world_make(const hm_case *cs, hm_world *w) {
             const int32_t n    = cs->n_rows[s] - r < cs->b_q ? cs->n_rows[s] - r : cs->b_q;
             int32_t       win0 = pos0 + 1 < cs->n_sink ? pos0 + 1 : cs->n_sink;
             if (pos0 + 1 - cs->n_stream > win0) win0 = pos0 + 1 - cs->n_stream;
-            w->qb[b++] = (lc_hip_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
+            w->qb[b++] = (lc_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
             if (n > w->max_rows) w->max_rows = n;
             if (win0 - cs->n_sink > w->max_cand) w->max_cand = win0 - cs->n_sink;
         }
@@ -139,23 +139,23 @@ static inline void hm_world_free(hm_world *w) {
 
 /* The op's arguments over host arrays (out poisoned). */
 typedef struct hm_args {
-    lc_hip_mask_args a;
-    lc_hip_seg      *out;
+    lc_select_blocks_args a;
+    lc_segment      *out;
     int32_t         *out_n;
 } hm_args;
 
 static inline void hm_args_make(const hm_world *w, hm_args *x, int32_t k, int32_t block_k,
                                 int32_t q_stride, int32_t k_stride, int32_t n_groups) {
     memset(x, 0, sizeof *x);
-    lc_hip_mask_args *a = &x->a;
+    lc_select_blocks_args *a = &x->a;
     a->k = k, a->block_k = block_k, a->q_stride = q_stride, a->k_stride = k_stride;
     a->n_sink = w->cs.n_sink, a->n_stream = w->cs.n_stream, a->scan_rope = w->cs.mode;
     a->n_groups = n_groups, a->max_rows = w->max_rows, a->max_cand = w->max_cand;
     a->out_cap  = k / block_k + 1;
     const size_t n_pairs = (size_t)w->n_qb * n_groups;
-    x->out   = malloc(sizeof(lc_hip_seg) * n_pairs * (size_t)a->out_cap);
+    x->out   = malloc(sizeof(lc_segment) * n_pairs * (size_t)a->out_cap);
     x->out_n = malloc(sizeof(int32_t) * n_pairs);
-    memset(x->out, 0xa5, sizeof(lc_hip_seg) * n_pairs * (size_t)a->out_cap);
+    memset(x->out, 0xa5, sizeof(lc_segment) * n_pairs * (size_t)a->out_cap);
     memset(x->out_n, 0xa5, sizeof(int32_t) * n_pairs);
     a->out = x->out, a->out_n = x->out_n;
 }
@@ -174,8 +174,8 @@ typedef struct hm_ref {
 
 typedef struct hm_pair_ctx {
     const hm_world         *w;
-    const lc_hip_mask_args *a;
-    const lc_hip_qblock    *q;
+    const lc_select_blocks_args *a;
+    const lc_qblock    *q;
     int32_t                 g, nsr;
     double                 *qr;   /* [n_head][nsr][D] rotated (group's heads only filled) */
     double                 *memo, *mag;
@@ -188,7 +188,7 @@ static inline double hm_block_score(hm_pair_ctx *c, int32_t r, double *mag) {
         return c->memo[r];
     }
     const hm_world         *w = c->w;
-    const lc_hip_mask_args *a = c->a;
+    const lc_select_blocks_args *a = c->a;
     const int32_t           D = w->cs.D, P = w->cs.P, H = w->cs.H, G = w->cs.G;
     const int32_t          *pt = w->seqs[c->q->seq].page_table;
     const int32_t           h0 = a->n_groups == 1 ? 0 : c->g * G, h1 = a->n_groups == 1 ? w->n_head : h0 + G;
@@ -198,7 +198,7 @@ static inline double hm_block_score(hm_pair_ctx *c, int32_t r, double *mag) {
         if (t >= c->q->win0) break;
         for (int32_t h = h0; h < h1; h++) {
             const float *k = w->k + (((int64_t)pt[t / P] * H + h / G) * P + t % P) * D;
-            rope_ref_rotate(k, kr, D, a->scan_rope == LC_HIP_SCAN_PLAIN ? t : 0, &w->rope);
+            rope_ref_rotate(k, kr, D, a->scan_rope == LC_SCAN_PLAIN ? t : 0, &w->rope);
             for (int32_t i = 0; i < c->nsr; i++) {
                 const double *qv = c->qr + ((int64_t)h * c->nsr + i) * D;
                 double        s = 0, m = 0;
@@ -213,10 +213,10 @@ static inline double hm_block_score(hm_pair_ctx *c, int32_t r, double *mag) {
     return best;
 }
 
-static inline void hm_reference_pair(const hm_world *w, const lc_hip_mask_args *a, int32_t bg,
+static inline void hm_reference_pair(const hm_world *w, const lc_select_blocks_args *a, int32_t bg,
                                      double tol, hm_ref *ref) {
     const int32_t        b = bg / a->n_groups, D = w->cs.D;
-    const lc_hip_qblock *q = &w->qb[b];
+    const lc_qblock *q = &w->qb[b];
     memset(ref, 0, sizeof *ref);
     const int32_t n_nodes = a->k / a->block_k, cand = q->win0 - a->n_sink;
     if (cand <= 0) return;
@@ -233,7 +233,7 @@ static inline void hm_reference_pair(const hm_world *w, const lc_hip_mask_args *
     for (int32_t h = 0; h < w->n_head; h++)
         for (int32_t i = 0; i < c.nsr; i++) {
             const int32_t row = q->row0 + i * a->q_stride;
-            const int32_t pos = a->scan_rope == LC_HIP_SCAN_PLAIN ? q->pos0 + i * a->q_stride : a->n_stream + 1;
+            const int32_t pos = a->scan_rope == LC_SCAN_PLAIN ? q->pos0 + i * a->q_stride : a->n_stream + 1;
             rope_ref_rotate(w->q + ((int64_t)row * w->n_head + h) * D, c.qr + ((int64_t)h * c.nsr + i) * D, D, pos, &w->rope);
         }
     int32_t *nf = malloc(sizeof(int32_t) * (size_t)n_nodes), *nl = malloc(sizeof(int32_t) * (size_t)n_nodes);
@@ -281,10 +281,10 @@ static inline void hm_reference_pair(const hm_world *w, const lc_hip_mask_args *
 
 /* Check one pair's output against the invariants and the reference; returns the number of
  * selected blocks that differ from the reference (0 when exact). *ambig counts ambiguous pairs. */
-static inline int32_t hm_check_pair(const hm_world *w, const lc_hip_mask_args *a, int32_t bg,
-                                    const lc_hip_seg *out, int32_t out_n, const hm_ref *ref,
+static inline int32_t hm_check_pair(const hm_world *w, const lc_select_blocks_args *a, int32_t bg,
+                                    const lc_segment *out, int32_t out_n, const hm_ref *ref,
                                     const char *what) {
-    const lc_hip_qblock *q = &w->qb[bg / a->n_groups];
+    const lc_qblock *q = &w->qb[bg / a->n_groups];
     CHECKF(out_n == ref->n, "%s: pair %d: out_n %d, expected %d", what, bg, out_n, ref->n);
     if (out_n != ref->n) return ref->n;
     if (ref->n == 0) return 0;
@@ -345,7 +345,7 @@ static void hm_case_grid(hm_grid_run run, void *ctx) {
                                       n % 3 == 1 ? LC_ROPE_NEOX : LC_ROPE_NORM, 32, 4 + n % 13,
                                       16 + 8 * (n % 5), keys, mode, 4,
                                       {1500 + 37 * n, 900 + 11 * n, 40 + n % 7, 2}, {1, 45, 3, 2}};
-                        if (n % 4 == 3 || (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN))
+                        if (n % 4 == 3 || (keys == HM_LEVELS && mode == LC_SCAN_PLAIN))
                             cs.n_rot = D / 2; /* partial rotary */
                         const int32_t block_k  = n % 3 == 0 ? 2 : (n % 3 == 1 ? 1 : 4);
                         const int32_t n_nodes  = n % 4 == 0 ? 64 : (n % 4 == 1 ? 16 : (n % 4 == 2 ? 4 : 40));

@@ -1,6 +1,6 @@
 /*
- * op_hip_mask.c — registry entry of the HiP mask estimation (hip_mask; hip_mask.cu) against its
- * CPU twin and the double brute-force reference of hip_mask_world.h, on the same fp16 key
+ * op_select_blocks.c — registry entry of the HiP mask estimation (select_blocks; select_blocks.cu) against its
+ * CPU twin and the double brute-force reference of select_blocks_world.h, on the same fp16 key
  * values. Both twins score in fp32 (in different orders), so a selection cut closer than ~1e-4
  * of the scores' magnitude may go either way: where the reference finds such a close cut in a
  * (block, group) pair, the GPU's blocks need only the invariants and an overlap of >= 95% with
@@ -14,7 +14,7 @@
  * / block_k 2 (8 groups and one) and 32-row prefill blocks at 16K with k 512 (GPU vs CPU only).
  * Outputs are poisoned before each run; a second run must give the same bytes.
  */
-#include "hip_mask_world.h"
+#include "select_blocks_world.h"
 #include "op_registry.h"
 #include "util/util.h"
 
@@ -22,17 +22,17 @@ static const double tol_gpu = 1e-4;
 static int64_t      n_pairs_all, n_close, n_diff_blocks, n_blocks_all;
 
 /* GPU run of x's arguments on world w; results into gout / gout_n (host). */
-static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_hip_seg *gout, int32_t *gout_n) {
+static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_segment *gout, int32_t *gout_n) {
     const hm_case *cs      = &w->cs;
     const int64_t  pool    = (int64_t)w->n_pages * cs->H * cs->P * cs->D;
     const size_t   qn      = (size_t)w->rows * w->n_head * cs->D, tn = (size_t)w->n_pos * (cs->n_rot / 2) + 1;
     const int32_t  n_pairs = w->n_qb * x->a.n_groups;
-    const size_t   ob = sizeof(lc_hip_seg) * (size_t)n_pairs * x->a.out_cap, nb = sizeof(int32_t) * (size_t)n_pairs;
+    const size_t   ob = sizeof(lc_segment) * (size_t)n_pairs * x->a.out_cap, nb = sizeof(int32_t) * (size_t)n_pairs;
     void          *dk  = b->alloc(b, 2 * (size_t)pool, "k");
     float         *dq  = b->alloc(b, sizeof(float) * qn, "q");
     float         *dcs = b->alloc(b, sizeof(float) * tn, "cos"), *dsn = b->alloc(b, sizeof(float) * tn, "sin");
-    lc_hip_qblock *dqb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)w->n_qb, "qb");
-    lc_hip_seg    *dout = b->alloc(b, ob, "out");
+    lc_qblock *dqb = b->alloc(b, sizeof(lc_qblock) * (size_t)w->n_qb, "qb");
+    lc_segment    *dout = b->alloc(b, ob, "out");
     int32_t       *dout_n = b->alloc(b, nb, "out_n");
     int            rc     = dk && dq && dcs && dsn && dqb && dout && dout_n ? LC_OK : LC_ERR_NOMEM;
     if (rc == LC_OK) {
@@ -40,13 +40,13 @@ static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_hip_s
         b->upload(b, dq, w->q, sizeof(float) * qn);
         b->upload(b, dcs, w->rope.cos, sizeof(float) * (tn - 1));
         b->upload(b, dsn, w->rope.sin, sizeof(float) * (tn - 1));
-        b->upload(b, dqb, w->qb, sizeof(lc_hip_qblock) * (size_t)w->n_qb);
+        b->upload(b, dqb, w->qb, sizeof(lc_qblock) * (size_t)w->n_qb);
     }
-    lc_hip_mask_args da   = x->a;
+    lc_select_blocks_args da   = x->a;
     da.out                = dout, da.out_n = dout_n;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, dcs, dsn, w->rope.mscale};
     lc_kv_layer_view kv   = {dk, dk, cs->P, cs->H, cs->D};
-    lc_hip_seg      *o    = malloc(ob);
+    lc_segment      *o    = malloc(ob);
     int32_t         *on   = malloc(nb);
     for (int run = 0; run < 2 && rc == LC_OK; run++) {
         memset(o, 0xff, ob), memset(on, 0xff, nb); /* poison */
@@ -54,7 +54,7 @@ static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_hip_s
         b->upload(b, dout_n, on, nb);
         rc = b->batch_begin(b, w->seqs, cs->n_seqs, cs->P);
         if (rc == LC_OK)
-            rc = b->hip_mask(b, &kv, w->seqs, cs->n_seqs, dqb, w->n_qb, dq, w->n_head, &rope, &da);
+            rc = b->select_blocks(b, &kv, w->seqs, cs->n_seqs, dqb, w->n_qb, dq, w->n_head, &rope, &da);
         if (rc == LC_OK) rc = lc_cuda_sync();
         if (rc != LC_OK) break;
         b->download(b, o, dout, ob);
@@ -65,7 +65,7 @@ static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_hip_s
             for (int32_t bg = 0; same && bg < n_pairs; bg++)
                 same = on[bg] < 0 || on[bg] > x->a.out_cap ||
                        memcmp(o + (int64_t)bg * x->a.out_cap, gout + (int64_t)bg * x->a.out_cap,
-                              sizeof(lc_hip_seg) * (size_t)on[bg]) == 0;
+                              sizeof(lc_segment) * (size_t)on[bg]) == 0;
             CHECKF(same, "a second GPU run differs from the first");
         }
     }
@@ -76,7 +76,7 @@ static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_hip_s
 }
 
 /* blocks of two sorted segment lists in common */
-static int32_t common_starts(const lc_hip_seg *x, int32_t nx, const lc_hip_seg *y, int32_t ny) {
+static int32_t common_starts(const lc_segment *x, int32_t nx, const lc_segment *y, int32_t ny) {
     int32_t i = 0, j = 0, c = 0;
     while (i < nx && j < ny) {
         if (x[i].start == y[j].start) c++, i++, j++;
@@ -99,18 +99,18 @@ static void run_case(lc_backend *b, const hm_case *cs, int32_t k, int32_t block_
              cs->n_rot, hm_keys_name[cs->keys], k, block_k, q_stride, k_stride, n_groups, cs->b_q);
     lc_kv_layer_view kv = {w.k, w.k, cs->P, cs->H, cs->D};
     const double     t0 = lc_time_s();
-    const int        rc = lc_cpu_hip_mask(&kv, w.seqs, cs->n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &x.a);
+    const int        rc = lc_cpu_select_blocks(&kv, w.seqs, cs->n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &x.a);
     CHECKF(rc == LC_OK, "%s: CPU: %s", what, lc_last_error());
     const double  t1      = lc_time_s();
     const int32_t n_pairs = w.n_qb * n_groups;
-    lc_hip_seg   *go      = malloc(sizeof(lc_hip_seg) * (size_t)n_pairs * x.a.out_cap);
+    lc_segment   *go      = malloc(sizeof(lc_segment) * (size_t)n_pairs * x.a.out_cap);
     int32_t      *gon     = malloc(sizeof(int32_t) * (size_t)n_pairs);
     const int     grc     = gpu_mask(b, &w, &x, go, gon);
     CHECKF(grc == LC_OK, "%s: GPU: %s", what, lc_last_error());
     const double t2 = lc_time_s();
     int64_t      close = 0, diff = 0, blocks = 0;
     for (int32_t bg = 0; rc == LC_OK && grc == LC_OK && bg < n_pairs; bg++) {
-        const lc_hip_seg *co = x.out + (int64_t)bg * x.a.out_cap, *g = go + (int64_t)bg * x.a.out_cap;
+        const lc_segment *co = x.out + (int64_t)bg * x.a.out_cap, *g = go + (int64_t)bg * x.a.out_cap;
         char              lbl[300];
         int               amb = cs->keys == HM_RANDOM; /* without the reference: overlap only */
         if (with_ref) {
@@ -124,7 +124,7 @@ static void run_case(lc_backend *b, const hm_case *cs, int32_t k, int32_t block_
         CHECKF(gon[bg] == x.out_n[bg], "%s: pair %d: GPU out_n %d, CPU %d", what, bg, gon[bg], x.out_n[bg]);
         if (gon[bg] != x.out_n[bg] || gon[bg] < 0) continue;
         /* invariants of the GPU list (sorted, disjoint, inside the candidates) */
-        const lc_hip_qblock *q = &w.qb[bg / n_groups];
+        const lc_qblock *q = &w.qb[bg / n_groups];
         for (int32_t i = 0; i < gon[bg]; i++)
             CHECKF(g[i].start >= x.a.n_sink && g[i].len >= 1 && g[i].start + g[i].len <= q->win0 &&
                        (i == 0 || g[i - 1].start + g[i - 1].len <= g[i].start),
@@ -153,33 +153,33 @@ static void run_grid_case(void *ctx, const hm_case *cs, int32_t k, int32_t block
 
 /* n = {group, keys, scan mode} */
 enum { HM_GRID, HM_MANY_NODES, HM_8B };
-static const op_shape hip_mask_shapes[] = {
+static const op_shape select_blocks_shapes[] = {
     {"grid", {HM_GRID}, false},
     {"2048 nodes, block_k 1", {HM_MANY_NODES}, false},
-    {"8B random keys plain (64K decode, 16K prefill)", {HM_8B, HM_RANDOM, LC_HIP_SCAN_PLAIN}, true},
-    {"8B random keys relative", {HM_8B, HM_RANDOM, LC_HIP_SCAN_RELATIVE}, true},
-    {"8B planted keys plain", {HM_8B, HM_LEVELS, LC_HIP_SCAN_PLAIN}, true},
-    {"8B planted keys relative", {HM_8B, HM_LEVELS, LC_HIP_SCAN_RELATIVE}, true},
+    {"8B random keys plain (64K decode, 16K prefill)", {HM_8B, HM_RANDOM, LC_SCAN_PLAIN}, true},
+    {"8B random keys relative", {HM_8B, HM_RANDOM, LC_SCAN_RELATIVE}, true},
+    {"8B planted keys plain", {HM_8B, HM_LEVELS, LC_SCAN_PLAIN}, true},
+    {"8B planted keys relative", {HM_8B, HM_LEVELS, LC_SCAN_RELATIVE}, true},
 };
 
-static void hip_mask_check(op_env *e, const op_shape *sh, op_result *r) {
+static void select_blocks_check(op_env *e, const op_shape *sh, op_result *r) {
     lc_backend *b = e->dev;
     (void)r;
     hm_rng      = e->rng;
     n_pairs_all = n_close = n_diff_blocks = n_blocks_all = 0;
     if (sh->n[0] == HM_GRID) hm_case_grid(run_grid_case, b);
     else if (sh->n[0] == HM_MANY_NODES) { /* many nodes (2048: the largest sort), block_k 1 */
-        hm_case many = {64, 2, 2, 16, 64, LC_ROPE_NEOX, 32, 16, 64, HM_LEVELS, LC_HIP_SCAN_RELATIVE, 2,
+        hm_case many = {64, 2, 2, 16, 64, LC_ROPE_NEOX, 32, 16, 64, HM_LEVELS, LC_SCAN_RELATIVE, 2,
                         {9000, 5000}, {1, 40}};
         run_case(b, &many, 2048, 1, 1, 1, 2, 1);
     } else { /* the Llama-3.1-8B shape: decode rows at 64K, k 2048 / block_k 2; prefill blocks at 16K */
         const int keys = (int)sh->n[1], mode = (int)sh->n[2];
         hm_case   dec  = {128, 8, 4, 64, 128, LC_ROPE_NORM, 32, 64, 1024, keys, mode, 1, {65535}, {1}};
-        if (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN) dec.n_rot = 64;
+        if (keys == HM_LEVELS && mode == LC_SCAN_PLAIN) dec.n_rot = 64;
         run_case(b, &dec, 2048, 2, 1, 1, 8, 0);
         run_case(b, &dec, 2048, 2, 1, 1, 1, 0);
         hm_case pre = {128, 8, 4, 64, 128, LC_ROPE_NEOX, 32, 64, 1024, keys, mode, 1, {16384 - 64}, {64}};
-        if (keys == HM_LEVELS && mode == LC_HIP_SCAN_PLAIN) pre.n_rot = 64;
+        if (keys == HM_LEVELS && mode == LC_SCAN_PLAIN) pre.n_rot = 64;
         run_case(b, &pre, 512, 2, 2, 1, 8, 0);
         run_case(b, &pre, 512, 2, 1, 2, 1, 0);
     }
@@ -187,7 +187,7 @@ static void hip_mask_check(op_env *e, const op_shape *sh, op_result *r) {
            (long long)n_pairs_all, (long long)n_close, (long long)n_diff_blocks, (long long)n_blocks_all);
 }
 
-const op_entry op_hip_mask = {"hip_mask", "selected key blocks vs the CPU twin (exact where the "
-                              "reference finds no close cut) and the reference", hip_mask_shapes,
-                              OP_N_SHAPES(hip_mask_shapes), 0, false, NULL, NULL, NULL, NULL, NULL,
-                              hip_mask_check};
+const op_entry op_select_blocks = {"select_blocks", "selected key blocks vs the CPU twin (exact where the "
+                              "reference finds no close cut) and the reference", select_blocks_shapes,
+                              OP_N_SHAPES(select_blocks_shapes), 0, false, NULL, NULL, NULL, NULL, NULL,
+                              select_blocks_check};

@@ -1,8 +1,8 @@
 /*
- * test_ts_select.c — the TokenSelect selection (lc_cpu_ts_select; contract in backend.h
+ * test_select_tokens.c — the TokenSelect selection (lc_cpu_select_tokens; contract in backend.h
  * "TokenSelect token-level selection", paper 001_823a2d0cdd44ac9c.txt Eq. 7, Alg. 1–2) against
  * a brute-force reference written here in double (own rotation, dots, softmax, a full sort by
- * score then position), over the random paged worlds of hip_sparse_world.h (scattered page
+ * score then position), over the random paged worlds of attn_segments_world.h (scattered page
  * tables, fp16-representable keys; n_sink plays n_init and n_stream n_local).
  * A selection passes when its segments are sorted, disjoint, maximal runs inside
  * [n_init, win0), hold min(k, candidates) tokens (all of them as one segment when there are no
@@ -14,9 +14,9 @@
  * YaRN), decode blocks (1 row) and prefill blocks of up to 512 rows, candidates fewer than k,
  * empty candidate ranges, ties, and the selection cache (miss / hit / theta edges / zero norm /
  * counts NULL; a hit leaves the poisoned outputs untouched).
- * The harness (ts_*) is in ts_select_world.h.
+ * The harness (ts_*) is in select_tokens_world.h.
  */
-#include "ts_select_world.h"
+#include "select_tokens_world.h"
 
 static void test_specs(void) {
     for (int i = 0; i < TS_N_SPECS; i++)
@@ -25,8 +25,8 @@ static void test_specs(void) {
             world          w;
             rng = 0x9E3779B97F4A7C15ull + 977u * (uint64_t)i;
             ts_world(&w, s);
-            lc_ts_select_args a = ts_args(&w, s->k, gm);
-            lc_hip_seg       *out   = malloc(sizeof(lc_hip_seg) * (size_t)w.n_qb * a.out_cap);
+            lc_select_tokens_args a = ts_args(&w, s->k, gm);
+            lc_segment       *out   = malloc(sizeof(lc_segment) * (size_t)w.n_qb * a.out_cap);
             int32_t          *out_n = malloc(sizeof(int32_t) * (size_t)w.n_qb);
             const int         rc    = ts_run_cpu(&w, &a, out, out_n);
             CHECKF(rc == LC_OK, "%s: %s", s->name, lc_last_error());
@@ -50,12 +50,12 @@ static void test_cache(void) {
     world w;
     rng = 12345;
     ts_world(&w, &s);
-    lc_ts_select_args a  = ts_args(&w, s.k, 0);
+    lc_select_tokens_args a  = ts_args(&w, s.k, 0);
     const int32_t     nf = w.n_head * s.D;
     float            *cq = calloc((size_t)nf, sizeof(float)), *f = malloc(sizeof(float) * nf);
     int32_t           valid = 0;
     int64_t           counts[2] = {0, 0};
-    lc_hip_seg       *out = malloc(sizeof(lc_hip_seg) * a.out_cap), *ref_out = malloc(sizeof(lc_hip_seg) * a.out_cap);
+    lc_segment       *out = malloc(sizeof(lc_segment) * a.out_cap), *ref_out = malloc(sizeof(lc_segment) * a.out_cap);
     int32_t           out_n, ref_n;
     CHECK(ts_run_cpu(&w, &a, ref_out, &ref_n) == LC_OK); /* no cache */
     ts_ref r;
@@ -66,7 +66,7 @@ static void test_cache(void) {
     a.theta = -1.0f;
     CHECK(ts_run_cpu(&w, &a, out, &out_n) == LC_OK);
     CHECK(valid == 1 && counts[0] == 0 && counts[1] == 1);
-    CHECK(out_n == ref_n && memcmp(out, ref_out, sizeof(lc_hip_seg) * ref_n) == 0);
+    CHECK(out_n == ref_n && memcmp(out, ref_out, sizeof(lc_segment) * ref_n) == 0);
     double md = 0;
     for (int32_t i = 0; i < nf; i++) md = fmax(md, fabs(cq[i] - f[i]));
     CHECKF(md < 1e-5, "cache_q is not the fingerprint (max diff %g)", md);
@@ -98,14 +98,14 @@ static void test_cache(void) {
     memset(cq, 0, sizeof(float) * nf);
     a.theta = 1e-6f, a.counts = NULL;
     CHECK(ts_run_cpu(&w, &a, out, &out_n) == LC_OK && out_n == ref_n);
-    CHECK(memcmp(out, ref_out, sizeof(lc_hip_seg) * ref_n) == 0);
+    CHECK(memcmp(out, ref_out, sizeof(lc_segment) * ref_n) == 0);
     /* 5: the cache needs one block */
     a.counts = counts;
-    lc_ts_select_args bad = a;
+    lc_select_tokens_args bad = a;
     bad.out = out, bad.out_n = &out_n;
-    CHECK(lc_cpu_ts_select(&w.kv, w.seqs, w.n_seqs, w.qb, 0, w.q, w.n_head, &w.rope, &bad) != LC_OK);
+    CHECK(lc_cpu_select_tokens(&w.kv, w.seqs, w.n_seqs, w.qb, 0, w.q, w.n_head, &w.rope, &bad) != LC_OK);
     bad.cache_q = NULL, bad.max_cand = 3; /* fewer than the block has */
-    CHECK(lc_cpu_ts_select(&w.kv, w.seqs, w.n_seqs, w.qb, 1, w.q, w.n_head, &w.rope, &bad) != LC_OK);
+    CHECK(lc_cpu_select_tokens(&w.kv, w.seqs, w.n_seqs, w.qb, 1, w.q, w.n_head, &w.rope, &bad) != LC_OK);
     ts_ref_free(&r);
     free(cq), free(f), free(out), free(ref_out), free(before);
     world_free(&w);

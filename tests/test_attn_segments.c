@@ -1,5 +1,5 @@
 /*
- * test_hip_sparse.c — the CPU InfiniteHiP block-sparse attention (lc_cpu_attn_sparse,
+ * test_attn_segments.c — the CPU InfiniteHiP block-sparse attention (lc_cpu_attn_segments,
  * backend/backend.h "Sparse attention") against a naive per-row reference written here from
  * the contract: for every token t <= p decide whether it is a sink, selected or window key,
  * give it its rope position (PLAIN: t; STREAMING: sinks and selected tokens renumbered to sit
@@ -20,16 +20,16 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hip_sparse_world.h"
+#include "attn_segments_world.h"
 
 /* The naive reference for block b, block row r, query head qh (double). */
 static void naive_row(const world *w, int32_t b, int32_t r, int32_t qh, float scale, double *out) {
     const tcase         *c = &w->c;
-    const lc_hip_qblock *B = &w->qb[b];
+    const lc_qblock *B = &w->qb[b];
     const int32_t        D = c->D, P = c->P, H = c->H, G = c->G, kh = qh / G;
     const int32_t        g = c->n_groups == 1 ? 0 : kh;
     const int32_t        ns = w->sel_n[b * c->n_groups + g];
-    const lc_hip_seg    *s  = w->sel + ((int64_t)b * c->n_groups + g) * w->sel_cap;
+    const lc_segment    *s  = w->sel + ((int64_t)b * c->n_groups + g) * w->sel_cap;
     const int32_t        p  = B->pos0 + r;
     const int32_t        n_s = c->n_sink < B->win0 ? c->n_sink : B->win0;
     int32_t              n_sel = 0;
@@ -47,9 +47,9 @@ static void naive_row(const world *w, int32_t b, int32_t r, int32_t qh, float sc
         const bool in_sel = in[t];
         int32_t    pos    = -1;
         if (t < n_s)
-            pos = c->attn_rope == LC_HIP_ATTN_STREAMING ? B->win0 - n_sel - n_s + t : t;
+            pos = c->attn_rope == LC_ATTN_ROPE_STREAMING ? B->win0 - n_sel - n_s + t : t;
         else if (in_sel)
-            pos = c->attn_rope == LC_HIP_ATTN_STREAMING ? B->win0 - n_sel + rank : t;
+            pos = c->attn_rope == LC_ATTN_ROPE_STREAMING ? B->win0 - n_sel + rank : t;
         else if (t >= B->win0)
             pos = t;
         if (in_sel) rank++;
@@ -86,7 +86,7 @@ static void run_case(const char *what, const tcase *c, const tseq *ts, int32_t n
     const int64_t qn    = (int64_t)w.rows * w.n_head * D;
     float        *out   = malloc(sizeof(float) * qn);
     memset(out, 0xff, sizeof(float) * qn); /* poison: NaN */
-    int st = lc_cpu_attn_sparse(&w.kv, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope,
+    int st = lc_cpu_attn_segments(&w.kv, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope,
                                 scale, &w.a, out);
     CHECKF(st == LC_OK, "%s: %s", what, lc_last_error());
     double ref[512];
@@ -158,14 +158,14 @@ static void run_case(const char *what, const tcase *c, const tseq *ts, int32_t n
 /* A malformed selection (unsorted, overlapping, outside the candidates, over max_sel) is
  * refused with LC_ERR_INVALID_ARG. */
 static void test_refusals(void) {
-    tcase c = {64, 2, 2, 16, 1, LC_HIP_ATTN_PLAIN, 8, 32, 16, SEL_RANDOM, LC_ROPE_NORM, 64, false, 0};
+    tcase c = {64, 2, 2, 16, 1, LC_ATTN_ROPE_PLAIN, 8, 32, 16, SEL_RANDOM, LC_ROPE_NORM, 64, false, 0};
     tseq  ts[1] = {{200, 1, 0, 0}};
     world w;
     build(&w, &c, ts, 1);
     float *out = malloc(sizeof(float) * w.rows * w.n_head * c.D);
     const float scale = 0.125f;
     /* the block's candidates are [8, win0 = 169) */
-    lc_hip_seg  bad[][2] = {{{20, 4}, {10, 4}},   /* unsorted */
+    lc_segment  bad[][2] = {{{20, 4}, {10, 4}},   /* unsorted */
                             {{20, 4}, {22, 4}},   /* overlapping */
                             {{4, 4}, {20, 4}},    /* in the sink */
                             {{20, 4}, {168, 4}},  /* into the window */
@@ -174,17 +174,17 @@ static void test_refusals(void) {
         memcpy(w.sel, bad[i], sizeof bad[i]);
         w.sel_n[0] = 2;
         w.a.max_sel = 1000;
-        CHECKF(lc_cpu_attn_sparse(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale,
+        CHECKF(lc_cpu_attn_segments(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale,
                                   &w.a, out) == LC_ERR_INVALID_ARG, "malformed selection %d accepted", i);
     }
-    w.sel[0] = (lc_hip_seg){20, 40}, w.sel_n[0] = 1, w.a.max_sel = 39;
-    CHECK(lc_cpu_attn_sparse(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale, &w.a,
+    w.sel[0] = (lc_segment){20, 40}, w.sel_n[0] = 1, w.a.max_sel = 39;
+    CHECK(lc_cpu_attn_segments(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale, &w.a,
                              out) == LC_ERR_INVALID_ARG);
     w.a.max_sel = 40;
-    CHECK(lc_cpu_attn_sparse(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale, &w.a,
+    CHECK(lc_cpu_attn_segments(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale, &w.a,
                              out) == LC_OK);
     w.a.max_window = 31; /* the window is 32 keys */
-    CHECK(lc_cpu_attn_sparse(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale, &w.a,
+    CHECK(lc_cpu_attn_segments(&w.kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, scale, &w.a,
                              out) == LC_ERR_INVALID_ARG);
     free(out);
     world_free(&w);

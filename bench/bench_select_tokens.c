@@ -1,5 +1,5 @@
 /*
- * bench_ts_select.c — the CUDA TokenSelect selection (ts_select.cu) alone, on the
+ * bench_select_tokens.c — the CUDA TokenSelect selection (select_tokens.cu) alone, on the
  * Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV in 64-token pages behind a scattered page
  * table, random values), TokenSelect's defaults n_init 128, n_local 512, k 2048
  * (digest spec/tokenselect-and-sparseserve.md A.3):
@@ -9,21 +9,21 @@
  *   prefill: 32K rows as 64 blocks of 512 rows at 32K and 128K context.
  * CUDA-event timing: two warm-ups, then the median (and minimum) of REPEATS runs, each run
  * synchronised before it (the host's launch time counts).
- * usage: bench_ts_select [REPEATS [TABLE.md]]  (TABLE.md: the table is also written there;
+ * usage: bench_select_tokens [REPEATS [TABLE.md]]  (TABLE.md: the table is also written there;
  * also reps=N table=PATH; -h: bench_args.h)
  * Timing: bench_time_ops (bench_util.h) with sync (and, for the 20 back to back, calls 20),
  * the same warm-ups, repetitions and units as before; the copy bandwidth is the best of 4
  * copies, each between two events. Changed: a bad argument is an error (exit 2); before,
  * REPEATS < 1 read as 1.
  * The path follows the backend's tuning from LONGCTX_BENCH_TUNE (bench_util.h), e.g.
- * ts-select-path=kernels|fused, ts-select-launches=1|2|3 (ts_select.cu; the title names them):
+ * ts-select-path=kernels|fused, ts-select-launches=1|2|3 (select_tokens.cu; the title names them):
  * decode calls take the fused kernel by default.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (bench_util.h) */
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
-#define BENCH_NAME "bench_ts_select"
+#define BENCH_NAME "bench_select_tokens"
 #include "bench_util.h"
 
 #include <cuda_runtime.h>
@@ -69,7 +69,7 @@ static int time_case(bench_env *env, int64_t T, int32_t n_rows, int hit, int bac
     lc_backend   *b    = env->b;
     const int32_t n_qb = (n_rows + B_Q - 1) / B_Q;
     lc_attn_seq   seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages, 0};
-    lc_hip_qblock *hq  = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    lc_qblock *hq  = malloc(sizeof(lc_qblock) * (size_t)n_qb);
     int32_t        max_cand = 0, max_rows = 1;
     for (int32_t i = 0; i < n_qb; i++) {
         const int32_t pos0 = seq.pos0 + i * B_Q, n = n_rows - i * B_Q < B_Q ? n_rows - i * B_Q : B_Q;
@@ -77,14 +77,14 @@ static int time_case(bench_env *env, int64_t T, int32_t n_rows, int hit, int bac
         if (pos0 + 1 - N_LOCAL > win0) win0 = pos0 + 1 - N_LOCAL;
         if (win0 - N_INIT > max_cand) max_cand = win0 - N_INIT;
         if (n > max_rows) max_rows = n;
-        hq[i] = (lc_hip_qblock){0, i * B_Q, n, pos0, win0};
+        hq[i] = (lc_qblock){0, i * B_Q, n, pos0, win0};
     }
-    lc_hip_qblock *dqb   = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)n_qb, "qb");
-    lc_hip_seg    *out   = b->alloc(b, sizeof(lc_hip_seg) * (size_t)n_qb * K, "out");
+    lc_qblock *dqb   = b->alloc(b, sizeof(lc_qblock) * (size_t)n_qb, "qb");
+    lc_segment    *out   = b->alloc(b, sizeof(lc_segment) * (size_t)n_qb * K, "out");
     int32_t       *out_n = b->alloc(b, sizeof(int32_t) * (size_t)n_qb, "out_n");
     if (!dqb || !out || !out_n) return 1;
-    TRYL(b->upload(b, dqb, hq, sizeof(lc_hip_qblock) * (size_t)n_qb));
-    lc_ts_select_args a;
+    TRYL(b->upload(b, dqb, hq, sizeof(lc_qblock) * (size_t)n_qb));
+    lc_select_tokens_args a;
     memset(&a, 0, sizeof a);
     a.n_init = N_INIT, a.k = K, a.fp_pos = N_LOCAL, a.max_rows = max_rows, a.max_cand = max_cand;
     a.out_cap = K, a.out = out, a.out_n = out_n;
@@ -96,7 +96,7 @@ static int time_case(bench_env *env, int64_t T, int32_t n_rows, int hit, int bac
     }
     TRYL(b->batch_begin(b, &seq, 1, P));
     const bench_opcall call = {b, &env->kv, &seq, dqb, n_qb, env->dq, N_HEAD, &env->rope, 0, NULL, &a, 1};
-    const bench_op     op   = {bench_call_ts_select, (void *)&call, NULL, NULL, NULL};
+    const bench_op     op   = {bench_call_select_tokens, (void *)&call, NULL, NULL, NULL};
     bench_times        tm;
     if (bench_time_ops((cudaStream_t)lc_cuda_stream_handle(), (bench_plan){2, env->reps, back ? 20 : 1, true},
                        1, &op, &tm))
@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
     const int32_t            path = b->tuning.ts_select_path, nl = b->tuning.ts_select_launches;
     char                     le[16] = "default";
     if (nl > 0) snprintf(le, sizeof le, "%d", nl);
-    snprintf(line, sizeof line, "bench_ts_select on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV, "
+    snprintf(line, sizeof line, "bench_select_tokens on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV, "
              "page 64), n_init %d, n_local %d, k %d; median (min) of %d runs, us; copy bandwidth "
              "%.0f GB/s; path %s, launches %s\n\n| case | keys | rows | blocks | miss | hit (1 call) | hit (20 back to back, per call) | K bytes / copy BW |\n"
              "|---|---|---|---|---|---|---|---|\n", prop.name, N_INIT, N_LOCAL, K, env.reps, env.copy_gbs,

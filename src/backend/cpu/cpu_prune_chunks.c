@@ -1,5 +1,5 @@
 /*
- * cpu_hip_stage.c — one InfiniteHiP pruning stage, the CPU reference (contract: backend.h,
+ * cpu_prune_chunks.c — one InfiniteHiP pruning stage, the CPU reference (contract: backend.h,
  * "InfiniteHiP selection and block-sparse attention"). For every query block and head group:
  * cut the candidate list into chunks of l_c tokens (the first stage on its grid: an optional
  * head chunk, then chunks every first_stride tokens, overlapping below l_c — the kept ones are
@@ -28,9 +28,9 @@
 typedef struct stage_job {
     const lc_kv_layer_view  *kv;
     const lc_rope_table     *rope;
-    const lc_hip_stage_args *a;
+    const lc_prune_chunks_args *a;
     const lc_attn_seq       *seqs;
-    const lc_hip_qblock     *qb;
+    const lc_qblock     *qb;
     int32_t                  n_head, G; /* query heads, query heads per KV head */
     /* flat chunk list: chunk i = [cstart[i], cstart[i] + clen[i]), rank crank[i] in the list
      * of pair cbg[i] = b * n_groups + g */
@@ -68,9 +68,9 @@ static float probe(const stage_job *j, const float *k, int32_t pos, const float 
 
 /* The score of chunk i (max over the heads of its group of SelectRep's final probe). */
 static float score_chunk(const stage_job *j, int64_t i) {
-    const lc_hip_stage_args *a  = j->a;
+    const lc_prune_chunks_args *a  = j->a;
     const int32_t            bg = j->cbg[i], b = bg / a->n_groups, g = bg % a->n_groups;
-    const lc_hip_qblock     *qb = &j->qb[b];
+    const lc_qblock     *qb = &j->qb[b];
     const int32_t           *pt = j->seqs[qb->seq].page_table;
     const int32_t            h0 = a->n_groups == 1 ? 0 : g * j->G;
     const int32_t            h1 = a->n_groups == 1 ? j->n_head : (g + 1) * j->G;
@@ -89,8 +89,8 @@ static float score_chunk(const stage_job *j, int64_t i) {
         while (hi - lo > 1) {
             const int32_t mid = lo + (hi - lo) / 2;
             int32_t       pl, pr; /* key positions of the left / right slot */
-            if (mode == LC_HIP_SCAN_PLAIN) pl = lo, pr = mid;
-            else if (mode == LC_HIP_SCAN_RELATIVE) pl = 0, pr = 1;
+            if (mode == LC_SCAN_PLAIN) pl = lo, pr = mid;
+            else if (mode == LC_SCAN_RELATIVE) pl = 0, pr = 1;
             else pl = pr = c;
             const float sL = probe(j, key_at(j, pt, kvh, lo), pl, q, nqd, kr);
             const float sR = probe(j, key_at(j, pt, kvh, mid), pr, q, nqd, kr);
@@ -99,11 +99,11 @@ static float score_chunk(const stage_job *j, int64_t i) {
             } else {
                 hi = mid;
                 /* the slot is ignored outside RELATIVE: S(lo, RIGHT) = S(lo, LEFT) */
-                if (mode != LC_HIP_SCAN_RELATIVE) fin = sL, known = 1;
+                if (mode != LC_SCAN_RELATIVE) fin = sL, known = 1;
             }
         }
         if (!known) {
-            const int32_t pr = mode == LC_HIP_SCAN_PLAIN ? lo : mode == LC_HIP_SCAN_RELATIVE ? 1 : c;
+            const int32_t pr = mode == LC_SCAN_PLAIN ? lo : mode == LC_SCAN_RELATIVE ? 1 : c;
             fin = probe(j, key_at(j, pt, kvh, lo), pr, q, nqd, kr);
         }
         if (fin > best) best = fin;
@@ -130,7 +130,7 @@ typedef struct first_grid {
     int32_t lo, hi, head, base, stride, n;
 } first_grid;
 
-static first_grid first_grid_of(const lc_hip_stage_args *a, const lc_hip_qblock *qb) {
+static first_grid first_grid_of(const lc_prune_chunks_args *a, const lc_qblock *qb) {
     first_grid g = {a->n_sink, qb->win0, 0, a->n_sink, a->first_stride > 0 ? a->first_stride : a->chunk, 0};
     const int64_t cand = (int64_t)g.hi - g.lo;
     if (cand <= 0) return g;
@@ -141,25 +141,25 @@ static first_grid first_grid_of(const lc_hip_stage_args *a, const lc_hip_qblock 
     return g;
 }
 
-static lc_hip_seg first_chunk(const lc_hip_stage_args *a, const first_grid *g, int64_t c) {
-    if (g->head && c == 0) return (lc_hip_seg){g->lo, g->base - g->lo};
+static lc_segment first_chunk(const lc_prune_chunks_args *a, const first_grid *g, int64_t c) {
+    if (g->head && c == 0) return (lc_segment){g->lo, g->base - g->lo};
     const int64_t start = g->base + (c - g->head) * (int64_t)g->stride;
     const int64_t end   = start + a->chunk < g->hi ? start + a->chunk : g->hi;
-    return (lc_hip_seg){(int32_t)start, (int32_t)(end - start)};
+    return (lc_segment){(int32_t)start, (int32_t)(end - start)};
 }
 
 /* Where block b's (block, group) lists are (a->list: batched decode, backend.h), and whether
  * this call computes block b (a->from). */
-static int64_t list_pair(const lc_hip_stage_args *a, int32_t b, int32_t g) {
+static int64_t list_pair(const lc_prune_chunks_args *a, int32_t b, int32_t g) {
     return (int64_t)(a->list ? a->list[b] : b) * a->n_groups + g;
 }
-static bool block_runs(const lc_hip_stage_args *a, int32_t b) {
+static bool block_runs(const lc_prune_chunks_args *a, int32_t b) {
     return !a->from || a->from[b] <= a->stage;
 }
 
 /* Count the chunks of a (block, group) pair's input list, validating it (none for a block this
  * call does not compute). */
-static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int32_t b, int32_t g,
+static int count_chunks(const lc_prune_chunks_args *a, const lc_qblock *qb, int32_t b, int32_t g,
                         int64_t *n_out) {
     int64_t n = 0;
     if (!block_runs(a, b)) {
@@ -170,41 +170,41 @@ static int count_chunks(const lc_hip_stage_args *a, const lc_hip_qblock *qb, int
         const int64_t bg = list_pair(a, b, g);
         const int32_t nin = a->in_n[bg];
         if (nin < 0 || nin > a->in_cap)
-            return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d: %d input segments "
+            return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: block %d group %d: %d input segments "
                            "(capacity %d)", b, g, nin, a->in_cap);
         for (int32_t s = 0; s < nin; s++) {
-            const lc_hip_seg *sg = &a->in[bg * a->in_cap + s];
+            const lc_segment *sg = &a->in[bg * a->in_cap + s];
             if (sg->len < 0 || sg->start < a->n_sink || (int64_t)sg->start + sg->len > qb->win0)
-                return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d: segment "
+                return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: block %d group %d: segment "
                                "[%d, +%d) outside the candidates [%d, %d)", b, g, sg->start,
                                sg->len, a->n_sink, qb->win0);
             n += ((int64_t)sg->len + a->chunk - 1) / a->chunk;
         }
     }
     if (n > a->max_chunks)
-        return lc_fail(LC_ERR_INVALID_ARG, "hip_stage: block %d group %d has %lld chunks, "
+        return lc_fail(LC_ERR_INVALID_ARG, "prune_chunks: block %d group %d has %lld chunks, "
                        "max_chunks is %d", b, g, (long long)n, a->max_chunks);
     *n_out = n;
     return LC_OK;
 }
 
-int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                     const lc_rope_table *rope, const lc_hip_stage_args *a) {
-    int st = lc_hip_stage_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
-    if (st == LC_OK) st = lc_cpu_check_head_dim("hip_stage", kv->head_dim, HIP_MAX_D);
+int lc_cpu_prune_chunks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                     const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_prune_chunks_args *a) {
+    int st = lc_prune_chunks_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+    if (st == LC_OK) st = lc_cpu_check_head_dim("prune_chunks", kv->head_dim, HIP_MAX_D);
     if (st == LC_OK) /* the stage scores at the true positions unless scan_rope is relative */
-        st = lc_cpu_check_blocks("hip_stage", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_sink, -1,
-                                 a->scan_rope != LC_HIP_SCAN_RELATIVE ? rope : NULL);
+        st = lc_cpu_check_blocks("prune_chunks", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_sink, -1,
+                                 a->scan_rope != LC_SCAN_RELATIVE ? rope : NULL);
     if (st != LC_OK || n_qb == 0) return st;
     const int32_t D = kv->head_dim, n_pairs = n_qb * a->n_groups;
     stage_job     j;
     memset(&j, 0, sizeof j);
     j.kv = kv, j.rope = rope, j.a = a, j.seqs = seqs, j.qb = qb, j.n_head = n_head;
     j.G    = n_head / kv->n_kv_head;
-    j.coff = lc_malloc(sizeof(int64_t) * ((size_t)n_pairs + 1), "hip_stage chunk offsets");
-    j.qoff = lc_malloc(sizeof(int64_t) * ((size_t)n_qb + 1), "hip_stage query offsets");
-    j.nq   = lc_malloc(sizeof(int32_t) * (size_t)n_qb, "hip_stage query counts");
+    j.coff = lc_malloc(sizeof(int64_t) * ((size_t)n_pairs + 1), "prune_chunks chunk offsets");
+    j.qoff = lc_malloc(sizeof(int64_t) * ((size_t)n_qb + 1), "prune_chunks query offsets");
+    j.nq   = lc_malloc(sizeof(int32_t) * (size_t)n_qb, "prune_chunks query counts");
     ranked  *rk   = NULL;
     uint8_t *kept = NULL;
     if (!j.coff || !j.qoff || !j.nq) {
@@ -222,25 +222,25 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
         if (n > max_n) max_n = n;
     }
     const int64_t total = j.coff[n_pairs];
-    j.cstart = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
-    j.clen   = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
-    j.crank  = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
-    j.cbg    = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "hip_stage chunks");
-    j.cscore = lc_malloc(sizeof(float) * (size_t)(total + 1), "hip_stage chunk scores");
-    rk       = lc_malloc(sizeof(ranked) * (size_t)(max_n + 1), "hip_stage ranking");
-    kept     = lc_malloc((size_t)(max_n + 1), "hip_stage ranking");
+    j.cstart = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "prune_chunks chunks");
+    j.clen   = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "prune_chunks chunks");
+    j.crank  = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "prune_chunks chunks");
+    j.cbg    = lc_malloc(sizeof(int32_t) * (size_t)(total + 1), "prune_chunks chunks");
+    j.cscore = lc_malloc(sizeof(float) * (size_t)(total + 1), "prune_chunks chunk scores");
+    rk       = lc_malloc(sizeof(ranked) * (size_t)(max_n + 1), "prune_chunks ranking");
+    kept     = lc_malloc((size_t)(max_n + 1), "prune_chunks ranking");
     if (!j.cstart || !j.clen || !j.crank || !j.cbg || !j.cscore || !rk || !kept) {
         st = LC_ERR_NOMEM;
         goto done;
     }
     for (int32_t bg = 0; bg < n_pairs; bg++) {
-        const lc_hip_qblock *q = &qb[bg / a->n_groups];
+        const lc_qblock *q = &qb[bg / a->n_groups];
         int64_t              i = j.coff[bg];
         if (!block_runs(a, bg / a->n_groups)) continue;
         if (!a->in) {
             const first_grid fg = first_grid_of(a, q);
             for (int32_t c = 0; c < fg.n; c++, i++) {
-                const lc_hip_seg ch = first_chunk(a, &fg, c);
+                const lc_segment ch = first_chunk(a, &fg, c);
                 j.cstart[i] = ch.start, j.clen[i] = ch.len;
                 j.crank[i] = c, j.cbg[i] = bg;
             }
@@ -248,7 +248,7 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
         }
         const int64_t lbg = list_pair(a, bg / a->n_groups, bg % a->n_groups);
         for (int32_t s = 0; s < a->in_n[lbg]; s++) {
-            const lc_hip_seg sg = a->in[lbg * a->in_cap + s];
+            const lc_segment sg = a->in[lbg * a->in_cap + s];
             for (int32_t off = 0; off < sg.len; off += a->chunk, i++) {
                 j.cstart[i] = sg.start + off;
                 j.clen[i]   = sg.len - off < a->chunk ? sg.len - off : a->chunk;
@@ -263,14 +263,14 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
         j.nq[b]       = (qb[b].n_rows + a->q_stride - 1) / a->q_stride;
         j.qoff[b + 1] = j.qoff[b] + (int64_t)n_head * j.nq[b] * D;
     }
-    j.qp = lc_malloc(sizeof(float) * (size_t)(j.qoff[n_qb] + 1), "hip_stage pooled queries");
+    j.qp = lc_malloc(sizeof(float) * (size_t)(j.qoff[n_qb] + 1), "prune_chunks pooled queries");
     if (!j.qp) {
         st = LC_ERR_NOMEM;
         goto done;
     }
 #pragma omp parallel for schedule(dynamic)
     for (int32_t b = 0; b < n_qb; b++) {
-        const lc_hip_qblock *q = &qb[b];
+        const lc_qblock *q = &qb[b];
         float                rot[HIP_MAX_D];
         for (int32_t h = 0; h < n_head; h++)
             for (int32_t u = 0; u < j.nq[b]; u++) {
@@ -285,8 +285,8 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
                 for (int32_t r = r0; r < r1; r++) {
                     const int32_t p = q->pos0 + r;
                     int32_t       pos;
-                    if (a->scan_rope == LC_HIP_SCAN_PLAIN) pos = p;
-                    else if (a->scan_rope == LC_HIP_SCAN_RELATIVE) pos = a->n_stream + 1;
+                    if (a->scan_rope == LC_SCAN_PLAIN) pos = p;
+                    else if (a->scan_rope == LC_SCAN_RELATIVE) pos = a->n_stream + 1;
                     else pos = (int64_t)p < nch + a->n_stream ? p : (int32_t)(nch + a->n_stream);
                     lc_cpu_rope_copy(q_raw + ((int64_t)(q->row0 + r) * n_head + h) * D, rot, D,
                                      pos, rope);
@@ -304,10 +304,10 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
         if (!block_runs(a, bg / a->n_groups)) continue; /* its cached output stands */
         const int64_t c0 = j.coff[bg], n = j.coff[bg + 1] - c0;
         const int64_t lbg = list_pair(a, bg / a->n_groups, bg % a->n_groups);
-        lc_hip_seg   *out = a->out + lbg * a->n_keep;
+        lc_segment   *out = a->out + lbg * a->n_keep;
         int32_t       w   = 0;
         if (n <= a->n_keep) {
-            for (int64_t c = 0; c < n; c++) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
+            for (int64_t c = 0; c < n; c++) out[w++] = (lc_segment){j.cstart[c0 + c], j.clen[c0 + c]};
         } else {
             for (int64_t c = 0; c < n; c++) rk[c] = (ranked){lc_cpu_score_key(j.cscore[c0 + c]), (int32_t)c};
             qsort(rk, (size_t)n, sizeof(ranked), cmp_ranked_desc);
@@ -315,7 +315,7 @@ int lc_cpu_hip_stage(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
             for (int64_t c = 0; c < n; c++) kept[c] = 0;
             for (int32_t k = 0; k < a->n_keep; k++) kept[rk[k].rank] = 1;
             for (int64_t c = 0; c < n; c++)
-                if (kept[c]) out[w++] = (lc_hip_seg){j.cstart[c0 + c], j.clen[c0 + c]};
+                if (kept[c]) out[w++] = (lc_segment){j.cstart[c0 + c], j.clen[c0 + c]};
         }
         /* overlapping first-stage chunks: each kept one starts where the one before it ends (the
          * ends rise with rank, so the output stays sorted and disjoint) */

@@ -1,5 +1,5 @@
 /*
- * cpu_ts_select.c — TokenSelect token-level selection, the CPU reference twin of ts_select
+ * cpu_select_tokens.c — TokenSelect token-level selection, the CPU reference twin of select_tokens
  * (contract: backend.h, "TokenSelect token-level selection"). Per query block: the fingerprint
  * f_h (rows rotated at fp_pos + i, then mean), the logits f_h · k_t against the stored
  * (pre-RoPE) keys of the candidates [n_init, win0), the per-head softmax soft vote, and the
@@ -32,15 +32,15 @@ static uint32_t ts_key(float s) {
 }
 
 static int check_blocks(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                        const lc_hip_qblock *qb, int32_t n_qb, const lc_ts_select_args *a) {
-    const int st = lc_cpu_check_head_dim("ts_select", kv->head_dim, TS_MAX_D);
+                        const lc_qblock *qb, int32_t n_qb, const lc_select_tokens_args *a) {
+    const int st = lc_cpu_check_head_dim("select_tokens", kv->head_dim, TS_MAX_D);
     if (st != LC_OK) return st;
-    return lc_cpu_check_blocks("ts_select", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_init,
+    return lc_cpu_check_blocks("select_tokens", seqs, n_seqs, qb, n_qb, a->max_rows, a->n_init,
                                a->max_cand, NULL);
 }
 
 /* f[n_head][D] of block q: its rows rotated at fp_pos + i, then the mean. */
-static void fingerprint(const lc_hip_qblock *q, const float *q_raw, int32_t n_head, int32_t D,
+static void fingerprint(const lc_qblock *q, const float *q_raw, int32_t n_head, int32_t D,
                         const lc_rope_table *rope, int32_t fp_pos, float *f) {
     float rot[TS_MAX_D];
     memset(f, 0, sizeof(float) * (size_t)n_head * D);
@@ -58,7 +58,7 @@ static void fingerprint(const lc_hip_qblock *q, const float *q_raw, int32_t n_he
 /* Selection of one block with n > k candidates: scores -> segments; returns the count. */
 static int32_t select_block(const lc_kv_layer_view *kv, const int32_t *pt, int32_t n_init,
                             int32_t n, int32_t k, const float *f, int32_t n_head, int32_t gqa_mod,
-                            float *logit, double *mz, float *score, lc_hip_seg *out) {
+                            float *logit, double *mz, float *score, lc_segment *out) {
     const int64_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim;
     const int32_t G = n_head / (int32_t)H;
     /* logits [t][n_head] */
@@ -124,16 +124,16 @@ static int32_t select_block(const lc_kv_layer_view *kv, const int32_t *pt, int32
         if (!sel) continue;
         const int32_t pos = n_init + t;
         if (pos == prev + 1) out[nseg - 1].len++;
-        else out[nseg++] = (lc_hip_seg){pos, 1};
+        else out[nseg++] = (lc_segment){pos, 1};
         prev = pos;
     }
     return nseg;
 }
 
-int lc_cpu_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                     const lc_hip_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
-                     const lc_rope_table *rope, const lc_ts_select_args *a) {
-    int st = lc_ts_select_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
+int lc_cpu_select_tokens(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
+                     const lc_qblock *qb, int32_t n_qb, const float *q_raw, int32_t n_head,
+                     const lc_rope_table *rope, const lc_select_tokens_args *a) {
+    int st = lc_select_tokens_check(kv, seqs, qb, n_qb, q_raw, n_head, rope, a);
     if (st != LC_OK) return st;
     st = check_blocks(kv, seqs, n_seqs, qb, n_qb, a);
     if (st != LC_OK || n_qb == 0) return st;
@@ -144,16 +144,16 @@ int lc_cpu_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
         const int32_t n = qb[b].win0 - a->n_init;
         if (n > a->k && n > max_n) max_n = n;
     }
-    float  *f     = lc_malloc(sizeof(float) * (size_t)nf, "ts_select fingerprint");
-    double *mz    = lc_malloc(sizeof(double) * 2 * (size_t)n_head, "ts_select softmax");
-    float  *logit = max_n ? lc_malloc(sizeof(float) * (size_t)max_n * n_head, "ts_select logits") : NULL;
-    float  *score = max_n ? lc_malloc(sizeof(float) * (size_t)max_n, "ts_select scores") : NULL;
+    float  *f     = lc_malloc(sizeof(float) * (size_t)nf, "select_tokens fingerprint");
+    double *mz    = lc_malloc(sizeof(double) * 2 * (size_t)n_head, "select_tokens softmax");
+    float  *logit = max_n ? lc_malloc(sizeof(float) * (size_t)max_n * n_head, "select_tokens logits") : NULL;
+    float  *score = max_n ? lc_malloc(sizeof(float) * (size_t)max_n, "select_tokens scores") : NULL;
     if (!f || !mz || (max_n && (!logit || !score))) {
         st = LC_ERR_NOMEM;
         goto done;
     }
     for (int32_t b = 0; b < n_qb; b++) {
-        const lc_hip_qblock *q = &qb[b];
+        const lc_qblock *q = &qb[b];
         fingerprint(q, q_raw, n_head, D, rope, a->fp_pos, f);
         if (a->cache_q) { /* the selection cache (n_qb == 1) */
             double dot = 0.0, nf2 = 0.0, nc2 = 0.0;
@@ -172,9 +172,9 @@ int lc_cpu_ts_select(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_
             if (a->counts) a->counts[1] += 1;
         }
         const int32_t n   = q->win0 - a->n_init;
-        lc_hip_seg   *out = a->out + (int64_t)b * a->out_cap;
+        lc_segment   *out = a->out + (int64_t)b * a->out_cap;
         if (n <= 0) a->out_n[b] = 0;
-        else if (n <= a->k) out[0] = (lc_hip_seg){a->n_init, n}, a->out_n[b] = 1;
+        else if (n <= a->k) out[0] = (lc_segment){a->n_init, n}, a->out_n[b] = 1;
         else
             a->out_n[b] = select_block(kv, seqs[q->seq].page_table, a->n_init, n, a->k, f, n_head,
                                        a->gqa_mod, logit, mz, score, out);

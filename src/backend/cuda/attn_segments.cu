@@ -1,5 +1,5 @@
-// hip_sparse.cu — InfiniteHiP block-sparse attention on the GPU (op attn_sparse), the twin of
-// lc_cpu_attn_sparse (backend/cpu/cpu_hip_sparse.c); contract in backend/backend.h "Sparse
+// attn_segments.cu — InfiniteHiP block-sparse attention on the GPU (op attn_segments), the twin of
+// lc_cpu_attn_segments (backend/cpu/cpu_attn_segments.c); contract in backend/backend.h "Sparse
 // attention"; digest spec/infinitehip-and-hip.md §3–4 (the BSA step: sink + selected chunks +
 // sliding window, StreamingLLM re-indexing §4.2).
 //
@@ -37,8 +37,8 @@
 //    over V) as asynchronous wgmma, overlapped with the online softmax; only the window keys
 //    are masked (causal). With PLAIN RoPE in a prefill-sized call the backend passes the
 //    prefill sequences' keys rotated once per layer into fp16 tiles of the same swizzled
-//    layout (lc_cuda_hip_rot, filled by lc_cuda_hip_rotate in rotated_keys.cu, here or in
-//    the layer's first hip_stage): the list then names tile rows (and the values' page slots), and the producer
+//    layout (lc_cuda_rot_tiles, filled by lc_cuda_rotate_keys in rotated_keys.cu, here or in
+//    the layer's first prune_chunks): the list then names tile rows (and the values' page slots), and the producer
 //    of a block of such a sequence only copies (no table rows, no pass over the stage; H100,
 //    8B shape, 32K rows at 128K: ~9.6 -> ~5 ms). Elsewhere (sm_80, or
 //    tuning.sparse_prefill_mma) an mma.sync FlashAttention-2 kernel over the same gathered
@@ -47,7 +47,7 @@
 //    slower at 1M, reverted. So were CTA pairs sharing the rotation: a block's two CTAs as a
 //    cluster, each rotating half of every tile's keys into both CTAs' stages through
 //    distributed shared memory, arriving on both CTAs' barriers: streaming at 1M 8.6 -> 12.4 ms,
-//    14.1 with one arrival a warp (H100, bench_hip_sparse); removed.)
+//    14.1 with one arrival a warp (H100, bench_attn_segments); removed.)
 // The launch shapes depend only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
@@ -69,8 +69,8 @@ constexpr int PRE_NT = 256, PRE_TK = 64, PRE_BM = 128;
 struct sp_params {
     const lc_kv16       *kpool, *vpool; // [n_pages][H][P][D]
     const lc_attn_seq   *seqs;
-    const lc_hip_qblock *qb;
-    const lc_hip_seg    *sel;   // [n_qb][n_groups][sel_cap]
+    const lc_qblock *qb;
+    const lc_segment    *sel;   // [n_qb][n_groups][sel_cap]
     const int32_t       *sel_n; // [n_qb][n_groups]
     const int32_t       *list;  // [n_qb] or NULL: block b's sel / sel_n lists at list[b] (backend.h)
     const float         *q;     // [rows][n_head][D], rotated
@@ -79,7 +79,7 @@ struct sp_params {
     int32_t              H, G, n_head, page_shift, n_groups, sel_cap, n_sink, streaming;
     int32_t              half_rot, n_pos;
     float                scale_log2; // softmax scale * log2(e)
-    // plain RoPE, rotated tiles (lc_cuda_hip_rot): blocks of the listed sequences read them
+    // plain RoPE, rotated tiles (lc_cuda_rot_tiles): blocks of the listed sequences read them
     const __half        *rk;
     const int32_t       *rpre;
     int32_t              n_rpre;
@@ -143,7 +143,7 @@ __device__ __forceinline__ void pdl_wait() {
 // ---- the attended key list ------------------------------------------------------------------
 
 // Tokens of segment s inside the candidates [lo, hi): count, first token in *first.
-__device__ __forceinline__ int clip_len(const lc_hip_seg &s, int lo, int hi, int *first) {
+__device__ __forceinline__ int clip_len(const lc_segment &s, int lo, int hi, int *first) {
     const int       a = max(s.start, lo);
     const long long e = min((long long)s.start + s.len, (long long)hi);
     *first            = a;
@@ -153,7 +153,7 @@ __device__ __forceinline__ int clip_len(const lc_hip_seg &s, int lo, int hi, int
 // Block-wide scan of a selection list: thread t owns segments [j0, j1) (a contiguous share),
 // off = selected tokens before j0; returns the total. red: NT / 32 ints of shared memory.
 template <int NT>
-__device__ int seg_scan(const lc_hip_seg *s, int ns, int lo, int hi, int &j0, int &j1, int &off,
+__device__ int seg_scan(const lc_segment *s, int ns, int lo, int hi, int &j0, int &j1, int &off,
                         int *red) {
     const int per = (ns + NT - 1) / NT;
     j0 = min(ns, (int)threadIdx.x * per), j1 = min(ns, j0 + per);
@@ -183,7 +183,7 @@ __device__ int seg_scan(const lc_hip_seg *s, int ns, int lo, int hi, int &j0, in
 
 // f(r, token) for the selected tokens of rank r in [r0, r1) among this thread's segments.
 template <typename F>
-__device__ void seg_emit(const lc_hip_seg *s, int j0, int j1, int off, int lo, int hi, int r0,
+__device__ void seg_emit(const lc_segment *s, int j0, int j1, int off, int lo, int hi, int r0,
                          int r1, F f) {
     for (int j = j0; j < j1 && off < r1; j++) {
         int       a;
@@ -200,7 +200,7 @@ __device__ void seg_emit(const lc_hip_seg *s, int j0, int j1, int off, int lo, i
 // lane, ~10 us per call on H100 for 2048 one-token segments). Returns the total; wsum = the
 // warp's tokens, off = tokens before j0.
 template <int NT>
-__device__ int seg_scan_warp(const lc_hip_seg *s, int ns, int lo, int hi, int &j0, int &j1, int &off,
+__device__ int seg_scan_warp(const lc_segment *s, int ns, int lo, int hi, int &j0, int &j1, int &off,
                              int &wsum, int *red) {
     constexpr int NW   = NT / 32;
     const int     lane = threadIdx.x & 31, warp = threadIdx.x >> 5, per = (ns + NW - 1) / NW;
@@ -226,7 +226,7 @@ __device__ int seg_scan_warp(const lc_hip_seg *s, int ns, int lo, int hi, int &j
 // f(r, token) for the selected tokens of rank r in [r0, r1) among the warp's segments (every
 // lane of the warp calls it).
 template <typename F>
-__device__ void seg_emit_warp(const lc_hip_seg *s, int j0, int j1, int off, int wsum, int lo, int hi,
+__device__ void seg_emit_warp(const lc_segment *s, int j0, int j1, int off, int wsum, int lo, int hi,
                               int r0, int r1, F f) {
     if (off >= r1 || off + wsum <= r0) return; // (uniform over the warp)
     const int lane = threadIdx.x & 31;
@@ -286,10 +286,10 @@ __global__ void __launch_bounds__(256)
     sparse_list_kernel(sp_params a, int64_t L_cap, int2 *__restrict__ lists, int4 *__restrict__ hdr) {
     __shared__ int red[8];
     const int           b = blockIdx.x, g = blockIdx.y;
-    const lc_hip_qblock B = a.qb[b];
+    const lc_qblock B = a.qb[b];
     const int64_t     gl   = (int64_t)b * a.n_groups + g;
     const int64_t     sl   = (int64_t)(a.list ? a.list[b] : b) * a.n_groups + g;
-    const lc_hip_seg *segs = a.sel + sl * a.sel_cap;
+    const lc_segment *segs = a.sel + sl * a.sel_cap;
     const int         ns   = min(max(a.sel_n[sl], 0), a.sel_cap);
     const int         last = B.pos0 + B.n_rows - 1;
     const int         win0 = min(max(B.win0, 0), B.pos0 + 1), n_s = min(a.n_sink, win0);
@@ -374,13 +374,13 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     const int           b = blockIdx.x / n_splits, split = blockIdx.x % n_splits, h = blockIdx.y;
     const int           gsel = a.n_groups == 1 ? 0 : h;
     const int64_t       gl   = (int64_t)(a.list ? a.list[b] : b) * a.n_groups + gsel;
-    const lc_hip_qblock B    = a.qb[b];
+    const lc_qblock B    = a.qb[b];
     const int           ns_in = a.sel_n[gl]; // loaded beside the block (one round trip)
     pdl_launch_dependents();                 // the merge kernel may start launching
     if (B.n_rows != 1) return;
     const int         tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = a.G, HR = a.half_rot;
     const int32_t    *pt   = a.seqs[B.seq].page_table;
-    const lc_hip_seg *segs = a.sel + gl * a.sel_cap;
+    const lc_segment *segs = a.sel + gl * a.sel_cap;
     const int         ns   = min(max(ns_in, 0), a.sel_cap);
     const int p = B.pos0, win0 = min(max(B.win0, 0), p + 1), n_s = min(a.n_sink, win0);
     int       j0, j1, off, wsum = 0;
@@ -597,7 +597,7 @@ __global__ void __launch_bounds__(MERGE_GROUPS * SP_DMAX)
     __shared__ float acc[MERGE_GROUPS - 1][SP_DMAX];
     const int           b = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
     const int           lane = tid & 31, warp = tid >> 5;
-    const lc_hip_qblock B = a.qb[b];
+    const lc_qblock B = a.qb[b];
     pdl_wait();
     if (B.n_rows != 1) return;
     const float *pp = part + ((int64_t)b * a.n_head + qh) * n_splits * (D + 2);
@@ -702,7 +702,7 @@ __global__ void __launch_bounds__(PRE_NT, 1)
     auto    tsm  = [&](int st) { return (float *)(stg(st) + C::KRAW_B + C::V_B); };     // [TK][LDT]
 
     const int           b = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, h = blockIdx.y;
-    const lc_hip_qblock B = a.qb[b];
+    const lc_qblock B = a.qb[b];
     const int G = a.G, n_packed = B.n_rows * G, r0 = chunk * BM;
     if (r0 >= n_packed) return;
     const int     tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -927,7 +927,7 @@ __global__ void __launch_bounds__(384, 1)
     uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
 
     const int           h = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, b = blockIdx.y;
-    const lc_hip_qblock B = a.qb[b];
+    const lc_qblock B = a.qb[b];
     const int           G = a.G, n_packed = B.n_rows * G, r0 = chunk * 128;
     if (r0 >= n_packed) return;
     const int     tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1058,7 +1058,7 @@ __global__ void __launch_bounds__(384, 1)
                 } else {
                     uint4 *pk = (uint4 *)(kd + 2 * tile64_off(j, 8 * c));
                     // every chunk, the unrotated ones by the identity: a branch here made the
-                    // producer 45% slower (bench_hip_sparse streaming, H100; bench/NOTES.md 36)
+                    // producer 45% slower (bench_attn_segments streaming, H100; bench/NOTES.md 36)
                     *pk = rot_adjacent(*pk, tab[2 * m], tab[2 * m + 1]);
                 }
                 if (more) load_tab_m(m, cr, sr);
@@ -1254,7 +1254,7 @@ struct sp_plan {
 
 size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_hip_sparse_args *a,
+sp_plan make_plan(int32_t n_qb, int32_t n_head, const lc_attn_segments_args *a,
                   const lc_tuning *tune) {
     sp_plan       pl    = {};
     const int64_t n_max = (int64_t)(a->n_sink > 0 ? a->n_sink : 0) + (a->max_sel > 0 ? a->max_sel : 0) +
@@ -1378,37 +1378,37 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
 
 } // namespace
 
-extern "C" size_t lc_cuda_attn_sparse_scratch_bytes(int32_t n_qb, int32_t n_head,
-                                                    const lc_hip_sparse_args *a, const lc_tuning *tune) {
+extern "C" size_t lc_cuda_attn_segments_scratch_bytes(int32_t n_qb, int32_t n_head,
+                                                    const lc_attn_segments_args *a, const lc_tuning *tune) {
     if (n_qb <= 0 || n_head <= 0 || !a || !tune) return 0;
     return make_plan(n_qb, n_head, a, tune).total;
 }
 
-extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                                   const lc_hip_qblock *qb, int32_t n_qb, const float *q,
+extern "C" int lc_cuda_attn_segments(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
+                                   const lc_qblock *qb, int32_t n_qb, const float *q,
                                    int32_t n_head, const lc_rope_table *rope, float scale,
-                                   const lc_hip_sparse_args *a, const lc_cuda_hip_rot *rot,
+                                   const lc_attn_segments_args *a, const lc_cuda_rot_tiles *rot,
                                    const lc_tuning *tune, void *scratch, size_t scratch_bytes,
                                    float *out) {
     const int D = kv->head_dim, H = kv->n_kv_head, P = kv->page_size;
     if (n_qb <= 0) return LC_OK;
-    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: no tuning");
-    const int st0 = lc_hip_sparse_check(kv, n_head, a);
+    if (!tune) return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_segments: no tuning");
+    const int st0 = lc_attn_segments_check(kv, n_head, a);
     if (st0 != LC_OK) return st0;
     if (D != 64 && D != 128)
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: head dim %d (64 and 128 supported)", D);
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_segments: head dim %d (64 and 128 supported)", D);
     if (H <= 0 || n_head % H != 0 || n_head / H > SP_MAXG)
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: %d query heads over %d KV heads "
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_segments: %d query heads over %d KV heads "
                        "(1..%d per KV head supported)", n_head, H, SP_MAXG);
     if (P <= 0 || (P & (P - 1)) != 0)
-        return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: page size %d is not a power of two", P);
+        return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_segments: page size %d is not a power of two", P);
     const bool neox = rope->pairing == LC_ROPE_NEOX;
     if (rope->n_rot % 8 != 0 || rope->n_rot <= 0 || rope->n_rot > D || (neox && rope->n_rot != D))
-        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_sparse: %d rotated dims of %d (%s pairing)",
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attn_segments: %d rotated dims of %d (%s pairing)",
                        rope->n_rot, D, neox ? "neox" : "adjacent");
     const sp_plan pl = make_plan(n_qb, n_head, a, tune);
     if (pl.total > 0 && (!scratch || scratch_bytes < pl.total))
-        return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_sparse: scratch of %zu bytes, %zu needed",
+        return lc_fail(LC_ERR_INVALID_ARG, "cuda attn_segments: scratch of %zu bytes, %zu needed",
                        scratch_bytes, pl.total);
     sp_params p;
     p.kpool = (const lc_kv16 *)kv->k, p.vpool = (const lc_kv16 *)kv->v;
@@ -1419,7 +1419,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
     p.page_shift = 0;
     while ((1 << p.page_shift) < P) p.page_shift++;
     p.n_groups = a->n_groups, p.sel_cap = a->sel_cap, p.n_sink = a->n_sink;
-    p.streaming = a->attn_rope == LC_HIP_ATTN_STREAMING;
+    p.streaming = a->attn_rope == LC_ATTN_ROPE_STREAMING;
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
     p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
@@ -1431,7 +1431,7 @@ extern "C" int lc_cuda_attn_sparse(const lc_kv_layer_view *kv, const lc_attn_seq
 
     unsigned char *sc = (unsigned char *)scratch;
     if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && wgmma) {
-        const int st = lc_cuda_hip_rotate(kv, seqs, rope, rot);
+        const int st = lc_cuda_rotate_keys(kv, seqs, rope, rot);
         if (st != LC_OK) return st;
         p.rk = (const __half *)rot->k;
         p.rpre = rot->pre, p.n_rpre = rot->n_pre;

@@ -1,5 +1,5 @@
 /*
- * test_hip_mask.c — HiP mask estimation (lc_cpu_hip_mask; contract in backend.h "HiP
+ * test_select_blocks.c — HiP mask estimation (lc_cpu_select_blocks; contract in backend.h "HiP
  * hierarchical top-k mask estimation"; paper 004_b4c89dd3429c70a1.txt §3, Alg. 1) against a
  * brute-force reference written here: every probed key block scored in double (rotation in
  * double from the table, memoised per block), the node / branch iteration simulated with a
@@ -17,9 +17,9 @@
  * of block_k; invariants (sorted, disjoint, inside [n_sink, win0), n_out) always; bad
  * arguments refused.
  *
- * The harness (hm_*) is in hip_mask_world.h.
+ * The harness (hm_*) is in select_blocks_world.h.
  */
-#include "hip_mask_world.h"
+#include "select_blocks_world.h"
 
 
 static int64_t n_pairs_total, n_ambiguous, n_diff;
@@ -36,7 +36,7 @@ static void run_case(const hm_case *cs, int32_t k, int32_t block_k, int32_t q_st
              cs->pairing == LC_ROPE_NEOX ? "neox" : "norm", cs->n_rot, hm_keys_name[cs->keys], k,
              block_k, q_stride, k_stride, n_groups, cs->b_q);
     lc_kv_layer_view kv = {w.k, w.k, cs->P, cs->H, cs->D};
-    const int rc = lc_cpu_hip_mask(&kv, w.seqs, cs->n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &x.a);
+    const int rc = lc_cpu_select_blocks(&kv, w.seqs, cs->n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &x.a);
     CHECKF(rc == LC_OK, "%s: %s", what, lc_last_error());
     if (rc == LC_OK)
         for (int32_t bg = 0; bg < w.n_qb * n_groups; bg++) {
@@ -53,29 +53,29 @@ static void run_case(const hm_case *cs, int32_t k, int32_t block_k, int32_t q_st
 }
 
 static void bad_args(void) {
-    hm_case cs = {64, 2, 2, 16, 64, LC_ROPE_NORM, 8, 4, 16, HM_RANDOM, LC_HIP_SCAN_PLAIN, 1, {200}, {8}};
+    hm_case cs = {64, 2, 2, 16, 64, LC_ROPE_NORM, 8, 4, 16, HM_RANDOM, LC_SCAN_PLAIN, 1, {200}, {8}};
     hm_world w;
     hm_world_make(&cs, &w);
     hm_args x;
     hm_args_make(&w, &x, 16, 4, 1, 1, 1);
     lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D};
-    lc_hip_mask_args a  = x.a;
+    lc_select_blocks_args a  = x.a;
     a.k                 = 18; /* not a multiple of block_k */
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
     a = x.a, a.k_stride = 5;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
-    a = x.a, a.scan_rope = LC_HIP_SCAN_CHUNK;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    a = x.a, a.scan_rope = LC_SCAN_CHUNK;
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
     a = x.a, a.max_cand = w.max_cand - 1;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
     a = x.a, a.out_cap = 3;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
     a = x.a, a.max_rows = 4;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
     a = x.a, a.n_groups = 3;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);
     a = x.a;
-    CHECK(lc_cpu_hip_mask(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_OK);
+    CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_OK);
     hm_args_free(&x);
     hm_world_free(&w);
 }
@@ -90,7 +90,7 @@ int main(void) {
     bad_args();
     hm_case_grid(run_grid_case, NULL);
     /* the 8B head layout, 32-row blocks with b_sq 2, block_k 2, k 512 */
-    hm_case big = {128, 8, 4, 64, 128, LC_ROPE_NORM, 32, 64, 256, HM_RANDOM, LC_HIP_SCAN_RELATIVE, 2,
+    hm_case big = {128, 8, 4, 64, 128, LC_ROPE_NORM, 32, 64, 256, HM_RANDOM, LC_SCAN_RELATIVE, 2,
                    {4000, 2500}, {1, 64}};
     run_case(&big, 512, 2, 2, 1, 8);
     big.keys = HM_LEVELS;

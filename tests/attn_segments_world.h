@@ -1,6 +1,6 @@
 /*
- * hip_sparse_world.h — the test world shared by test_hip_sparse.c (CPU twin vs a naive
- * reference) and test_hip_sparse_cuda.c (GPU vs CPU twin): a random case of the sparse
+ * attn_segments_world.h — the test world shared by test_attn_segments.c (CPU twin vs a naive
+ * reference) and test_attn_segments_cuda.c (GPU vs CPU twin): a random case of the sparse
  * attention op (backend/backend.h "Sparse attention") — RoPE table, fp16-representable fp32
  * K/V pools behind scattered (optionally aliased) page tables, sequences cut into query blocks
  * (some rows in none), and selections of the kinds SEL_*; the caller seeds rng.
@@ -38,7 +38,7 @@ typedef struct tcase {
 
 /* Random sorted disjoint segments inside [lo, hi), about `want` tokens; odd lengths 1..9 or
  * aligned 8-token segments. */
-static int32_t make_segments(int32_t lo, int32_t hi, int32_t want, bool seg8, lc_hip_seg *out,
+static int32_t make_segments(int32_t lo, int32_t hi, int32_t want, bool seg8, lc_segment *out,
                              int32_t cap) {
     int32_t n = 0, t = lo;
     if (hi <= lo) return 0;
@@ -50,7 +50,7 @@ static int32_t make_segments(int32_t lo, int32_t hi, int32_t want, bool seg8, lc
         if (seg8) t = (t + 7) / 8 * 8;
         if (t >= hi) break;
         if (t + len > hi) len = hi - t;
-        out[n++] = (lc_hip_seg){t, len};
+        out[n++] = (lc_segment){t, len};
         t += len + (seg8 ? 0 : 1);
     }
     return n;
@@ -63,10 +63,10 @@ typedef struct world {
     float         *k, *v, *q;
     int32_t       *perm;
     lc_attn_seq   *seqs;
-    lc_hip_qblock *qb;
-    lc_hip_seg    *sel;
+    lc_qblock *qb;
+    lc_segment    *sel;
     int32_t       *sel_n;
-    lc_hip_sparse_args a;
+    lc_attn_segments_args a;
     lc_kv_layer_view   kv;
 } world;
 
@@ -134,7 +134,7 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
     for (int64_t i = 0; i < qn; i++) w->q[i] = test_frand(&rng);
     w->kv = (lc_kv_layer_view){w->k, w->v, P, H, D};
     /* blocks of up to bq rows; rows [skip_from, skip_to) of a sequence in none */
-    w->qb = malloc(sizeof(lc_hip_qblock) * n_qb);
+    w->qb = malloc(sizeof(lc_qblock) * n_qb);
     int32_t max_rows = 1, max_window = 0;
     n_qb = 0;
     for (int32_t s = 0; s < n_seqs; s++)
@@ -149,7 +149,7 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
             const int32_t a0 = c->n_sink < pos0 + 1 ? c->n_sink : pos0 + 1;
             const int32_t a1 = pos0 + 1 - c->n_stream;
             const int32_t win0 = a0 > a1 ? a0 : a1;
-            w->qb[n_qb++] = (lc_hip_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
+            w->qb[n_qb++] = (lc_qblock){s, w->seqs[s].row0 + r, n, pos0, win0};
             max_rows = n > max_rows ? n : max_rows;
             const int32_t win = pos0 + n - win0;
             max_window = win > max_window ? win : max_window;
@@ -165,11 +165,11 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
         const int32_t cap  = span > 0 ? span + 1 : 1;
         w->sel_cap = cap > w->sel_cap ? cap : w->sel_cap;
     }
-    w->sel   = malloc(sizeof(lc_hip_seg) * (size_t)n_qb * G_ * w->sel_cap);
+    w->sel   = malloc(sizeof(lc_segment) * (size_t)n_qb * G_ * w->sel_cap);
     w->sel_n = malloc(sizeof(int32_t) * (size_t)n_qb * G_);
     for (int32_t b = 0; b < n_qb; b++)
         for (int32_t g = 0; g < G_; g++) {
-            lc_hip_seg   *o  = w->sel + ((int64_t)b * G_ + g) * w->sel_cap;
+            lc_segment   *o  = w->sel + ((int64_t)b * G_ + g) * w->sel_cap;
             const int32_t lo = c->n_sink, hi = w->qb[b].win0;
             int32_t       mode = c->sel_mode, n = 0;
             if (mode == SEL_MIXED) mode = (b + g) % 4 == 3 ? SEL_EMPTY : (b + g) % 2 ? SEL_SEG8 : SEL_RANDOM;
@@ -181,10 +181,10 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
                     if (!take[sl]) take[sl] = true, k++;
                 }
                 for (int32_t sl = 0; sl < slots && n < w->sel_cap; sl++)
-                    if (take[sl]) o[n++] = (lc_hip_seg){lo + 8 * sl, 8};
+                    if (take[sl]) o[n++] = (lc_segment){lo + 8 * sl, 8};
                 free(take);
             } else if (mode == SEL_FULL) {
-                if (hi > lo) o[n++] = (lc_hip_seg){lo, hi - lo};
+                if (hi > lo) o[n++] = (lc_segment){lo, hi - lo};
             } else if (mode == SEL_RANDOM || mode == SEL_SEG8) {
                 n = make_segments(lo, hi, (hi - lo) / 3, mode == SEL_SEG8, o, w->sel_cap);
             }

@@ -1,5 +1,5 @@
 /*
- * bench_hip_stage.c — the CUDA InfiniteHiP pruning stage (hip_stage.cu) alone, on the
+ * bench_prune_chunks.c — the CUDA InfiniteHiP pruning stage (prune_chunks.cu) alone, on the
  * Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV in 64-token pages, random values), through
  * the three stages of the paper's `3k` preset (InfiniteHiP App. F; digest
  * spec/infinitehip-and-hip.md §3.6): stage 1 l_c 256 keeps 32768 tokens (128 chunks) of
@@ -11,7 +11,7 @@
  * the host's launch time counts), and the median of the three stages issued back to back
  * ("chain": one event pair around them).
  *
- * usage: bench_hip_stage [REPEATS [FILTER]] [also=SET;SET...]   (FILTER: run the cases whose
+ * usage: bench_prune_chunks [REPEATS [FILTER]] [also=SET;SET...]   (FILTER: run the cases whose
  * label contains it; also reps=N filter=TEXT; -h: bench_args.h)
  * prints one line per case: what, context, query rows, µs of stage 1/2/3, their sum, the chain
  * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h);
@@ -27,7 +27,7 @@
 #include "backend/cuda/cuda.h"
 #include "model/model.h"
 
-#define BENCH_NAME "bench_hip_stage"
+#define BENCH_NAME "bench_prune_chunks"
 #include "bench_util.h"
 
 #include <cuda_runtime.h>
@@ -51,28 +51,28 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
     lc_backend   *b    = env->b;
     const int32_t n_qb = (n_rows + B_Q - 1) / B_Q;
     lc_attn_seq   seq  = {0, n_rows, (int32_t)(T - n_rows), env->pages, 0};
-    lc_hip_qblock *hq  = malloc(sizeof(lc_hip_qblock) * (size_t)n_qb);
+    lc_qblock *hq  = malloc(sizeof(lc_qblock) * (size_t)n_qb);
     int32_t        max_win = 0;
     for (int32_t i = 0; i < n_qb; i++) {
         const int32_t pos0 = seq.pos0 + i * B_Q, n = n_rows - i * B_Q < B_Q ? n_rows - i * B_Q : B_Q;
         int32_t       win0 = pos0 + 1 < N_SINK ? pos0 + 1 : N_SINK;
         if (pos0 + 1 - N_STREAM > win0) win0 = pos0 + 1 - N_STREAM;
         if (win0 > max_win) max_win = win0;
-        hq[i] = (lc_hip_qblock){0, i * B_Q, n, pos0, win0};
+        hq[i] = (lc_qblock){0, i * B_Q, n, pos0, win0};
     }
-    lc_hip_qblock *dqb = b->alloc(b, sizeof(lc_hip_qblock) * (size_t)n_qb, "qb");
+    lc_qblock *dqb = b->alloc(b, sizeof(lc_qblock) * (size_t)n_qb, "qb");
     /* stage outputs: [n_qb][n_keep] segments + counts */
     const int32_t keep[3] = {128, 256, 256}, lc[3] = {256, 32, 8}, qs[3] = {4, 4, 1};
-    lc_hip_seg   *out[3];
+    lc_segment   *out[3];
     int32_t      *out_n[3];
     for (int s = 0; s < 3; s++) {
-        out[s]   = b->alloc(b, sizeof(lc_hip_seg) * (size_t)n_qb * keep[s], "out");
+        out[s]   = b->alloc(b, sizeof(lc_segment) * (size_t)n_qb * keep[s], "out");
         out_n[s] = b->alloc(b, sizeof(int32_t) * (size_t)n_qb, "out_n");
         if (!out[s] || !out_n[s]) return 1;
     }
     if (!dqb) return 1;
-    TRYL(b->upload(b, dqb, hq, sizeof(lc_hip_qblock) * (size_t)n_qb));
-    lc_hip_stage_args a[3];
+    TRYL(b->upload(b, dqb, hq, sizeof(lc_qblock) * (size_t)n_qb));
+    lc_prune_chunks_args a[3];
     lc_rotated_keys   rk = {0}; /* the stages' rotated keys (plain RoPE), as InfiniteHiP keeps them */
     for (int s = 0; s < 3; s++) {
         memset(&a[s], 0, sizeof a[s]);
@@ -94,7 +94,7 @@ static int run_case(bench_env *env, const char *what, int64_t T, int32_t n_rows,
     for (int s = 0; s < 4; s++) {
         call[s] = (bench_opcall){b, &env->kv, &seq, dqb, n_qb, env->dq, N_HEAD, &env->rope, 0, NULL,
                                  &a[s < 3 ? s : 0], s < 3 ? 1 : 3};
-        op[s]   = (bench_op){bench_call_hip_stage, &call[s], NULL, NULL, NULL};
+        op[s]   = (bench_op){bench_call_prune_chunks, &call[s], NULL, NULL, NULL};
     }
     if (bench_time_ops((cudaStream_t)lc_cuda_stream_handle(), (bench_plan){2, env->reps, 1, false}, 4, op, tm))
         return 1;
@@ -142,7 +142,7 @@ int main(int argc, char **argv) {
     const int32_t n_pos = 131072 + 64, half = D / 2; /* plain RoPE up to 128K */
     float *dcs = b->alloc(b, sizeof(float) * n_pos * half, "cos"), *dsn = b->alloc(b, sizeof(float) * n_pos * half, "sin");
     if (!dk || !env.dq || !dcs || !dsn) {
-        fprintf(stderr, "bench_hip_stage: %s\n", lc_last_error());
+        fprintf(stderr, "bench_prune_chunks: %s\n", lc_last_error());
         return 1;
     }
     {
@@ -167,20 +167,20 @@ int main(int argc, char **argv) {
         env.pages[i] = (int32_t)((i * 40503) % n_pages);
     struct cudaDeviceProp prop;
     TRYC(cudaGetDeviceProperties(&prop, 0));
-    printf("bench_hip_stage on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV), 3k preset, "
+    printf("bench_prune_chunks on %s: Llama-3.1-8B shape (32/8 heads, dim 128, fp16 KV), 3k preset, "
            "median of %d runs\n", prop.name, env.reps);
     static const struct {
         const char *what;
         int64_t     T;
         int32_t     rows, mode;
     } cases[] = {
-        {"decode", 131072, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 524288, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode", 1048576, 1, LC_HIP_SCAN_RELATIVE},
-        {"decode-plain", 131072, 1, LC_HIP_SCAN_PLAIN},
-        {"prefill", 131072, 32768, LC_HIP_SCAN_RELATIVE},
-        {"prefill-plain", 131072, 32768, LC_HIP_SCAN_PLAIN},
-        {"prefill", 1048576, 32768, LC_HIP_SCAN_RELATIVE},
+        {"decode", 131072, 1, LC_SCAN_RELATIVE},
+        {"decode", 524288, 1, LC_SCAN_RELATIVE},
+        {"decode", 1048576, 1, LC_SCAN_RELATIVE},
+        {"decode-plain", 131072, 1, LC_SCAN_PLAIN},
+        {"prefill", 131072, 32768, LC_SCAN_RELATIVE},
+        {"prefill-plain", 131072, 32768, LC_SCAN_PLAIN},
+        {"prefill", 1048576, 32768, LC_SCAN_RELATIVE},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
