@@ -95,6 +95,21 @@ void lc_log_set(lc_log_fn fn, void *user, lc_log_level min_level);
  * ("" when buf is NULL or cap is 0). s may be NULL when n is 0. */
 const char *lc_text_escape(char *buf, size_t cap, const char *s, size_t n);
 
+/* ---- build ----------------------------------------------------------------------------- */
+/* What this library is: its version, the commit it was built from ("unknown" outside a git
+ * checkout), whether it has the CUDA backend and for which GPU architectures ("" without). */
+typedef struct lc_build_info {
+    const char *version;
+    const char *commit;
+    bool        cuda;
+    const char *cuda_archs;
+} lc_build_info;
+lc_build_info lc_build(void);
+/* The name of the GPU the CUDA backend would use (device 0) into buf: LC_OK, or
+ * LC_ERR_UNSUPPORTED (with lc_last_error saying why) when the build has no CUDA backend or the
+ * machine no usable device. */
+int lc_gpu_name(char *buf, size_t cap);
+
 /* ---- GGUF files ------------------------------------------------------------------------ */
 
 typedef struct lc_gguf lc_gguf;

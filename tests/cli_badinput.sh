@@ -49,6 +49,8 @@ expect 2 "out of range" -- "$BIN" run -m "$MODEL" -p hi --top-p 2
 expect 2 "needs a value" -- "$BIN" run -m "$MODEL" -p
 expect 2 "not a power of two" -- "$BIN" run -m "$MODEL" -p hi --page-size 48
 expect 2 "kv-gb" -- "$BIN" run -m "$MODEL" -p hi --kv-gb 0
+expect 2 "-c: 0 is out of range" -- "$BIN" run -m "$MODEL" -p hi -c 0
+expect 2 "the prompt is empty" -- "$BIN" run -m "$MODEL" -p ""
 expect 2 "kv-tokens" -- "$BIN" run -m "$MODEL" -p hi --kv-tokens -5
 expect 1 "KV|pages" -- "$BIN" run -m "$MODEL" -p "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty" --kv-tokens 16 --page-size 16
 expect 2 "not one of cpu, cuda" -- "$BIN" run -m "$MODEL" -p hi --device tpu
@@ -150,9 +152,16 @@ if [ -f "$MODEL" ]; then
     if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
         expect 1 "CUDA|cuda" -- "$BIN" run -m "$MODEL" -p hi --device cuda
     fi
-    # the happy paths still work
+    # a context that fills before -n says so (exit 0: the text so far is the answer)
+    expect 0 "stopped after 63 of 1000 tokens: the context is full" -- \
+        "$BIN" run -m "$MODEL" -p Count -c 64 -n 1000 --ignore-eos --temp 0 --device cpu
+    # the happy paths still work, -f - reading standard input
     if "$BIN" tokenize -m "$MODEL" -p "Hello world" | grep -q '\[19556, 905\]'; then
         pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: tokenize Hello world" >&2; fi
+    if printf 'Hello world' | "$BIN" tokenize -m "$MODEL" -f - | grep -q '\[19556, 905\]'; then
+        pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: tokenize -f - (stdin)" >&2; fi
+    if "$BIN" --version | grep -q '^longctx [0-9].* (commit '; then
+        pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --version" >&2; fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

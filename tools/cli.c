@@ -164,6 +164,8 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len) {
     fmt_bytes(limit, s_lim, sizeof s_lim);
     fmt_bytes(avail, s_avail, sizeof s_avail);
     /* a FIFO without a writer blocks in open, one without data in read: say so after 1 s */
+    const bool stdin_in = strcmp(path, "-") == 0; /* "-": standard input */
+    if (stdin_in) path = "standard input";
     const int wl = snprintf(g_wait_msg, sizeof g_wait_msg, "longctx %s: waiting for input on %s\n",
                             cmd, path);
     g_wait_len   = wl < 0 ? 0 : (size_t)wl < sizeof g_wait_msg ? (size_t)wl : sizeof g_wait_msg - 1;
@@ -176,7 +178,7 @@ char *cli_read_file(const char *cmd, const char *path, size_t *len) {
     if (armed) alarm(1);
     char  *buf = NULL;
     size_t n = 0, cap = 0, checked = 0;
-    int    fd = open(path, O_RDONLY | O_CLOEXEC);
+    int    fd = stdin_in ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         fprintf(stderr, "longctx %s: cannot open %s: %s\n", cmd, path, strerror(errno));
         goto fail;
@@ -316,4 +318,27 @@ void cli_commit_name(char *buf, size_t cap) {
         pclose(p);
     }
     if (!buf[0]) snprintf(buf, cap, "unknown");
+}
+
+int cli_mkdirs(const char *dir) {
+    char path[4096];
+    if (!dir || !dir[0]) return 0;
+    if (strlen(dir) >= sizeof path) return ENAMETOOLONG;
+    strcpy(path, dir);
+    for (char *p = path + 1;; p++) {
+        const bool end = *p == '\0';
+        if (*p == '/' || end) {
+            const char c = *p;
+            *p           = '\0';
+            struct stat st;
+            if (stat(path, &st) != 0) {
+                if (mkdir(path, 0777) != 0 && errno != EEXIST) return errno;
+            } else if (!S_ISDIR(st.st_mode)) {
+                return ENOTDIR;
+            }
+            *p = c;
+        }
+        if (end) break;
+    }
+    return 0;
 }

@@ -34,8 +34,11 @@ const char *cli_value(const char *cmd, int argc, char **argv, int *i);
  * byte or invalid UTF-8 byte (an incomplete character may span reads) and at the input limit
  * (cli_input_limit; a regular file's size is checked before reading), and after a second
  * without data (a FIFO with no writer yet) says "waiting for input on PATH" and waits on.
- * Prints an error naming the path and the byte offset; NULL on any failure. */
+ * Prints an error naming the path and the byte offset; NULL on any failure. Path "-": standard
+ * input. */
 char *cli_read_file(const char *cmd, const char *path, size_t *len);
+/* mkdir -p: 0, or the errno of the first directory that could not be made. */
+int cli_mkdirs(const char *dir);
 /* Bytes of input that can be read and tokenized: the host's available memory divided by
  * CLI_BYTES_PER_INPUT_BYTE (at least 1 MiB). */
 #define CLI_BYTES_PER_INPUT_BYTE 16

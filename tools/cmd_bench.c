@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -667,7 +668,9 @@ int cmd_bench(int argc, char **argv) {
     printf("attention: %s\ntuning: %s\n", attn_desc, tune_desc);
     snprintf(path, sizeof path, "%s/bench-%s-%s-%s-%s%s%s.md", out_dir, dslug, wname, mslug,
              gen_attn_dense(&o) ? "" : o.attn, gen_attn_dense(&o) ? "" : "-", date);
-    FILE *f = fopen(path, "w");
+    const int mk = cli_mkdirs(out_dir); /* created when missing */
+    FILE     *f  = mk == 0 ? fopen(path, "w") : NULL;
+    const int werr = mk != 0 ? mk : errno;
     if (f) {
         fprintf(f, "<!-- attention: %s -->\n<!-- tuning: %s -->\n", attn_desc, tune_desc);
         fprintf(f, "# longctx bench — %s\n\n- model: %s (%s, %d layers, %d/%d heads, head dim %d)\n"
@@ -688,7 +691,8 @@ int cmd_bench(int argc, char **argv) {
         fclose(f);
         fprintf(stderr, "bench: wrote %s\n", path);
     } else {
-        fprintf(stderr, "bench: could not write %s (table printed above)\n", path);
+        fprintf(stderr, "bench: could not write %s: %s (the table is printed above)\n", path,
+                strerror(werr));
     }
     rc = CLI_OK;
 done:

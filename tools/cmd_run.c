@@ -15,7 +15,7 @@ static void help(void) {
            "stdout. With -f, the file's text comes first and -p's text (a question) after it.\n"
            "\n"
            "  -p, --prompt TEXT       prompt text (or the question about -f's file)\n"
-           "  -f, --file FILE         read a (long) input from a file\n"
+           "  -f, --file FILE         read a (long) input from a file (- : standard input)\n"
            "  --chat                  format as a chat conversation with the model's template;\n"
            "                          the file, prompt and system text are then always plain\n"
            "                          text (only the template's markers are special tokens)\n"
@@ -85,6 +85,10 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "longctx run: no model given (-m FILE)\n");
         return CLI_USAGE;
     }
+    if (prompt && !prompt[0] && !file) {
+        fprintf(stderr, "longctx run: -p: the prompt is empty\n");
+        return CLI_USAGE;
+    }
 
     char  *doc = NULL, *text = NULL;
     size_t doc_len = 0;
@@ -149,8 +153,9 @@ int cmd_run(int argc, char **argv) {
         cli_fail("run", file ? file : "prompt", st);
         goto done;
     }
-    if (n_ids == 0) {
+    if (n_ids == 0) { /* (a usage error: nothing to answer) */
         fprintf(stderr, "longctx run: the prompt is empty\n");
+        rc = CLI_USAGE;
         goto done;
     }
     lc_model_info info;
@@ -206,6 +211,13 @@ int cmd_run(int argc, char **argv) {
                         100.0 * (double)as.reused / (double)(as.selected + as.reused));
         }
     }
+    /* a finish the user did not ask for is said even without --stats: the context filled up
+       before -n tokens (the reason is "length" either way) */
+    if (rc == CLI_OK && res.finish == LC_FINISH_LENGTH && n_predict >= 0 &&
+        res.n_generated < n_predict)
+        fprintf(stderr, "longctx run: stopped after %d of %lld tokens: the context is full "
+                "(%lld prompt tokens; a larger -c gives more room)\n", res.n_generated, n_predict,
+                (long long)n_ids);
     free(res.text);
 done:
     free(ids);

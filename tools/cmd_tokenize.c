@@ -13,7 +13,7 @@ static void help(void) {
            "\n"
            "  -m, --model FILE   GGUF model (only its tokenizer is read)\n"
            "  -p, --prompt TEXT  text to tokenize\n"
-           "  -f, --file FILE    read the text from a file\n"
+           "  -f, --file FILE    read the text from a file (- : standard input)\n"
            "  --pieces           print 'id<TAB>piece' lines instead of a list of ids\n"
            "  --bos              prepend BOS when the model asks for it\n"
            "  --no-special       treat special-token text (e.g. <|im_start|>) as plain text\n"

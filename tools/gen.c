@@ -99,7 +99,7 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         o->model = v;
     } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx") || !strcmp(a, "--ctx-size")) {
         VAL();
-        if (!cli_int(cmd, a, v, 0, 1 << 30, &o->n_ctx)) return -1;
+        if (!cli_int(cmd, a, v, 1, 1 << 30, &o->n_ctx)) return -1; /* (no -c: the default) */
     } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
         VAL();
         if (!cli_int(cmd, a, v, 1, 65536, &o->n_batch)) return -1;

@@ -19,7 +19,8 @@ static void usage(FILE *f) {
             "  bench     prompt and generation speed at several context lengths\n"
             "  gen-model write a random-weight GGUF with a real model's configuration\n"
             "\n"
-            "'longctx COMMAND --help' shows the options of a command.\n");
+            "'longctx COMMAND --help' shows the options of a command; 'longctx --version' the\n"
+            "version, commit, CUDA build and GPU.\n");
 }
 
 int main(int argc, char **argv) {
@@ -31,6 +32,15 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        const lc_build_info b = lc_build();
+        char                gpu[256];
+        const int           st = lc_gpu_name(gpu, sizeof gpu);
+        printf("longctx %s (commit %s)\nCUDA: %s%s\nGPU: %s\n", b.version, b.commit,
+               b.cuda ? "built for " : "not built", b.cuda ? b.cuda_archs : "",
+               st == LC_OK ? gpu : lc_last_error());
         return CLI_OK;
     }
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);

@@ -523,6 +523,9 @@ uint64_t lc_tuning_hash(const lc_tuning *t);
  * without CUDA or when no device is present. */
 int lc_backend_cpu_create(int n_threads, lc_backend **out);
 int lc_backend_cuda_create(int device_index, lc_backend **out);
+/* The name of CUDA device 0, without creating a backend (LC_ERR_UNSUPPORTED: no CUDA backend
+ * in this build, or no device). */
+int lc_backend_cuda_device_name(char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

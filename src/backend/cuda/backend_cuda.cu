@@ -26,6 +26,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -767,6 +768,19 @@ static int cuda_timer_ms(lc_backend *b, void *timers, int32_t from, int32_t to, 
     if (!t || from < 0 || to < 0 || from >= t->n || to >= t->n)
         return lc_fail(LC_ERR_INVALID_ARG, "timer_ms: marks %d, %d", (int)from, (int)to);
     return lc_cuda_event_ms(t->ev[from], t->ev[to], ms);
+}
+
+extern "C" int lc_backend_cuda_device_name(char *buf, size_t cap) {
+    if (buf && cap) buf[0] = '\0';
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        cudaGetLastError(); // clear the sticky "no device" error
+        return lc_fail(LC_ERR_UNSUPPORTED, "no CUDA device is available");
+    }
+    cudaDeviceProp prop;
+    LC_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+    if (buf && cap) snprintf(buf, cap, "%s", prop.name);
+    return LC_OK;
 }
 
 extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
