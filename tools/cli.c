@@ -277,11 +277,25 @@ void cli_unknown_option(const char *cmd, const char *opt) {
 }
 
 void cli_progress_begin(cli_progress *p, const char *label) {
-    p->label = label;
-    p->t0    = cli_now();
-    p->last  = 0;
-    p->tty   = isatty(2);
-    p->shown = false;
+    p->label  = label;
+    p->t0     = cli_now();
+    p->last   = 0;
+    p->tty    = isatty(2);
+    p->shown  = false;
+    p->ring_n = p->ring_at = 0;
+}
+
+double cli_progress_eta(int64_t done, int64_t total, double el, double c_now, double x_m) {
+    if (done <= 0 || total <= done) return 0.0;
+    const double n = (double)done, N = (double)total, c_avg = el / n;
+    if (c_now <= 0) c_now = c_avg;
+    /* cost per item c(x) = a + b x: its mean over [0, n) is a + b n / 2 (= c_avg), its value
+       near x_m is c_now (x_m past n / 2: a recent window) */
+    double b = x_m - n / 2 > n / 8 ? (c_now - c_avg) / (x_m - n / 2) : 0.0;
+    if (b < 0) b = 0; /* speeding up: assume the recent rate holds */
+    const double a = c_now - b * x_m;
+    const double eta = a * (N - n) + b * (N * N - n * n) / 2;
+    return eta > 0 ? eta : 0.0;
 }
 
 void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const char *unit) {
@@ -290,8 +304,20 @@ void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const cha
     if (done >= total && !p->shown) return; /* finished before the first line was due */
     p->last          = now;
     const double el  = now - p->t0;
-    const double rate = el > 0 ? (double)done / el : 0.0;
-    const double eta  = rate > 0 ? (double)(total - done) / rate : 0.0;
+    /* the recent rate: since the oldest remembered update at least a second ago */
+    p->ring_done[p->ring_at] = done, p->ring_t[p->ring_at] = now;
+    p->ring_at               = (p->ring_at + 1) % CLI_PROGRESS_RING;
+    if (p->ring_n < CLI_PROGRESS_RING) p->ring_n++;
+    double  c_now = 0, x_m = 0;
+    for (int k = p->ring_n; k >= 2 && c_now == 0; k--) {
+        const int i = (p->ring_at - k + 2 * CLI_PROGRESS_RING) % CLI_PROGRESS_RING;
+        if (now - p->ring_t[i] >= 1.0 && done > p->ring_done[i]) {
+            c_now = (now - p->ring_t[i]) / (double)(done - p->ring_done[i]);
+            x_m   = ((double)done + (double)p->ring_done[i]) / 2;
+        }
+    }
+    const double rate = c_now > 0 ? 1.0 / c_now : el > 0 ? (double)done / el : 0.0;
+    const double eta  = cli_progress_eta(done, total, el, c_now, x_m);
     fprintf(stderr, "%s%s %lld/%lld %s (%.0f%%), %.1f %s/s, ETA %.0f s%s", p->tty ? "\r" : "",
             p->label, (long long)done, (long long)total, unit,
             total ? 100.0 * (double)done / (double)total : 100.0, rate, unit, eta,

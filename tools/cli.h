@@ -50,14 +50,24 @@ bool  cli_device(const char *cmd, const char *s, lc_device *out);
 void cli_fail(const char *cmd, const char *what, int status);
 void cli_unknown_option(const char *cmd, const char *opt);
 
-/* Progress line on stderr (rewritten in place when stderr is a terminal). */
+/* Progress line on stderr (rewritten in place when stderr is a terminal): done/total, the
+ * recent rate, and an ETA that assumes each item costs a little more than the one before it
+ * (a prompt: attention over a growing context), fitted to the whole run's average and the
+ * recent rate, so it does not promise the early speed for the rest. */
+#define CLI_PROGRESS_RING 32
 typedef struct cli_progress {
     const char *label;
     double      t0;
     double      last;
     bool        tty;
     bool        shown;
+    int64_t     ring_done[CLI_PROGRESS_RING]; /* the last updates: done and when */
+    double      ring_t[CLI_PROGRESS_RING];
+    int         ring_n, ring_at;
 } cli_progress;
+/* The ETA model alone (for tests): seconds left from position done of total, el seconds since
+ * the start at 0, and a recent rate of per-item cost c_now measured around position x_m. */
+double cli_progress_eta(int64_t done, int64_t total, double el, double c_now, double x_m);
 void cli_progress_begin(cli_progress *p, const char *label);
 void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const char *unit);
 void cli_progress_end(cli_progress *p);
