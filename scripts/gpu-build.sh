@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # gpu-build.sh — configure and build longctx on a GPU machine that lacks the PCRE2 headers
-# (the lent H100/H200 machines): unpacks Debian's libpcre2 .deb files from .deb/ (fetched with
-# `apt-get download libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3`)
-# into a private prefix, then builds Release for sm_90a into build-gpu/.
+# (the lent H100/H200 machines, which reach no package registry): unpacks Debian's libpcre2
+# .deb files from .deb/ into a private prefix, then builds Release for sm_80 and sm_90a (as the
+# README says; add -DCMAKE_CUDA_ARCHITECTURES=90a-real for a faster Hopper-only build) into
+# build-gpu/. Fill .deb/ on a machine with Debian's archive, once:
+#   mkdir -p .deb && cd .deb && apt-get download libpcre2-dev libpcre2-8-0 libpcre2-16-0 \
+#       libpcre2-32-0 libpcre2-posix3
+# and carry it to the GPU machine (the device tool's carry list). A machine with the headers
+# installed (pkg-config finds libpcre2-8) needs no .deb/.
 # Usage: scripts/gpu-build.sh [extra cmake args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PFX=/tmp/lc-deps
 if ! pkg-config --exists libpcre2-8 2>/dev/null; then
+    if ! ls .deb/*.deb >/dev/null 2>&1; then
+        echo "gpu-build: no PCRE2 headers here and no .deb/ files to unpack them from (see the" \
+             "header of $0 for the apt-get download line)" >&2
+        exit 1
+    fi
     mkdir -p "$PFX"
     for f in .deb/*.deb; do dpkg -x "$f" "$PFX"; done
     # the .pc files name /usr as prefix; point them at the unpacked tree
@@ -18,6 +28,6 @@ if ! pkg-config --exists libpcre2-8 2>/dev/null; then
     export LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
     export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real "$@" >/dev/null
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80-real;90a-real" "$@" >/dev/null
 cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E -A3 " error|Error |warning" || true
 test -x build-gpu/longctx
