@@ -293,9 +293,21 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
     const lc_hparams *hp = &m->hp;
     const int64_t     E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
                   KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, V = hp->n_vocab;
-    const int64_t total = 3 + 12 * (int64_t)hp->n_layer;
-    int64_t       done  = 0;
-    int           st;
+    /* progress counts the tensors the file holds of those read here (optional ones, the
+       biases and output.weight, only when present), so the total is the file's */
+    static const char *const layer_names[] = {
+        "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+        "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+        "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    int64_t total = 2 + (lc_gguf_find_tensor(m->gguf, "output.weight") != NULL);
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, layer_names[i]);
+            total += i < 9 || lc_gguf_find_tensor(m->gguf, name) != NULL;
+        }
+    int64_t done = 0;
+    int     st;
 #define PROGRESS()                                                                            \
     do {                                                                                      \
         done++;                                                                               \
@@ -310,8 +322,9 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
     if (!m->output.data) {
         m->output      = m->tok_embd;
         m->output_tied = true;
+    } else {
+        PROGRESS();
     }
-    PROGRESS();
     m->layers = lc_calloc((size_t)hp->n_layer, sizeof *m->layers, "layer weights");
     if (!m->layers) return LC_ERR_NOMEM;
     for (int32_t l = 0; l < hp->n_layer; l++) {
@@ -335,7 +348,7 @@ static int load_weights(lc_model *m, const lc_model_params *p) {
             if ((st = load_tensor(m, name, specs[i].cols, specs[i].rows, specs[i].required,
                                   specs[i].w)) != LC_OK)
                 return st;
-            PROGRESS();
+            if (specs[i].required || specs[i].w->data) PROGRESS();
         }
     }
 #undef PROGRESS
