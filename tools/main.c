@@ -15,7 +15,7 @@ static void usage(FILE *f) {
             "  run       generate text from a prompt or a file (streams to stdout)\n"
             "  inspect   print a GGUF file's metadata and tensor table\n"
             "  tokenize  print the token ids (and pieces) of a text\n"
-            "  eval      long-context evaluation (passkey retrieval)\n"
+            "  eval      long-context evaluation: suite (natural-text tasks), passkey, ppl, fidelity\n"
             "  bench     prompt and generation speed at several context lengths\n"
             "  gen-model write a random-weight GGUF with a real model's configuration\n"
             "\n"
