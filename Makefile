@@ -1,6 +1,8 @@
 # Makefile — the two commands of the README, and their parts.
 #   make demo   install everything, build, answer a question about a long text
 #   make test   install everything, build, run the tests (also under ASan+UBSan) and the fuzzer
+#   make install  the CLI, library, header and pkg-config file under PREFIX (default /usr/local;
+#               DESTDIR for a staging root)
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 MODEL      := models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -10,7 +12,7 @@ FUZZ_LONG_SECONDS ?= 600
 DEMO_FILE  ?= /usr/share/common-licenses/GPL-3
 DEMO_QUESTION ?= Question: what is the name of this license and who published it? Answer in one sentence.
 
-.PHONY: all deps model model-qwen haystack build demo test test-release test-asan fuzz fuzz-long bench clean
+.PHONY: all deps model model-qwen haystack build install demo test test-release test-asan fuzz fuzz-long bench clean
 
 all: build
 
@@ -33,6 +35,11 @@ haystack:
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
+
+# the CLI, the library, the header and longctx.pc under PREFIX (DESTDIR: a staging root)
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: deps model build
 	./$(BUILD)/longctx run -m $(MODEL) --chat --temp 0 --repeat-penalty 1.2 -n 80 --stats \
