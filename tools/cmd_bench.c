@@ -163,15 +163,11 @@ static void make_prompt(const lc_tokenizer *tok, int32_t n_vocab, int32_t *promp
 static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, long long L,
                        long long n_seqs, long long n_gen, double *agg_tps) {
     *agg_tps = 0;
-    lc_context_params cp = lc_context_default_params();
-    lc_model_info     info;
-    lc_model_get_info(m, &info);
-    cp.n_ctx     = (int32_t)(L + n_gen > info.n_ctx_train ? L + n_gen : info.n_ctx_train);
-    cp.n_batch   = (int32_t)o->n_batch;
-    cp.page_size = (int32_t)o->page_size;
-    cp.n_seq_max = (int32_t)n_seqs;
-    cp.kv_tokens = (L + n_gen + o->page_size) * n_seqs;
-    gen_context_attn(o, &cp);
+    lc_context_params cp;
+    if (gen_context_params("bench", o, m, L + n_gen, &cp) != CLI_OK) return CLI_ERR;
+    cp.n_seq_max              = (int32_t)n_seqs;
+    const int64_t need_tokens = (L + n_gen + o->page_size) * n_seqs; /* KV for all of them */
+    if (cp.kv_tokens < need_tokens) cp.kv_tokens = need_tokens;
     lc_context *ctx = NULL;
     int         st  = lc_context_create(m, &cp, &ctx);
     if (st != LC_OK) {

@@ -338,11 +338,9 @@ int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ct
     return gen_context_progress(cmd, o, m, need_ctx, NULL, NULL, ctx);
 }
 
-int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
-                         lc_progress_fn progress, void *user, lc_context **ctx) {
+int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                       lc_context_params *out) {
     lc_context_params cp = lc_context_default_params();
-    cp.prefill_progress  = progress;
-    cp.progress_user     = user;
     lc_model_info     info;
     lc_model_get_info(m, &info);
     cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));
@@ -363,7 +361,17 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
         }
         cp.kv_tokens = tokens > 2147483647.0 ? 2147483647 : (int64_t)tokens;
     }
-    int st       = lc_context_create(m, &cp, ctx);
+    *out = cp;
+    return CLI_OK;
+}
+
+int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                         lc_progress_fn progress, void *user, lc_context **ctx) {
+    lc_context_params cp;
+    if (gen_context_params(cmd, o, m, need_ctx, &cp) != CLI_OK) return CLI_ERR;
+    cp.prefill_progress = progress;
+    cp.progress_user    = user;
+    int st              = lc_context_create(m, &cp, ctx);
     if (st != LC_OK) {
         cli_fail(cmd, "creating the context", st);
         return CLI_ERR;

@@ -60,6 +60,9 @@ void gen_context_attn(const gen_opts *o, lc_context_params *cp);
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                 lc_context **ctx);
 /* The same, with the context's prefill progress going to progress(user). */
+/* The context parameters gen_context uses (for a caller that changes some first). */
+int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
+                       lc_context_params *out);
 int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                          lc_progress_fn progress, void *user, lc_context **ctx);
 

@@ -26,7 +26,6 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -770,26 +769,28 @@ static int cuda_timer_ms(lc_backend *b, void *timers, int32_t from, int32_t to, 
     return lc_cuda_event_ms(t->ev[from], t->ev[to], ms);
 }
 
-extern "C" int lc_backend_cuda_device_name(char *buf, size_t cap) {
-    if (buf && cap) buf[0] = '\0';
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+// The number of CUDA devices; LC_ERR_UNSUPPORTED when there is none.
+static int device_count(int *count) {
+    *count = 0;
+    if (cudaGetDeviceCount(count) != cudaSuccess || *count == 0) {
         cudaGetLastError(); // clear the sticky "no device" error
         return lc_fail(LC_ERR_UNSUPPORTED, "no CUDA device is available");
     }
-    cudaDeviceProp prop;
-    LC_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
-    if (buf && cap) snprintf(buf, cap, "%s", prop.name);
     return LC_OK;
+}
+
+extern "C" int lc_backend_cuda_device_name(char *buf, size_t cap) {
+    if (buf && cap) buf[0] = '\0';
+    int count = 0, st = device_count(&count);
+    if (st == LC_OK) st = lc_cuda_device_info(buf, cap, NULL, NULL); // (device 0 unless set)
+    return st;
 }
 
 extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     *out      = nullptr;
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        cudaGetLastError(); // clear the sticky "no device" error
-        return lc_fail(LC_ERR_UNSUPPORTED, "no CUDA device is available");
-    }
+    const int dc = device_count(&count);
+    if (dc != LC_OK) return dc;
     if (device_index < 0 || device_index >= count)
         return lc_fail(LC_ERR_INVALID_ARG, "CUDA device %d does not exist (%d present)",
                        device_index, count);
