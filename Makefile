@@ -41,8 +41,13 @@ PREFIX ?= /usr/local
 install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
-demo: deps model build
-	./$(BUILD)/longctx run -m $(MODEL) --chat --temp 0 --repeat-penalty 1.2 -n 80 --stats \
+# the build's output goes to $(BUILD)/build.log (its end is shown when it fails), so the answer
+# is what the demo prints
+demo: deps model
+	@mkdir -p $(BUILD); echo "demo: building longctx (log: $(BUILD)/build.log)"; \
+	  { cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release && cmake --build $(BUILD) -j $(JOBS); } \
+	    > $(BUILD)/build.log 2>&1 || { tail -n 40 $(BUILD)/build.log; exit 1; }
+	./$(BUILD)/longctx run -m $(MODEL) --chat --temp 0 -n 80 --stats \
 	    -f $(DEMO_FILE) -p "$(DEMO_QUESTION)"
 
 test-release: build

@@ -152,8 +152,7 @@ static void exercise_chat(const lc_gguf *g, const lc_tokenizer *t) {
     }
     lc_chat_template fam = LC_CHAT_TEMPLATE_NONE;
     if (lc_chat_template_detect(jinja, &fam) == LC_OK)
-        check(fam == LC_CHAT_TEMPLATE_CHATML || fam == LC_CHAT_TEMPLATE_LLAMA3 ||
-                  fam == LC_CHAT_TEMPLATE_MISTRAL,
+        check(fam >= LC_CHAT_TEMPLATE_CHATML && fam <= LC_CHAT_TEMPLATE_LLAMA31,
               "detected family is a known one");
     else
         check(fam == LC_CHAT_TEMPLATE_NONE, "no family on failure");
@@ -165,9 +164,10 @@ static void exercise_chat(const lc_gguf *g, const lc_tokenizer *t) {
         {"assistant", "Hello."},      {"user", "\xE6\x97\xA5 again"},
     };
     const size_t n_msgs = sizeof msgs / sizeof msgs[0];
-    const lc_chat_template all[] = {LC_CHAT_TEMPLATE_CHATML, LC_CHAT_TEMPLATE_LLAMA3,
-                                    LC_CHAT_TEMPLATE_MISTRAL};
-    for (size_t i = 0; i < 3; i++) {
+    const lc_chat_template all[] = {LC_CHAT_TEMPLATE_CHATML,  LC_CHAT_TEMPLATE_LLAMA3,
+                                    LC_CHAT_TEMPLATE_MISTRAL, LC_CHAT_TEMPLATE_GEMMA,
+                                    LC_CHAT_TEMPLATE_PHI3,    LC_CHAT_TEMPLATE_LLAMA31};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         char *out = NULL;
         int rc = lc_chat_format_ex(all[i], def, msgs + 1, n_msgs - 1, true, &out);
         check(rc == LC_OK || rc == LC_ERR_NOMEM, "chat format of a valid conversation");

@@ -232,6 +232,10 @@ typedef enum lc_chat_template {
     LC_CHAT_TEMPLATE_CHATML  = 1, /* SmolLM2, Qwen2 */
     LC_CHAT_TEMPLATE_LLAMA3  = 2,
     LC_CHAT_TEMPLATE_MISTRAL = 3, /* [INST] ... [/INST] */
+    LC_CHAT_TEMPLATE_GEMMA   = 4, /* <start_of_turn>user ... <end_of_turn> (Gemma 1-3) */
+    LC_CHAT_TEMPLATE_PHI3    = 5, /* <|user|>\n ... <|end|> (Phi-3, Phi-3.5) */
+    LC_CHAT_TEMPLATE_LLAMA31 = 6, /* "llama3.1": llama3 with the dated system turn of
+                                     Llama-3.1/3.2/3.3 */
 } lc_chat_template;
 
 typedef struct lc_chat_message {
@@ -239,9 +243,14 @@ typedef struct lc_chat_message {
     const char *content;
 } lc_chat_message;
 
-/* Detect the template family from a Jinja template string (tokenizer.chat_template). */
+/* Detect the template family from a Jinja template string (tokenizer.chat_template) by the
+ * markers it writes (no Jinja is interpreted): chatml (Qwen, SmolLM), llama3, llama3.1,
+ * mistral, gemma, phi3. LC_ERR_NOT_FOUND, with a one-line message naming --chat-template and
+ * the families, for a template that is none of them (or none at all). */
 int lc_chat_template_detect(const char *jinja, lc_chat_template *out);
-/* From a name: "chatml", "llama3", "mistral". LC_ERR_NOT_FOUND for other names. */
+/* The family names, ", "-separated: "chatml, llama3, llama3.1, mistral, gemma, phi3". */
+const char *lc_chat_template_names(void);
+/* From a name (one of lc_chat_template_names). LC_ERR_NOT_FOUND for other names. */
 int         lc_chat_template_from_name(const char *name, lc_chat_template *out);
 const char *lc_chat_template_name(lc_chat_template t);
 /* Format a conversation; add_assistant: end with the assistant turn header. *out is
@@ -292,6 +301,12 @@ typedef enum lc_tune_transpose {
 } lc_tune_transpose;
 
 typedef struct lc_tuning {
+    /* model forward (CPU) */
+    bool    cpu_q8_dot; /* cpu-dot=q8: decode products over native Q4_0, Q4_1, Q8_0, Q4_K and
+                           Q6_K weights quantise the input rows to 8 bits per 32 values and
+                           multiply integers (AVX-512 VNNI; llama.cpp's arithmetic, not the
+                           weights' exact products); fp32, the default: the dequantised
+                           weights times the fp32 inputs */
     /* model forward (CUDA) */
     bool    no_cuda_graphs; /* cuda-graphs=off: decode steps are never captured and replayed
                                as CUDA graphs (on: they are, except on a model loaded with
@@ -363,13 +378,18 @@ typedef enum lc_device {
 /* Progress of a long operation: done out of total units. */
 typedef void (*lc_progress_fn)(int64_t done, int64_t total, void *user);
 
-/* How a backend holds weight matrices after dequantising them at load. */
+/* How a backend holds weight matrices. */
 typedef enum lc_weight_format {
-    LC_WEIGHTS_AUTO = 0, /* the backend's default (CPU: f32; CUDA: bf16 for BF16 tensors, f16
-                            for every other type, the closer 16-bit value) */
-    LC_WEIGHTS_F32  = 1, /* CPU: exact dequantised values, the reference */
-    LC_WEIGHTS_F16  = 2, /* CPU and CUDA: values rounded to fp16 (CPU: half the traffic) */
-    LC_WEIGHTS_BF16 = 3, /* CUDA: every matrix rounded to bf16 */
+    LC_WEIGHTS_AUTO   = 0, /* the backend's default (CPU: native; CUDA: bf16 for BF16 tensors,
+                              f16 for every other type, the closer 16-bit value) */
+    LC_WEIGHTS_F32    = 1, /* CPU: dequantised once at load to fp32, the reference */
+    LC_WEIGHTS_F16    = 2, /* CPU and CUDA: values rounded to fp16 (CPU: half the traffic of
+                              f32) */
+    LC_WEIGHTS_BF16   = 3, /* CUDA: every matrix rounded to bf16 */
+    LC_WEIGHTS_NATIVE = 4, /* CPU: every matrix in the file's own type, read from the file's
+                              mapped pages (no copy: resident memory is about the file's size);
+                              the products dequantise rows or tiles as they go, so the values
+                              multiplied are those of f32 */
 } lc_weight_format;
 
 typedef struct lc_model_params {
@@ -490,16 +510,30 @@ int lc_model_device_name(const lc_model *m, char *buf, size_t cap);
 /* ---- random-weight models of real configurations (for speed work without downloads) ---- */
 
 
-/* Weight type of a generated model (norms, biases and rope factors stay f32). */
+/* Weight type of a generated model (norms, biases and rope factors stay f32). The K types
+ * (256-value blocks) fall back for a matrix whose rows are not a multiple of 256 values, as
+ * llama.cpp's quantiser does: q4_K to q5_0, q5_K to q5_1, q6_K to q8_0. LC_GEN_Q4_K_M: q4_K,
+ * with q6_K for output.weight and for attn_v and ffn_down of layers l < n/8, l >= 7n/8 and
+ * every third between ((l - n/8) % 3 == 2), the tensor mix of llama.cpp's Q4_K_M files. The
+ * values are round-to-nearest from each block's range (format/quantize.h), close to but not
+ * as accurate as llama-quantize's. */
 typedef enum lc_gen_type {
-    LC_GEN_BF16 = 0,
-    LC_GEN_Q8_0 = 1,
+    LC_GEN_BF16   = 0,
+    LC_GEN_Q8_0   = 1,
+    LC_GEN_Q4_0   = 2,
+    LC_GEN_Q4_1   = 3,
+    LC_GEN_Q5_0   = 4,
+    LC_GEN_Q5_1   = 5,
+    LC_GEN_Q4_K   = 6,
+    LC_GEN_Q5_K   = 7,
+    LC_GEN_Q6_K   = 8,
+    LC_GEN_Q4_K_M = 9,
 } lc_gen_type;
 
 typedef struct lc_gen_params {
     const char    *config;  /* "llama-3.1-8b", "llama-3.2-1b", "qwen2.5-7b", "smollm2-135m", "tiny" */
     const char    *path;    /* output GGUF file (overwritten) */
-    lc_gen_type    type;
+    lc_gen_type    type;    /* out of range: LC_ERR_INVALID_ARG */
     uint64_t       seed;    /* same seed, config and type: byte-identical file */
     lc_progress_fn progress; /* tensors written / total, may be NULL */
     void          *progress_user;
@@ -512,6 +546,11 @@ typedef struct lc_gen_params {
  * an unknown config, LC_ERR_IO naming the path when writing fails (the partial file is
  * removed). */
 int lc_model_generate(const lc_gen_params *p);
+/* A generated type's name ("q4_k_m"; NULL if out of range), the names ", "-separated, and
+ * the type of a name (LC_ERR_NOT_FOUND with the names if none). */
+const char *lc_gen_type_name(lc_gen_type t);
+const char *lc_gen_type_names(void);
+int         lc_gen_type_parse(const char *name, lc_gen_type *out);
 /* Architecture ("llama", "qwen2") of a named configuration, NULL if unknown. */
 const char *lc_gen_config_arch(const char *config);
 /* The known configuration names, ", "-separated (for messages). */
@@ -670,6 +709,12 @@ typedef struct lc_sampling {
     float    repeat_penalty; /* 1: off */
     int32_t  repeat_last_n;  /* window of the penalty */
     uint64_t seed;
+    bool     repeat_generated_only; /* the penalty's window holds only the tokens generated
+                                       since the request's prompt (lc_context_continue: since
+                                       its new tokens), never prompt tokens, so an answer may
+                                       copy from its document and question freely; false (the
+                                       default, as llama.cpp): the last repeat_last_n tokens,
+                                       prompt included */
 } lc_sampling;
 
 lc_sampling lc_sampling_default(void);
@@ -702,6 +747,22 @@ typedef enum lc_finish {
 int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id);
 /* Drop a sequence and free its pages. */
 int lc_context_remove(lc_context *c, int32_t seq_id);
+/* Go on with a sequence (multi-turn chat, a document read once and questions after it): its
+ * KV cache keeps the first n_keep tokens it holds (-1: all of them; see lc_context_seq_length)
+ * and r->prompt's tokens are evaluated after them as a prompt (prefill chunks), then
+ * generation goes on per r (max_tokens, sampling, stop strings and ignore_eos of r, counted
+ * afresh; the repeat penalty's window reaches back into the kept tokens). Only the new tokens
+ * are prefilled. The sequence may have finished (reported its finish) or be stopped midway by
+ * the caller no longer stepping it; either way the KV holds what was evaluated: the prompt and
+ * every generated token but the last one sampled (pass that one first in r->prompt to keep
+ * it). Fails with LC_ERR_CONTEXT when n_keep plus the new tokens do not fit n_ctx or the free
+ * KV pages (the sequence is then unchanged), LC_ERR_INVALID_ARG for a sequence that ended with
+ * LC_FINISH_ERROR or n_keep above what it holds, LC_ERR_NOT_FOUND for an unknown id. The
+ * attention method's per-sequence state carries over (dense: exact, the same as one longer
+ * prompt). */
+int lc_context_continue(lc_context *c, int32_t seq_id, int64_t n_keep, const lc_request *r);
+/* How many tokens a sequence's KV cache holds (evaluated positions); -1 for an unknown id. */
+int64_t lc_context_seq_length(const lc_context *c, int32_t seq_id);
 
 /* What one step did for one sequence. text points into the context and is valid until the
  * next step; it holds the newly printable output (stop strings withheld). */

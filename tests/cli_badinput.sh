@@ -107,7 +107,7 @@ expect 2 "--len: 'x' is not a number" -- "$BIN" eval passkey -m "$MODEL" --len x
 
 expect 2 "--config" -- "$BIN" gen-model --arch llama --config llama-9000 --out "$TMP/x.gguf"
 expect 2 "--arch" -- "$BIN" gen-model --arch qwen2 --config tiny --out "$TMP/x.gguf"
-expect 2 "--type" -- "$BIN" gen-model --arch llama --config tiny --type q4_k --out "$TMP/x.gguf"
+expect 2 "--type" -- "$BIN" gen-model --arch llama --config tiny --type q3_k --out "$TMP/x.gguf"
 expect 1 "/nonexistent-dir/x.gguf" -- "$BIN" gen-model --arch llama --config tiny --out /nonexistent-dir/x.gguf
 # a generated model loads and runs
 if "$BIN" gen-model --arch llama --config tiny --type q8_0 --out "$TMP/tiny.gguf" 2>/dev/null &&

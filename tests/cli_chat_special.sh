@@ -9,19 +9,7 @@ set -u
 BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
 [ -f "$MODEL" ] || { echo "model $MODEL not found"; exit 77; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-
-check() { # check NAME GOT WANT
-    if [ "$2" = "$3" ]; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $1: got '$2', want '$3'" >&2
-    fi
-}
+. "$(dirname "$0")/lib_cli.sh" # TMP, pass / fail, ok, bad, check, has
 
 # the prompt's token count of `run ... -n 0 --stats`
 prompt_tokens() {

@@ -18,12 +18,7 @@ for f in "$MODEL" "$HAY" "$QA"; do
         exit 77
     fi
 done
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib_cli.sh" # TMP, pass / fail, ok, bad, check, has
 
 # expect CODE PATTERN -- command...: exit code CODE and stderr matching PATTERN, one line
 expect() {
@@ -50,7 +45,7 @@ head -c 20000 "$HAY" >"$TMP/short.txt"
 expect 1 "short.txt has [0-9]+ tokens, fewer than --len 8192" -- \
     "$BIN" eval suite -m "$MODEL" --haystack "$TMP/short.txt" --tasks fact --len 8K
 grep -v "^Default: " "$TMP/short.txt" >"$TMP/nodefaults.txt"
-expect 1 "no recognised chat template.*--no-chat" -- \
+expect 1 "no chat template.*--chat-template.*--no-chat" -- \
     "$BIN" eval suite -m tests/fixtures/tiny/qwen2.gguf --tasks fact --len 1K
 expect 1 "nodefaults.txt: no setting" -- \
     "$BIN" eval suite -m "$MODEL" --qa-doc "$TMP/nodefaults.txt" --tasks qa

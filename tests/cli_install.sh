@@ -7,11 +7,7 @@
 set -u
 BIN="$1"
 BUILD=$(cd "$(dirname "$BIN")" && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib_cli.sh" # TMP, pass / fail, ok, bad, check, has
 if ! cmake --install "$BUILD" --prefix "$TMP/p" >"$TMP/install.log" 2>&1; then
     bad "cmake --install"; cat "$TMP/install.log" >&2
 fi

@@ -216,4 +216,103 @@ static int ts_run_cpu(const world *w, const lc_select_tokens_args *a, lc_segment
     return lc_cpu_select_tokens(&w->kv, w->seqs, w->n_seqs, w->qb, w->n_qb, w->q, w->n_head, &w->rope, &x);
 }
 
+/* ---- the batched selection cache (backend.h "Batched decode"): several decode blocks in one
+ * call, each with its own slot (list[b]) of out / out_n / cache_q / cache_valid ---- */
+
+/* Where a twin's arrays live and how it is called: host memory for the CPU twin, a backend's
+ * for the device. run: the op on the world with a (pointers in that memory). */
+typedef struct ts_mem {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t bytes);
+    void  (*dealloc)(void *ctx, void *p);
+    void  (*put)(void *ctx, void *dst, const void *src, size_t bytes);
+    void  (*get)(void *ctx, void *dst, const void *src, size_t bytes);
+    int   (*run)(void *ctx, const world *w, const lc_select_tokens_args *a);
+} ts_mem;
+
+/* The world's decode blocks (n_qb <= 8) in one call with slots list[b] of 2 n_qb: a first call
+ * (no slot valid, theta -1) misses everywhere and writes each block's slot exactly as the same
+ * call without cache or slots writes index b (ref_out / ref_n: host, [n_qb][a.out_cap] /
+ * [n_qb]), leaves the other slots alone and counts n_qb misses; a second call with the odd
+ * blocks' slots made invalid recomputes those alone (the even blocks hit: their poisoned lists
+ * stay poisoned) and writes the same fingerprints again. */
+static void ts_check_batched_cache(const ts_mem *m, const world *w, lc_select_tokens_args a,
+                                   const lc_segment *ref_out, const int32_t *ref_n, const char *what) {
+    const int32_t n = w->n_qb, S = 2 * n, cap = a.out_cap, nf = w->n_head * w->c.D;
+    if (n < 2 || n > 8) {
+        CHECKF(0, "%s: the batched cache check takes 2..8 blocks, not %d", what, n);
+        return;
+    }
+    int32_t list[8];
+    for (int32_t b = 0; b < n; b++) list[b] = (2 * b + 3) % S; /* distinct, not in order */
+    const size_t ob = sizeof(lc_segment) * (size_t)S * cap, nb = sizeof(int32_t) * (size_t)S,
+                 qb = sizeof(float) * (size_t)S * nf;
+    lc_segment  *out = malloc(ob);
+    int32_t     *out_n = malloc(nb), *valid = malloc(nb);
+    float       *cq = calloc((size_t)S * nf, sizeof(float)), *cq1 = malloc(qb);
+    int64_t      counts[2] = {0, 0};
+    void *d_out = m->alloc(m->ctx, ob), *d_n = m->alloc(m->ctx, nb), *d_v = m->alloc(m->ctx, nb);
+    void *d_q = m->alloc(m->ctx, qb), *d_c = m->alloc(m->ctx, sizeof counts), *d_l = m->alloc(m->ctx, sizeof list);
+    CHECK(out && out_n && valid && cq && cq1 && d_out && d_n && d_v && d_q && d_c && d_l);
+    memset(valid, 0, nb);
+    m->put(m->ctx, d_q, cq, qb), m->put(m->ctx, d_v, valid, nb);
+    m->put(m->ctx, d_c, counts, sizeof counts), m->put(m->ctx, d_l, list, sizeof list);
+    a.out = d_out, a.out_n = d_n, a.cache_q = d_q, a.cache_valid = d_v, a.counts = d_c;
+    a.list = d_l, a.theta = -1.0f;
+    for (int call = 0; call < 2; call++) {
+        memset(out, 0xff, ob), memset(out_n, 0xff, nb);
+        m->put(m->ctx, d_out, out, ob), m->put(m->ctx, d_n, out_n, nb);
+        if (call == 1) {
+            for (int32_t b = 1; b < n; b += 2) valid[list[b]] = 0;
+            m->put(m->ctx, d_v, valid, nb);
+        }
+        const int rc = m->run(m->ctx, w, &a);
+        CHECKF(rc == LC_OK, "%s: call %d: %s", what, call + 1, lc_last_error());
+        if (rc != LC_OK) break;
+        m->get(m->ctx, out, d_out, ob), m->get(m->ctx, out_n, d_n, nb);
+        m->get(m->ctx, valid, d_v, nb), m->get(m->ctx, counts, d_c, sizeof counts);
+        m->get(m->ctx, cq, d_q, qb);
+        uint8_t used[16] = {0};
+        for (int32_t b = 0; b < n; b++) {
+            const int32_t     sl   = list[b];
+            const bool        miss = call == 0 || (b & 1);
+            const lc_segment *o    = out + (int64_t)sl * cap;
+            used[sl] = 1;
+            CHECKF(valid[sl] == 1, "%s: call %d: block %d's slot %d not valid after it", what, call + 1, b, sl);
+            if (miss)
+                CHECKF(out_n[sl] == ref_n[b] && (ref_n[b] <= 0 ||
+                       memcmp(o, ref_out + (int64_t)b * cap, sizeof(lc_segment) * (size_t)ref_n[b]) == 0),
+                       "%s: call %d: block %d (slot %d, a miss): %d segments, not its selection without the "
+                       "cache (%d)", what, call + 1, b, sl, out_n[sl], ref_n[b]);
+            else
+                CHECKF(out_n[sl] == -1 && ((const int32_t *)o)[0] == -1,
+                       "%s: call 2: block %d (slot %d, a hit) was written", what, b, sl);
+            if (call == 1)
+                CHECKF(memcmp(cq + (int64_t)sl * nf, cq1 + (int64_t)sl * nf, sizeof(float) * (size_t)nf) == 0,
+                       "%s: call 2: block %d's fingerprint differs from call 1's", what, b);
+        }
+        for (int32_t sl = 0; sl < S; sl++)
+            if (!used[sl]) {
+                float z = 0.0f;
+                for (int32_t i = 0; i < nf; i++) z = fmaxf(z, fabsf(cq[(int64_t)sl * nf + i]));
+                CHECKF(out_n[sl] == -1 && valid[sl] == 0 && z == 0.0f,
+                       "%s: call %d: slot %d of no block was touched", what, call + 1, sl);
+            }
+        const int64_t want_h = call == 0 ? 0 : n / 2, want_m = call == 0 ? n : n + n / 2;
+        CHECKF(counts[0] == want_h && counts[1] == want_m, "%s: call %d: counts %lld hits %lld misses, "
+               "want %lld %lld", what, call + 1, (long long)counts[0], (long long)counts[1],
+               (long long)want_h, (long long)want_m);
+        if (call == 0) memcpy(cq1, cq, qb);
+    }
+    m->dealloc(m->ctx, d_out), m->dealloc(m->ctx, d_n), m->dealloc(m->ctx, d_v);
+    m->dealloc(m->ctx, d_q), m->dealloc(m->ctx, d_c), m->dealloc(m->ctx, d_l);
+    free(out), free(out_n), free(valid), free(cq), free(cq1);
+}
+
+/* The world of the batched cache checks: four decode sequences, one with fewer candidates
+ * than k (its whole range). */
+static const ts_spec ts_batched_spec = {"batched cache", 64, 3, 3, 16, 16, 64, 1, 64, LC_ROPE_NEOX,
+                                        64, 0, 0, 4, {{1500, 1, 0, 0}, {700, 1, 0, 0}, {40, 1, 0, 0},
+                                                      {2999, 1, 0, 0}}};
+
 #endif

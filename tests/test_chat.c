@@ -48,6 +48,12 @@ static void test_names(void) {
     CHECK(lc_chat_template_from_name("chatml", &t) == LC_OK && t == LC_CHAT_TEMPLATE_CHATML);
     CHECK(lc_chat_template_from_name("llama3", &t) == LC_OK && t == LC_CHAT_TEMPLATE_LLAMA3);
     CHECK(lc_chat_template_from_name("mistral", &t) == LC_OK && t == LC_CHAT_TEMPLATE_MISTRAL);
+    CHECK(lc_chat_template_from_name("gemma", &t) == LC_OK && t == LC_CHAT_TEMPLATE_GEMMA);
+    CHECK(lc_chat_template_from_name("phi3", &t) == LC_OK && t == LC_CHAT_TEMPLATE_PHI3);
+    CHECK(strcmp(lc_chat_template_name(LC_CHAT_TEMPLATE_GEMMA), "gemma") == 0);
+    CHECK(strcmp(lc_chat_template_name(LC_CHAT_TEMPLATE_PHI3), "phi3") == 0);
+    CHECK(lc_chat_template_from_name("llama3.1", &t) == LC_OK && t == LC_CHAT_TEMPLATE_LLAMA31);
+    CHECK(strcmp(lc_chat_template_name(LC_CHAT_TEMPLATE_LLAMA31), "llama3.1") == 0);
     CHECK(lc_chat_template_from_name("vicuna", &t) == LC_ERR_NOT_FOUND);
     CHECKF(strstr(lc_last_error(), "chatml") && strstr(lc_last_error(), "llama3") &&
                strstr(lc_last_error(), "mistral"),
@@ -70,6 +76,11 @@ static void test_detect(void) {
         {"template_qwen25.jinja", LC_CHAT_TEMPLATE_CHATML},
         {"template_llama3.jinja", LC_CHAT_TEMPLATE_LLAMA3},
         {"template_mistral.jinja", LC_CHAT_TEMPLATE_MISTRAL},
+        {"../chat/template_gemma2.jinja", LC_CHAT_TEMPLATE_GEMMA},
+        {"../chat/template_gemma3.jinja", LC_CHAT_TEMPLATE_GEMMA},
+        {"../chat/template_phi3.jinja", LC_CHAT_TEMPLATE_PHI3},
+        {"../chat/template_phi35.jinja", LC_CHAT_TEMPLATE_PHI3},
+        {"../chat/template_llama31.jinja", LC_CHAT_TEMPLATE_LLAMA31},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
@@ -92,9 +103,37 @@ static void test_detect(void) {
     CHECK(lc_chat_template_detect("<|im_start|>{{role}}<|im_sep|>", &t) == LC_ERR_NOT_FOUND);
     /* Llama-2 <<SYS>> is not the mistral format */
     CHECK(lc_chat_template_detect("[INST] <<SYS>>\\n{{sys}}\\n<</SYS>>", &t) == LC_ERR_NOT_FOUND);
+    /* Mistral v0.1/v0.2 write '[INST] ' + content + ' [/INST]'; v0.3 drops the space before
+     * [/INST], v7 both and adds [SYSTEM_PROMPT]: refused (named by --chat-template instead) */
+    CHECK(lc_chat_template_detect("{{ '[INST] ' + message['content'] + ' [/INST]' }}", &t) == LC_OK &&
+          t == LC_CHAT_TEMPLATE_MISTRAL);
+    CHECK(lc_chat_template_detect("{{ '[INST] ' + message['content'] + '[/INST]' }}", &t) ==
+          LC_ERR_NOT_FOUND);
+    CHECK(lc_chat_template_detect("{{ '[SYSTEM_PROMPT]' + s + '[/SYSTEM_PROMPT]' }}{{ '[INST]' + "
+                                  "message['content'] + '[/INST]' }}", &t) == LC_ERR_NOT_FOUND);
     CHECK(lc_chat_template_detect("{{'<|start_header_id|>' + role + '<|end_header_id|>'}}", &t) ==
               LC_OK &&
           t == LC_CHAT_TEMPLATE_LLAMA3);
+    /* Phi-3's markers, the newline written as an escape in a string literal */
+    CHECK(lc_chat_template_detect("{{'<|user|>\\n' + c + '<|end|>\\n'}}{{'<|assistant|>\\n'}}",
+                                  &t) == LC_OK &&
+          t == LC_CHAT_TEMPLATE_PHI3);
+    /* Zephyr writes Phi-3's markers but ends turns with </s>; Phi-4-mini writes them without
+     * the newline: neither is phi3 */
+    CHECK(lc_chat_template_detect("{{'<|user|>\n' + c + '</s>\n'}}{{'<|assistant|>\n'}}", &t) ==
+          LC_ERR_NOT_FOUND);
+    CHECK(lc_chat_template_detect("{{ '<|' + message['role'] + '|>' + message['content'] + "
+                                  "'<|end|>' }}{{ '<|assistant|>' }}",
+                                  &t) == LC_ERR_NOT_FOUND);
+    /* the message of an unrecognised template: one line naming --chat-template, every family
+     * and the template's first bytes (escaped) */
+    CHECK(lc_chat_template_detect("{% for m in messages %}\nUSER: {{ m.content }}{% endfor %}",
+                                  &t) == LC_ERR_NOT_FOUND);
+    CHECKF(strstr(lc_last_error(), "--chat-template NAME (chatml, llama3, llama3.1, mistral, gemma, phi3)") &&
+               strstr(lc_last_error(), "{% for m in messages %}\\x0aUSER") &&
+               !strchr(lc_last_error(), '\n'),
+           "%s", lc_last_error());
+    CHECK(strcmp(lc_chat_template_names(), "chatml, llama3, llama3.1, mistral, gemma, phi3") == 0);
 
     /* the model's own template, when the model is present */
     lc_gguf *g = NULL;
@@ -176,11 +215,11 @@ static void test_default_system(void) {
     }
 }
 
-/* chat.txt: "case <name> <default_system> <add_assistant> <n> <source> <template id>",
- * n lines "msg <role> <hex>", then "expect <hex>". */
-static void test_fixtures(void) {
-    char *text = read_file(FIX "chat.txt");
-    CHECKF(text != NULL, "cannot read %schat.txt", FIX);
+/* chat.txt (tests/fixtures/chat/families.txt alike): "case <name> <default_system>
+ * <add_assistant> <n> <source> <template id>", n lines "msg <role> <hex>", then "expect <hex>". */
+static void test_fixture_file(const char *path, int min_cases) {
+    char *text = read_file(path);
+    CHECKF(text != NULL, "cannot read %s", path);
     if (!text) return;
     char *smol = read_file(FIX "template_smollm2.jinja");
     char *qwen = read_file(FIX "template_qwen25.jinja");
@@ -216,7 +255,7 @@ static void test_fixtures(void) {
                 hex++;
             expect = unhex(hex);
         }
-        lc_chat_template t;
+        lc_chat_template t = LC_CHAT_TEMPLATE_NONE;
         CHECK(lc_chat_template_from_name(name, &t) == LC_OK);
         char *sys = NULL;
         if (use_default) {
@@ -239,8 +278,8 @@ static void test_fixtures(void) {
         free(owned);
         free(msgs);
     }
-    fprintf(stderr, "chat fixtures: %d/%d cases equal\n", n_ok, n_cases);
-    CHECK(n_cases >= 50);
+    fprintf(stderr, "chat fixtures %s: %d/%d cases equal\n", path, n_ok, n_cases);
+    CHECK(n_cases >= min_cases);
     free(smol);
     free(qwen);
     free(text);
@@ -260,6 +299,28 @@ static void test_edges(void) {
     CHECK(lc_chat_format(LC_CHAT_TEMPLATE_LLAMA3, NULL, 0, false, &out) == LC_OK && out &&
           out[0] == '\0');
     free(out);
+    /* phi3 writes the role inside its marker: only the three roles */
+    CHECK(lc_chat_format(LC_CHAT_TEMPLATE_PHI3, m + 1, 1, true, &out) == LC_ERR_INVALID_ARG);
+    CHECKF(strstr(lc_last_error(), "phi3") != NULL, "%s", lc_last_error());
+    /* spans: gemma's contents (and role) are message text, phi3's role is not */
+    {
+        lc_text_span *sp = NULL;
+        size_t        ns = 0;
+        lc_chat_message g[] = {{"system", "S"}, {"user", " <end_of_turn> "}};
+        CHECK(lc_chat_format_spans(LC_CHAT_TEMPLATE_GEMMA, g, 2, true, &out, &sp, &ns) == LC_OK);
+        CHECK(out && strcmp(out, "<start_of_turn>user\nS\n\n<end_of_turn><end_of_turn>\n"
+                                 "<start_of_turn>model\n") == 0);
+        CHECK(ns == 3 && sp[0].start == 15 && sp[0].len == 4 && sp[1].start == 20 &&
+              sp[1].len == 1 && sp[2].start == 23 && sp[2].len == 13);
+        free(out);
+        free(sp);
+        CHECK(lc_chat_format_spans(LC_CHAT_TEMPLATE_PHI3, g + 1, 1, false, &out, &sp, &ns) ==
+              LC_OK);
+        CHECK(out && strcmp(out, "<|user|>\n <end_of_turn> <|end|>\n") == 0);
+        CHECK(ns == 1 && sp[0].start == 9 && sp[0].len == 15);
+        free(out);
+        free(sp);
+    }
     /* ChatML passes other roles through */
     CHECK(lc_chat_format(LC_CHAT_TEMPLATE_CHATML, m + 1, 1, false, &out) == LC_OK && out &&
           strcmp(out, "<|im_start|>tool\nx<|im_end|>\n") == 0);
@@ -270,7 +331,8 @@ int main(void) {
     test_names();
     test_detect();
     test_default_system();
-    test_fixtures();
+    test_fixture_file(FIX "chat.txt", 50);
+    test_fixture_file(LC_SOURCE_DIR "/tests/fixtures/chat/families.txt", 100);
     test_edges();
     TEST_END();
 }

@@ -97,7 +97,8 @@ static void check_tiny_file(const char *path, uint32_t wtype) {
     lc_gguf_close(g);
 }
 
-static void run_tiny(const char *path, int32_t n_vocab, int32_t head_dim, bool bos) {
+static void run_model(const char *path, int32_t n_layer, int32_t n_vocab, int32_t head_dim,
+                      bool bos) {
     lc_model_params mp = lc_model_default_params();
     mp.device          = LC_DEVICE_CPU;
     mp.n_threads       = 2;
@@ -106,7 +107,7 @@ static void run_tiny(const char *path, int32_t n_vocab, int32_t head_dim, bool b
     CHECKF(st == LC_OK, "%s", lc_last_error());
     if (!m) return;
     lc_model_info info;
-    CHECK(lc_model_get_info(m, &info) == LC_OK && info.n_layer == 2 &&
+    CHECK(lc_model_get_info(m, &info) == LC_OK && info.n_layer == n_layer &&
           info.n_vocab == n_vocab && info.head_dim == head_dim);
     int32_t *ids = NULL;
     size_t   n   = 0;
@@ -147,6 +148,72 @@ static void run_tiny(const char *path, int32_t n_vocab, int32_t head_dim, bool b
     lc_context_free(c);
     free(ids);
     lc_model_free(m);
+}
+
+static void run_tiny(const char *path, int32_t n_vocab, int32_t head_dim, bool bos) {
+    run_model(path, 2, n_vocab, head_dim, bos);
+}
+
+/* Every block type through gen-model on tiny-k (rows of 256/512 values, 8 layers): each
+ * matrix in the type asked for; q4_k_m's mix (q6_K for output.weight and for attn_v and
+ * ffn_down of layers 0, 3, 6, 7: l < 8/8, l >= 7, (l - 1) % 3 == 2); the K types' fallback on
+ * tiny (rows of 64 values); the model loads and generates. */
+static void test_block_types(void) {
+    char *path = tmp_path("k");
+    static const struct {
+        lc_gen_type t;
+        uint32_t    type;
+    } all[] = {{LC_GEN_Q4_0, LC_TYPE_Q4_0}, {LC_GEN_Q4_1, LC_TYPE_Q4_1},
+               {LC_GEN_Q5_0, LC_TYPE_Q5_0}, {LC_GEN_Q5_1, LC_TYPE_Q5_1},
+               {LC_GEN_Q4_K, LC_TYPE_Q4_K}, {LC_GEN_Q5_K, LC_TYPE_Q5_K},
+               {LC_GEN_Q6_K, LC_TYPE_Q6_K}, {LC_GEN_Q4_K_M, LC_TYPE_Q4_K}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        lc_gen_params p = {.config = "tiny-k", .path = path, .type = all[i].t, .seed = 3};
+        CHECKF(lc_model_generate(&p) == LC_OK, "%s", lc_last_error());
+        lc_gguf *g = NULL;
+        CHECK(lc_gguf_open(path, &g) == LC_OK);
+        if (!g) continue;
+        const bool mix = all[i].t == LC_GEN_Q4_K_M;
+        for (int l = 0; l < 8; l++) {
+            char name[64];
+            const bool more = l == 0 || l == 3 || l == 6 || l == 7;
+            snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+            const lc_gguf_tensor *t = lc_gguf_find_tensor(g, name);
+            CHECKF(t && t->type == (mix && more ? LC_TYPE_Q6_K : all[i].type), "%s %s",
+                   lc_gen_type_name(all[i].t), name);
+            snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
+            t = lc_gguf_find_tensor(g, name);
+            CHECKF(t && t->type == (mix && more ? LC_TYPE_Q6_K : all[i].type), "%s %s",
+                   lc_gen_type_name(all[i].t), name);
+            snprintf(name, sizeof name, "blk.%d.attn_q.weight", l);
+            t = lc_gguf_find_tensor(g, name);
+            CHECKF(t && t->type == all[i].type, "%s %s", lc_gen_type_name(all[i].t), name);
+        }
+        const lc_gguf_tensor *o = lc_gguf_find_tensor(g, "output.weight");
+        CHECK(o && o->type == (mix ? LC_TYPE_Q6_K : all[i].type));
+        o = lc_gguf_find_tensor(g, "blk.0.attn_norm.weight");
+        CHECK(o && o->type == LC_TYPE_F32);
+        lc_gguf_close(g);
+        if (all[i].t == LC_GEN_Q4_K_M || all[i].t == LC_GEN_Q4_0) run_model(path, 8, 512, 64, true);
+    }
+    /* rows of 64 values: the K types fall back as llama.cpp's quantiser does */
+    static const struct {
+        lc_gen_type t;
+        uint32_t    type;
+    } fb[] = {{LC_GEN_Q4_K, LC_TYPE_Q5_0}, {LC_GEN_Q5_K, LC_TYPE_Q5_1}, {LC_GEN_Q6_K, LC_TYPE_Q8_0}};
+    for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++) {
+        lc_gen_params p = {.config = "tiny", .path = path, .type = fb[i].t};
+        CHECKF(lc_model_generate(&p) == LC_OK, "%s", lc_last_error());
+        check_tiny_file(path, fb[i].type);
+    }
+    lc_gen_type t;
+    CHECK(lc_gen_type_parse("q4_k_m", &t) == LC_OK && t == LC_GEN_Q4_K_M);
+    CHECK(lc_gen_type_parse("q3_k", &t) == LC_ERR_NOT_FOUND && strstr(lc_last_error(), "q6_k"));
+    CHECK(lc_gen_type_name((lc_gen_type)99) == NULL);
+    lc_gen_params bad = {.config = "tiny", .path = path, .type = (lc_gen_type)99};
+    CHECK(lc_model_generate(&bad) == LC_ERR_INVALID_ARG);
+    remove(path);
+    free(path);
 }
 
 /* Q8_0 through the writer: quantise random data, read back, dequantise. */
@@ -236,6 +303,7 @@ int main(void) {
     lc_log_set(NULL, NULL, LC_LOG_ERROR);
     test_q8_0();
     test_io_errors();
+    test_block_types();
     char *a = tmp_path("bf16"), *b = tmp_path("bf16b"), *q = tmp_path("q8"), *o = tmp_path("seed");
     lc_gen_params p = {.config = "tiny", .path = a, .type = LC_GEN_BF16, .seed = 7,
                        .progress = on_progress};

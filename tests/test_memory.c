@@ -1,7 +1,7 @@
 /*
  * test_memory.c — memory is checked before it is allocated, and the RoPE table is sized by the
  * positions used (issue 20, items 2 and 3): the host memory query; the weights estimate equals
- * what lc_model_load then holds (CPU f32 and f16); the backend's mem_info, also through the
+ * what lc_model_load then holds (CPU f32, f16 and native); the backend's mem_info, also through the
  * profiling wrapper; a context whose KV cache cannot fit is refused at once with the numbers and
  * what would fit, and overcommit skips the check; a context of n_ctx = 2^30 with a small KV
  * starts with a small RoPE table, which grows (mid-decode and for lc_context_score) to the same
@@ -42,7 +42,7 @@ static void test_host_memory(void) {
 }
 
 static void test_weights(void) {
-    const lc_weight_format fmts[] = {LC_WEIGHTS_F32, LC_WEIGHTS_F16};
+    const lc_weight_format fmts[] = {LC_WEIGHTS_F32, LC_WEIGHTS_F16, LC_WEIGHTS_NATIVE};
     for (int i = 0; i < 2; i++) {
         lc_model *m = load(fmts[i], LC_PROFILE_OFF);
         if (!m) continue;

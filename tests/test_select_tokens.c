@@ -13,7 +13,9 @@
  * Cases: n_head 9/3 D 64 and 32/8 D 128, both GQA maps, NORM and NEOX (and partial rotary,
  * YaRN), decode blocks (1 row) and prefill blocks of up to 512 rows, candidates fewer than k,
  * empty candidate ranges, ties, and the selection cache (miss / hit / theta edges / zero norm /
- * counts NULL; a hit leaves the poisoned outputs untouched).
+ * counts NULL; a hit leaves the poisoned outputs untouched), and the batched cache (four decode
+ * blocks in one call, each in its own slot: misses equal the uncached selection, hits leave
+ * their slot alone, other slots untouched).
  * The harness (ts_*) is in select_tokens_world.h.
  */
 #include "select_tokens_world.h"
@@ -111,8 +113,39 @@ static void test_cache(void) {
     world_free(&w);
 }
 
+/* host memory for the batched cache check */
+static void *host_alloc(void *ctx, size_t n) { (void)ctx; return malloc(n); }
+static void  host_free(void *ctx, void *p) { (void)ctx; free(p); }
+static void  host_copy(void *ctx, void *dst, const void *src, size_t n) { (void)ctx; memcpy(dst, src, n); }
+static int   host_run(void *ctx, const world *w, const lc_select_tokens_args *a) {
+    (void)ctx;
+    return lc_cpu_select_tokens(&w->kv, w->seqs, w->n_seqs, w->qb, w->n_qb, w->q, w->n_head, &w->rope, a);
+}
+
+/* Four decode blocks in one call, each with its slot's cache (select_tokens_world.h). */
+static void test_batched_cache(void) {
+    world w;
+    rng = 4242;
+    ts_world(&w, &ts_batched_spec);
+    const lc_select_tokens_args a = ts_args(&w, ts_batched_spec.k, 0);
+    lc_segment *ref = malloc(sizeof(lc_segment) * (size_t)w.n_qb * a.out_cap);
+    int32_t    *ref_n = malloc(sizeof(int32_t) * (size_t)w.n_qb);
+    CHECK(ts_run_cpu(&w, &a, ref, ref_n) == LC_OK);
+    const ts_mem m = {NULL, host_alloc, host_free, host_copy, host_copy, host_run};
+    ts_check_batched_cache(&m, &w, a, ref, ref_n, "batched cache (CPU)");
+    /* several blocks with the cache need their slots */
+    lc_select_tokens_args bad = a;
+    float   cq[4 * 3 * 64] = {0};
+    int32_t cv[4] = {0};
+    bad.out = ref, bad.out_n = ref_n, bad.cache_q = cq, bad.cache_valid = cv;
+    CHECK(lc_cpu_select_tokens(&w.kv, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &bad) != LC_OK);
+    free(ref), free(ref_n);
+    world_free(&w);
+}
+
 int main(void) {
     test_specs();
     test_cache();
+    test_batched_cache();
     TEST_END();
 }

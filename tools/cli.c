@@ -300,8 +300,9 @@ double cli_progress_eta(int64_t done, int64_t total, double el, double c_now, do
 
 void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const char *unit) {
     const double now = cli_now();
-    if (done < total && now - p->last < (p->tty ? 0.2 : 2.0)) return;
-    if (done >= total && !p->shown) return; /* finished before the first line was due */
+    const bool known = total > 0; /* (0: no total, e.g. a generation until the end) */
+    if ((!known || done < total) && now - p->last < (p->tty ? 0.2 : 2.0)) return;
+    if (known && done >= total && !p->shown) return; /* finished before the first line was due */
     p->last          = now;
     const double el  = now - p->t0;
     /* the recent rate: since the oldest remembered update at least a second ago */
@@ -318,10 +319,13 @@ void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const cha
     }
     const double rate = c_now > 0 ? 1.0 / c_now : el > 0 ? (double)done / el : 0.0;
     const double eta  = cli_progress_eta(done, total, el, c_now, x_m);
-    fprintf(stderr, "%s%s %lld/%lld %s (%.0f%%), %.1f %s/s, ETA %.0f s%s", p->tty ? "\r" : "",
-            p->label, (long long)done, (long long)total, unit,
-            total ? 100.0 * (double)done / (double)total : 100.0, rate, unit, eta,
-            p->tty ? "\033[K" : "\n");
+    if (!known)
+        fprintf(stderr, "%s%s %lld %s, %.1f %s/s%s", p->tty ? "\r" : "", p->label,
+                (long long)done, unit, rate, unit, p->tty ? "\033[K" : "\n");
+    else
+        fprintf(stderr, "%s%s %lld/%lld %s (%.0f%%), %.1f %s/s, ETA %.0f s%s",
+                p->tty ? "\r" : "", p->label, (long long)done, (long long)total, unit,
+                100.0 * (double)done / (double)total, rate, unit, eta, p->tty ? "\033[K" : "\n");
     fflush(stderr);
     p->shown = true;
 }

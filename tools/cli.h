@@ -15,12 +15,14 @@
 enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2 };
 
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_eval_suite(int argc, char **argv); /* `longctx eval suite` (cmd_eval_suite.c) */
 int cmd_bench(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* cmd_serve.c (a stub without LC_HAVE_SERVER) */
 
 /* Parse an integer / float option value; on failure print "longctx CMD: OPT: ..." and
  * return false. */

@@ -37,7 +37,8 @@ static void help(void) {
            "  --reps R             repetitions (default 1)\n"
            "  --seqs N             also decode N sequences of each length together (one\n"
            "                       context holding all of them): aggregate generation tokens/s\n"
-           "                       and its ratio to one sequence's (with --profile, the batched\n"
+           "                       over --gen steps in which all N decode (after two warm-up\n"
+           "                       steps) and its ratio to one sequence's (with --profile, the batched\n"
            "                       decode's per-op times on stderr too)\n"
            "  --profile            a second pass (the model loaded again) with every op timed\n"
            "                       (CUDA: events around each op; --tune profile-sync=on: the\n"
@@ -157,16 +158,20 @@ static void make_prompt(const lc_tokenizer *tok, int32_t n_vocab, int32_t *promp
 }
 
 /* Batched decode: n_seqs requests of the same L-token prompt in one context (KV for all of
- * them), prefilled, then decoded together for n_gen tokens each. *agg_tps: tokens generated per
- * second over the steps in which all n_seqs sequences decode (the engine prefills them one
- * after another, so the first ones decode while the later ones prefill, and finish first). */
+ * them), prefilled, then decoded together. *agg_tps: tokens generated per second over n_gen
+ * steps in which all n_seqs sequences decode, after two such steps of warm-up (the first step
+ * of a batch shape runs eagerly and the second is captured as a CUDA graph). The engine
+ * prefills the sequences one after another, so the first ones decode while the later ones
+ * prefill: each may generate up to n_gen + 2 tokens more than the prefill steps of the others
+ * (bounded by n_seqs * ceil(L / n_batch)), so that n_gen steady steps of all of them come. */
 static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, long long L,
                        long long n_seqs, long long n_gen, double *agg_tps) {
     *agg_tps = 0;
+    const long long max_gen = n_gen + 2 + n_seqs * ((L + o->n_batch - 1) / o->n_batch + 1);
     lc_context_params cp;
-    if (gen_context_params("bench", o, m, L + n_gen, &cp) != CLI_OK) return CLI_ERR;
+    if (gen_context_params("bench", o, m, L + max_gen, &cp) != CLI_OK) return CLI_ERR;
     cp.n_seq_max              = (int32_t)n_seqs;
-    const int64_t need_tokens = (L + n_gen + o->page_size) * n_seqs; /* KV for all of them */
+    const int64_t need_tokens = (L + max_gen + o->page_size) * n_seqs; /* KV for all of them */
     if (cp.kv_tokens < need_tokens) cp.kv_tokens = need_tokens;
     lc_context *ctx = NULL;
     int         st  = lc_context_create(m, &cp, &ctx);
@@ -178,7 +183,7 @@ static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, lo
     lc_event *ev = calloc((size_t)n_seqs, sizeof *ev);
     if (!ev) rc = CLI_ERR;
     for (long long i = 0; i < n_seqs && rc == CLI_OK; i++) {
-        lc_request req = {.prompt = prompt, .n_prompt = (size_t)L, .max_tokens = (int32_t)n_gen,
+        lc_request req = {.prompt = prompt, .n_prompt = (size_t)L, .max_tokens = (int32_t)max_gen,
                           .sampling = o->sampling, .ignore_eos = true};
         int32_t    id;
         if ((st = lc_context_add(ctx, &req, &id)) != LC_OK) {
@@ -186,10 +191,11 @@ static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, lo
             rc = CLI_ERR;
         }
     }
-    /* the steps in which every sequence decodes (none prefilling, none finished yet) */
+    /* the steps in which every sequence decodes (none prefilling, none finished yet), after
+       two of warm-up, until n_gen of them are counted */
     double    full_s = 0, prev = cli_now();
-    long long tokens = 0;
-    while (rc == CLI_OK) {
+    long long tokens = 0, full = 0;
+    while (rc == CLI_OK && full < n_gen + 2) {
         size_t n_ev = 0;
         if ((st = lc_context_step(ctx, ev, (size_t)n_seqs, &n_ev)) != LC_OK) {
             cli_fail("bench", "batched generation", st);
@@ -201,7 +207,7 @@ static int run_batched(const gen_opts *o, lc_model *m, const int32_t *prompt, lo
         long long    dec = 0;
         for (size_t e = 0; e < n_ev; e++)
             if (ev[e].token >= 0 && ev[e].n_generated > 1 && ev[e].finish == LC_FINISH_NONE) dec++;
-        if (dec == n_seqs) full_s += now - prev, tokens += dec;
+        if (dec == n_seqs && ++full > 2) full_s += now - prev, tokens += dec;
         prev = now;
     }
     if (full_s > 0) *agg_tps = (double)tokens / full_s;
@@ -627,8 +633,9 @@ int cmd_bench(int argc, char **argv) {
     cli_commit_name(commit, sizeof commit);
     const char *wname = o.weights == LC_WEIGHTS_F16    ? "f16"
                         : o.weights == LC_WEIGHTS_BF16 ? "bf16"
-                        : o.weights == LC_WEIGHTS_F32 || !gpu ? "f32"
-                                                              : "auto";
+                        : o.weights == LC_WEIGHTS_F32    ? "f32"
+                        : !gpu                           ? "native"
+                                                         : "auto";
     if (gpu)
         snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s (auto: bf16 tensors in "
                  "bf16, others in f16), fp16 KV", dev_name, cpu, wname);
@@ -638,7 +645,8 @@ int cmd_bench(int argc, char **argv) {
     tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size);
     if (n_seqs > 1) {
         sb_printf(&table, "\nBatched decode: %lld sequences of each length decoding together "
-                  "(aggregate generated tokens/s once all of them decode), against one sequence "
+                  "(aggregate generated tokens/s over --gen steps in which all of them decode, after two "
+                  "warm-up steps), against one sequence "
                   "(the generation tokens/s above):\n\n| context | sequences | aggregate tok/s | "
                   "one sequence tok/s | ratio |\n|---:|---:|---:|---:|---:|\n", n_seqs);
         for (int ci = 0; ci < n_ctxs; ci++)

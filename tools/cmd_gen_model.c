@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 static void help(void) {
-    printf("usage: longctx gen-model --arch llama|qwen2 --config NAME --out FILE [--type bf16|q8_0]\n"
+    printf("usage: longctx gen-model --arch llama|qwen2 --config NAME --out FILE [--type T]\n"
            "                         [--seed S]\n"
            "\n"
            "Write a GGUF model with the architecture, shapes and metadata of a real model, random\n"
@@ -19,10 +19,18 @@ static void help(void) {
            "output is noise).\n"
            "\n"
            "  --arch A       llama or qwen2; must match the config\n"
-           "  --config NAME  llama: llama-3.1-8b, llama-3.2-1b, smollm2-135m, tiny, tiny-llama3, tiny-hd64;\n"
+           "  --config NAME  llama: llama-3.1-8b, llama-3.2-1b, smollm2-135m, tiny, tiny-llama3,\n"
+           "                 tiny-hd64, tiny-k;\n"
            "                 qwen2: qwen2.5-7b, tiny-qwen2 (tiny*: small test models)\n"
            "  --out FILE     output path (overwritten)\n"
-           "  --type T       weight type: bf16 (default) or q8_0; norms and biases stay f32\n"
+           "  --type T       weight type (norms and biases stay f32): bf16 (default), q8_0, q4_0,\n"
+           "                 q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or q4_k_m (q4_k with q6_k for the\n"
+           "                 output head and for attn_v and ffn_down in the first and last eighth\n"
+           "                 of the layers and every third between, as llama.cpp's Q4_K_M). The\n"
+           "                 k types need rows of a multiple of 256 values; other matrices fall\n"
+           "                 back as llama.cpp's quantiser does: q4_k to q5_0, q5_k to q5_1, q6_k\n"
+           "                 to q8_0. Round-to-nearest per block: valid files of the type, not as\n"
+           "                 accurate as llama-quantize's\n"
            "  --seed S       random seed (default 0); same seed, same bytes\n");
 }
 
@@ -79,12 +87,8 @@ int cmd_gen_model(int argc, char **argv) {
         return CLI_USAGE;
     }
     lc_gen_type t;
-    if (!strcmp(type, "bf16")) {
-        t = LC_GEN_BF16;
-    } else if (!strcmp(type, "q8_0")) {
-        t = LC_GEN_Q8_0;
-    } else {
-        fprintf(stderr, "longctx gen-model: --type: '%s' is not one of bf16, q8_0\n", type);
+    if (lc_gen_type_parse(type, &t) != LC_OK) {
+        fprintf(stderr, "longctx gen-model: --type: %s\n", lc_last_error());
         return CLI_USAGE;
     }
     progress_ctx pc;

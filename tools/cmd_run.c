@@ -34,6 +34,8 @@ static void help(void) {
 int cmd_run(int argc, char **argv) {
     gen_opts o;
     gen_opts_default(&o);
+    o.sampling.repeat_penalty        = GEN_CHAT_REPEAT_PENALTY; /* against loops (gen.h) */
+    o.sampling.repeat_generated_only = true; /* (an answer may copy from its document) */
     const char *prompt = NULL, *file = NULL, *system = NULL;
     bool        chat = false, ignore_eos = false, special = true, stats = false;
     long long   n_predict = 256;
@@ -141,8 +143,9 @@ int cmd_run(int argc, char **argv) {
         if (system) msgs[nm++] = (lc_chat_message){"system", system};
         msgs[nm++] = (lc_chat_message){"user", text};
         st         = lc_model_chat_tokenize(m, o.chat_template, msgs, nm, true, &ids, &n_ids);
-        if (st == LC_ERR_NOT_FOUND) {
+        if (st == LC_ERR_NOT_FOUND) { /* no template we know: --chat-template says which */
             cli_fail("run", "--chat", st);
+            rc = CLI_USAGE;
             goto done;
         }
     } else {
@@ -185,7 +188,16 @@ int cmd_run(int argc, char **argv) {
                       .n_stop     = n_stops,
                       .ignore_eos = ignore_eos};
     gen_result res;
-    rc = gen_run("run", ctx, &req, true, 2048, &res);
+    /* a long prompt on the CPU: one line up front with the time to expect (after the first
+     * chunk, from its rate) and where the sparse methods help */
+    const bool long_cpu = info.device == LC_DEVICE_CPU &&
+                          ((int64_t)n_ids > info.n_ctx_train || n_ids > 16384);
+    const gen_run_opts ro = {.stream          = true,
+                             .progress_min    = 2048,
+                             .decode_progress = true,
+                             .cpu_note        = long_cpu ? &info : NULL,
+                             .cpu_note_sparse = !gen_attn_dense(&o)};
+    rc = gen_run_ex("run", ctx, &req, &ro, &res);
     if (rc == CLI_OK) {
         if (res.len && res.text[res.len - 1] != '\n') putchar('\n');
         fflush(stdout);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void gen_opts_default(gen_opts *o) {
     memset(o, 0, sizeof *o);
@@ -37,18 +38,27 @@ static const char *common_help(void) {
            "                          (default: refuse before allocating, with the numbers and\n"
            "                          the most tokens that fit); with it a run may be killed\n"
            "                          for want of memory or swap once the cache fills\n"
-           "  --weights f32|f16|bf16|auto  weight storage after dequantisation. CPU: f32 (auto, the\n"
-           "                          exact values) or f16 (half the memory a decode step reads).\n"
+           "  --weights native|f32|f16|bf16|auto  how weight matrices are held. CPU: native\n"
+           "                          (auto: the file's own types read from its mapped pages,\n"
+           "                          no copy: resident memory about the file's size; the\n"
+           "                          products dequantise as they go), f32 (dequantised once at\n"
+           "                          load, 4 bytes a weight, the exact reference) or f16\n"
+           "                          (rounded, 2 bytes).\n"
            "                          CUDA: f16 or bf16; auto keeps BF16 tensors in bf16 and\n"
            "                          stores the others in f16, the closer of the two\n"
            "  --temp T                temperature, 0 = greedy (default 0.8)\n"
            "  --top-k N               top-k, 0 = off (default 40)\n"
            "  --top-p P               nucleus sampling, 1 = off (default 0.95)\n"
            "  --min-p P               min-p, 0 = off (default 0.05)\n"
-           "  --repeat-penalty X      repetition penalty, 1 = off (default 1)\n"
+           "  --repeat-penalty X      repetition penalty, 1 = off (default 1.1 for run and chat,\n"
+           "                          against loops on small models; 1 for eval and bench)\n"
            "  --repeat-last-n N       window of the repetition penalty (default 64)\n"
+           "  --repeat-scope generated|all  what the penalty's window looks at: the tokens\n"
+           "                          generated so far (run and chat: an answer may copy from\n"
+           "                          its document) or prompt tokens too (eval, bench; llama.cpp)\n"
            "  --seed S                random seed (default fixed, so runs repeat)\n"
-           "  --chat-template NAME    chatml | llama3 | mistral (default: from the model)\n"
+           "  --chat-template NAME    chatml | llama3 | llama3.1 | mistral | gemma | phi3 (default:\n"
+           "                          the family of the model's own template)\n"
            "  --check-numerics        debug: look for NaN/Inf after every layer and name the\n"
            "                          first one (slow; without it, non-finite logits are still\n"
            "                          caught and the layer named)\n"
@@ -115,9 +125,11 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         if (!strcmp(v, "f32")) o->weights = LC_WEIGHTS_F32;
         else if (!strcmp(v, "f16")) o->weights = LC_WEIGHTS_F16;
         else if (!strcmp(v, "bf16")) o->weights = LC_WEIGHTS_BF16;
+        else if (!strcmp(v, "native")) o->weights = LC_WEIGHTS_NATIVE;
         else if (!strcmp(v, "auto")) o->weights = LC_WEIGHTS_AUTO;
         else {
-            fprintf(stderr, "longctx %s: --weights: '%s' is not one of f32, f16, bf16, auto\n", cmd, v);
+            fprintf(stderr, "longctx %s: --weights: '%s' is not one of native, f32, f16, bf16, "
+                    "auto\n", cmd, v);
             return -1;
         }
     } else if (!strcmp(a, "--page-size")) {
@@ -214,11 +226,18 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
         o->knob_prefix[o->n_knobs]    = set ? "" : ts ? "ts" : "hip";
         o->knob_name[o->n_knobs]      = buf;
         o->knob_val[o->n_knobs++]     = v;
+    } else if (!strcmp(a, "--repeat-scope")) {
+        VAL();
+        if (strcmp(v, "generated") && strcmp(v, "all")) {
+            fprintf(stderr, "longctx %s: --repeat-scope: '%s' is not generated or all\n", cmd, v);
+            return -1;
+        }
+        o->sampling.repeat_generated_only = !strcmp(v, "generated");
     } else if (!strcmp(a, "--chat-template")) {
         VAL();
         if (lc_chat_template_from_name(v, &o->chat_template) != LC_OK) {
-            fprintf(stderr, "longctx %s: --chat-template: unknown template '%s' (known: chatml, "
-                    "llama3, mistral)\n", cmd, v);
+            fprintf(stderr, "longctx %s: --chat-template: unknown template '%s' (known: %s)\n",
+                    cmd, v, lc_chat_template_names());
             return -1;
         }
     } else {
@@ -381,17 +400,56 @@ int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_
 
 int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream,
             int64_t progress_min, gen_result *res) {
+    const gen_run_opts o = {.stream = stream, .progress_min = progress_min};
+    return gen_run_ex(cmd, ctx, req, &o, res);
+}
+
+/* The expected prompt time of a CPU run from the first chunk's rate (one line, up front): the
+ * cost of a token at position x is a (the projections and the FFN: 2 flops a parameter) plus
+ * b x (attention: 4 flops per key, query head and head dimension in every layer), b from the
+ * flop ratio at the measured rate. The attention kernels run below the GEMMs' flop rate, so
+ * this is a lower bound rather than a promise; the progress line then tracks the truth. */
+static void cpu_prompt_note(const char *cmd, const gen_run_opts *o, int64_t n_first, double t,
+                            int64_t n_prompt) {
+    const lc_model_info *m = o->cpu_note;
+    if (n_first <= 0 || t <= 0 || m->n_params == 0) return;
+    const double a  = t / (double)n_first;
+    const double b  = a * 4.0 * m->n_layer * m->n_head * m->head_dim / (2.0 * (double)m->n_params);
+    const double N  = (double)n_prompt;
+    const double s  = a * N + b * N * N / 2;
+    char         when[64];
+    if (s < 120) snprintf(when, sizeof when, "%.0f s", s);
+    else if (s < 7200) snprintf(when, sizeof when, "%.0f min", s / 60);
+    else snprintf(when, sizeof when, "%.1f h", s / 3600);
+    fprintf(stderr, "longctx %s: a %lld-token prompt on the CPU: expect at least %s for the "
+            "prompt (%.0f tok/s on the first %lld tokens, slower as the context grows)%s\n",
+            cmd, (long long)n_prompt, when, (double)n_first / t, (long long)n_first,
+            o->cpu_note_sparse
+                ? "; the sparse methods are faster only on a GPU: on the CPU their kernels are "
+                  "reference code, slower than dense"
+                : "; the sparse methods (--attn infinitehip, hip, tokenselect) need a GPU to "
+                  "be faster than dense");
+}
+
+int gen_run_ex(const char *cmd, lc_context *ctx, const lc_request *req, const gen_run_opts *o,
+               gen_result *res) {
     memset(res, 0, sizeof *res);
-    int32_t seq;
-    int     st = lc_context_add(ctx, req, &seq);
+    res->last_token = -1;
+    const bool    stream = o->stream;
+    const int64_t progress_min = o->progress_min;
+    int32_t seq = o->keep_seq ? *o->keep_seq : -1;
+    int     st  = seq >= 0 ? lc_context_continue(ctx, seq, o->n_keep, req)
+                           : lc_context_add(ctx, req, &seq);
     if (st != LC_OK) {
-        cli_fail(cmd, "the request", st);
+        res->status = st;
+        if (!o->quiet_fail) cli_fail(cmd, "the request", st);
         return CLI_ERR;
     }
+    if (o->keep_seq) *o->keep_seq = seq;
     size_t cap = 1024;
     res->text  = malloc(cap);
     if (!res->text) {
-        lc_context_remove(ctx, seq);
+        if (!o->keep_seq) lc_context_remove(ctx, seq);
         fprintf(stderr, "longctx %s: out of memory\n", cmd);
         return CLI_ERR;
     }
@@ -405,7 +463,22 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
     int          rc     = CLI_OK;
     double      *tok_t  = NULL; /* when each generated token arrived */
     size_t       n_tok_t = 0, cap_tok_t = 0;
+    bool         noted  = o->cpu_note == NULL;
+    /* decode progress (tokens done/total, tok/s) on long generations: on a terminal, unless
+     * the answer streams to the same terminal (the text is the progress there, and a line
+     * rewritten in place would overwrite it); in a log only when the prompt's progress shows
+     * too (progress_min) */
+    cli_progress dpr;
+    cli_progress_begin(&dpr, "generating");
+    const bool out_tty = isatty(1), same_tty = stream && out_tty && dpr.tty;
+    const bool dshow   = o->decode_progress && !same_tty && (dpr.tty || show) &&
+                       req->max_tokens >= 2;
+    const int64_t dtotal = req->max_tokens >= (1 << 30) ? 0 : req->max_tokens;
     for (;;) {
+        if (o->interrupt && *o->interrupt) { /* the caller stops this answer */
+            res->interrupted = true;
+            break;
+        }
         lc_event ev[4];
         size_t   n_ev;
         st = lc_context_step(ctx, ev, 4, &n_ev);
@@ -417,8 +490,16 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
         }
         if (n_ev == 0) break;
         const lc_event *e = &ev[0];
+        if (e->token >= 0) res->last_token = e->token;
         if (show && e->n_prompt_done <= e->n_prompt && e->token < 0 && e->finish == LC_FINISH_NONE)
             cli_progress_update(&pr, e->n_prompt_done, e->n_prompt, "tokens");
+        if (!noted && e->token < 0 && e->n_prompt_done > 0) {
+            noted = true;
+            if (e->n_prompt_done < e->n_prompt) {
+                cli_progress_end(&pr);
+                cpu_prompt_note(cmd, o, e->n_prompt_done, cli_now() - t0, e->n_prompt);
+            }
+        }
         const double t_ev = e->token >= 0 ? cli_now() : 0;
         if (e->token >= 0) {
             if (n_tok_t == cap_tok_t) {
@@ -434,7 +515,10 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
                 cli_progress_update(&pr, e->n_prompt, e->n_prompt, "tokens");
                 cli_progress_end(&pr);
             }
+            dpr.t0 = dpr.last = t_ev; /* the first line after one interval */
         }
+        if (dshow && e->token >= 0)
+            cli_progress_update(&dpr, e->n_generated, dtotal, "tokens");
         if (e->text_len) {
             if (res->len + e->text_len + 1 > cap) {
                 while (res->len + e->text_len + 1 > cap) cap *= 2;
@@ -465,6 +549,8 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
             break;
         }
     }
+    cli_progress_end(&dpr);
+    cli_progress_end(&pr); /* (a request stopped during its prompt) */
     const double t1 = cli_now();
     if (t_first == 0) t_first = t1;
     res->prompt_s = t_first - t0;
@@ -477,6 +563,6 @@ int gen_run(const char *cmd, lc_context *ctx, const lc_request *req, bool stream
         res->step_median_s = n % 2 ? tok_t[n / 2] : 0.5 * (tok_t[n / 2 - 1] + tok_t[n / 2]);
     }
     free(tok_t);
-    lc_context_remove(ctx, seq);
+    if (!o->keep_seq) lc_context_remove(ctx, seq);
     return rc;
 }

@@ -12,8 +12,8 @@ export LC_COMMIT=${LC_COMMIT:-unknown}
 O=/tmp/v; mkdir -p $O
 nvidia-smi --query-gpu=name,driver_version --format=csv > $O/gpu.txt
 cp -r .deb build-prev-src/ 2>/dev/null
-bash scripts/gpu-build.sh > $O/build.log 2>&1 &
-(cd build-prev-src && bash scripts/gpu-build.sh > $O/build-prev.log 2>&1) &
+bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > $O/build.log 2>&1 &
+(cd build-prev-src && bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > $O/build-prev.log 2>&1) &
 wait
 test -x build-gpu/longctx && test -x build-prev-src/build-gpu/longctx || { echo build failed; tail $O/build*.log; exit 1; }
 ctest --test-dir build-gpu -L cuda -E "qwen|test_attention_cuda" --timeout 300 --output-on-failure -j4 > $O/ctest.log 2>&1

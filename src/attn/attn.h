@@ -3,8 +3,9 @@
  * function pointers per method, with per-(sequence, layer) state owned by the sequence. The
  * model forward calls method->forward for every layer with the batch's rotated queries (and,
  * for methods that re-assign positions, the same queries before RoPE); the method decides
- * which keys each query reads and calls the backend's kernels. Methods: dense (a static
- * instance) and infinitehip (an instance per context, holding its settings and workspace).
+ * which keys each query reads and calls the backend's kernels. Methods (registry.c): dense (a
+ * static instance); infinitehip, hip, tokenselect and streaming (an instance per context,
+ * holding its settings, workspace and per-layer decode-cache pools; select/query_blocks.h).
  */
 #ifndef LC_ATTN_H
 #define LC_ATTN_H
@@ -13,6 +14,26 @@
 #include "backend/backend.h"
 
 struct lc_last_selection;
+
+/* One layer's attention of a batch, as the model forward hands it to a method. */
+typedef struct lc_attn_call {
+    int32_t                 layer;
+    const lc_kv_layer_view *kv;     /* the layer's paged keys and values */
+    const lc_attn_seq      *seqs;   /* [n_seqs] the batch's sequences and their rows */
+    int32_t                 n_seqs;
+    void *const            *states; /* [n_seqs] each sequence's state of this layer (or NULL) */
+    const float            *q;      /* [rows][n_head][head_dim], rotated at the true positions */
+    const float            *q_raw;  /* the same before RoPE (NULL unless needs_raw_q) */
+    int32_t                 n_head;
+    const lc_rope_table    *rope;
+    float                   scale;
+    float                  *out; /* [rows][n_head][head_dim] */
+} lc_attn_call;
+
+/* Dense attention over every earlier key for a call (every method's fallback). */
+static inline int lc_attn_call_dense(lc_backend *b, const lc_attn_call *c) {
+    return b->attn_dense(b, c->kv, c->seqs, c->n_seqs, c->q, c->n_head, c->rope, c->scale, c->out);
+}
 
 typedef struct lc_attn_method {
     const char *name;
@@ -23,12 +44,8 @@ typedef struct lc_attn_method {
     /* Per-(sequence, layer) state; may be NULL for stateless methods. */
     int (*state_create)(const struct lc_attn_method *m, int32_t layer, void **state);
     void (*state_free)(const struct lc_attn_method *m, void *state);
-    /* out[n_rows][n_head][head_dim] = attention of the batch's queries over the paged KV.
-     * q: rotated at the true positions; q_raw: before RoPE (NULL unless needs_raw_q). */
-    int (*forward)(const struct lc_attn_method *m, lc_backend *b, int32_t layer,
-                   const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                   void *const *states, const float *q, const float *q_raw, int32_t n_head,
-                   const lc_rope_table *rope, float scale, float *out);
+    /* call->out = attention of the batch's queries over the layer's paged KV. */
+    int (*forward)(const struct lc_attn_method *m, lc_backend *b, const lc_attn_call *call);
     /* Once per model forward, before any layer's ops (and before a decode step is captured or
      * replayed as a graph): the host's part of every layer's forward of this batch — cut the
      * query blocks, decide per layer the dense shortcut and which cached selections each

@@ -63,6 +63,12 @@ typedef struct lc_settings_table {
     const char               *default_preset; /* a name in presets */
 } lc_settings_table;
 
+/* The table of a method whose settings struct is type, from its base defaults and its keys[] and
+ * presets[] arrays, with the preset "default" as the default. */
+#define LC_SETTINGS_TABLE(method, type, base, keys, presets)                                      \
+    {(method), sizeof(type), &(base), (keys), (int32_t)(sizeof(keys) / sizeof((keys)[0])),       \
+     (presets), (int32_t)(sizeof(presets) / sizeof((presets)[0])), "default"}
+
 /* The setting named key (or its alias), NULL if none. */
 const lc_setting *lc_settings_find(const lc_settings_table *t, const char *key);
 /* "chunks, k, refresh, ..." (table order) into buf. */

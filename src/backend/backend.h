@@ -49,9 +49,15 @@ typedef struct lc_backend lc_backend;
 typedef struct lc_weight {
     int64_t  rows;
     int64_t  cols;
-    uint32_t type; /* storage type in the backend (LC_TYPE_F32 on the CPU) */
+    uint32_t type;     /* storage type in the backend: LC_TYPE_F32 / F16 / BF16, or (CPU,
+                          LC_WEIGHT_NATIVE) the file's own block type */
     void    *data;
+    bool     borrowed; /* data points into the model file's mapping (not freed) */
 } lc_weight;
+
+/* lc_backend.weight_type: hold every matrix in its file type where the backend computes with
+ * that type (CPU: every type lc_dequantize reads), the mapped file pages used as they are. */
+#define LC_WEIGHT_NATIVE 0xffffffffu
 
 /* RoPE pairing conventions (spec/ecosystem-and-style.md §1.4). */
 typedef enum lc_rope_pairing {
@@ -281,14 +287,18 @@ int lc_attn_segments_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_
  *                of them when there are no more than k,
  * written as segments: the maximal runs of consecutive selected positions, sorted by start
  * (out_n[b] of them at out + b * out_cap).
- * Selection cache (decode): with cache_q non-NULL (then n_qb == 1), f flattened over the heads
- * (n_head * head_dim values) is compared with cache_q: when *cache_valid != 0 and
- * cos(f, cache_q) >= theta (cos = f·c / (|f| |c|), taken as 0 when a norm is 0) the call is a hit:
- * out, out_n, cache_q and cache_valid are left as they are (the previous selection stands) and
- * counts[0] += 1; otherwise (a miss) the selection is computed, f is copied into cache_q,
- * *cache_valid = 1 and counts[1] += 1. counts (may be NULL) accumulate. A backend decides hit or
- * miss where the data is (the CUDA twin on the device: no host round trip; a hit costs only its
- * early-returning launches), so a step never waits for the host.
+ * Selection cache (decode): with cache_q non-NULL, each block b has a cache slot (list[b] with
+ * `list`, else b; a call of several blocks with the cache needs `list`): its f flattened over
+ * the heads (n_head * head_dim values) is compared with the slot's cache_q + slot * n_head *
+ * head_dim: when cache_valid[slot] != 0 and cos(f, cache_q) >= theta (cos = f·c / (|f| |c|),
+ * taken as 0 when a norm is 0) the block is a hit: its out / out_n lists, cache_q and
+ * cache_valid are left as they are (the previous selection stands) and counts[0] += 1;
+ * otherwise (a miss) its selection is computed, f is copied into its cache_q,
+ * cache_valid[slot] = 1 and counts[1] += 1. counts (may be NULL) accumulate. A backend decides
+ * hit or miss per block where the data is (the CUDA twin on the device: no host round trip; a
+ * hit costs only early-returning work), so a step never waits for the host, and one launch
+ * serves every decode sequence of a step, each with its own cache (batched decode, above:
+ * `list` names the slot of out / out_n / cache_q / cache_valid; select_tokens has no `from`).
  */
 typedef struct lc_select_tokens_args {
     int32_t     n_init;      /* first candidate position (the sink [0, n_init) is not one) */
@@ -298,10 +308,11 @@ typedef struct lc_select_tokens_args {
     int32_t     max_rows;    /* >= every block's n_rows (launch size) */
     int32_t     max_cand;    /* >= win0 - n_init of every block (launch size) */
     int32_t     out_cap;     /* capacity of each block's list, >= min(k, max_cand) */
-    lc_segment *out;         /* [n_qb][out_cap] */
-    int32_t    *out_n;       /* [n_qb] */
-    float      *cache_q;     /* [n_head * head_dim], or NULL: no selection cache */
-    int32_t    *cache_valid; /* [1] (with cache_q) */
+    lc_segment *out;         /* [n_qb or slots][out_cap] */
+    int32_t    *out_n;       /* [n_qb or slots] */
+    float      *cache_q;     /* [slots][n_head * head_dim], or NULL: no selection cache */
+    int32_t    *cache_valid; /* [slots] (with cache_q) */
+    const int32_t *list;     /* [n_qb] or NULL: block b's slot (out, out_n, cache_q, cache_valid) */
     float       theta;       /* cosine threshold of a hit */
     int64_t    *counts;      /* [2]: hits, misses (accumulated); may be NULL */
 } lc_select_tokens_args;
@@ -380,7 +391,10 @@ struct lc_backend {
     const char *name;
     lc_device   device;
     int         n_threads;   /* host threads used by the ops */
-    uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16 / BF16) */
+    uint32_t    weight_type; /* storage type for weight matrices (LC_TYPE_F32 / F16 / BF16,
+                                or LC_WEIGHT_NATIVE) */
+    bool        native_fast; /* its products over native (block-type) weights have vector
+                                kernels on this machine (CPU: AVX-512, detected at run time) */
     uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / F16) */
     int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
     /* The kernel choices the ops follow (longctx.h; all zero, the defaults, from the

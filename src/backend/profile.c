@@ -214,10 +214,14 @@ static void prof_dealloc(lc_backend *b, void *ptr) {
     p->fn.dealloc(b, ptr);
 }
 
+/* the bytes a weight holds: its rows in its type (a native block-type matrix: the file's
+ * bytes, mapped rather than allocated) */
 static uint64_t weight_bytes(const lc_weight *w) {
     if (!w->data) return 0;
-    const uint64_t elem = w->type == LC_TYPE_F16 || w->type == LC_TYPE_BF16 ? 2u : 4u;
-    return (uint64_t)w->rows * (uint64_t)w->cols * elem;
+    uint64_t row_bytes;
+    if (!lc_type_row_bytes(w->type, (uint64_t)w->cols, &row_bytes))
+        row_bytes = (uint64_t)w->cols * 4u;
+    return (uint64_t)w->rows * row_bytes;
 }
 
 static int prof_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w) {
@@ -327,12 +331,17 @@ static int prof_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     TIMED(OP_ATTN_DENSE, p_->fn.attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out));
 }
 
-static int prof_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
-                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                          const lc_prune_chunks_args *a) {
-    TIMED(OP_HIP_STAGE, p_->fn.prune_chunks(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
-}
+/* prune_chunks, select_tokens and select_blocks: the same parameters but for their args' type */
+#define PROF_SELECTION_OP(name, op, args_type)                                                \
+    static int prof_##name(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs, \
+                           int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,                 \
+                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,     \
+                           const args_type *a) {                                              \
+        TIMED(op, p_->fn.name(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));        \
+    }
+PROF_SELECTION_OP(prune_chunks, OP_HIP_STAGE, lc_prune_chunks_args)
+PROF_SELECTION_OP(select_tokens, OP_TS_SELECT, lc_select_tokens_args)
+PROF_SELECTION_OP(select_blocks, OP_HIP_MASK, lc_select_blocks_args)
 
 static int prof_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                             int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
@@ -344,20 +353,6 @@ static int prof_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const l
 
 static int prof_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
     TIMED(OP_COPY, p_->fn.copy(b, dst, src, bytes));
-}
-
-static int prof_select_tokens(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                          int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
-                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                          const lc_select_tokens_args *a) {
-    TIMED(OP_TS_SELECT, p_->fn.select_tokens(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
-}
-
-static int prof_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
-                         int32_t n_seqs, const lc_qblock *qb, int32_t n_qb,
-                         const float *q_raw, int32_t n_head, const lc_rope_table *rope,
-                         const lc_select_blocks_args *a) {
-    TIMED(OP_HIP_MASK, p_->fn.select_blocks(b, kv, seqs, n_seqs, qb, n_qb, q_raw, n_head, rope, a));
 }
 
 static int prof_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,

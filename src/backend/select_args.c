@@ -84,9 +84,9 @@ int lc_select_tokens_check(const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
     if ((int64_t)a->fp_pos + a->max_rows > rope->n_pos)
         return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: fingerprint positions up to %d, the RoPE "
                        "table has %d", a->fp_pos + a->max_rows - 1, rope->n_pos);
-    if (a->cache_q && (n_qb != 1 || !a->cache_valid))
-        return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: the selection cache needs one block "
-                       "(got %d) and cache_valid", n_qb);
+    if (a->cache_q && ((n_qb != 1 && !a->list) || !a->cache_valid))
+        return lc_fail(LC_ERR_INVALID_ARG, "select_tokens: the selection cache needs cache_valid and, "
+                       "for %d blocks, their slots (list)", n_qb);
     return LC_OK;
 }
 

@@ -34,6 +34,8 @@ typedef struct knob {
 #define F(field) offsetof(lc_tuning, field)
 
 static const knob k_knobs[] = {
+    {"cpu-dot", KNOB_BOOL, F(cpu_q8_dot), {"fp32", "q8"}, 0, 0,
+     "CPU decode products: fp32 inputs, or 8-bit inputs with integer dots (AVX-512 VNNI)"},
     {"cuda-graphs", KNOB_BOOL, F(no_cuda_graphs), {"on", "off"}, 0, 0,
      "decode steps replayed as CUDA graphs"},
     {"gemv", KNOB_BOOL, F(no_gemv), {"on", "off"}, 0, 0,

@@ -101,10 +101,14 @@ static int read_rotated_keys(lc_backend *b, const lc_kv_layer_view *kv, const in
     return st;
 }
 
-static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv_layer_view *kv,
-                       const lc_attn_seq *seq, void *const *states, const float *q,
-                       const float *q_raw, int32_t n_head, const lc_rope_table *rope, float scale,
-                       const float *out_dense) {
+/* call: the dense forward of the one sequence whose attention is measured (its output in
+ * call->out); the method under test runs on the same inputs into a scratch. */
+static int probe_layer(probe_impl *pi, lc_backend *b, const lc_attn_call *call) {
+    const lc_attn_seq *seq = &call->seqs[0];
+    const lc_kv_layer_view *kv = call->kv;
+    const int32_t layer = call->layer, n_head = call->n_head;
+    const float scale = call->scale;
+    const float *out_dense = call->out;
     const int32_t R = seq->n_rows, D = kv->head_dim, H = kv->n_kv_head;
     /* the rows measured: the last M of the forward's R */
     const int32_t M = pi->measure_rows > 0 && pi->measure_rows < R ? pi->measure_rows : R;
@@ -115,8 +119,9 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     memset(res, 0, sizeof *res);
     float *tmp = b->alloc(b, sizeof(float) * W * (size_t)(seq->row0 + R), "fidelity probe");
     if (!tmp) return LC_ERR_NOMEM;
-    int st = pi->method->forward(pi->method, b, layer, kv, seq, 1, states, q, q_raw, n_head, rope,
-                                 scale, tmp);
+    lc_attn_call sub = *call;
+    sub.out = tmp;
+    int st = pi->method->forward(pi->method, b, &sub);
     lc_last_selection last;
     memset(&last, 0, sizeof last);
     if (st == LC_OK) st = lc_attn_last(pi->method, &last);
@@ -126,11 +131,11 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     float *kh = lc_malloc(sizeof(float) * (size_t)n_keys * (size_t)H * (size_t)D, "fidelity keys");
     if (!qh || !od || !os || !kh) st = st == LC_OK ? LC_ERR_NOMEM : st;
     const size_t off = (size_t)seq->row0 * W;
-    if (st == LC_OK) st = b->download(b, qh, q + off, sizeof(float) * W * (size_t)R);
+    if (st == LC_OK) st = b->download(b, qh, call->q + off, sizeof(float) * W * (size_t)R);
     if (st == LC_OK) st = b->download(b, od, out_dense + off, sizeof(float) * W * (size_t)R);
     if (st == LC_OK) st = b->download(b, os, tmp + off, sizeof(float) * W * (size_t)R);
     /* keys [token][kv_head][dim] in fp32, rotated at their true positions */
-    if (st == LC_OK) st = read_rotated_keys(b, kv, seq->page_table, n_keys, rope, kh);
+    if (st == LC_OK) st = read_rotated_keys(b, kv, seq->page_table, n_keys, call->rope, kh);
     if (st == LC_OK) {
         double e = 0, nn = 0;
         for (size_t i = 0; i < W * (size_t)R; i++) {
@@ -277,15 +282,13 @@ static int probe_layer(probe_impl *pi, lc_backend *b, int32_t layer, const lc_kv
     return st;
 }
 
-static int probe_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
-                         const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                         void *const *states, const float *q, const float *q_raw, int32_t n_head,
-                         const lc_rope_table *rope, float scale, float *out) {
+static int probe_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_call *call) {
     probe_impl *pi = m->impl;
-    int st = b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (st != LC_OK || n_seqs != 1 || (int64_t)seqs[0].pos0 + seqs[0].n_rows != pi->final_end)
+    int st = lc_attn_call_dense(b, call);
+    if (st != LC_OK || call->n_seqs != 1 ||
+        (int64_t)call->seqs[0].pos0 + call->seqs[0].n_rows != pi->final_end)
         return st;
-    return probe_layer(pi, b, layer, kv, &seqs[0], states, q, q_raw, n_head, rope, scale, out);
+    return probe_layer(pi, b, call);
 }
 
 lc_fidelity_params lc_fidelity_default_params(void) {

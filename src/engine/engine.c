@@ -98,12 +98,34 @@ lc_context_params lc_context_default_params(void) {
     return p;
 }
 
+/* Free a sequence's per-layer attention-method states ([n_layer]; NULL: nothing). */
+static void states_free(lc_context *c, void **states) {
+    if (states && c->attn && c->attn->state_free)
+        for (int32_t l = 0; l < c->model->hp.n_layer; l++)
+            if (states[l]) c->attn->state_free(c->attn, states[l]);
+    free(states);
+}
+
+/* New per-layer attention-method states ([n_layer], no cached selection) into *out. */
+static int states_new(lc_context *c, void ***out) {
+    *out          = NULL;
+    void **states = lc_calloc((size_t)c->model->hp.n_layer, sizeof(void *), "attention state");
+    if (!states) return LC_ERR_NOMEM;
+    int st = LC_OK;
+    if (c->attn->state_create)
+        for (int32_t l = 0; l < c->model->hp.n_layer && st == LC_OK; l++)
+            st = c->attn->state_create(c->attn, l, &states[l]);
+    if (st != LC_OK) {
+        states_free(c, states);
+        return st;
+    }
+    *out = states;
+    return LC_OK;
+}
+
 static void seq_clear(lc_context *c, lc_seq *s) {
     if (s->kv.pages) lc_kv_seq_release(c->kv, &s->kv);
-    if (s->attn_states && c->attn && c->attn->state_free)
-        for (int32_t l = 0; l < c->model->hp.n_layer; l++)
-            if (s->attn_states[l]) c->attn->state_free(c->attn, s->attn_states[l]);
-    free(s->attn_states);
+    states_free(c, s->attn_states);
     free(s->tokens);
     for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
     free(s->stop);
@@ -312,9 +334,9 @@ static lc_seq *seq_find(const lc_context *c, int32_t id) {
     return NULL;
 }
 
-int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
-    lc_clear_error();
-    if (!c || !r || !seq_id) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: NULL argument");
+/* The checks lc_context_add and lc_context_continue share: the prompt (its ids in the
+ * vocabulary, fitting n_ctx after the held tokens), stop strings, max_tokens, sampling. */
+static int check_request(const lc_context *c, const lc_request *r, int64_t held) {
     const int32_t V = c->model->hp.n_vocab;
     if (r->n_prompt == 0) return lc_fail(LC_ERR_INVALID_ARG, "the prompt is empty");
     if (!r->prompt)
@@ -332,14 +354,42 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
             return lc_fail(LC_ERR_INVALID_ARG, "stop string %zu is longer than %d bytes", i,
                            LC_MAX_STOP_LEN);
     if (r->max_tokens < 0) return lc_fail(LC_ERR_INVALID_ARG, "max_tokens %d < 0", r->max_tokens);
-    if ((int64_t)r->n_prompt > c->p.n_ctx)
-        return lc_fail(LC_ERR_CONTEXT, "the prompt has %zu tokens but the context holds %d "
-                       "(raise -c/--ctx up to the memory you have)", r->n_prompt, c->p.n_ctx);
+    if (held + (int64_t)r->n_prompt > c->p.n_ctx) {
+        if (held == 0)
+            return lc_fail(LC_ERR_CONTEXT, "the prompt has %zu tokens but the context holds %d "
+                           "(raise -c/--ctx up to the memory you have)", r->n_prompt, c->p.n_ctx);
+        return lc_fail(LC_ERR_CONTEXT, "%lld tokens so far and %zu new ones do not fit the "
+                       "context of %d tokens (raise -c/--ctx, or start over)", (long long)held,
+                       r->n_prompt, c->p.n_ctx);
+    }
     for (size_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= V)
             return lc_fail(LC_ERR_INVALID_ARG, "prompt token %zu has id %d outside the vocabulary "
                            "(0 .. %d)", i, r->prompt[i], V - 1);
-    int st = lc_sampling_check(&r->sampling);
+    return lc_sampling_check(&r->sampling);
+}
+
+/* Copy a request's stop strings into the sequence (s->stop empty before). */
+static int seq_set_stops(lc_seq *s, const lc_request *r) {
+    if (!r->n_stop) return LC_OK;
+    s->stop = lc_calloc(r->n_stop, sizeof(char *), "stop strings");
+    if (!s->stop) return LC_ERR_NOMEM;
+    for (size_t i = 0; i < r->n_stop; i++) {
+        if (!r->stop[i] || !r->stop[i][0]) continue;
+        s->stop[s->n_stop] = strdup(r->stop[i]);
+        if (!s->stop[s->n_stop]) return lc_fail(LC_ERR_NOMEM, "out of memory copying stop strings");
+        size_t len = strlen(r->stop[i]);
+        if (len > s->max_stop_len) s->max_stop_len = len;
+        s->n_stop++;
+    }
+    return LC_OK;
+}
+
+int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
+    lc_clear_error();
+    if (!c || !r || !seq_id) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_add: NULL argument");
+    const int32_t V = c->model->hp.n_vocab;
+    int st = check_request(c, r, 0);
     if (st != LC_OK) return st;
     lc_seq *s = NULL;
     for (int32_t i = 0; i < c->p.n_seq_max && !s; i++)
@@ -355,17 +405,14 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     s->cap_tokens = (int64_t)r->n_prompt + (r->max_tokens < 4096 ? r->max_tokens : 4096) + 1;
     s->tokens     = lc_malloc(sizeof(int32_t) * (size_t)s->cap_tokens, "sequence tokens");
     s->logits     = lc_malloc(sizeof(float) * (size_t)V, "sequence logits");
-    s->attn_states = lc_calloc((size_t)c->model->hp.n_layer, sizeof(void *), "attention state");
-    if (!s->tokens || !s->logits || !s->attn_states) {
+    if (!s->tokens || !s->logits) {
         seq_clear(c, s);
         return LC_ERR_NOMEM;
     }
-    if (c->attn->state_create)
-        for (int32_t l = 0; l < c->model->hp.n_layer; l++)
-            if ((st = c->attn->state_create(c->attn, l, &s->attn_states[l])) != LC_OK) {
-                seq_clear(c, s);
-                return st;
-            }
+    if ((st = states_new(c, &s->attn_states)) != LC_OK) {
+        seq_clear(c, s);
+        return st;
+    }
     if ((st = lc_sampler_init(&s->sampler, &r->sampling, V)) != LC_OK) {
         seq_clear(c, s);
         return st;
@@ -375,23 +422,9 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     s->n_prompt   = (int64_t)r->n_prompt;
     s->max_tokens = r->max_tokens;
     s->ignore_eos = r->ignore_eos;
-    if (r->n_stop) {
-        s->stop = lc_calloc(r->n_stop, sizeof(char *), "stop strings");
-        if (!s->stop) {
-            seq_clear(c, s);
-            return LC_ERR_NOMEM;
-        }
-        for (size_t i = 0; i < r->n_stop; i++) {
-            if (!r->stop[i] || !r->stop[i][0]) continue;
-            s->stop[s->n_stop] = strdup(r->stop[i]);
-            if (!s->stop[s->n_stop]) {
-                seq_clear(c, s);
-                return lc_fail(LC_ERR_NOMEM, "out of memory copying stop strings");
-            }
-            size_t len = strlen(r->stop[i]);
-            if (len > s->max_stop_len) s->max_stop_len = len;
-            s->n_stop++;
-        }
+    if ((st = seq_set_stops(s, r)) != LC_OK) {
+        seq_clear(c, s);
+        return st;
     }
     s->live         = true;
     s->last_sampled = -1;
@@ -400,6 +433,87 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     if (c->next_id <= 0) c->next_id = 1;
     *seq_id = s->id;
     return LC_OK;
+}
+
+int lc_context_continue(lc_context *c, int32_t seq_id, int64_t n_keep, const lc_request *r) {
+    lc_clear_error();
+    if (!c || !r) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_continue: NULL argument");
+    lc_seq *s = seq_find(c, seq_id);
+    if (!s) return lc_fail(LC_ERR_NOT_FOUND, "no sequence with id %d", seq_id);
+    if (s->finish == LC_FINISH_ERROR)
+        return lc_fail(LC_ERR_INVALID_ARG, "sequence %d ended with an error (%s): it cannot go on",
+                       seq_id, s->error ? s->error : "error");
+    const int64_t held = s->n_done;
+    if (n_keep < 0) n_keep = held;
+    if (n_keep > held)
+        return lc_fail(LC_ERR_INVALID_ARG, "lc_context_continue: n_keep %lld but the KV cache "
+                       "of sequence %d holds %lld tokens", (long long)n_keep, seq_id,
+                       (long long)held);
+    int st = check_request(c, r, n_keep);
+    if (st != LC_OK) return st;
+    const int64_t n_new = n_keep + (int64_t)r->n_prompt;
+    const int64_t need  = lc_kv_pages_for(c->kv, n_new) - s->kv.n_pages;
+    if (need > c->kv->n_free)
+        return lc_fail(LC_ERR_CONTEXT, "the new tokens need %lld more KV pages but only %lld "
+                       "of %lld are free", (long long)need, (long long)c->kv->n_free,
+                       (long long)c->kv->n_pages);
+    const int64_t cap = n_new + (r->max_tokens < 4096 ? r->max_tokens : 4096) + 1;
+    if (cap > s->cap_tokens) {
+        int32_t *t = realloc(s->tokens, sizeof(int32_t) * (size_t)cap);
+        if (!t) return lc_fail(LC_ERR_NOMEM, "out of memory growing a sequence");
+        s->tokens     = t;
+        s->cap_tokens = cap;
+    }
+    lc_sampler ns;
+    if ((st = lc_sampler_init(&ns, &r->sampling, c->model->hp.n_vocab)) != LC_OK) return st;
+    /* dropped tokens take the method's cached selections over them along: new states (a
+       continuation of one token is a decode step, which would reuse them) */
+    void **fresh = NULL;
+    if (n_keep < held && (st = states_new(c, &fresh)) != LC_OK) {
+        lc_sampler_free(&ns);
+        return st;
+    }
+    char  **old_stop = s->stop;
+    size_t  old_n    = s->n_stop, old_max = s->max_stop_len;
+    s->stop = NULL, s->n_stop = 0, s->max_stop_len = 0;
+    if ((st = seq_set_stops(s, r)) != LC_OK) {
+        for (size_t i = 0; i < s->n_stop; i++) free(s->stop[i]);
+        free(s->stop);
+        s->stop = old_stop, s->n_stop = old_n, s->max_stop_len = old_max;
+        lc_sampler_free(&ns);
+        states_free(c, fresh);
+        return st;
+    }
+    for (size_t i = 0; i < old_n; i++) free(old_stop[i]);
+    free(old_stop);
+    if (fresh) {
+        states_free(c, s->attn_states);
+        s->attn_states = fresh;
+    }
+    lc_sampler_free(&s->sampler);
+    s->sampler = ns;
+    memcpy(s->tokens + n_keep, r->prompt, sizeof(int32_t) * r->n_prompt);
+    s->n_tokens        = n_new;
+    s->n_done          = n_keep;
+    s->n_prompt        = n_new; /* the new tokens are a prompt: prefilled in chunks */
+    s->n_generated     = 0;
+    s->max_tokens      = r->max_tokens;
+    s->ignore_eos      = r->ignore_eos;
+    s->text_len        = 0;
+    s->text_emitted    = 0;
+    if (s->text) s->text[0] = '\0';
+    memset(&s->detok, 0, sizeof s->detok);
+    s->finish          = LC_FINISH_NONE;
+    s->reported_finish = false;
+    s->last_sampled    = -1;
+    s->has_logits      = false;
+    s->logits_row      = -1;
+    return LC_OK;
+}
+
+int64_t lc_context_seq_length(const lc_context *c, int32_t seq_id) {
+    const lc_seq *s = c ? seq_find(c, seq_id) : NULL;
+    return s ? s->n_done : -1;
 }
 
 int lc_context_remove(lc_context *c, int32_t seq_id) {
@@ -499,6 +613,12 @@ static void seq_fail(lc_seq *s, const char *fmt, ...) {
     free(s->error);
     s->error  = strdup(msg); /* NULL on no memory: the event then says only "error" */
     s->finish = LC_FINISH_ERROR;
+}
+
+/* Where the repetition penalty's history starts: the first generated token when the penalty
+ * looks at generated tokens only, else the start of the sequence. */
+static int64_t pen_from(const lc_seq *s) {
+    return s->sampler.p.repeat_generated_only ? s->n_prompt : 0;
 }
 
 /* The sequence of a batch row (index into c->seqs), -1 if none. */
@@ -601,7 +721,8 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         int64_t n_pen      = 0, pen_need = 0;
         for (int32_t li = 0; li < n_logit; li++) {
             const lc_seq *s = &c->seqs[c->logit_seq[li]];
-            if (s->n_generated < s->max_tokens) pen_need += lc_sampler_pen_max(&s->sampler, s->n_tokens);
+            if (s->n_generated < s->max_tokens)
+                pen_need += lc_sampler_pen_max(&s->sampler, s->n_tokens - pen_from(s));
         }
         if (pen_need > c->pen_cap) {
             int32_t *np = realloc(c->pen, sizeof(int32_t) * (size_t)pen_need);
@@ -618,10 +739,11 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
                 continue;
             }
             any_sample = true;
-            const int32_t cap = lc_sampler_pen_max(&s->sampler, s->n_tokens);
+            const int64_t h0  = pen_from(s);
+            const int32_t cap = lc_sampler_pen_max(&s->sampler, s->n_tokens - h0);
             /* c->pen stays NULL while no sequence has a penalty (NULL + 0 is undefined) */
-            const int32_t np  = lc_sampler_prepare(&s->sampler, s->tokens, s->n_tokens, r,
-                                                   c->pen ? c->pen + n_pen : NULL, cap);
+            const int32_t np  = lc_sampler_prepare(&s->sampler, s->tokens + h0, s->n_tokens - h0,
+                                                   r, c->pen ? c->pen + n_pen : NULL, cap);
             r->pen_off = (int32_t)n_pen;
             n_pen += np;
         }
@@ -770,7 +892,7 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
     if (!c || !tokens || (n_ranges > 0 && (!ranges || !logprob)) || n_ranges < 0)
         return lc_fail(LC_ERR_INVALID_ARG, "lc_context_score: NULL argument");
     const lc_hparams *hp = &c->model->hp;
-    const int32_t     V  = hp->n_vocab, L = hp->n_layer;
+    const int32_t     V  = hp->n_vocab;
     if (n_tokens < 1 || n_tokens > c->p.n_ctx)
         return lc_fail(LC_ERR_CONTEXT, "scoring %lld tokens: the context holds 1 .. %d "
                        "(raise -c/--ctx)", (long long)n_tokens, c->p.n_ctx);
@@ -796,17 +918,15 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
     const int32_t  max_lrows = c->p.score_rows > 0 ? c->p.score_rows : SCORE_LOGIT_ROWS;
     lc_kv_seq      kvs    = {0};
     lc_forward_ws *ws     = NULL;
-    void         **states = lc_calloc((size_t)L, sizeof(void *), "attention state");
+    void         **states = NULL;
     const int32_t  NB     = c->p.n_batch;
     int32_t *ids   = lc_malloc(sizeof(int32_t) * (size_t)NB, "score batch");
     int32_t *pos   = lc_malloc(sizeof(int32_t) * (size_t)NB, "score batch");
     int32_t *lrows = lc_malloc(sizeof(int32_t) * (size_t)max_lrows, "score batch");
     int64_t *lpos  = lc_malloc(sizeof(int64_t) * (size_t)max_lrows, "score batch");
     float   *lg    = lc_malloc(sizeof(float) * (size_t)V * (size_t)max_lrows, "score logits");
-    int st = (!states || !ids || !pos || !lrows || !lpos || !lg) ? LC_ERR_NOMEM : LC_OK;
-    if (st == LC_OK && c->attn->state_create)
-        for (int32_t l = 0; l < L && st == LC_OK; l++)
-            st = c->attn->state_create(c->attn, l, &states[l]);
+    int st = (!ids || !pos || !lrows || !lpos || !lg) ? LC_ERR_NOMEM : LC_OK;
+    if (st == LC_OK) st = states_new(c, &states);
     if (st == LC_OK) st = lc_kv_seq_reserve(c->kv, &kvs, n_tokens);
     if (st == LC_OK) st = lc_forward_ws_create(c->model, NB, max_lrows, &ws);
 
@@ -859,9 +979,7 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
     }
     if (ws) lc_forward_ws_free(c->model, ws);
     if (kvs.pages) lc_kv_seq_release(c->kv, &kvs);
-    if (states && c->attn->state_free)
-        for (int32_t l = 0; l < L; l++)
-            if (states[l]) c->attn->state_free(c->attn, states[l]);
-    free(states), free(ids), free(pos), free(lrows), free(lpos), free(lg);
+    states_free(c, states);
+    free(ids), free(pos), free(lrows), free(lpos), free(lg);
     return st;
 }

@@ -13,6 +13,19 @@
  *            the template's leading <s> is the tokenizer's BOS). Those templates reject
  *            system messages; like llama.cpp's formatter for them, a system message is
  *            written as "{content}\n" inside the current [INST] turn.
+ *   llama3.1 llama3 with the system turn Llama-3.1/3.2/3.3's templates always write:
+ *            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" and the
+ *            trimmed system message (or nothing) — the date the templates use when the caller
+ *            gives none (3.2/3.3 take today's date from strftime_now where it is defined);
+ *            tool/ipython messages get the ipython header and their content untrimmed.
+ *   gemma    <start_of_turn>{role}\n{trim(content)}<end_of_turn>\n ... <start_of_turn>model\n
+ *            (Gemma 1/2/3; the role "assistant" is written "model"). A leading system
+ *            message is Gemma 3's: its content and "\n\n" open the first turn that follows
+ *            (Gemma 1/2 reject system messages). The leading bos_token is the tokenizer's.
+ *   phi3     <|{role}|>\n{content}<|end|>\n ... <|assistant|>\n (Phi-3/Phi-3.5 mini;
+ *            roles system, user, assistant: the role is part of the special marker). Without
+ *            the generation prompt the template ends with eos_token; like bos_token, that is
+ *            left out (it ends a training sample, not a conversation to continue).
  * SmolLM2's and Qwen2's ChatML templates insert a default system prompt when the first
  * message is not a system one: lc_chat_default_system finds it, lc_chat_format_ex applies it.
  * The formatters also record where message text (roles, contents, the default system prompt)
@@ -99,7 +112,16 @@ static const struct {
     {"chatml", LC_CHAT_TEMPLATE_CHATML},
     {"llama3", LC_CHAT_TEMPLATE_LLAMA3},
     {"mistral", LC_CHAT_TEMPLATE_MISTRAL},
+    {"gemma", LC_CHAT_TEMPLATE_GEMMA},
+    {"phi3", LC_CHAT_TEMPLATE_PHI3},
+    {"llama3.1", LC_CHAT_TEMPLATE_LLAMA31},
 };
+
+#define NAMES "chatml, llama3, llama3.1, mistral, gemma, phi3"
+
+const char *lc_chat_template_names(void) {
+    return NAMES;
+}
 
 const char *lc_chat_template_name(lc_chat_template t) {
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
@@ -117,15 +139,29 @@ int lc_chat_template_from_name(const char *name, lc_chat_template *out) {
         }
     }
     return lc_fail(LC_ERR_NOT_FOUND,
-                   "unknown chat template '%s' (valid names: chatml, llama3, mistral)", name);
+                   "unknown chat template '%s' (valid names: " NAMES ")", name);
+}
+
+/* "<|user|>" followed by a newline as the template writes it: a real one or the escape \n
+ * inside a string literal (Phi-3; Phi-4-mini writes the markers without the newline, a
+ * different format). */
+static bool has_marker_nl(const char *jinja, const char *marker) {
+    const size_t n = strlen(marker);
+    for (const char *p = strstr(jinja, marker); p; p = strstr(p + 1, marker))
+        if (p[n] == '\n' || (p[n] == '\\' && p[n + 1] == 'n')) return true;
+    return false;
 }
 
 int lc_chat_template_detect(const char *jinja, lc_chat_template *out) {
     if (!out) return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_template_detect: NULL argument");
     *out = LC_CHAT_TEMPLATE_NONE;
     if (!jinja || !*jinja)
-        return lc_fail(LC_ERR_NOT_FOUND, "the model has no chat template; use --chat-template NAME "
-                                         "(chatml, llama3, mistral)");
+        return lc_fail(LC_ERR_NOT_FOUND, "the model has no chat template; name one with "
+                                         "--chat-template NAME (" NAMES ")");
+    if (strstr(jinja, "<start_of_turn>") && strstr(jinja, "<end_of_turn>")) {
+        *out = LC_CHAT_TEMPLATE_GEMMA;
+        return LC_OK;
+    }
     if (strstr(jinja, "<|im_start|>")) {
         /* llama.cpp: <|im_sep|> is phi4, <end_of_utterance> smolvlm: different formats */
         if (!strstr(jinja, "<|im_sep|>") && !strstr(jinja, "<end_of_utterance>")) {
@@ -133,17 +169,30 @@ int lc_chat_template_detect(const char *jinja, lc_chat_template *out) {
             return LC_OK;
         }
     } else if (strstr(jinja, "[INST]")) {
-        /* Llama-2's <<SYS>> variants place system prompts and spaces differently */
-        if (!strstr(jinja, "<<SYS>>")) {
+        /* Llama-2's <<SYS>> variants place system prompts and spaces differently; Mistral's
+         * later templates (v0.3, v7/Tekken: '[INST]' + content + '[/INST]', [SYSTEM_PROMPT])
+         * drop the spaces around the content that v0.1/v0.2 write: not this format */
+        if (!strstr(jinja, "<<SYS>>") && strstr(jinja, "[INST] ") && strstr(jinja, " [/INST]") &&
+            !strstr(jinja, "[SYSTEM_PROMPT]")) {
             *out = LC_CHAT_TEMPLATE_MISTRAL;
             return LC_OK;
         }
     } else if (strstr(jinja, "<|start_header_id|>") && strstr(jinja, "<|end_header_id|>")) {
-        *out = LC_CHAT_TEMPLATE_LLAMA3;
+        *out = strstr(jinja, "Cutting Knowledge Date:") ? LC_CHAT_TEMPLATE_LLAMA31
+                                                        : LC_CHAT_TEMPLATE_LLAMA3;
+        return LC_OK;
+    } else if (strstr(jinja, "<|end|>") && has_marker_nl(jinja, "<|user|>") &&
+               has_marker_nl(jinja, "<|assistant|>")) {
+        /* (Zephyr writes the same markers but ends turns with </s>: not matched) */
+        *out = LC_CHAT_TEMPLATE_PHI3;
         return LC_OK;
     }
-    return lc_fail(LC_ERR_NOT_FOUND, "the model's chat template is not one of the built-in "
-                                     "formats; use --chat-template NAME (chatml, llama3, mistral)");
+    char head[64];
+    const size_t n = strlen(jinja);
+    return lc_fail(LC_ERR_NOT_FOUND,
+                   "the model's chat template (%zu bytes, \"%s\") is none of the built-in "
+                   "families; name one with --chat-template NAME (" NAMES ")",
+                   n, lc_text_escape(head, sizeof head, jinja, n < 40 ? n : 40));
 }
 
 /* ---- default system prompt ------------------------------------------------------------------ */
@@ -251,6 +300,67 @@ static void format_mistral(sbuf *b, const lc_chat_message *m, size_t n) {
     }
 }
 
+static void format_llama31(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
+    size_t i = 0;
+    sb_add(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+              "2023\nToday Date: 26 Jul 2024\n\n");
+    if (n > 0 && strcmp(m[0].role, "system") == 0) {
+        sb_add_trimmed(b, m[0].content);
+        i = 1;
+    }
+    sb_add(b, "<|eot_id|>");
+    for (; i < n; i++) {
+        const bool tool = strcmp(m[i].role, "tool") == 0 || strcmp(m[i].role, "ipython") == 0;
+        sb_add(b, "<|start_header_id|>");
+        if (tool) sb_add(b, "ipython");
+        else sb_add_text(b, m[i].role, strlen(m[i].role));
+        sb_add(b, "<|end_header_id|>\n\n");
+        if (tool) sb_add_text(b, m[i].content, strlen(m[i].content));
+        else sb_add_trimmed(b, m[i].content);
+        sb_add(b, "<|eot_id|>");
+    }
+    if (add_assistant) sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void format_gemma(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
+    size_t      i      = 0;
+    const char *prefix = NULL; /* Gemma 3: a leading system message opens the first turn */
+    if (n > 0 && strcmp(m[0].role, "system") == 0) {
+        prefix = m[0].content;
+        i      = 1;
+    }
+    for (size_t first = i; i < n; i++) {
+        const char *role = strcmp(m[i].role, "assistant") == 0 ? "model" : m[i].role;
+        sb_add(b, "<start_of_turn>");
+        sb_add_text(b, role, strlen(role));
+        sb_add(b, "\n");
+        if (i == first && prefix) {
+            sb_add_text(b, prefix, strlen(prefix));
+            sb_add(b, "\n\n");
+        }
+        sb_add_trimmed(b, m[i].content);
+        sb_add(b, "<end_of_turn>\n");
+    }
+    if (add_assistant) sb_add(b, "<start_of_turn>model\n");
+}
+
+static void format_phi3(sbuf *b, const lc_chat_message *m, size_t n, bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        /* the role is part of the marker <|user|> (a special token), not message text */
+        sb_add(b, "<|");
+        sb_add(b, m[i].role);
+        sb_add(b, "|>\n");
+        sb_add_text(b, m[i].content, strlen(m[i].content));
+        sb_add(b, "<|end|>\n");
+    }
+    if (add_assistant) sb_add(b, "<|assistant|>\n");
+}
+
+static bool known_role(const char *role) {
+    return strcmp(role, "system") == 0 || strcmp(role, "user") == 0 ||
+           strcmp(role, "assistant") == 0;
+}
+
 int lc_chat_format_spans_ex(lc_chat_template t, const char *default_system,
                             const lc_chat_message *msgs, size_t n, bool add_assistant, char **out,
                             lc_text_span **spans, size_t *n_spans) {
@@ -265,21 +375,23 @@ int lc_chat_format_spans_ex(lc_chat_template t, const char *default_system,
         if (!msgs[i].role || !msgs[i].content)
             return lc_fail(LC_ERR_INVALID_ARG, "lc_chat_format: message %zu has no %s", i,
                            msgs[i].role ? "content" : "role");
-        if (t == LC_CHAT_TEMPLATE_MISTRAL && strcmp(msgs[i].role, "system") != 0 &&
-            strcmp(msgs[i].role, "user") != 0 && strcmp(msgs[i].role, "assistant") != 0)
+        if ((t == LC_CHAT_TEMPLATE_MISTRAL || t == LC_CHAT_TEMPLATE_PHI3) &&
+            !known_role(msgs[i].role))
         {
             char esc[96];
             return lc_fail(LC_ERR_INVALID_ARG,
                            "lc_chat_format: role '%s' of message %zu is not supported by the "
-                           "mistral template (system, user, assistant)",
-                           lc_text_escape(esc, sizeof esc, msgs[i].role, strlen(msgs[i].role)), i);
+                           "%s template (system, user, assistant)",
+                           lc_text_escape(esc, sizeof esc, msgs[i].role, strlen(msgs[i].role)), i,
+                           lc_chat_template_name(t));
         }
     }
     if (t != LC_CHAT_TEMPLATE_CHATML && t != LC_CHAT_TEMPLATE_LLAMA3 &&
-        t != LC_CHAT_TEMPLATE_MISTRAL)
+        t != LC_CHAT_TEMPLATE_MISTRAL && t != LC_CHAT_TEMPLATE_GEMMA && t != LC_CHAT_TEMPLATE_PHI3 &&
+        t != LC_CHAT_TEMPLATE_LLAMA31)
         return lc_fail(LC_ERR_INVALID_ARG,
                        "lc_chat_format: no chat template (%d); use "
-                       "--chat-template NAME (chatml, llama3, mistral)",
+                       "--chat-template NAME (" NAMES ")",
                        (int)t);
 
     /* the default system prompt goes in front when the conversation starts without one */
@@ -302,6 +414,15 @@ int lc_chat_format_spans_ex(lc_chat_template t, const char *default_system,
         break;
     case LC_CHAT_TEMPLATE_LLAMA3:
         format_llama3(&b, m, n, add_assistant);
+        break;
+    case LC_CHAT_TEMPLATE_LLAMA31:
+        format_llama31(&b, m, n, add_assistant);
+        break;
+    case LC_CHAT_TEMPLATE_GEMMA:
+        format_gemma(&b, m, n, add_assistant);
+        break;
+    case LC_CHAT_TEMPLATE_PHI3:
+        format_phi3(&b, m, n, add_assistant);
         break;
     default:
         format_mistral(&b, m, n);

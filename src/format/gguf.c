@@ -81,6 +81,11 @@ static uint64_t rd64(const uint8_t *p) {
     memcpy(&v, p, 8);
     return v;
 }
+static uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
 static uint32_t rd32(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
@@ -718,71 +723,82 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
 
 #define FMT_STR_MAX 80
 
+/* The characters fmt_string writes as a named escape, and those escapes. */
+static const char  named_from[] = "\"\\\n\r\t";
+static const char *named_to[]   = {"\\\"", "\\\\", "\\n", "\\r", "\\t"};
+
 static void fmt_string(sbuf *b, const uint8_t *s, uint64_t len) {
     sb_putc(b, '"');
     uint64_t n = len < FMT_STR_MAX ? len : FMT_STR_MAX;
     for (uint64_t i = 0; i < n; i++) {
         unsigned char c = s[i];
-        switch (c) {
-        case '"':
-            sb_puts(b, "\\\"");
-            break;
-        case '\\':
-            sb_puts(b, "\\\\");
-            break;
-        case '\n':
-            sb_puts(b, "\\n");
-            break;
-        case '\r':
-            sb_puts(b, "\\r");
-            break;
-        case '\t':
-            sb_puts(b, "\\t");
-            break;
-        default:
-            if (c >= 0x80) { /* non-ASCII: valid UTF-8 kept, C1 controls and bad bytes escaped */
-                uint64_t e = i;
-                while (e < n && s[e] >= 0x80)
-                    e++;
-                char esc[4 * FMT_STR_MAX + 4];
-                sb_puts(b, lc_text_escape(esc, sizeof esc, (const char *)s + i, (size_t)(e - i)));
-                i = e - 1;
-            } else if (c < 0x20 || c == 0x7f) {
-                sb_printf(b, "\\x%02x", c);
-            } else {
-                sb_putc(b, (char)c);
-            }
+        const char   *named = c ? strchr(named_from, c) : NULL;
+        if (named) {
+            sb_puts(b, named_to[named - named_from]);
+        } else if (c >= 0x80) { /* non-ASCII: valid UTF-8 kept, C1 controls and bad bytes escaped */
+            uint64_t e = i;
+            while (e < n && s[e] >= 0x80)
+                e++;
+            char esc[4 * FMT_STR_MAX + 4];
+            sb_puts(b, lc_text_escape(esc, sizeof esc, (const char *)s + i, (size_t)(e - i)));
+            i = e - 1;
+        } else if (c < 0x20 || c == 0x7f) {
+            sb_printf(b, "\\x%02x", c);
+        } else {
+            sb_putc(b, (char)c);
         }
     }
     sb_putc(b, '"');
     if (len > n) sb_printf(b, "...(%" PRIu64 " bytes)", len);
 }
 
+/* An integer value: its sign, its magnitude when not negative (0 when negative), and its
+ * value as a signed integer (saturated at INT64_MAX). */
+typedef struct {
+    bool     neg;
+    uint64_t mag;
+    int64_t  sv;
+} int_val;
+
+/* An unsigned integer u as an int_val. */
+static bool unsigned_val(uint64_t u, int_val *v) {
+    v->neg = false;
+    v->mag = u;
+    v->sv = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+    return true;
+}
+
+/* The integer of type t at p; false if t is not an integer type. */
+static bool int_at(lc_gguf_type t, const uint8_t *p, int_val *v) {
+    int64_t s;
+    switch (t) {
+    case LC_GGUF_TYPE_UINT8: return unsigned_val(p[0], v);
+    case LC_GGUF_TYPE_UINT16: return unsigned_val(rd16(p), v);
+    case LC_GGUF_TYPE_UINT32: return unsigned_val(rd32(p), v);
+    case LC_GGUF_TYPE_UINT64: return unsigned_val(rd64(p), v);
+    case LC_GGUF_TYPE_INT8: s = (int8_t)p[0]; break;
+    case LC_GGUF_TYPE_INT16: s = (int16_t)rd16(p); break;
+    case LC_GGUF_TYPE_INT32: s = (int32_t)rd32(p); break;
+    case LC_GGUF_TYPE_INT64: s = (int64_t)rd64(p); break;
+    default: return false;
+    }
+    v->neg = s < 0;
+    v->mag = s < 0 ? 0 : (uint64_t)s;
+    v->sv = s;
+    return true;
+}
+
 /* Render one scalar of type t at p. */
 static void fmt_scalar(sbuf *b, lc_gguf_type t, const uint8_t *p) {
+    int_val v;
+    if (int_at(t, p, &v)) {
+        if (v.neg)
+            sb_printf(b, "%" PRId64, v.sv);
+        else
+            sb_printf(b, "%" PRIu64, v.mag);
+        return;
+    }
     switch (t) {
-    case LC_GGUF_TYPE_UINT8:
-        sb_printf(b, "%u", p[0]);
-        break;
-    case LC_GGUF_TYPE_INT8:
-        sb_printf(b, "%d", (int8_t)p[0]);
-        break;
-    case LC_GGUF_TYPE_UINT16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        sb_printf(b, "%u", v);
-    } break;
-    case LC_GGUF_TYPE_INT16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        sb_printf(b, "%d", v);
-    } break;
-    case LC_GGUF_TYPE_UINT32:
-        sb_printf(b, "%" PRIu32, rd32(p));
-        break;
-    case LC_GGUF_TYPE_INT32:
-        sb_printf(b, "%" PRId32, (int32_t)rd32(p));
-        break;
     case LC_GGUF_TYPE_FLOAT32: {
         float v;
         memcpy(&v, p, 4);
@@ -790,12 +806,6 @@ static void fmt_scalar(sbuf *b, lc_gguf_type t, const uint8_t *p) {
     } break;
     case LC_GGUF_TYPE_BOOL:
         sb_puts(b, p[0] ? "true" : "false");
-        break;
-    case LC_GGUF_TYPE_UINT64:
-        sb_printf(b, "%" PRIu64, rd64(p));
-        break;
-    case LC_GGUF_TYPE_INT64:
-        sb_printf(b, "%" PRId64, (int64_t)rd64(p));
         break;
     case LC_GGUF_TYPE_FLOAT64: {
         double v;
@@ -877,62 +887,13 @@ static int type_err(const gguf_kv *kv, const char *expected) {
                    KEY_ESC(kb, kv->key), lc_gguf_type_name(kv->type), expected);
 }
 
-/* Integer value of kv as signed/unsigned pair; false if not an integer type. */
-static bool int_value(const lc_gguf *g, const gguf_kv *kv, bool *neg, uint64_t *mag, int64_t *sv) {
-    const uint8_t *p = g->base + kv->off;
-    int64_t s = 0;
-    uint64_t u = 0;
-    bool is_signed;
-    switch (kv->type) {
-    case LC_GGUF_TYPE_UINT8:
-        u = p[0];
-        is_signed = false;
-        break;
-    case LC_GGUF_TYPE_INT8:
-        s = (int8_t)p[0];
-        is_signed = true;
-        break;
-    case LC_GGUF_TYPE_UINT16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        u = v;
-        is_signed = false;
-    } break;
-    case LC_GGUF_TYPE_INT16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        s = v;
-        is_signed = true;
-    } break;
-    case LC_GGUF_TYPE_UINT32:
-        u = rd32(p);
-        is_signed = false;
-        break;
-    case LC_GGUF_TYPE_INT32:
-        s = (int32_t)rd32(p);
-        is_signed = true;
-        break;
-    case LC_GGUF_TYPE_UINT64:
-        u = rd64(p);
-        is_signed = false;
-        break;
-    case LC_GGUF_TYPE_INT64:
-        s = (int64_t)rd64(p);
-        is_signed = true;
-        break;
-    default:
-        return false;
-    }
-    if (is_signed) {
-        *neg = s < 0;
-        *mag = s < 0 ? 0 : (uint64_t)s;
-        *sv = s;
-    } else {
-        *neg = false;
-        *mag = u;
-        *sv = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
-    }
-    return true;
+/* The entry of key when it has type: LC_OK and *kv; LC_ERR_NOT_FOUND (no error recorded); or
+ * the type error that names what was expected. */
+static int lookup_typed(const lc_gguf *g, const char *key, lc_gguf_type type, const char *expected,
+                        const gguf_kv **kv) {
+    *kv = lookup(g, key);
+    if (!*kv) return LC_ERR_NOT_FOUND;
+    return (*kv)->type == type ? LC_OK : type_err(*kv, expected);
 }
 
 static int range_err(const lc_gguf *g, const gguf_kv *kv, const char *dest) {
@@ -945,40 +906,37 @@ static int range_err(const lc_gguf *g, const gguf_kv *kv, const char *dest) {
                    KEY_ESC(kb, kv->key), tmp, lc_gguf_type_name(kv->type), dest);
 }
 
-int lc_gguf_get_u32(const lc_gguf *g, const char *key, uint32_t *out) {
+/* The integer value of key when it lies in [lo, hi]: LC_OK and *v; LC_ERR_NOT_FOUND (no error
+ * recorded); a type error for a key that is not an integer; a range error naming dest, the
+ * caller's type, for one outside [lo, hi]. */
+static int get_int_in(const lc_gguf *g, const char *key, int64_t lo, uint64_t hi, const char *dest,
+                      int_val *v) {
     const gguf_kv *kv = lookup(g, key);
     if (!kv) return LC_ERR_NOT_FOUND;
-    bool neg;
-    uint64_t mag;
-    int64_t sv;
-    if (!int_value(g, kv, &neg, &mag, &sv)) return type_err(kv, "an integer");
-    if (neg || mag > UINT32_MAX) return range_err(g, kv, "u32");
-    *out = (uint32_t)mag;
+    if (!int_at(kv->type, g->base + kv->off, v)) return type_err(kv, "an integer");
+    if (v->neg ? v->sv < lo : v->mag > hi) return range_err(g, kv, dest);
     return LC_OK;
+}
+
+int lc_gguf_get_u32(const lc_gguf *g, const char *key, uint32_t *out) {
+    int_val   v = {0};
+    const int st = get_int_in(g, key, 0, UINT32_MAX, "u32", &v);
+    if (st == LC_OK) *out = (uint32_t)v.mag;
+    return st;
 }
 
 int lc_gguf_get_i32(const lc_gguf *g, const char *key, int32_t *out) {
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    bool neg;
-    uint64_t mag;
-    int64_t sv;
-    if (!int_value(g, kv, &neg, &mag, &sv)) return type_err(kv, "an integer");
-    if ((!neg && mag > INT32_MAX) || sv < INT32_MIN) return range_err(g, kv, "i32");
-    *out = (int32_t)sv;
-    return LC_OK;
+    int_val   v = {0};
+    const int st = get_int_in(g, key, INT32_MIN, INT32_MAX, "i32", &v);
+    if (st == LC_OK) *out = (int32_t)v.sv;
+    return st;
 }
 
 int lc_gguf_get_u64(const lc_gguf *g, const char *key, uint64_t *out) {
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    bool neg;
-    uint64_t mag;
-    int64_t sv;
-    if (!int_value(g, kv, &neg, &mag, &sv)) return type_err(kv, "an integer");
-    if (neg) return range_err(g, kv, "u64");
-    *out = mag;
-    return LC_OK;
+    int_val   v = {0};
+    const int st = get_int_in(g, key, 0, UINT64_MAX, "u64", &v);
+    if (st == LC_OK) *out = v.mag;
+    return st;
 }
 
 int lc_gguf_get_f32(const lc_gguf *g, const char *key, float *out) {
@@ -998,26 +956,26 @@ int lc_gguf_get_f32(const lc_gguf *g, const char *key, float *out) {
 }
 
 int lc_gguf_get_bool(const lc_gguf *g, const char *key, bool *out) {
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    if (kv->type != LC_GGUF_TYPE_BOOL) return type_err(kv, "bool");
+    const gguf_kv *kv;
+    const int      st = lookup_typed(g, key, LC_GGUF_TYPE_BOOL, "bool", &kv);
+    if (st != LC_OK) return st;
     *out = g->base[kv->off] != 0;
     return LC_OK;
 }
 
 int lc_gguf_get_str(const lc_gguf *g, const char *key, const char **s, size_t *len) {
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    if (kv->type != LC_GGUF_TYPE_STRING) return type_err(kv, "string");
+    const gguf_kv *kv;
+    const int      st = lookup_typed(g, key, LC_GGUF_TYPE_STRING, "string", &kv);
+    if (st != LC_OK) return st;
     *s = (const char *)g->base + kv->off;
     *len = (size_t)kv->len;
     return LC_OK;
 }
 
 int lc_gguf_get_arr(const lc_gguf *g, const char *key, lc_gguf_type *elem_type, uint64_t *n) {
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    if (kv->type != LC_GGUF_TYPE_ARRAY) return type_err(kv, "array");
+    const gguf_kv *kv;
+    const int      st = lookup_typed(g, key, LC_GGUF_TYPE_ARRAY, "array", &kv);
+    if (st != LC_OK) return st;
     if (elem_type) *elem_type = kv->elem_type;
     if (n) *n = kv->n;
     return LC_OK;
@@ -1030,9 +988,9 @@ int lc_gguf_get_arr_data(const lc_gguf *g, const char *key, lc_gguf_type elem_ty
         return lc_fail(LC_ERR_INVALID_ARG,
                        "gguf: get_arr_data(\"%s\"): element type %s has no packed data",
                        key ? key : "", lc_gguf_type_name(elem_type));
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    if (kv->type != LC_GGUF_TYPE_ARRAY) return type_err(kv, "array");
+    const gguf_kv *kv;
+    const int      st = lookup_typed(g, key, LC_GGUF_TYPE_ARRAY, "array", &kv);
+    if (st != LC_OK) return st;
     char kb[96];
     if (kv->elem_type != elem_type)
         return lc_fail(LC_ERR_FORMAT, "gguf: key \"%s\" is an array of %s, expected an array of %s",
@@ -1045,9 +1003,9 @@ int lc_gguf_get_arr_data(const lc_gguf *g, const char *key, lc_gguf_type elem_ty
 
 int lc_gguf_get_arr_str(const lc_gguf *g, const char *key, uint64_t i, const char **s,
                         size_t *len) {
-    const gguf_kv *kv = lookup(g, key);
-    if (!kv) return LC_ERR_NOT_FOUND;
-    if (kv->type != LC_GGUF_TYPE_ARRAY) return type_err(kv, "array of strings");
+    const gguf_kv *kv;
+    const int      st = lookup_typed(g, key, LC_GGUF_TYPE_ARRAY, "array of strings", &kv);
+    if (st != LC_OK) return st;
     char kb[96];
     if (kv->elem_type != LC_GGUF_TYPE_STRING)
         return lc_fail(LC_ERR_FORMAT,

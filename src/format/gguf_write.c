@@ -3,10 +3,11 @@
  * is serialised into a memory buffer as it is added, tensor infos are kept as a table, and
  * the data section is streamed tensor by tensor in declaration order with zero padding to
  * the alignment (32) between tensors. fp32 input is converted on the way out to F32, F16,
- * BF16 or Q8_0 (reference quantiser, below).
+ * BF16 or a block type of format/quantize.h.
  */
 #include "format/gguf_write.h"
 #include "format/quant.h"
+#include "format/quantize.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -47,32 +48,6 @@ struct lc_gguf_writer {
     uint8_t  *conv;        /* conversion buffer */
     size_t    conv_cap;
 };
-
-/* ---- Q8_0 ------------------------------------------------------------------------------ */
-
-/* Q8_0 block: half d; int8 qs[32] (34 bytes). d = amax/127 stored as fp16; q = round(x/d)
- * with the fp16-rounded d (so |x - q*d| <= d/2 with the d the reader sees), clamped to
- * [-127, 127]. */
-static void quantize_q8_0(const float *x, uint8_t *out, size_t n) {
-    const int64_t nb = (int64_t)(n / 32);
-#pragma omp parallel for schedule(static) if (nb > 4096)
-    for (int64_t b = 0; b < nb; b++) {
-        const float *xb   = x + b * 32;
-        uint8_t     *ob   = out + b * 34;
-        float        amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
-        const uint16_t dh = lc_fp32_to_fp16(amax / 127.0f);
-        const float    d  = lc_fp16_to_fp32(dh);
-        const float    id = d > 0.0f ? 1.0f / d : 0.0f;
-        memcpy(ob, &dh, 2);
-        for (int j = 0; j < 32; j++) {
-            float q = roundf(xb[j] * id);
-            if (q > 127.0f) q = 127.0f;
-            if (q < -127.0f) q = -127.0f;
-            ob[2 + j] = (uint8_t)(int8_t)q;
-        }
-    }
-}
 
 /* ---- metadata buffer ------------------------------------------------------------------- */
 
@@ -384,10 +359,15 @@ int lc_gguf_writer_write_f32(lc_gguf_writer *w, const float *x, size_t n) {
             memcpy(w->conv + 2 * i, &h, 2);
         }
         break;
-    case LC_TYPE_Q8_0: quantize_q8_0(x, w->conv, n); break;
     default:
-        return lc_fail(LC_ERR_UNSUPPORTED, "%s: tensor %s: cannot convert fp32 to %s", w->path,
-                       t->name, lc_type_traits_get(t->type)->name);
+        if (!lc_quantize_supported(t->type))
+            return lc_fail(LC_ERR_UNSUPPORTED, "%s: tensor %s: cannot convert fp32 to %s",
+                           w->path, t->name, lc_type_traits_get(t->type)->name);
+        if ((st = lc_quantize(t->type, x, w->conv, (int64_t)n)) != LC_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", lc_last_error());
+            return lc_fail(st, "%s: tensor %s: %s", w->path, t->name, why);
+        }
     }
     return lc_gguf_writer_write_raw(w, w->conv, (size_t)bytes);
 }

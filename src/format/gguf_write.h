@@ -41,7 +41,8 @@ int lc_gguf_writer_add_tensor(lc_gguf_writer *w, const char *name, uint32_t n_di
 /* Write the header, metadata, tensor infos and the padding before the data section. */
 int lc_gguf_writer_begin_data(lc_gguf_writer *w);
 
-/* Append n fp32 values to the current tensor, converted to its type (F32, F16, BF16, Q8_0);
+/* Append n fp32 values to the current tensor, converted to its type (F32, F16, BF16, or
+ * a block type lc_quantize writes);
  * n must be a multiple of the block size. When a tensor is complete, the padding is written
  * and the next declared tensor becomes current. */
 int lc_gguf_writer_write_f32(lc_gguf_writer *w, const float *x, size_t n);

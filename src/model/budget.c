@@ -44,10 +44,23 @@ int32_t lc_budget_rope_rows0(const lc_context_params *p) {
 
 /* ---- weights ----------------------------------------------------------------------------- */
 
-static uint64_t held_bytes(const lc_gguf_tensor *t, bool f32) {
+/* How the backend holds matrices: 4 bytes an element, 2, or the file's own blocks. */
+typedef enum held_as { HELD_F32, HELD_16, HELD_NATIVE } held_as;
+
+static held_as held_of(const lc_backend *b) {
+    return b->weight_type == LC_TYPE_F32      ? HELD_F32
+           : b->weight_type == LC_WEIGHT_NATIVE ? HELD_NATIVE
+                                                : HELD_16;
+}
+
+static uint64_t held_bytes(const lc_gguf_tensor *t, held_as as) {
     const uint64_t rows = sat_mul(sat_mul(t->ne[1], t->ne[2]), t->ne[3]);
+    uint64_t       row_bytes;
+    /* native: the mapped file pages (resident as they are read) */
+    if (as == HELD_NATIVE && rows > 1 && lc_type_row_bytes(t->type, t->ne[0], &row_bytes))
+        return sat_mul(row_bytes, rows);
     /* vectors (norms, biases) stay f32 on every backend */
-    return sat_mul(sat_mul(t->ne[0], rows), rows <= 1 || f32 ? 4 : 2);
+    return sat_mul(sat_mul(t->ne[0], rows), rows <= 1 || as == HELD_F32 ? 4 : 2);
 }
 
 /* Whether load_weights reads a tensor of this name: the three top-level ones, and the twelve
@@ -73,19 +86,19 @@ static bool loaded_name(const char *name, int32_t n_layer) {
 
 /* The tensors load_weights reads, as the backend holds them (f32: 4 bytes a matrix element).
  * One pass over the tensor table: a hostile block_count costs nothing here. */
-static uint64_t weight_bytes(const lc_model *m, bool f32) {
+static uint64_t weight_bytes(const lc_model *m, held_as as) {
     uint64_t      total = 0;
     const int64_t n     = lc_gguf_n_tensors(m->gguf);
     for (int64_t i = 0; i < n; i++) {
         const lc_gguf_tensor *t = lc_gguf_tensor_at(m->gguf, i);
         if (t && t->name && loaded_name(t->name, m->hp.n_layer))
-            total = sat_add(total, held_bytes(t, f32));
+            total = sat_add(total, held_bytes(t, as));
     }
     return total;
 }
 
 uint64_t lc_budget_weight_bytes(const lc_model *m) {
-    return weight_bytes(m, m->backend->weight_type == LC_TYPE_F32);
+    return weight_bytes(m, held_of(m->backend));
 }
 
 /* Free and total bytes of the memory the backend allocates in; false (logged) when unknown. */
@@ -101,8 +114,8 @@ static bool on_host(const lc_backend *b) { return b->device == LC_DEVICE_CPU || 
 
 int lc_budget_check_weights(const lc_model *m) {
     lc_backend    *b    = m->backend;
-    const bool     f32  = b->weight_type == LC_TYPE_F32;
-    const uint64_t need = weight_bytes(m, f32);
+    const held_as  as   = held_of(b);
+    const uint64_t need = weight_bytes(m, as);
     uint64_t       avail, total;
     if (!backend_memory(b, &avail, &total) || need <= avail) return LC_OK;
     char n1[32], n2[32], n3[32], n4[32];
@@ -113,14 +126,15 @@ int lc_budget_check_weights(const lc_model *m) {
         return lc_fail(LC_ERR_NOMEM, "the model's weights need %s of GPU memory (16 bits an "
                        "element) but %s of the GPU's %s is free; free GPU memory, run on the CPU "
                        "(--device cpu), or pass --overcommit to load anyway", n1, n2, n3);
-    const uint64_t half = weight_bytes(m, false);
+    const uint64_t native = weight_bytes(m, HELD_NATIVE);
     char           hint[96] = "";
-    if (f32 && half <= avail)
-        snprintf(hint, sizeof hint, "; --weights f16 holds them in %s",
-                 lc_fmt_bytes(half, n4, sizeof n4));
+    if (as != HELD_NATIVE && native <= avail)
+        snprintf(hint, sizeof hint, "; --weights native holds them in %s",
+                 lc_fmt_bytes(native, n4, sizeof n4));
     return lc_fail(LC_ERR_NOMEM, "the model's weights need %s of host memory as %s but %s of "
                    "the %s is available%s; or pass --overcommit to load anyway", n1,
-                   f32 ? "f32" : "f16", n2, n3, hint);
+                   as == HELD_F32 ? "f32" : as == HELD_16 ? "f16" : "stored in the file", n2, n3,
+                   hint);
 }
 
 /* ---- context ----------------------------------------------------------------------------- */

@@ -136,9 +136,18 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
             STEP(b->copy(b, ws->q_raw, ws->q, sizeof(float) * (size_t)(n * QD)));
         STEP(b->rope(b, ws->q, ws->pos, n, hp->n_head, hp->head_dim, rope));
         STEP(b->kv_write(b, &kl, batch->seqs, batch->n_seqs, ws->k, ws->v));
-        STEP(attn->forward(attn, b, l, &kl, batch->seqs, batch->n_seqs, states, ws->q,
-                           attn->needs_raw_q ? ws->q_raw : NULL, hp->n_head, rope, scale,
-                           ws->att));
+        const lc_attn_call call = {.layer = l,
+                                   .kv = &kl,
+                                   .seqs = batch->seqs,
+                                   .n_seqs = batch->n_seqs,
+                                   .states = states,
+                                   .q = ws->q,
+                                   .q_raw = attn->needs_raw_q ? ws->q_raw : NULL,
+                                   .n_head = hp->n_head,
+                                   .rope = rope,
+                                   .scale = scale,
+                                   .out = ws->att};
+        STEP(attn->forward(attn, b, &call));
         if (chk) STEP(check_finite(b, ws, ws->att, n, QD, batch, l, "attention output", true));
         STEP(b->matmul(b, &L->wo, ws->att, ws->o, n));
         STEP(b->add(b, ws->x, ws->o, n * E));
@@ -159,7 +168,7 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
     const int32_t nl = batch->n_logit_rows;
     if (nl == 0) return LC_OK;
     /* gather the wanted rows of the residual stream (an embedding lookup into x) */
-    const lc_weight rows_of_x = {n, E, 0 /* f32 */, ws->x};
+    const lc_weight rows_of_x = {.rows = n, .cols = E, .type = LC_TYPE_F32, .data = ws->x};
     TRY(b->embed(b, &rows_of_x, ws->lrows, nl, ws->logits_h));
     TRY(b->rmsnorm(b, ws->logits_h, m->output_norm.data, ws->logits_h, nl, E, hp->norm_eps));
     if (chk) TRY(check_finite(b, ws, ws->logits_h, nl, E, batch, -1, "the output norm", false));

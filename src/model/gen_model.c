@@ -48,6 +48,9 @@ static const gen_config k_configs[] = {
     /* head dim 64 (what the CUDA kernels take) with an untied output head, for GPU tests */
     {"tiny-hd64", "llama", "llama-bpe", TOK_LLAMA3, 2, 128, 256, 4, 2, 64, 512, 2048, 10000.0f,
      1e-5f, 0.0f, false, false},
+    /* rows of 256 and 512 values (the K types' blocks) over 8 layers (Q4_K_M's layer rule) */
+    {"tiny-k", "llama", "llama-bpe", TOK_LLAMA3, 8, 256, 512, 4, 2, 64, 512, 2048, 10000.0f,
+     1e-5f, 0.0f, false, false},
 };
 #define N_CONFIGS (sizeof k_configs / sizeof k_configs[0])
 
@@ -291,6 +294,64 @@ static int64_t build_specs(const gen_config *c, tspec *s) {
     return n;
 }
 
+/* The tensor type of generated type t, before the K types' fallback (weight_type). */
+typedef struct gen_type_info {
+    const char *name;      /* as gen-model --type takes it */
+    uint32_t    type;      /* the matrices' type (LC_GEN_Q4_K_M: most of them) */
+    uint32_t    file_type; /* general.file_type (llama.cpp's llama_ftype) */
+} gen_type_info;
+
+static const gen_type_info k_types[] = {
+    [LC_GEN_BF16] = {"bf16", LC_TYPE_BF16, 32},  [LC_GEN_Q8_0] = {"q8_0", LC_TYPE_Q8_0, 7},
+    [LC_GEN_Q4_0] = {"q4_0", LC_TYPE_Q4_0, 2},   [LC_GEN_Q4_1] = {"q4_1", LC_TYPE_Q4_1, 3},
+    [LC_GEN_Q5_0] = {"q5_0", LC_TYPE_Q5_0, 8},   [LC_GEN_Q5_1] = {"q5_1", LC_TYPE_Q5_1, 9},
+    [LC_GEN_Q4_K] = {"q4_k", LC_TYPE_Q4_K, 14},  [LC_GEN_Q5_K] = {"q5_k", LC_TYPE_Q5_K, 16},
+    [LC_GEN_Q6_K] = {"q6_k", LC_TYPE_Q6_K, 18},  [LC_GEN_Q4_K_M] = {"q4_k_m", LC_TYPE_Q4_K, 15},
+};
+#define N_TYPES (int)(sizeof k_types / sizeof k_types[0])
+
+const char *lc_gen_type_name(lc_gen_type t) {
+    return (int)t >= 0 && (int)t < N_TYPES ? k_types[t].name : NULL;
+}
+
+const char *lc_gen_type_names(void) {
+    return "bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m";
+}
+
+int lc_gen_type_parse(const char *name, lc_gen_type *out) {
+    for (int i = 0; name && i < N_TYPES; i++)
+        if (strcmp(k_types[i].name, name) == 0) {
+            *out = (lc_gen_type)i;
+            return LC_OK;
+        }
+    return lc_fail(LC_ERR_NOT_FOUND, "'%s' is not one of %s", name ? name : "(null)",
+                   lc_gen_type_names());
+}
+
+/* Q4_K_M's layers with more bits (attn_v, ffn_down in q6_K): the first and last eighth and
+ * every third layer between. */
+static bool more_bits(int32_t l, int32_t n) {
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* The type a matrix of the generated model is written in. */
+static uint32_t weight_type(const gen_config *c, const char *name, int64_t cols, lc_gen_type t) {
+    uint32_t ty = k_types[t].type;
+    int      l  = -1;
+    if (t == LC_GEN_Q4_K_M) {
+        if (strcmp(name, "output.weight") == 0) ty = LC_TYPE_Q6_K;
+        if (sscanf(name, "blk.%d.", &l) == 1 && more_bits(l, c->n_layer) &&
+            (strstr(name, ".attn_v.weight") || strstr(name, ".ffn_down.weight")))
+            ty = LC_TYPE_Q6_K;
+    }
+    if (cols % 256 != 0) { /* rows that are not whole 256-value blocks */
+        if (ty == LC_TYPE_Q4_K) ty = LC_TYPE_Q5_0;
+        if (ty == LC_TYPE_Q5_K) ty = LC_TYPE_Q5_1;
+        if (ty == LC_TYPE_Q6_K) ty = LC_TYPE_Q8_0;
+    }
+    return ty;
+}
+
 static int add_hparams(lc_gguf_writer *w, const gen_config *c, lc_gen_type type) {
     char key[128];
     int  st = lc_gguf_writer_add_str(w, "general.architecture", c->arch);
@@ -300,7 +361,7 @@ static int add_hparams(lc_gguf_writer *w, const gen_config *c, lc_gen_type type)
         snprintf(name, sizeof name, "random %s", c->name);
         st = lc_gguf_writer_add_str(w, "general.name", name);
     }
-    if (st == LC_OK) st = lc_gguf_writer_add_u32(w, "general.file_type", type == LC_GEN_BF16 ? 32u : 7u);
+    if (st == LC_OK) st = lc_gguf_writer_add_u32(w, "general.file_type", k_types[type].file_type);
     if (st == LC_OK) st = lc_gguf_writer_add_u32(w, "general.quantization_version", 2);
     struct {
         const char *k;
@@ -362,10 +423,9 @@ int lc_model_generate(const lc_gen_params *p) {
     if (!c)
         return lc_fail(LC_ERR_NOT_FOUND, "gen-model: unknown config '%s' (known: %s)", p->config,
                        lc_gen_config_names());
-    if (p->type != LC_GEN_BF16 && p->type != LC_GEN_Q8_0)
-        return lc_fail(LC_ERR_INVALID_ARG, "gen-model: weight type %d is not bf16 or q8_0",
-                       (int)p->type);
-    const uint32_t wtype   = p->type == LC_GEN_BF16 ? LC_TYPE_BF16 : LC_TYPE_Q8_0;
+    if ((int)p->type < 0 || (int)p->type >= N_TYPES)
+        return lc_fail(LC_ERR_INVALID_ARG, "gen-model: weight type %d is not one of %s",
+                       (int)p->type, lc_gen_type_names());
     const int64_t  n_specs = build_specs(c, NULL);
     tspec         *specs   = lc_calloc((size_t)n_specs, sizeof *specs, "tensor list");
     if (!specs) return LC_ERR_NOMEM;
@@ -382,8 +442,9 @@ int lc_model_generate(const lc_gen_params *p) {
     for (int64_t i = 0; st == LC_OK && i < n_specs; i++) {
         const uint64_t ne[2] = {(uint64_t)specs[i].cols, (uint64_t)specs[i].rows};
         const bool     mat   = specs[i].kind == T_WEIGHT;
-        st = lc_gguf_writer_add_tensor(w, specs[i].name, mat ? 2 : 1, ne,
-                                       mat ? wtype : (uint32_t)LC_TYPE_F32);
+        st = lc_gguf_writer_add_tensor(
+            w, specs[i].name, mat ? 2 : 1, ne,
+            mat ? weight_type(c, specs[i].name, specs[i].cols, p->type) : (uint32_t)LC_TYPE_F32);
     }
     if (st == LC_OK) st = lc_gguf_writer_begin_data(w);
     for (int64_t i = 0; st == LC_OK && i < n_specs; i++) {

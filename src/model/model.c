@@ -284,8 +284,12 @@ static int load_tensor(lc_model *m, const char *name, int64_t cols, int64_t rows
     st = m->backend->weight_load(m->backend, t, w);
     if (st != LC_OK) return st;
     m->n_params += (uint64_t)cols * (uint64_t)rows;
-    m->weight_bytes += (uint64_t)cols * (uint64_t)rows *
-                       (w->type == LC_TYPE_F16 || w->type == LC_TYPE_BF16 ? 2u : 4u);
+    uint64_t row_bytes = 0;
+    if (w->borrowed && lc_type_row_bytes(w->type, (uint64_t)cols, &row_bytes))
+        m->weight_bytes += row_bytes * (uint64_t)rows; /* the file's own blocks */
+    else
+        m->weight_bytes += (uint64_t)cols * (uint64_t)rows *
+                           (w->type == LC_TYPE_F16 || w->type == LC_TYPE_BF16 ? 2u : 4u);
     return LC_OK;
 }
 
@@ -460,8 +464,11 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
             }
             memcpy(s, tmpl, tmpl_len);
             s[tmpl_len] = '\0';
-            if (lc_chat_template_detect(s, &m->chat_template) != LC_OK)
+            if (lc_chat_template_detect(s, &m->chat_template) != LC_OK) {
                 m->chat_template = LC_CHAT_TEMPLATE_NONE;
+                snprintf(m->chat_template_why, sizeof m->chat_template_why, "%s",
+                         lc_last_error());
+            }
             if (m->chat_template == LC_CHAT_TEMPLATE_CHATML) lc_chat_default_system(s, &m->default_system);
             free(s);
             lc_clear_error();
@@ -475,9 +482,10 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         st = lc_backend_cuda_create(0, &m->backend);
         if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
         if (st != LC_OK) lc_clear_error(); /* auto: no GPU, use the CPU */
-        if (st == LC_OK && p->weights == LC_WEIGHTS_F32) {
+        if (st == LC_OK && (p->weights == LC_WEIGHTS_F32 || p->weights == LC_WEIGHTS_NATIVE)) {
             st = lc_fail(LC_ERR_INVALID_ARG, "the CUDA backend holds weights in 16 bits "
-                         "(--weights auto, f16 or bf16); f32 is a CPU option");
+                         "(--weights auto, f16 or bf16); %s is a CPU option",
+                         p->weights == LC_WEIGHTS_F32 ? "f32" : "native");
             goto fail;
         }
         if (st == LC_OK && p->weights == LC_WEIGHTS_F16) m->backend->weight_type = LC_TYPE_F16;
@@ -490,7 +498,23 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
             goto fail;
         }
         if ((st = lc_backend_cpu_create(p->n_threads, &m->backend)) != LC_OK) goto fail;
-        m->backend->weight_type = p->weights == LC_WEIGHTS_F16 ? LC_TYPE_F16 : LC_TYPE_F32;
+        /* auto: the file's own types (resident memory about the file's size, and with the
+         * AVX-512 kernels the fastest decode); on a CPU without them f32 where its copy fits
+         * in memory (the portable dequantisers are slower than OpenBLAS on f32), else native.
+         * f32 is the exact reference. */
+        m->backend->weight_type = p->weights == LC_WEIGHTS_F16   ? LC_TYPE_F16
+                                  : p->weights == LC_WEIGHTS_F32 ? LC_TYPE_F32
+                                                                 : LC_WEIGHT_NATIVE;
+        if (p->weights == LC_WEIGHTS_AUTO && !m->backend->native_fast) {
+            m->backend->weight_type = LC_TYPE_F32;
+            if (lc_budget_check_weights(m) != LC_OK) {
+                lc_clear_error();
+                m->backend->weight_type = LC_WEIGHT_NATIVE;
+            }
+            lc_log(LC_LOG_INFO, "weights: %s (this CPU has no AVX-512 kernels for them as "
+                   "stored%s)", m->backend->weight_type == LC_TYPE_F32 ? "f32" : "native",
+                   m->backend->weight_type == LC_TYPE_F32 ? "" : "; the f32 copy does not fit");
+        }
     }
     m->backend->tuning = p->tuning;
     /* ops replayed from a captured CUDA graph cannot be timed one by one */
@@ -606,7 +630,11 @@ int lc_model_chat_format_spans(const lc_model *m, lc_chat_template tmpl,
         def  = m->default_system;
     }
     if (tmpl == LC_CHAT_TEMPLATE_NONE)
-        return lc_fail(LC_ERR_NOT_FOUND, "the model has no recognised chat template; choose one "
-                       "with --chat-template chatml|llama3|mistral");
+        return lc_fail(LC_ERR_NOT_FOUND, "%s",
+                       m->chat_template_why[0] ? m->chat_template_why
+                                               : "the model has no chat template "
+                                                 "(tokenizer.chat_template); name one with "
+                                                 "--chat-template NAME (chatml, llama3, "
+                                                 "llama3.1, mistral, gemma, phi3)");
     return lc_chat_format_spans_ex(tmpl, def, msgs, n_msgs, add_assistant, out, spans, n_spans);
 }

@@ -49,6 +49,8 @@ struct lc_model {
     lc_tokenizer     *tokenizer;
     lc_chat_template  chat_template;
     char             *default_system; /* from the chat template, may be NULL */
+    char              chat_template_why[256]; /* why the template was not recognised ("" when
+                                                it was, or there is none) */
     lc_backend       *backend;
     lc_weight         tok_embd, output_norm, output; /* output.data == tok_embd.data if tied */
     bool              output_tied;

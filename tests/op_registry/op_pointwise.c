@@ -127,7 +127,7 @@ static int embed_make(op_env *e, const op_shape *sh, void **state) {
     if (!s->tab || !s->ref || !s->got || !s->ids) return LC_ERR_NOMEM;
     for (int64_t i = 0; i < s->V * s->E; i++) s->tab[i] = test_frand(&e->rng);
     for (int64_t i = 0; i < s->R; i++) s->ids[i] = (int32_t)((test_frand(&e->rng) + 1.0f) * 0.5f * (s->V - 1));
-    lc_weight wt = {s->V, s->E, 0, s->tab};
+    lc_weight wt = {.rows = s->V, .cols = s->E, .type = 0, .data = s->tab};
     const int rc = e->cpu->embed(e->cpu, &wt, s->ids, s->R, s->ref);
     if (rc != LC_OK) return rc;
     s->dtab = op_to_device(e->dev, s->tab, tb, "table"), s->dout = e->dev->alloc(e->dev, ob, "out");

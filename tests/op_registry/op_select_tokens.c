@@ -12,7 +12,8 @@
  * each call; a second call must give the same bytes. The shapes: the CPU test's spec table;
  * the selection cache on the device on every path (a miss writes the selection, cache_q and
  * counts; a hit leaves the poisoned outputs alone; theta edges around a known cosine; a zero
- * cache_q); and (big) 8B-shape worlds (32/8 heads, D 128, ~24K keys, decode and 512-row blocks).
+ * cache_q); the batched cache (four decode blocks in one call, each in its own slot, on every
+ * path: misses equal the uncached selection, hits leave their slot alone); and (big) 8B-shape worlds (32/8 heads, D 128, ~24K keys, decode and 512-row blocks).
  */
 #include "op_registry.h"
 #include "select_tokens_world.h"
@@ -240,7 +241,54 @@ static void test_cache(lc_backend *b, const char *path) {
     world_free(&w);
 }
 
-enum { TS_SPECS, TS_CACHE, TS_BIG };
+/* the backend's memory for the batched cache check (select_tokens_world.h) */
+typedef struct dev_ctx {
+    lc_backend      *b;
+    const dev_world *d;
+} dev_ctx;
+static void *dev_alloc(void *ctx, size_t n) { return ((dev_ctx *)ctx)->b->alloc(((dev_ctx *)ctx)->b, n, "batched cache"); }
+static void  dev_dealloc(void *ctx, void *p) { ((dev_ctx *)ctx)->b->dealloc(((dev_ctx *)ctx)->b, p); }
+static void  dev_put(void *ctx, void *dst, const void *src, size_t n) { ((dev_ctx *)ctx)->b->upload(((dev_ctx *)ctx)->b, dst, src, n); }
+static void  dev_get(void *ctx, void *dst, const void *src, size_t n) { ((dev_ctx *)ctx)->b->download(((dev_ctx *)ctx)->b, dst, src, n); }
+static int   dev_run(void *ctx, const world *w, const lc_select_tokens_args *a) {
+    const dev_ctx   *c = ctx;
+    const dev_world *d = c->d;
+    lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
+    lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D};
+    int rc = c->b->batch_begin(c->b, w->seqs, w->n_seqs, w->c.P);
+    if (rc == LC_OK) rc = c->b->select_tokens(c->b, &kv, w->seqs, w->n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, a);
+    return rc == LC_OK ? lc_cuda_sync() : rc;
+}
+
+/* Four decode blocks in one call, each with its slot's cache, on path `path` (the CPU twin's
+ * uncached selection as the reference: the world has no ties, so it checks with tolerance
+ * first, and the slots must hold the device's own uncached selection exactly). */
+static void test_batched_cache(lc_backend *b, const char *path) {
+    world w;
+    rng = 4242;
+    ts_world(&w, &ts_batched_spec);
+    const lc_select_tokens_args a = ts_args(&w, ts_batched_spec.k, 0);
+    dev_world                   d;
+    dev_make(b, &w, a.out_cap, &d);
+    lc_segment *go = malloc(sizeof(lc_segment) * (size_t)w.n_qb * a.out_cap);
+    int32_t    *gn = malloc(sizeof(int32_t) * (size_t)w.n_qb);
+    ts_ref      r;
+    ts_reference(&w, &a, &r);
+    char lbl[160];
+    snprintf(lbl, sizeof lbl, "batched cache, uncached reference (%s) [GPU]", path);
+    CHECK(gpu_run(b, &w, &d, &a, go, gn) == LC_OK);
+    ts_check(&w, &a, &r, go, gn, 1e-3, 0, lbl);
+    dev_ctx      c = {b, &d};
+    const ts_mem m = {&c, dev_alloc, dev_dealloc, dev_put, dev_get, dev_run};
+    snprintf(lbl, sizeof lbl, "batched cache (%s) [GPU]", path);
+    ts_check_batched_cache(&m, &w, a, go, gn, lbl);
+    ts_ref_free(&r);
+    free(go), free(gn);
+    dev_free(b, &d);
+    world_free(&w);
+}
+
+enum { TS_SPECS, TS_CACHE, TS_BIG, TS_BATCHED };
 static const ts_spec ts_big_specs[] = {
     {"8B 24K decode", 128, 8, 4, 64, 128, 512, 1, 2048, LC_ROPE_NORM, 128, 0, 0, 2,
      {{24000, 1, 0, 0}, {17000, 1, 0, 0}}},
@@ -253,6 +301,7 @@ static const ts_spec ts_big_specs[] = {
 static const op_shape select_tokens_shapes[] = {
     {"the CPU test's specs, every path", {TS_SPECS}, false},
     {"selection cache, every path", {TS_CACHE}, false},
+    {"batched selection cache (4 blocks, own slots), every path", {TS_BATCHED}, false},
     {"8B 24K decode", {TS_BIG, 0}, true},
     {"8B 24K prefill (two 512-row blocks)", {TS_BIG, 1}, true},
     {"smol 24K ties", {TS_BIG, 2}, true},
@@ -270,6 +319,12 @@ static void select_tokens_check(op_env *e, const op_shape *sh, op_result *r) {
             if (ts_paths[v].nb) continue; /* one block: groups change nothing */
             ts_path_set(b, &ts_paths[v]);
             test_cache(b, ts_paths[v].name);
+            ts_path_set(b, NULL);
+        }
+    } else if (sh->n[0] == TS_BATCHED) {
+        for (int v = 0; v < TS_N_PATHS; v++) {
+            ts_path_set(b, &ts_paths[v]);
+            test_batched_cache(b, ts_paths[v].name);
             ts_path_set(b, NULL);
         }
     } else {

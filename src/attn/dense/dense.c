@@ -6,13 +6,9 @@
 
 #include "util/util.h"
 
-
-static int dense_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
-                         const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                         void *const *states, const float *q, const float *q_raw,
-                         int32_t n_head, const lc_rope_table *rope, float scale, float *out) {
-    (void)m, (void)layer, (void)states, (void)q_raw;
-    return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+static int dense_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_call *call) {
+    (void)m;
+    return lc_attn_call_dense(b, call);
 }
 
 const lc_attn_method lc_attn_dense = {

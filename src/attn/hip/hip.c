@@ -103,87 +103,72 @@ static int hipa_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n
     int        st = plan_batch(h, seqs, n_seqs);
     if (st == LC_OK) st = sel_plan_layers(&h->ws, seqs, n_seqs, states, plan_layer, h);
     if (st != LC_OK) return st;
-    uint64_t k = sel_key_mix(0x41d7ull, (uint64_t)h->ws.n_qb);
-    k          = sel_key_mix(k, (uint64_t)h->ws.n_pre);
-    k          = sel_key_mix(k, (uint64_t)h->sz.dec_cand);
-    k          = sel_key_mix(k, (uint64_t)h->dense);
-    k          = sel_key_mix(k, (uint64_t)(h->sz.max_end > h->shape.n_ctx_train));
-    k          = sel_key_mix(k, h->ws.epoch);
-    k          = sel_key_mix(k, h->pool.epoch);
+    const uint64_t v[] = {(uint64_t)h->ws.n_qb, (uint64_t)h->ws.n_pre, (uint64_t)h->sz.dec_cand,
+                          (uint64_t)h->dense, (uint64_t)(h->sz.max_end > h->shape.n_ctx_train),
+                          h->ws.epoch, h->pool.epoch};
+    uint64_t k = sel_key_mix_all(0x41d7ull, v, SEL_N_OF(v));
     for (int32_t l = 0; l < h->shape.n_layer; l++) k = sel_key_mix(k, (uint64_t)h->any_refresh[l]);
     *key = k;
     return LC_OK;
 }
 
-static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
-                        const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                        void *const *states, const float *q, const float *q_raw, int32_t n_head,
-                        const lc_rope_table *rope, float scale, float *out) {
+static int hipa_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_call *call) {
     hipa_impl               *h = m->impl;
     const lc_hipattn_params *p = &h->p;
     h->ws.last_sparse          = false;
-    int st                     = sel_check_layer("hip", layer, h->shape.n_layer);
+    int st = sel_forward_check("hip", b, call->q_raw && b->select_blocks && b->attn_segments,
+                               call->layer, h->shape.n_layer, p->dense_layers);
+    if (st == SEL_RUN_DENSE) return lc_attn_call_dense(b, call);
     if (st != LC_OK) return st;
-    if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (!q_raw || !b->select_blocks || !b->attn_segments)
-        return lc_fail(LC_ERR_UNSUPPORTED, "hip: the %s backend lacks the sparse ops", b->name);
-    if (!sel_plan_take(&h->ws, layer)) { /* a caller that does not plan: this layer's plan */
-        st = plan_batch(h, seqs, n_seqs);
-        if (st == LC_OK) st = plan_layer(h, layer, seqs, n_seqs, states);
+    if (!sel_plan_take(&h->ws, call->layer)) { /* a caller that does not plan: this layer's plan */
+        st = plan_batch(h, call->seqs, call->n_seqs);
+        if (st == LC_OK) st = plan_layer(h, call->layer, call->seqs, call->n_seqs, call->states);
         if (st == LC_OK) st = sel_plan_upload(&h->ws);
         if (st != LC_OK) return st;
     }
-    if (h->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (h->dense) return lc_attn_call_dense(b, call);
     const int32_t n_qb = h->ws.n_qb, n_pre = h->ws.n_pre, n_dec = n_qb - n_pre;
 
     const bool extend = sel_rope_extends(p->rope, h->sz.max_end, h->shape.n_ctx_train);
-    lc_select_blocks_args ma;
-    memset(&ma, 0, sizeof ma);
-    ma.k         = p->k;
-    ma.block_k   = p->block_k;
-    ma.q_stride  = p->q_stride;
-    ma.k_stride  = p->k_stride;
-    ma.n_sink    = p->n_sink;
-    ma.n_stream  = p->n_stream;
-    ma.scan_rope = extend && p->rope != LC_HIP_ROPE_STREAM ? LC_SCAN_RELATIVE : LC_SCAN_PLAIN;
-    ma.n_groups  = h->ws.n_groups;
-    ma.max_cand  = h->sz.max_cand;
-    ma.out_cap   = h->ws.sel_cap;
-    lc_attn_segments_args aa;
-    memset(&aa, 0, sizeof aa);
-    aa.n_sink     = p->n_sink;
-    aa.attn_rope  = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
-    aa.n_groups   = h->ws.n_groups;
-    aa.sel_cap    = h->ws.sel_cap;
-    aa.max_sel    = p->k;
-    aa.max_window = h->sz.max_window;
+    lc_select_blocks_args ma = {
+        .k = p->k, .block_k = p->block_k, .q_stride = p->q_stride, .k_stride = p->k_stride,
+        .n_sink = p->n_sink, .n_stream = p->n_stream,
+        .scan_rope = extend && p->rope != LC_HIP_ROPE_STREAM ? LC_SCAN_RELATIVE : LC_SCAN_PLAIN,
+        .n_groups = h->ws.n_groups, .max_cand = h->sz.max_cand, .out_cap = h->ws.sel_cap};
+    lc_attn_segments_args aa = {
+        .n_sink = p->n_sink, .attn_rope = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN,
+        .n_groups = h->ws.n_groups, .sel_cap = h->ws.sel_cap, .max_sel = p->k,
+        .max_window = h->sz.max_window};
 
     if (n_pre > 0) { /* the masks of the prefill blocks into the workspace, then their attention */
         ma.max_rows = h->sz.pre_rows;
         ma.out      = h->ws.d_sel;
         ma.out_n    = h->ws.d_n;
-        st          = b->select_blocks(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &ma);
+        st = b->select_blocks(b, call->kv, call->seqs, call->n_seqs, h->ws.d_qb, n_pre, call->q_raw,
+                              call->n_head, call->rope, &ma);
         aa.rot = &h->rot;
         if (st == LC_OK)
-            st = sel_attend_prefill(&h->ws, b, kv, seqs, n_seqs, q, n_head, rope, scale,
-                                    h->sz.pre_rows, &aa, out);
+            st = sel_attend_prefill(&h->ws, b, call->kv, call->seqs, call->n_seqs, call->q,
+                                    call->n_head, call->rope, call->scale, h->sz.pre_rows, &aa,
+                                    call->out);
         if (st != LC_OK) return st;
     }
     if (n_dec == 0) return LC_OK;
     /* decode blocks: one launch each op, every block with its sequence's slot of the layer's
        masks, re-estimating only where its from row says so (no launch where none does) */
     const lc_qblock *d_dec  = h->ws.d_qb + n_pre;
-    const int32_t       *d_list = h->ws.d_list + (size_t)layer * (size_t)h->ws.qb_cap;
-    lc_segment          *pseg   = sel_pool_seg(&h->pool, layer, 0);
-    int32_t             *pn     = sel_pool_n(&h->pool, layer, 0);
-    if (h->any_refresh[layer]) {
+    const int32_t *d_list = h->ws.d_list + (size_t)call->layer * (size_t)h->ws.qb_cap;
+    lc_segment *pseg = sel_pool_seg(&h->pool, call->layer, 0);
+    int32_t *pn = sel_pool_n(&h->pool, call->layer, 0);
+    if (h->any_refresh[call->layer]) {
         ma.max_rows = 1;
         ma.max_cand = h->sz.dec_cand;
         ma.out      = pseg;
         ma.out_n    = pn;
         ma.list     = d_list;
-        ma.from     = h->ws.d_from + (size_t)layer * (size_t)h->ws.qb_cap;
-        st          = b->select_blocks(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &ma);
+        ma.from = h->ws.d_from + (size_t)call->layer * (size_t)h->ws.qb_cap;
+        st = b->select_blocks(b, call->kv, call->seqs, call->n_seqs, d_dec, n_dec, call->q_raw,
+                              call->n_head, call->rope, &ma);
     }
     if (st == LC_OK) {
         aa.rot        = NULL;
@@ -192,11 +177,13 @@ static int hipa_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
         aa.sel        = pseg;
         aa.sel_n      = pn;
         aa.list       = d_list;
-        st = b->attn_segments(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
+        st = b->attn_segments(b, call->kv, call->seqs, call->n_seqs, d_dec, n_dec, call->q,
+                              call->n_head, call->rope, call->scale, &aa, call->out);
     }
     if (st != LC_OK) /* a failed layer re-estimates its masks next time */
-        for (int32_t j = n_pre; j < n_qb && states; j++)
-            if (states[h->ws.h_qb[j].seq]) ((sel_slot_state *)states[h->ws.h_qb[j].seq])->valid[0] = false;
+        for (int32_t j = n_pre; j < n_qb && call->states; j++)
+            if (call->states[h->ws.h_qb[j].seq])
+                ((sel_slot_state *)call->states[h->ws.h_qb[j].seq])->valid[0] = false;
     return st;
 }
 

@@ -102,9 +102,7 @@ const lc_attn_desc lc_attn_desc_hip = {
     .name     = "hip",
     .summary  = "HiP: iterative hierarchical top-k of key blocks per query block, the mask "
                 "refreshed every few decode steps",
-    .settings = {"hip", sizeof(lc_hipattn_params), &base, keys,
-                 (int32_t)(sizeof keys / sizeof keys[0]), presets,
-                 (int32_t)(sizeof presets / sizeof presets[0]), "default"},
+    .settings = LC_SETTINGS_TABLE("hip", lc_hipattn_params, base, keys, presets),
     .validate        = validate,
     .create          = create,
     .fixed_rope_rows = fixed_rope_rows,

@@ -296,12 +296,10 @@ static void invalidate_layer(hip_impl *h, void *const *states) {
 }
 
 static uint64_t plan_key(const hip_impl *h) {
-    uint64_t k = sel_key_mix(0x1f1e5ull, (uint64_t)h->ws.n_qb);
-    k = sel_key_mix(k, (uint64_t)h->ws.n_pre);
-    k = sel_key_mix(k, (uint64_t)h->dec_cand);
-    k = sel_key_mix(k, (uint64_t)(h->max_end > h->shape.n_ctx_train));
-    k = sel_key_mix(k, h->ws.epoch);
-    k = sel_key_mix(k, h->pool.epoch);
+    const uint64_t v[] = {(uint64_t)h->ws.n_qb, (uint64_t)h->ws.n_pre, (uint64_t)h->dec_cand,
+                          (uint64_t)(h->max_end > h->shape.n_ctx_train), h->ws.epoch,
+                          h->pool.epoch};
+    uint64_t k = sel_key_mix_all(0x1f1e5ull, v, SEL_N_OF(v));
     for (int32_t l = 0; l < h->shape.n_layer; l++)
         k = sel_key_mix(k, (uint64_t)h->lp[l].dense << 8 | (uint64_t)h->lp[l].min_from);
     return k;
@@ -317,39 +315,35 @@ static int hip_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_
     return LC_OK;
 }
 
-static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
-                       const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                       void *const *states, const float *q, const float *q_raw, int32_t n_head,
-                       const lc_rope_table *rope, float scale, float *out) {
+static int hip_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_call *call) {
     hip_impl *h = m->impl;
     const lc_infinitehip_params *p = &h->p;
     const int32_t N = p->n_stages;
     h->last_sparse = false;
     h->last_n_pre = 0;
-    int st = sel_check_layer("infinitehip", layer, h->shape.n_layer);
+    int st = sel_forward_check("infinitehip", b,
+                               call->q_raw && b->prune_chunks && b->attn_segments && b->copy,
+                               call->layer, h->shape.n_layer, p->dense_layers);
+    if (st == SEL_RUN_DENSE) return lc_attn_call_dense(b, call);
     if (st != LC_OK) return st;
-    if (layer < p->dense_layers)
-        return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (!q_raw || !b->prune_chunks || !b->attn_segments || !b->copy)
-        return lc_fail(LC_ERR_UNSUPPORTED, "infinitehip: the %s backend lacks the sparse ops",
-                       b->name);
-    if (!sel_plan_take(&h->ws, layer)) { /* not planned (a direct caller): this layer's plan */
-        st = plan_batch(h, seqs, n_seqs);
-        if (st == LC_OK) st = plan_layer(h, layer, seqs, n_seqs, states);
+    if (!sel_plan_take(&h->ws,
+                       call->layer)) { /* not planned (a direct caller): this layer's plan */
+        st = plan_batch(h, call->seqs, call->n_seqs);
+        if (st == LC_OK) st = plan_layer(h, call->layer, call->seqs, call->n_seqs, call->states);
         if (st == LC_OK) st = sel_plan_upload(&h->ws);
         if (st != LC_OK) return st;
     }
-    const hip_layer_plan *lp = &h->lp[layer];
-    if (lp->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    const hip_layer_plan *lp = &h->lp[call->layer];
+    if (lp->dense) return lc_attn_call_dense(b, call);
     const int32_t n_qb = h->ws.n_qb, n_pre = h->ws.n_pre, n_dec = n_qb - n_pre;
-    const int32_t last_keep = keep_of(h, layer, N - 1);
+    const int32_t last_keep = keep_of(h, call->layer, N - 1);
     const int64_t budget = (int64_t)last_keep * p->chunk[N - 1];
 
     const bool extend = p->rope == LC_HIP_ROPE_EXTEND ||
                         ((p->rope == LC_HIP_ROPE_AUTO || p->rope == LC_HIP_ROPE_STREAM) &&
                          h->max_end > h->shape.n_ctx_train);
     const int32_t scan_rope = !extend || p->rope == LC_HIP_ROPE_STREAM ? LC_SCAN_PLAIN
-                              : layer < p->first_layers                ? LC_SCAN_CHUNK
+                              : call->layer < p->first_layers          ? LC_SCAN_CHUNK
                                                                        : LC_SCAN_RELATIVE;
     lc_prune_chunks_args sa;
     memset(&sa, 0, sizeof sa);
@@ -370,12 +364,13 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     if (n_pre > 0) {
         sa.rot = &h->rot, aa.rot = &h->rot;
         for (int32_t i = 0; i < N && st == LC_OK; i++) {
-            stage_setup(h, layer, i, h->pre_rows, h->pre_cand, &sa);
+            stage_setup(h, call->layer, i, h->pre_rows, h->pre_cand, &sa);
             sa.in = i ? h->d_seg[i - 1] : NULL;
             sa.in_n = i ? h->d_n[i - 1] : NULL;
             sa.out = h->d_seg[i];
             sa.out_n = h->d_n[i];
-            st = b->prune_chunks(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
+            st = b->prune_chunks(b, call->kv, call->seqs, call->n_seqs, h->ws.d_qb, n_pre,
+                                 call->q_raw, call->n_head, call->rope, &sa);
         }
         if (st != LC_OK) return st;
         {
@@ -384,20 +379,21 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
             lc_segment *segs[LC_HIP_MAX_STAGES];
             int32_t *ns[LC_HIP_MAX_STAGES];
             for (int32_t i = 0; i < N; i++) {
-                segs[i] =
-                    h->d_seg[i] + (size_t)lb * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
+                segs[i] = h->d_seg[i] +
+                          (size_t)lb * (size_t)h->n_groups * (size_t)keep_of(h, call->layer, i);
                 ns[i] = h->d_n[i] + (size_t)lb * (size_t)h->n_groups;
             }
-            trace_block(h, layer, "prefill", qb->pos0 + qb->n_rows - 1, segs, ns, 0);
+            trace_block(h, call->layer, "prefill", qb->pos0 + qb->n_rows - 1, segs, ns, 0);
         }
         h->last_sparse = true;
-        h->last_layer = layer;
+        h->last_layer = call->layer;
         h->last_n_pre = n_pre;
         aa.max_rows = h->pre_rows;
         aa.sel = h->d_seg[N - 1];
         aa.sel_n = h->d_n[N - 1];
-        if ((st = b->attn_segments(b, kv, seqs, n_seqs, h->ws.d_qb, n_pre, q, n_head, rope, scale,
-                                 &aa, out)) != LC_OK)
+        if ((st =
+                 b->attn_segments(b, call->kv, call->seqs, call->n_seqs, h->ws.d_qb, n_pre, call->q,
+                                  call->n_head, call->rope, call->scale, &aa, call->out)) != LC_OK)
             return st;
     }
     if (n_dec == 0) return LC_OK;
@@ -406,45 +402,47 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
        layer's caches, and recomputes only the stages from its own first one on (the plan's
        from row); a stage none of them recomputes is not launched */
     const lc_qblock *d_dec = h->ws.d_qb + n_pre;
-    const int32_t *d_list = h->ws.d_list + (size_t)layer * (size_t)h->ws.qb_cap;
-    const int32_t *d_from = h->ws.d_from + (size_t)layer * (size_t)h->ws.qb_cap;
+    const int32_t *d_list = h->ws.d_list + (size_t)call->layer * (size_t)h->ws.qb_cap;
+    const int32_t *d_from = h->ws.d_from + (size_t)call->layer * (size_t)h->ws.qb_cap;
     sa.rot = NULL, aa.rot = NULL; /* (one-row blocks read keys as stored) */
     for (int32_t i = lp->min_from; i < N && st == LC_OK; i++) {
-        stage_setup(h, layer, i, 1, h->dec_cand, &sa);
-        sa.in = i ? sel_pool_seg(&h->pool, layer, i - 1) : NULL;
-        sa.in_n = i ? sel_pool_n(&h->pool, layer, i - 1) : NULL;
-        sa.out = sel_pool_seg(&h->pool, layer, i);
-        sa.out_n = sel_pool_n(&h->pool, layer, i);
+        stage_setup(h, call->layer, i, 1, h->dec_cand, &sa);
+        sa.in = i ? sel_pool_seg(&h->pool, call->layer, i - 1) : NULL;
+        sa.in_n = i ? sel_pool_n(&h->pool, call->layer, i - 1) : NULL;
+        sa.out = sel_pool_seg(&h->pool, call->layer, i);
+        sa.out_n = sel_pool_n(&h->pool, call->layer, i);
         sa.list = d_list, sa.from = d_from, sa.stage = i;
-        st = b->prune_chunks(b, kv, seqs, n_seqs, d_dec, n_dec, q_raw, n_head, rope, &sa);
+        st = b->prune_chunks(b, call->kv, call->seqs, call->n_seqs, d_dec, n_dec, call->q_raw,
+                             call->n_head, call->rope, &sa);
     }
-    if (st != LC_OK) return invalidate_layer(h, states), st;
-    const int32_t *h_list = h->ws.h_list + (size_t)layer * (size_t)h->ws.qb_cap;
-    const int32_t *h_from = h->ws.h_from + (size_t)layer * (size_t)h->ws.qb_cap;
+    if (st != LC_OK) return invalidate_layer(h, call->states), st;
+    const int32_t *h_list = h->ws.h_list + (size_t)call->layer * (size_t)h->ws.qb_cap;
+    const int32_t *h_from = h->ws.h_from + (size_t)call->layer * (size_t)h->ws.qb_cap;
     for (int32_t j = 0; j < n_dec; j++) { /* (a no-op unless a span is traced) */
         if (h_from[j] >= N) continue;
         lc_segment *segs[LC_HIP_MAX_STAGES];
         int32_t *ns[LC_HIP_MAX_STAGES];
         for (int32_t i = 0; i < N; i++) {
-            segs[i] = sel_pool_seg(&h->pool, layer, i) +
-                      (size_t)h_list[j] * (size_t)h->n_groups * (size_t)keep_of(h, layer, i);
-            ns[i] = sel_pool_n(&h->pool, layer, i) + (size_t)h_list[j] * (size_t)h->n_groups;
+            segs[i] = sel_pool_seg(&h->pool, call->layer, i) +
+                      (size_t)h_list[j] * (size_t)h->n_groups * (size_t)keep_of(h, call->layer, i);
+            ns[i] = sel_pool_n(&h->pool, call->layer, i) + (size_t)h_list[j] * (size_t)h->n_groups;
         }
-        trace_block(h, layer, "decode", h->ws.h_qb[n_pre + j].pos0, segs, ns, h_from[j]);
+        trace_block(h, call->layer, "decode", h->ws.h_qb[n_pre + j].pos0, segs, ns, h_from[j]);
     }
     if (n_pre == 0) { /* for lc_attn_infinitehip_last */
         h->last_sparse = true;
-        h->last_layer = layer;
+        h->last_layer = call->layer;
         h->last_dec_slot = h_list[n_dec - 1];
         h->last_dec_qb = h->ws.h_qb[n_qb - 1];
     }
     aa.max_rows = 1;
     aa.max_window = p->n_stream; /* >= pos + 1 - win0 of any decode row (win0_cut) */
-    aa.sel = sel_pool_seg(&h->pool, layer, N - 1);
-    aa.sel_n = sel_pool_n(&h->pool, layer, N - 1);
+    aa.sel = sel_pool_seg(&h->pool, call->layer, N - 1);
+    aa.sel_n = sel_pool_n(&h->pool, call->layer, N - 1);
     aa.list = d_list;
-    st = b->attn_segments(b, kv, seqs, n_seqs, d_dec, n_dec, q, n_head, rope, scale, &aa, out);
-    if (st != LC_OK) invalidate_layer(h, states);
+    st = b->attn_segments(b, call->kv, call->seqs, call->n_seqs, d_dec, n_dec, call->q,
+                          call->n_head, call->rope, call->scale, &aa, call->out);
+    if (st != LC_OK) invalidate_layer(h, call->states);
     return st;
 }
 

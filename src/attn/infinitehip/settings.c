@@ -166,9 +166,7 @@ const lc_attn_desc lc_attn_desc_infinitehip = {
     .name     = "infinitehip",
     .summary  = "InfiniteHiP: multi-stage hierarchical pruning + block-sparse attention, RoPE "
                 "re-indexing past the trained window",
-    .settings = {"infinitehip", sizeof(lc_infinitehip_params), &base, keys,
-                 (int32_t)(sizeof keys / sizeof keys[0]), presets,
-                 (int32_t)(sizeof presets / sizeof presets[0]), "default"},
+    .settings = LC_SETTINGS_TABLE("infinitehip", lc_infinitehip_params, base, keys, presets),
     .validate        = lc_infinitehip_validate,
     .create          = create,
     .fixed_rope_rows = fixed_rope_rows,

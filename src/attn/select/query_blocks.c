@@ -190,6 +190,25 @@ int sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
     return LC_OK;
 }
 
+int sel_pool_keep_queries(sel_pool *p, int32_t q_len) {
+    if (q_len < 1 || p->n_slots > 0 || p->q)
+        return lc_fail(LC_ERR_INTERNAL, "decode cache pool: fingerprints of %d floats asked for late", q_len);
+    const size_t L = (size_t)(p->n_layer > 0 ? p->n_layer : 1);
+    p->q       = lc_calloc(L, sizeof(float *), "decode cache pool");
+    p->q_valid = lc_calloc(L, sizeof(int32_t *), "decode cache pool");
+    if (!p->q || !p->q_valid) return LC_ERR_NOMEM;
+    p->q_len = q_len;
+    return LC_OK;
+}
+
+/* Free the fingerprint arrays of q / qv ([n_layer] each; NULL entries skipped). */
+static void pool_free_queries(lc_backend *b, int32_t n_layer, float **q, int32_t **qv) {
+    for (int32_t l = 0; l < n_layer; l++) {
+        if (q && q[l]) b->dealloc(b, q[l]);
+        if (qv && qv[l]) b->dealloc(b, qv[l]);
+    }
+}
+
 void sel_pool_release(sel_pool *p) {
     lc_backend  *b  = p->b;
     const size_t nl = (size_t)p->n_layer * (size_t)p->n_lists;
@@ -197,9 +216,37 @@ void sel_pool_release(sel_pool *p) {
         if (p->seg && p->seg[i]) b->dealloc(b, p->seg[i]);
         if (p->n && p->n[i]) b->dealloc(b, p->n[i]);
     }
-    free(p->cap), free(p->seg), free(p->n), free(p->used);
-    p->cap = NULL, p->seg = NULL, p->n = NULL, p->used = NULL;
+    pool_free_queries(b, p->n_layer, p->q, p->q_valid);
+    free(p->cap), free(p->seg), free(p->n), free(p->used), free(p->q), free(p->q_valid);
+    p->cap = NULL, p->seg = NULL, p->n = NULL, p->used = NULL, p->q = NULL, p->q_valid = NULL;
     p->n_slots = 0;
+}
+
+/* The fingerprint arrays for n slots (q_len floats and a flag each), the old ones copied over. */
+static int pool_grow_queries(sel_pool *p, int32_t n, float ***q_out, int32_t ***qv_out) {
+    *q_out = NULL, *qv_out = NULL;
+    if (p->q_len <= 0) return LC_OK;
+    lc_backend  *b  = p->b;
+    const size_t L  = (size_t)(p->n_layer > 0 ? p->n_layer : 1), ql = (size_t)p->q_len;
+    float      **q  = lc_calloc(L, sizeof(float *), "decode cache pool");
+    int32_t    **qv = lc_calloc(L, sizeof(int32_t *), "decode cache pool");
+    int          st = q && qv ? LC_OK : LC_ERR_NOMEM;
+    for (int32_t l = 0; l < p->n_layer && st == LC_OK; l++) {
+        q[l]  = b->alloc(b, sizeof(float) * (size_t)n * ql, "decode selection cache");
+        qv[l] = b->alloc(b, sizeof(int32_t) * (size_t)n, "decode selection cache");
+        if (!q[l] || !qv[l]) st = LC_ERR_NOMEM;
+        if (st == LC_OK && p->n_slots > 0) {
+            st = b->copy(b, q[l], p->q[l], sizeof(float) * (size_t)p->n_slots * ql);
+            if (st == LC_OK) st = b->copy(b, qv[l], p->q_valid[l], sizeof(int32_t) * (size_t)p->n_slots);
+        }
+    }
+    if (st != LC_OK) {
+        if (q && qv) pool_free_queries(b, p->n_layer, q, qv);
+        free(q), free(qv);
+        return st;
+    }
+    *q_out = q, *qv_out = qv;
+    return LC_OK;
 }
 
 /* Every layer's pools with room for n slots, the old caches copied over. */
@@ -210,6 +257,9 @@ static int pool_grow(sel_pool *p, int32_t n) {
     int32_t    **cnt = lc_calloc(nl ? nl : 1, sizeof(int32_t *), "decode cache pool");
     uint8_t     *used = lc_calloc((size_t)p->n_layer * (size_t)n + 1, 1, "decode cache pool");
     int          st   = seg && cnt && used ? LC_OK : LC_ERR_NOMEM;
+    float      **q    = NULL;
+    int32_t    **qv   = NULL;
+    if (st == LC_OK) st = pool_grow_queries(p, n, &q, &qv);
     for (size_t i = 0; i < nl && st == LC_OK; i++) {
         const size_t cap = (size_t)(p->cap[i] > 0 ? p->cap[i] : 1);
         seg[i] = b->alloc(b, sizeof(lc_segment) * (size_t)n * G * cap, "decode selection cache");
@@ -225,7 +275,8 @@ static int pool_grow(sel_pool *p, int32_t n) {
             if (seg[i]) b->dealloc(b, seg[i]);
             if (cnt[i]) b->dealloc(b, cnt[i]);
         }
-        free(seg), free(cnt), free(used);
+        if (q) pool_free_queries(b, p->n_layer, q, qv);
+        free(seg), free(cnt), free(used), free(q), free(qv);
         return st;
     }
     for (int32_t l = 0; l < p->n_layer; l++)
@@ -237,6 +288,11 @@ static int pool_grow(sel_pool *p, int32_t n) {
     }
     free(p->seg), free(p->n), free(p->used);
     p->seg = seg, p->n = cnt, p->used = used, p->n_slots = n;
+    if (q) {
+        pool_free_queries(b, p->n_layer, p->q, p->q_valid);
+        free(p->q), free(p->q_valid);
+        p->q = q, p->q_valid = qv;
+    }
     p->epoch++;
     return LC_OK;
 }
@@ -259,6 +315,10 @@ int sel_pool_take(sel_pool *p, int32_t layer, int32_t *slot) {
             if (st != LC_OK) return st;
             g += k;
         }
+    }
+    if (p->q_len > 0) {
+        const int st = p->b->upload(p->b, p->q_valid[layer] + s, zeros, sizeof(int32_t));
+        if (st != LC_OK) return st;
     }
     p->used[(size_t)layer * (size_t)p->n_slots + (size_t)s] = 1;
     *slot = s;
@@ -321,6 +381,17 @@ void sel_method_free(lc_attn_method *m) {
 int sel_check_layer(const char *method, int32_t layer, int32_t n_layer) {
     if (layer < 0 || layer >= n_layer)
         return lc_fail(LC_ERR_INVALID_ARG, "%s: layer %d of %d", method, layer, n_layer);
+    return LC_OK;
+}
+
+int sel_forward_check(const char *method, const lc_backend *b, bool has_ops, int32_t layer,
+                      int32_t n_layer, int32_t dense_layers) {
+    int st = sel_check_layer(method, layer, n_layer);
+    if (st != LC_OK) return st;
+    if (layer < dense_layers) return SEL_RUN_DENSE;
+    if (!has_ops)
+        return lc_fail(LC_ERR_UNSUPPORTED, "%s: the %s backend lacks the sparse ops", method,
+                       b->name);
     return LC_OK;
 }
 

@@ -50,7 +50,9 @@ int sel_ws_init(sel_ws *w, lc_backend *b, int32_t n_layer, bool lists, int32_t n
                 int32_t sel_cap, int32_t n_sink);
 
 /* The decode caches of a selecting method: per layer, n_lists lists (InfiniteHiP: one per
- * stage's output; HiP: the mask) of cap[layer][i] segments per (slot, group), with their counts.
+ * stage's output; HiP: the mask; TokenSelect: the selection) of cap[layer][i] segments per
+ * (slot, group), with their counts, and optionally (sel_pool_keep_queries) per slot the query
+ * fingerprint its selection came from and whether it holds one (TokenSelect's selection cache).
  * A (sequence, layer) state takes a slot of its layer and keeps it while it lives; the pools grow
  * by doubling (the caches copied over, epoch bumped). */
 typedef struct sel_pool {
@@ -62,10 +64,15 @@ typedef struct sel_pool {
     int32_t    **n;       /* [n_layer][n_lists] -> [n_slots][n_groups] */
     uint8_t     *used;    /* [n_layer][n_slots] */
     uint64_t     epoch;
+    int32_t      q_len;   /* floats of a slot's fingerprint (0: none kept) */
+    float      **q;       /* [n_layer] -> [n_slots][q_len] */
+    int32_t    **q_valid; /* [n_layer] -> [n_slots]: the slot holds a fingerprint (zeroed on take) */
 } sel_pool;
 int  sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
                    int32_t n_groups, const int32_t *cap);
-/* A free slot of layer's pools (growing them), its counts zeroed. */
+/* Keep a fingerprint of q_len floats per slot too (after sel_pool_init, before any take). */
+int  sel_pool_keep_queries(sel_pool *p, int32_t q_len);
+/* A free slot of layer's pools (growing them), its counts (and fingerprint flag) zeroed. */
 int  sel_pool_take(sel_pool *p, int32_t layer, int32_t *slot);
 void sel_pool_give(sel_pool *p, int32_t layer, int32_t slot);
 void sel_pool_release(sel_pool *p);
@@ -88,6 +95,12 @@ static inline uint64_t sel_key_mix(uint64_t h, uint64_t v) {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     return h * 0xBF58476D1CE4E5B9ull;
 }
+/* sel_key_mix of v[0], ..., v[n - 1] in turn into h. */
+static inline uint64_t sel_key_mix_all(uint64_t h, const uint64_t *v, int32_t n) {
+    for (int32_t i = 0; i < n; i++) h = sel_key_mix(h, v[i]);
+    return h;
+}
+#define SEL_N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
 
 /* The sink + streaming-window rule of InfiniteHiP and HiP (backend.h): the first window key of a
  * block whose first row is at pos0. */
@@ -143,6 +156,14 @@ void sel_method_free(lc_attn_method *m);
 
 /* LC_OK for 0 <= layer < n_layer, else LC_ERR_INVALID_ARG "<method>: layer L of N". */
 int sel_check_layer(const char *method, int32_t layer, int32_t n_layer);
+
+/* The checks that open a sparse method's forward of layer, in this order: sel_check_layer; then
+ * SEL_RUN_DENSE for the first dense_layers layers (the caller runs b->attn_dense); then, where
+ * the backend lacks the method's ops (has_ops false), LC_ERR_UNSUPPORTED "<method>: the
+ * <backend> backend lacks the sparse ops". LC_OK: the layer runs sparse. */
+#define SEL_RUN_DENSE 1
+int sel_forward_check(const char *method, const lc_backend *b, bool has_ops, int32_t layer,
+                      int32_t n_layer, int32_t dense_layers);
 
 /* Per (sequence, layer) state of a method whose decode caches live in a sel_pool: its slot of
  * the layer's pool, and the refresh state of the slot's lists (InfiniteHiP: one per stage;

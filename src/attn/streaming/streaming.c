@@ -120,28 +120,23 @@ static int streaming_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int3
     const int       st = plan_batch(t, seqs, n_seqs);
     if (st != LC_OK) return st;
     sel_plan_mark(&t->ws);
-    uint64_t k = sel_key_mix(0x57e4ull, (uint64_t)t->ws.n_qb);
-    k          = sel_key_mix(k, (uint64_t)t->sz.max_rows);
-    k          = sel_key_mix(k, (uint64_t)t->max_window);
-    k          = sel_key_mix(k, (uint64_t)t->dense);
-    k          = sel_key_mix(k, (uint64_t)(t->sz.max_end > t->shape.n_ctx_train));
-    k          = sel_key_mix(k, t->ws.epoch);
-    *key       = k;
+    const uint64_t v[] = {(uint64_t)t->ws.n_qb, (uint64_t)t->sz.max_rows, (uint64_t)t->max_window,
+                          (uint64_t)t->dense, (uint64_t)(t->sz.max_end > t->shape.n_ctx_train),
+                          t->ws.epoch};
+    *key = sel_key_mix_all(0x57e4ull, v, SEL_N_OF(v));
     return LC_OK;
 }
 
-static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
-                             const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                             void *const *states, const float *q, const float *q_raw,
-                             int32_t n_head, const lc_rope_table *rope, float scale, float *out) {
-    (void)states, (void)q_raw;
+static int streaming_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_call *call) {
     streaming_impl         *t = m->impl;
     const streaming_params *p = &t->p;
     t->ws.last_sparse         = false;
-    int st                    = sel_check_layer("streaming", layer, t->shape.n_layer);
+    int st = sel_check_layer("streaming", call->layer, t->shape.n_layer);
     if (st != LC_OK) return st;
-    if (!sel_plan_take(&t->ws, layer) && (st = plan_batch(t, seqs, n_seqs)) != LC_OK) return st;
-    if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (!sel_plan_take(&t->ws, call->layer) &&
+        (st = plan_batch(t, call->seqs, call->n_seqs)) != LC_OK)
+        return st;
+    if (t->dense) return lc_attn_call_dense(b, call);
     const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
     lc_attn_segments_args aa;
     memset(&aa, 0, sizeof aa);
@@ -155,7 +150,8 @@ static int streaming_forward(const lc_attn_method *m, lc_backend *b, int32_t lay
     aa.max_rows   = t->sz.max_rows;
     aa.max_window = t->max_window;
     aa.rot        = t->ws.n_pre > 0 ? &t->rot : NULL;
-    st = b->attn_segments(b, kv, seqs, n_seqs, t->ws.d_qb, t->ws.n_qb, q, n_head, rope, scale, &aa, out);
+    st = b->attn_segments(b, call->kv, call->seqs, call->n_seqs, t->ws.d_qb, t->ws.n_qb, call->q,
+                          call->n_head, call->rope, call->scale, &aa, call->out);
     if (st == LC_OK) {
         t->ws.last_sparse = t->ws.n_pre > 0;
         t->ws.last_n_pre  = t->ws.n_pre;
@@ -203,9 +199,7 @@ const lc_attn_desc lc_attn_desc_streaming = {
     .name     = "streaming",
     .summary  = "StreamingLLM: attention sinks + a window of recent tokens, positions rolled past "
                 "the trained window (the papers' baseline)",
-    .settings = {"streaming", sizeof(streaming_params), &base, keys,
-                 (int32_t)(sizeof keys / sizeof keys[0]), presets,
-                 (int32_t)(sizeof presets / sizeof presets[0]), "default"},
+    .settings = LC_SETTINGS_TABLE("streaming", streaming_params, base, keys, presets),
     .validate = validate,
     .create   = create,
 };

@@ -85,9 +85,7 @@ const lc_attn_desc lc_attn_desc_tokenselect = {
     .name     = "tokenselect",
     .summary  = "TokenSelect: token-level top-k by a per-head soft vote over every cached key, "
                 "with a selection cache in decode",
-    .settings = {"tokenselect", sizeof(lc_tokenselect_params), &base, keys,
-                 (int32_t)(sizeof keys / sizeof keys[0]), presets,
-                 (int32_t)(sizeof presets / sizeof presets[0]), "default"},
+    .settings = LC_SETTINGS_TABLE("tokenselect", lc_tokenselect_params, base, keys, presets),
     .validate        = validate,
     .create          = create,
     .fixed_rope_rows = fixed_rope_rows,

@@ -11,8 +11,11 @@
  * candidates are [n_init, N - n_local). (At the start of a sequence the window starts no later
  * than the block's first row, so the sink stays causal.)
  * Selection cache (Alg. 1): each (sequence, layer) keeps the last computed selection and the
- * fingerprint it came from; a decode step whose fingerprint's cosine with it is >= theta reuses
- * it. The decision is the op's, on the backend (no host round trip); a prefill resets the cache.
+ * fingerprint it came from in its slot of the layer's pool; a decode step whose fingerprint's
+ * cosine with it is >= theta reuses it. The decision is the op's, per block on the backend (no
+ * host round trip), so all decode sequences of a step share one selection launch and one
+ * attention launch per layer, each block naming its slot (backend.h "Batched decode"); a
+ * prefill resets its sequence's cache.
  * RoPE: the fingerprint scores unrotated keys with the query rotated at n_local (+ its row), as
  * the paper's code; the attention re-indexes positions StreamingLLM-style (the selected tokens
  * just before the window: the same relative distances as TokenSelect's compact positions) once
@@ -31,7 +34,8 @@ typedef struct ts_impl {
     lc_backend           *b;
     lc_tokenselect_params p;
     lc_attn_shape         shape;
-    sel_ws                ws;
+    sel_ws                ws;          /* blocks, plan image (decode slots), prefill selections */
+    sel_pool              pool;        /* decode selections + fingerprints: a slot per (seq, layer) */
     bool                  no_shortcut; /* lc_context_params.sparse_always (tests) */
     int64_t              *d_counts;    /* [n_layer][2] hits, misses (with the cache) */
     int64_t               uncached;    /* decode selections made without the cache */
@@ -42,14 +46,6 @@ typedef struct ts_impl {
     lc_rotated_keys       rot; /* prefill keys rotated once per layer (plain RoPE) */
 } ts_impl;
 
-typedef struct ts_state {
-    lc_backend *b;
-    lc_segment *sel;   /* [k] */
-    int32_t    *sel_n; /* [1] */
-    float      *cache_q; /* [n_head * head_dim] */
-    int32_t    *cache_valid;
-} ts_state;
-
 static int32_t ts_win0(const void *params, int32_t pos0, int32_t n_rows) {
     const lc_tokenselect_params *p = params;
     const int32_t                N = pos0 + n_rows;
@@ -59,39 +55,14 @@ static int32_t ts_win0(const void *params, int32_t pos0, int32_t n_rows) {
     return a > w ? a : w;
 }
 
+/* Per (sequence, layer): its slot of the layer's pool (selection, fingerprint). */
 static void ts_state_free(const lc_attn_method *m, void *state) {
-    (void)m;
-    ts_state *s = state;
-    if (!s) return;
-    lc_backend *b = s->b;
-    if (s->sel) b->dealloc(b, s->sel);
-    if (s->sel_n) b->dealloc(b, s->sel_n);
-    if (s->cache_q) b->dealloc(b, s->cache_q);
-    if (s->cache_valid) b->dealloc(b, s->cache_valid);
-    free(s);
+    sel_slot_state_free(&((ts_impl *)m->impl)->pool, state);
 }
 
 static int ts_state_create(const lc_attn_method *m, int32_t layer, void **out) {
-    (void)layer;
-    const ts_impl *t = m->impl;
-    lc_backend    *b = t->b;
-    ts_state      *s = lc_calloc(1, sizeof *s, "TokenSelect layer state");
-    if (!s) return LC_ERR_NOMEM;
-    s->b           = b;
-    s->sel         = b->alloc(b, sizeof(lc_segment) * (size_t)t->p.k, "TokenSelect selection cache");
-    s->sel_n       = b->alloc(b, sizeof(int32_t), "TokenSelect selection cache");
-    s->cache_q     = b->alloc(b, sizeof(float) * (size_t)t->shape.n_head * (size_t)t->shape.head_dim,
-                              "TokenSelect selection cache");
-    s->cache_valid = b->alloc(b, sizeof(int32_t), "TokenSelect selection cache");
-    const int32_t zero = 0;
-    if (!s->sel || !s->sel_n || !s->cache_q || !s->cache_valid ||
-        b->upload(b, s->cache_valid, &zero, sizeof zero) != LC_OK ||
-        b->upload(b, s->sel_n, &zero, sizeof zero) != LC_OK) {
-        ts_state_free(m, s);
-        return LC_ERR_NOMEM;
-    }
-    *out = s;
-    return LC_OK;
+    return sel_slot_state_create(&((ts_impl *)m->impl)->pool, "tokenselect",
+                                 "TokenSelect layer state", layer, out);
 }
 
 /* The plan of a forward: the blocks, the launch sizes, the dense shortcut. */
@@ -112,41 +83,48 @@ static void count_uncached(ts_impl *t, int32_t n_layers) {
         t->uncached += (int64_t)(t->ws.n_qb - t->ws.n_pre) * n_layers;
 }
 
-static int ts_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_seqs,
-                   void **const *states, uint64_t *key) {
-    (void)states;
-    ts_impl *t  = m->impl;
-    int      st = plan_batch(t, seqs, n_seqs);
-    if (st == LC_OK) st = sel_plan_upload(&t->ws);
-    if (st != LC_OK) return st;
-    const int32_t sparse_layers = t->shape.n_layer - t->p.dense_layers;
-    count_uncached(t, sparse_layers > 0 ? sparse_layers : 0);
-    sel_plan_mark(&t->ws);
-    uint64_t k = sel_key_mix(0x75e1ull, (uint64_t)t->ws.n_qb);
-    k          = sel_key_mix(k, (uint64_t)t->ws.n_pre);
-    k          = sel_key_mix(k, (uint64_t)t->max_cand);
-    k          = sel_key_mix(k, (uint64_t)t->dense);
-    k          = sel_key_mix(k, (uint64_t)(t->sz.max_end > t->shape.n_ctx_train));
-    k          = sel_key_mix(k, t->ws.epoch);
-    *key       = k;
+/* The layer part: each decode block's slot of the layer's pool. */
+static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_t n_seqs,
+                      void *const *states) {
+    (void)seqs, (void)n_seqs;
+    ts_impl *t = impl;
+    if (layer < t->p.dense_layers || t->dense) return LC_OK;
+    int32_t *list = t->ws.h_list + (size_t)layer * (size_t)t->ws.qb_cap;
+    for (int32_t j = t->ws.n_pre; j < t->ws.n_qb; j++) {
+        const sel_slot_state *ss = states ? states[t->ws.h_qb[j].seq] : NULL;
+        if (!ss) return lc_fail(LC_ERR_INTERNAL, "tokenselect: a decode sequence has no state");
+        list[j - t->ws.n_pre] = ss->slot;
+    }
     return LC_OK;
 }
 
-static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
-                      const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
-                      void *const *states, const float *q, const float *q_raw, int32_t n_head,
-                      const lc_rope_table *rope, float scale, float *out) {
+static int ts_plan(const lc_attn_method *m, const lc_attn_seq *seqs, int32_t n_seqs,
+                   void **const *states, uint64_t *key) {
+    ts_impl *t  = m->impl;
+    int      st = plan_batch(t, seqs, n_seqs);
+    if (st == LC_OK) st = sel_plan_layers(&t->ws, seqs, n_seqs, states, plan_layer, t);
+    if (st != LC_OK) return st;
+    const int32_t sparse_layers = t->shape.n_layer - t->p.dense_layers;
+    count_uncached(t, sparse_layers > 0 ? sparse_layers : 0);
+    const uint64_t v[] = {(uint64_t)t->ws.n_qb, (uint64_t)t->ws.n_pre, (uint64_t)t->max_cand,
+                          (uint64_t)t->dense, (uint64_t)(t->sz.max_end > t->shape.n_ctx_train),
+                          t->ws.epoch, t->pool.epoch};
+    *key = sel_key_mix_all(0x75e1ull, v, SEL_N_OF(v));
+    return LC_OK;
+}
+
+static int ts_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_call *call) {
     ts_impl                     *t = m->impl;
     const lc_tokenselect_params *p = &t->p;
     t->ws.last_sparse              = false;
-    int st                         = sel_check_layer("tokenselect", layer, t->shape.n_layer);
+    int st =
+        sel_forward_check("tokenselect", b, call->q_raw && b->select_tokens && b->attn_segments,
+                          call->layer, t->shape.n_layer, p->dense_layers);
+    if (st == SEL_RUN_DENSE) return lc_attn_call_dense(b, call);
     if (st != LC_OK) return st;
-    if (layer < p->dense_layers) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
-    if (!q_raw || !b->select_tokens || !b->attn_segments)
-        return lc_fail(LC_ERR_UNSUPPORTED, "tokenselect: the %s backend lacks the sparse ops",
-                       b->name);
-    if (!sel_plan_take(&t->ws, layer)) { /* a caller that does not plan */
-        st = plan_batch(t, seqs, n_seqs);
+    if (!sel_plan_take(&t->ws, call->layer)) { /* a caller that does not plan */
+        st = plan_batch(t, call->seqs, call->n_seqs);
+        if (st == LC_OK) st = plan_layer(t, call->layer, call->seqs, call->n_seqs, call->states);
         if (st == LC_OK) st = sel_plan_upload(&t->ws);
         if (st != LC_OK) return st;
         count_uncached(t, 1);
@@ -154,66 +132,64 @@ static int ts_forward(const lc_attn_method *m, lc_backend *b, int32_t layer,
     const int32_t n_qb = t->ws.n_qb, n_pre = t->ws.n_pre;
     /* a prefill resets the selection caches of its sequences (prefill forwards are never
        replayed from a graph, so this device write stays in the forward) */
-    for (int32_t s = 0; s < n_seqs && st == LC_OK; s++)
-        if (seqs[s].n_rows > 1 && states && states[s]) {
+    for (int32_t s = 0; s < call->n_seqs && st == LC_OK; s++)
+        if (call->seqs[s].n_rows > 1 && call->states && call->states[s]) {
             const int32_t zero = 0;
-            st = b->upload(b, ((ts_state *)states[s])->cache_valid, &zero, sizeof zero);
+            st = b->upload(b,
+                           t->pool.q_valid[call->layer] + ((sel_slot_state *)call->states[s])->slot,
+                           &zero, sizeof zero);
         }
     if (st != LC_OK) return st;
-    if (t->dense) return b->attn_dense(b, kv, seqs, n_seqs, q, n_head, rope, scale, out);
+    if (t->dense) return lc_attn_call_dense(b, call);
 
     const bool extend = sel_rope_extends(p->rope, t->sz.max_end, t->shape.n_ctx_train);
-    lc_select_tokens_args sa;
-    memset(&sa, 0, sizeof sa);
-    sa.n_init   = p->n_init;
-    sa.k        = p->k;
-    sa.fp_pos   = p->n_local;
-    sa.gqa_mod  = p->gqa_mod;
-    sa.max_cand = t->max_cand;
-    sa.out_cap  = p->k;
-    sa.theta    = p->theta;
-    lc_attn_segments_args aa;
-    memset(&aa, 0, sizeof aa);
-    aa.n_sink     = p->n_init;
-    aa.attn_rope  = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
-    aa.n_groups   = 1;
-    aa.sel_cap    = p->k;
-    aa.max_sel    = p->k;
-    aa.max_window = p->n_local;
+    lc_select_tokens_args sa = {
+        .n_init = p->n_init, .k = p->k, .fp_pos = p->n_local, .gqa_mod = p->gqa_mod,
+        .max_cand = t->max_cand, .out_cap = p->k, .theta = p->theta};
+    lc_attn_segments_args aa = {
+        .n_sink = p->n_init, .attn_rope = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN,
+        .n_groups = 1, .sel_cap = p->k, .max_sel = p->k, .max_window = p->n_local};
 
     if (n_pre > 0) { /* the prefill chunks' selections into the workspace, then their attention */
         sa.max_rows = t->sz.pre_rows;
         sa.out      = t->ws.d_sel;
         sa.out_n    = t->ws.d_n;
-        st          = b->select_tokens(b, kv, seqs, n_seqs, t->ws.d_qb, n_pre, q_raw, n_head, rope, &sa);
+        st = b->select_tokens(b, call->kv, call->seqs, call->n_seqs, t->ws.d_qb, n_pre, call->q_raw,
+                              call->n_head, call->rope, &sa);
         aa.rot = &t->rot;
         if (st == LC_OK)
-            st = sel_attend_prefill(&t->ws, b, kv, seqs, n_seqs, q, n_head, rope, scale,
-                                    t->sz.pre_rows, &aa, out);
+            st = sel_attend_prefill(&t->ws, b, call->kv, call->seqs, call->n_seqs, call->q,
+                                    call->n_head, call->rope, call->scale, t->sz.pre_rows, &aa,
+                                    call->out);
         if (st != LC_OK) return st;
     }
-    /* decode blocks: one sequence at a time, each with its selection cache (whose hit or miss
-       the op decides on the device, so these launches replay from a graph as they are) */
-    aa.rot = NULL;
-    for (int32_t j = n_pre; j < n_qb && st == LC_OK; j++) {
-        const lc_qblock *qb = &t->ws.h_qb[j];
-        ts_state            *ss = states ? states[qb->seq] : NULL;
-        if (!ss) return lc_fail(LC_ERR_INTERNAL, "tokenselect: a decode sequence has no state");
-        sa.max_rows = 1;
-        sa.out      = ss->sel;
-        sa.out_n    = ss->sel_n;
-        const bool cache = p->theta <= 1.0f;
-        sa.cache_q     = cache ? ss->cache_q : NULL;
-        sa.cache_valid = cache ? ss->cache_valid : NULL;
-        sa.counts      = t->d_counts + 2 * (size_t)layer;
-        st = b->select_tokens(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q_raw, n_head, rope, &sa);
-        if (st != LC_OK) return st;
-        aa.max_rows   = 1;
-        aa.sel        = ss->sel;
-        aa.sel_n      = ss->sel_n;
-        st = b->attn_segments(b, kv, seqs, n_seqs, t->ws.d_qb + j, 1, q, n_head, rope, scale, &aa, out);
-    }
-    return st;
+    const int32_t n_dec = n_qb - n_pre;
+    if (n_dec == 0) return LC_OK;
+    /* decode blocks: one selection launch and one attention launch for all of them, each block
+       with its sequence's slot of the layer's pool (whose cache hit or miss the op decides per
+       block on the device, so these launches replay from a graph as they are) */
+    const lc_qblock *d_dec  = t->ws.d_qb + n_pre;
+    const int32_t *d_list = t->ws.d_list + (size_t)call->layer * (size_t)t->ws.qb_cap;
+    lc_segment *pseg = sel_pool_seg(&t->pool, call->layer, 0);
+    int32_t *pn = sel_pool_n(&t->pool, call->layer, 0);
+    const bool       cache  = p->theta <= 1.0f;
+    sa.max_rows    = 1;
+    sa.out         = pseg;
+    sa.out_n       = pn;
+    sa.list        = d_list;
+    sa.cache_q = cache ? t->pool.q[call->layer] : NULL;
+    sa.cache_valid = cache ? t->pool.q_valid[call->layer] : NULL;
+    sa.counts = t->d_counts + 2 * (size_t)call->layer;
+    st = b->select_tokens(b, call->kv, call->seqs, call->n_seqs, d_dec, n_dec, call->q_raw,
+                          call->n_head, call->rope, &sa);
+    if (st != LC_OK) return st;
+    aa.rot      = NULL;
+    aa.max_rows = 1;
+    aa.sel      = pseg;
+    aa.sel_n    = pn;
+    aa.list     = d_list;
+    return b->attn_segments(b, call->kv, call->seqs, call->n_seqs, d_dec, n_dec, call->q,
+                            call->n_head, call->rope, call->scale, &aa, call->out);
 }
 
 static int ts_last(const lc_attn_method *m, lc_last_selection *out) {
@@ -237,6 +213,7 @@ static void ts_destroy(lc_attn_method *m) {
     ts_impl *t = m ? m->impl : NULL;
     if (t) {
         sel_ws_release(&t->ws);
+        sel_pool_release(&t->pool);
         lc_rotated_keys_release(t->b, &t->rot);
         if (t->d_counts) t->b->dealloc(t->b, t->d_counts);
     }
@@ -263,7 +240,14 @@ int lc_attn_tokenselect_create(lc_backend *b, const lc_attn_shape *shape,
     t->p           = *p;
     t->shape       = *shape;
     t->no_shortcut = diag && diag->sparse_always;
-    st             = sel_ws_init(&t->ws, b, shape->n_layer, false, 1, p->k, p->n_init);
+    st             = sel_ws_init(&t->ws, b, shape->n_layer, true, 1, p->k, p->n_init);
+    int32_t *caps  = st == LC_OK ? lc_malloc(sizeof(int32_t) * (size_t)(shape->n_layer > 0 ? shape->n_layer : 1),
+                                             "TokenSelect plan") : NULL;
+    if (st == LC_OK && !caps) st = LC_ERR_NOMEM;
+    for (int32_t l = 0; st == LC_OK && l < shape->n_layer; l++) caps[l] = p->k;
+    if (st == LC_OK) st = sel_pool_init(&t->pool, b, shape->n_layer, 1, 1, caps);
+    if (st == LC_OK) st = sel_pool_keep_queries(&t->pool, shape->n_head * shape->head_dim);
+    free(caps);
     const size_t cb    = sizeof(int64_t) * 2 * (size_t)(shape->n_layer > 0 ? shape->n_layer : 1);
     t->d_counts        = b->alloc(b, cb, "TokenSelect counters");
     int64_t *zeros     = lc_calloc(1, cb, "TokenSelect counters");

@@ -1,10 +1,13 @@
 /*
- * backend_cpu.c — the CPU backend: host memory, weights dequantised to fp32 once at load,
+ * backend_cpu.c — the CPU backend: host memory, weight matrices used in the file's own block
+ * types from its mapping (the default; cpu_matmul.c dequantises as it multiplies) or
+ * dequantised once at load to fp32 (the exact reference) or fp16,
  * and the op table pointing at the reference ops (cpu_ops.c, cpu_attention.c, cpu_kv_read.c,
  * cpu_sample.c and the sparse methods' cpu_hip_*.c, cpu_select_tokens.c).
  * Threads: OpenMP for our loops, OpenBLAS's own threads for GEMMs.
  */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_simd.h"
 #include "format/quant.h"
 #include "util/sysmem.h"
 #include "util/util.h"
@@ -54,6 +57,16 @@ static int cpu_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w)
     if (!lc_type_row_bytes(t->type, (uint64_t)cols, &row_bytes))
         return lc_fail(LC_ERR_FORMAT, "tensor \"%s\": row of %lld elements invalid for %s",
                        t->name, (long long)cols, tr->name);
+    /* native: a matrix stays in the file's mapped pages, in its own type (the products
+     * dequantise rows or tiles of it as they go) */
+    if (b->weight_type == LC_WEIGHT_NATIVE && rows > 1) {
+        w->rows     = rows;
+        w->cols     = cols;
+        w->type     = t->type;
+        w->data     = (void *)t->data;
+        w->borrowed = true;
+        return LC_OK;
+    }
     /* matrices in the backend's weight type; vectors (norms, biases) stay fp32 */
     const bool   half = b->weight_type == LC_TYPE_F16 && rows > 1;
     const size_t esz  = half ? sizeof(uint16_t) : sizeof(float);
@@ -94,7 +107,7 @@ static int cpu_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w)
 
 static void cpu_weight_free(lc_backend *b, lc_weight *w) {
     (void)b;
-    free(w->data);
+    if (!w->borrowed) free(w->data);
     w->data = NULL;
 }
 
@@ -106,7 +119,7 @@ static int cpu_rmsnorm(lc_backend *b, const float *x, const float *w, float *y, 
     return lc_cpu_rmsnorm(x, w, y, n, dim, eps);
 }
 static int cpu_matmul(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
-    return lc_cpu_matmul(w, x, y, n);
+    return b->tuning.cpu_q8_dot ? lc_cpu_matmul_q8(w, x, y, n) : lc_cpu_matmul(w, x, y, n);
 }
 static int cpu_add_bias(lc_backend *b, float *y, const float *bias, int64_t n, int64_t dim) {
     return lc_cpu_add_bias(y, bias, n, dim);
@@ -185,6 +198,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     openblas_set_num_threads(n_threads);
     b->name        = "cpu";
     b->weight_type = LC_TYPE_F32;
+    b->native_fast = lc_cpu_simd_avx512();
     b->kv_type     = LC_TYPE_F32;
     b->n_threads   = n_threads;
     b->device      = LC_DEVICE_CPU;

@@ -5,7 +5,7 @@
  * (pre-RoPE) keys of the candidates [n_init, win0), the per-head softmax soft vote, and the
  * top-k by a radix select on the score bits (equal scores: the lower position first), written
  * as maximal runs. The decode selection cache (cos(f, cache_q) >= theta: keep the previous
- * selection) is decided first.
+ * selection) is decided first, per block in its slot (list[b], batched decode).
  * Paper: TokenSelect (001_823a2d0cdd44ac9c.txt) Eq. 7, Alg. 1–2; digest
  * spec/tokenselect-and-sparseserve.md A.2–A.5.
  *
@@ -153,31 +153,33 @@ int lc_cpu_select_tokens(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, in
         goto done;
     }
     for (int32_t b = 0; b < n_qb; b++) {
-        const lc_qblock *q = &qb[b];
+        const lc_qblock *q    = &qb[b];
+        const int64_t    slot = a->list ? a->list[b] : b; /* batched decode: the block's slot */
         fingerprint(q, q_raw, n_head, D, rope, a->fp_pos, f);
-        if (a->cache_q) { /* the selection cache (n_qb == 1) */
-            double dot = 0.0, nf2 = 0.0, nc2 = 0.0;
+        if (a->cache_q) { /* the slot's selection cache */
+            float        *cq  = a->cache_q + slot * nf;
+            double        dot = 0.0, nf2 = 0.0, nc2 = 0.0;
             for (int64_t i = 0; i < nf; i++) {
-                dot += (double)f[i] * a->cache_q[i];
+                dot += (double)f[i] * cq[i];
                 nf2 += (double)f[i] * f[i];
-                nc2 += (double)a->cache_q[i] * a->cache_q[i];
+                nc2 += (double)cq[i] * cq[i];
             }
             const double c = nf2 > 0.0 && nc2 > 0.0 ? dot / sqrt(nf2 * nc2) : 0.0;
-            if (*a->cache_valid != 0 && c >= (double)a->theta) {
+            if (a->cache_valid[slot] != 0 && c >= (double)a->theta) {
                 if (a->counts) a->counts[0] += 1;
                 continue;
             }
-            memcpy(a->cache_q, f, sizeof(float) * (size_t)nf);
-            *a->cache_valid = 1;
+            memcpy(cq, f, sizeof(float) * (size_t)nf);
+            a->cache_valid[slot] = 1;
             if (a->counts) a->counts[1] += 1;
         }
         const int32_t n   = q->win0 - a->n_init;
-        lc_segment   *out = a->out + (int64_t)b * a->out_cap;
-        if (n <= 0) a->out_n[b] = 0;
-        else if (n <= a->k) out[0] = (lc_segment){a->n_init, n}, a->out_n[b] = 1;
+        lc_segment   *out = a->out + slot * a->out_cap;
+        if (n <= 0) a->out_n[slot] = 0;
+        else if (n <= a->k) out[0] = (lc_segment){a->n_init, n}, a->out_n[slot] = 1;
         else
-            a->out_n[b] = select_block(kv, seqs[q->seq].page_table, a->n_init, n, a->k, f, n_head,
-                                       a->gqa_mod, logit, mz, score, out);
+            a->out_n[slot] = select_block(kv, seqs[q->seq].page_table, a->n_init, n, a->k, f, n_head,
+                                          a->gqa_mod, logit, mz, score, out);
     }
 done:
     free(f), free(mz), free(logit), free(score);

@@ -27,6 +27,7 @@
 // page table is read once per tile.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/attn_tiles.cuh"
 #include "backend/cuda/device_prims.cuh"
 
 #include <math.h>
@@ -55,25 +56,6 @@ struct attn_common {
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
 }
-// One online-softmax step for the two rows (lane/4 and + 8) a thread holds in an m16n8 (or
-// m64nN) accumulator: mx = this tile's row maxima over the thread's columns (log2 units),
-// reduced here over the 4 lanes of the row; the running max and sum move on, corr rescales the
-// old sum and output, base is what the tile's scores are exponentiated against (0 while the
-// row has seen only masked keys, so that exp2(-inf - base) = 0 and never NaN).
-__device__ __forceinline__ void online_softmax_step(float mx[2], float m_run[2], float l_run[2],
-                                                    float corr[2], float base[2]) {
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        const float m_new = fmaxf(m_run[i], mx[i]);
-        base[i]           = m_new == -INFINITY ? 0.f : m_new;
-        corr[i]           = exp2f(m_run[i] - base[i]);
-        m_run[i]          = m_new;
-        l_run[i] *= corr[i];
-    }
-}
-
 // ---- decode --------------------------------------------------------------------------------
 
 // Decode on tensor cores. A CTA owns one (sequence, KV head, split): it streams the split's
@@ -280,21 +262,7 @@ __global__ void __launch_bounds__(128, 2)
                 s[nt][e]       = v;
                 mx[e >> 1]     = fmaxf(mx[e >> 1], v);
             }
-        float corr[2], base[2];
-        online_softmax_step(mx, m_run, l_run, corr, base);
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++) {
-            o[dt][0] *= corr[0], o[dt][1] *= corr[0];
-            o[dt][2] *= corr[1], o[dt][3] *= corr[1];
-        }
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = exp2f(s[nt][e] - base[e >> 1]);
-                s[nt][e]      = p;
-                l_run[e >> 1] += p;
-            }
+        softmax_tile(s, mx, m_run, l_run, o);
         // O += P V over the warp's 16 keys
         const uint32_t pa[4] = {pack_f16(s[0][0], s[0][1]), pack_f16(s[0][2], s[0][3]),
                                 pack_f16(s[1][0], s[1][1]), pack_f16(s[1][2], s[1][3])};
@@ -325,26 +293,8 @@ __global__ void __launch_bounds__(128, 2)
     __syncthreads();
     for (int i = tid; i < G * D; i += 128) {
         const int g = i / D, d = i % D;
-        float     M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < 4; w++) M = fmaxf(M, red[(w * 16 + g) * (D + 2) + D]);
-        float o_ = 0.0f, l = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; w++) {
-            const float *rw = red + (w * 16 + g) * (D + 2);
-            if (rw[D] == -INFINITY) continue;
-            const float f = exp2f(rw[D] - M);
-            o_ += f * rw[d];
-            l += f * rw[D + 1];
-        }
-        const int qh = h * G + g;
-        if (n_splits == 1) {
-            a.out[((int64_t)sq.row0 * a.n_head + qh) * D + d] = l > 0.0f ? o_ / l : 0.0f;
-        } else {
-            float *pp = part + (((int64_t)blockIdx.z * a.n_head + qh) * n_splits + split) * (D + 2);
-            pp[d] = o_;
-            if (d == 0) pp[D] = M, pp[D + 1] = l;
-        }
+        merge_decode_warps<D, 4>(red, 16, g, d, a, sq.row0, h * G + g, part, blockIdx.z, n_splits,
+                                 split);
     }
 }
 
@@ -446,32 +396,6 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-// The end of a prefill row block: each row's sum reduced over the 4 lanes that share it, then
-// the thread's two rows (packed rows row and row + 8; those past n_packed are skipped) of o
-// normalised and written. o holds D / 8 groups of 4 accumulators in the m16n8 (and m64nD)
-// layout: group j, elements 2 i and 2 i + 1 = row (+ 8 i), dims 8 j + 2 (lane % 4) and + 1.
-template <int D>
-__device__ __forceinline__ void prefill_write_rows(const attn_common &a, const lc_attn_seq &sq, int h,
-                                                   int n_packed, int row, int lane, float l_run[2],
-                                                   const float *o) {
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int pr = row + 8 * i;
-        if (pr >= n_packed) continue;
-        const int   t = pr / a.G, g = pr % a.G;
-        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
-        float      *op  = a.out + ((int64_t)(sq.row0 + t) * a.n_head + h * a.G + g) * D;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++)
-            *(float2 *)(op + 8 * j + 2 * (lane & 3)) = make_float2(o[4 * j + 2 * i] * inv, o[4 * j + 2 * i + 1] * inv);
-    }
-}
-
 template <int D> struct prefill_cfg {
     static constexpr int BM = 128, WARPS = BM / 16, THREADS = 32 * WARPS, LD = D + 8;
     static constexpr int SMEM = (BM + 4 * PAGE) * LD * 2; // Q, then K and V double-buffered
@@ -495,17 +419,9 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
     const int         r0 = (gridDim.x - 1 - blockIdx.x) * BM; // longest rows first
     if (r0 >= n_packed) return;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const packed_rows rows = {a.q, a.out, a.n_head, G, h, sq.row0, n_packed};
 
-    // Q tile: fp32 rotated queries -> fp16 in shared memory
-    for (int i = tid; i < BM * (D / 4); i += NTH) {
-        const int r = i / (D / 4), c = (i % (D / 4)) * 4, pr = r0 + r;
-        float4    v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (pr < n_packed) {
-            const int t = pr / G, g = pr % G;
-            v = *(const float4 *)(a.q + ((int64_t)(sq.row0 + t) * a.n_head + h * G + g) * D + c);
-        }
-        *(uint2 *)(Qs + r * LD + c) = make_uint2(pack_f16(v.x, v.y), pack_f16(v.z, v.w));
-    }
+    stage_queries_f16<D, BM, LD, NTH>(Qs, rows, r0, tid); // Q tile: fp32 rotated queries -> fp16
     const int t_lo    = r0 / G, t_hi = (min(n_packed, r0 + BM) - 1) / G;
     const int n_tiles = (sq.pos0 + t_hi) / BN + 1;
     const int full    = (sq.pos0 + t_lo + 1) / BN; // tiles every row sees whole
@@ -573,38 +489,10 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
                 s[nt][e]  = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
-        float corr[2], base[2];
-        online_softmax_step(mx, m_run, l_run, corr, base);
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++) {
-            o[dt][0] *= corr[0], o[dt][1] *= corr[0];
-            o[dt][2] *= corr[1], o[dt][3] *= corr[1];
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = exp2f(s[nt][e] - base[e >> 1]);
-                s[nt][e]      = p;
-                l_run[e >> 1] += p;
-            }
-        // O += P V
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t pa[4] = {pack_f16(s[2 * kk][0], s[2 * kk][1]), pack_f16(s[2 * kk][2], s[2 * kk][3]),
-                              pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dp = 0; dp < DT / 2; dp++) {
-                uint32_t  b[4];
-                const int mi = lane >> 3;
-                ldmatrix_x4_trans(b, vb + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
-                mma_f16(o[2 * dp], pa, b[0], b[1]);
-                mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
-            }
-        }
+        softmax_tile(s, mx, m_run, l_run, o);
+        mma_pv_tile<BN, DT, LD>(o, s, vb, lane); // O += P V
     }
-    prefill_write_rows<D>(a, sq, h, n_packed, r0 + warp * 16 + (lane >> 2), lane, l_run, &o[0][0]);
+    write_packed_rows<D>(rows, r0 + warp * 16 + (lane >> 2), lane, l_run, &o[0][0]);
 }
 
 // ---- prefill on Hopper: warp-specialised wgmma (sm_90a) ------------------------------------
@@ -622,10 +510,9 @@ __global__ void __launch_bounds__(prefill_cfg<D>::THREADS, 2)
 //    the two warpgroups interleave on the SM's schedulers.
 
 template <int D> struct hopper_cfg {
-    static constexpr int NS     = D == 128 ? 4 : 6;     // ring stages (K + V tile each)
-    static constexpr int TILE_B = PAGE * D * 2;          // one fp16 tile, bytes
-    static constexpr int Q_B    = 64 * D * 2;            // one warpgroup's queries, bytes
-    static constexpr int SMEM   = 1024 /* alignment */ + 2 * Q_B + 2 * NS * TILE_B + 2 * NS * 8;
+    static constexpr int NS   = D == 128 ? 4 : 6; // ring stages (K + V tile each)
+    using ring                = wgmma_ring<D, NS>;
+    static constexpr int SMEM = ring::SMEM;
 };
 
 // grid (row blocks, H, n_pre); block 384 = producer warpgroup + 2 consumer warpgroups
@@ -634,13 +521,9 @@ __global__ void __launch_bounds__(384, 1)
     attn_prefill_hopper_kernel(attn_common a, const int32_t *__restrict__ pre_list,
                                const __half *__restrict__ ks, const __half *__restrict__ vs) {
 #ifdef LC_HAVE_WGMMA
-    constexpr int NS = hopper_cfg<D>::NS, TILE_B = hopper_cfg<D>::TILE_B, KS = D / 16;
+    constexpr int NS = hopper_cfg<D>::NS, TILE_B = hopper_cfg<D>::ring::TILE_B;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *sm  = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023); // swizzle atoms: 1 KB
-    __half        *Qs  = (__half *)sm;                                         // [2][64 rows][D] swizzled
-    unsigned char *Kr  = sm + 2 * hopper_cfg<D>::Q_B;                          // [NS] K tiles
-    unsigned char *Vr  = Kr + NS * TILE_B;                                     // [NS] V tiles
-    uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
+    const typename hopper_cfg<D>::ring ring(smem_raw);
 
     const int         h  = blockIdx.y;
     const lc_attn_seq sq = a.seqs[pre_list[blockIdx.z]];
@@ -650,10 +533,10 @@ __global__ void __launch_bounds__(384, 1)
     const int t_lo    = r0 / G, t_hi = (min(n_packed, r0 + 128) - 1) / G;
     const int n_tiles = (sq.pos0 + t_hi) / PAGE + 1;
     const int full_tiles = (sq.pos0 + t_lo + 1) / PAGE; // tiles every row sees whole
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int tid = threadIdx.x, warp = tid >> 5;
 
     if (tid == 0) {
-        for (int s = 0; s < NS; s++) mbar_init(full + s, 1), mbar_init(empty + s, 8);
+        for (int s = 0; s < NS; s++) mbar_init(ring.full + s, 1), mbar_init(ring.empty + s, 8);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -663,204 +546,42 @@ __global__ void __launch_bounds__(384, 1)
             const int64_t tile0 = tile64_first(a.seqs, pre_list, blockIdx.z);
             for (int kt = 0; kt < n_tiles; kt++) {
                 const int s = kt % NS, round = kt / NS;
-                if (round > 0) mbar_wait(empty + s, (round - 1) & 1);
+                if (round > 0) mbar_wait(ring.empty + s, (round - 1) & 1);
                 const int64_t off = ((tile0 + kt) * a.H + h) * (int64_t)(PAGE * D);
-                mbar_expect_tx(full + s, 2 * TILE_B);
-                bulk_load(Kr + s * TILE_B, ks + off, TILE_B, full + s);
-                bulk_load(Vr + s * TILE_B, vs + off, TILE_B, full + s);
+                mbar_expect_tx(ring.full + s, 2 * TILE_B);
+                bulk_load(ring.Kr + s * TILE_B, ks + off, TILE_B, ring.full + s);
+                bulk_load(ring.Vr + s * TILE_B, vs + off, TILE_B, ring.full + s);
             }
         }
         return;
     }
-
-    // consumers: warpgroup wg owns packed rows r0 + 64 wg .. + 63
-    const int wg = (warp >> 2) - 1, ctid = tid - 128 - 128 * wg, wrow = 16 * (warp & 3) + (lane >> 2);
-    __half   *Qw = Qs + wg * 64 * D;
-    for (int i = ctid; i < 64 * (D / 8); i += 128) { // fp32 rotated queries -> fp16, swizzled
-        const int r = i / (D / 8), c = (i % (D / 8)) * 8, pr = r0 + 64 * wg + r;
-        uint4     v = make_uint4(0, 0, 0, 0);
-        if (pr < n_packed) {
-            const float *qp = a.q + ((int64_t)(sq.row0 + pr / G) * a.n_head + h * G + pr % G) * D + c;
-            const float4 x = *(const float4 *)qp, y = *(const float4 *)(qp + 4);
-            v = make_uint4(pack_f16(x.x, x.y), pack_f16(x.z, x.w), pack_f16(y.x, y.y), pack_f16(y.z, y.w));
-        }
-        *(uint4 *)(Qw + tile64_off(r, c)) = v;
-    }
-    fence_proxy_async();
-    named_barrier(1 + wg, 128);
-
-    int lim[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int pr = r0 + 64 * wg + wrow + 8 * i;
-        lim[i]       = pr < n_packed ? sq.pos0 + pr / G : -1;
-    }
-    const float c_log2 = a.scale_log2;
-    float       m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    float       o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-    float    s[32];
-    uint32_t pa[4][4];
-
-    // S = Q K(kt)ᵀ, issued (not waited for)
-    auto issue_qk = [&](int kt) {
-        const unsigned char *kb = Kr + (kt % NS) * TILE_B;
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++) { // 16 dims: 32 bytes along a 128-byte row of a column block
-            const int off = (kk & 3) * 32 + (kk >> 2) * 64 * 128;
-            wgmma_ss_n64(s, wgmma_desc_sw128((const unsigned char *)Qw + off, 16, 1024),
-                         wgmma_desc_sw128(kb + off, 16, 1024), kk > 0);
-        }
-    };
-    // O += P V(kt), issued
-    auto issue_pv = [&](int kt) {
-        const unsigned char *vb = Vr + (kt % NS) * TILE_B;
-#pragma unroll
-        for (int t = 0; t < 4; t++) { // 16 keys: two 8-row groups of 1 KB
-            const uint64_t dv = wgmma_desc_sw128(vb + t * 2048, 64 * 128, 1024);
-            if constexpr (D == 128) wgmma_rs_n128_t(o, pa[t], dv);
-            else wgmma_rs_n64_t(o, pa[t], dv);
-        }
-    };
-    // masks, online softmax of S (in place: exponentials), returns the rescale of O
-    auto softmax = [&](int kt, float corr[2]) {
-        float mx[2] = {-INFINITY, -INFINITY};
-        if (kt >= full_tiles) {
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = kt * PAGE + 8 * j + 2 * (lane & 3) + (e & 1);
-                    if (key > lim[e >> 1]) s[4 * j + e] = -INFINITY;
-                }
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
-        mx[0] *= c_log2, mx[1] *= c_log2;
-        float base[2];
-        online_softmax_step(mx, m_run, l_run, corr, base);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = fast_exp2(fmaf(s[4 * j + e], c_log2, -base[e >> 1]));
-                s[4 * j + e]  = p;
-                l_run[e >> 1] += p;
-            }
-    };
-    auto pack_p = [&]() {
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            pa[j >> 1][2 * (j & 1)]     = pack_f16(s[4 * j], s[4 * j + 1]);
-            pa[j >> 1][2 * (j & 1) + 1] = pack_f16(s[4 * j + 2], s[4 * j + 3]);
-        }
-    };
-    auto release = [&](int kt) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty + kt % NS);
-    };
-
-    float corr[2];
-    mbar_wait(full, 0);
-    wgmma_fence();
-    issue_qk(0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    pin_regs<32>(s);
-    softmax(0, corr);
-    pack_p();
-    for (int kt = 1; kt < n_tiles; kt++) {
-        mbar_wait(full + kt % NS, (kt / NS) & 1);
-        wgmma_fence();
-        issue_qk(kt);
-        wgmma_commit();
-        issue_pv(kt - 1);
-        wgmma_commit();
-        wgmma_wait<1>(); // S of tile kt is ready; P V of tile kt-1 may still run
-        pin_regs<32>(s);
-        softmax(kt, corr);
-        wgmma_wait<0>();
-        pin_regs<D / 2>(o);
-        release(kt - 1);
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-            o[4 * j] *= corr[0], o[4 * j + 1] *= corr[0];
-            o[4 * j + 2] *= corr[1], o[4 * j + 3] *= corr[1];
-        }
-        pack_p();
-    }
-    wgmma_fence();
-    issue_pv(n_tiles - 1);
-    wgmma_commit();
-    wgmma_wait<0>();
-    pin_regs<D / 2>(o);
-    prefill_write_rows<D>(a, sq, h, n_packed, r0 + 64 * wg + wrow, lane, l_run, o);
+    // consumers: causal, packed row pr sees keys 0 .. pos0 + pr / G
+    const packed_rows rows = {a.q, a.out, a.n_head, G, h, sq.row0, n_packed};
+    wgmma_consumer(ring, rows, r0, n_tiles, full_tiles, a.scale_log2,
+                   [&](int pr) { return sq.pos0 + pr / G + 1; });
 #endif
 }
 
 // ---- launchers -----------------------------------------------------------------------------
 
 template <int D, bool NEOX> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
-    static bool configured = false; // the attribute is per kernel; setting it twice is harmless
-    const int   smem       = decode_cfg<D>::SMEM;
-    if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(attn_decode_kernel<D, NEOX>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        configured = true;
-    }
+    const int smem = decode_cfg<D>::SMEM;
+    LC_CUDA_SMEM_ONCE(smem, attn_decode_kernel<D, NEOX>);
     dim3 grid((unsigned)a.H, (unsigned)bt->n_splits, (unsigned)bt->n_dec);
     attn_decode_kernel<D, NEOX><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
     return LC_OK;
-}
-
-// Prefill kernel choice: the warp-specialised wgmma kernel on compute capability 9.x (it needs
-// sm_90a's wgmma and bulk copies), the mma.sync kernel elsewhere and wherever the batch asks
-// for it (bt->prefill_mma, the backend's tuning.prefill_mma).
-// A build without an sm_90a target (e.g. CMAKE_CUDA_ARCHITECTURES=90) has an empty wgmma
-// kernel: a one-thread probe asks the device code which variant it got (once: it depends on
-// the device and the build only).
-__global__ void wgmma_probe_kernel(int *out) {
-#ifdef LC_HAVE_WGMMA
-    *out = 1;
-#else
-    *out = 0;
-#endif
-}
-static bool have_wgmma(void) {
-    static int v = -1;
-    if (v < 0) {
-        int        dev = 0, major = 0, have = 0, *d_have = NULL;
-        const bool hopper = cudaGetDevice(&dev) == cudaSuccess &&
-                            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                            major == 9;
-        if (hopper && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
-            wgmma_probe_kernel<<<1, 1, 0, lc_cuda_stream()>>>(d_have);
-            if (cudaMemcpyAsync(&have, d_have, sizeof(int), cudaMemcpyDeviceToHost, lc_cuda_stream()) != cudaSuccess ||
-                cudaStreamSynchronize(lc_cuda_stream()) != cudaSuccess)
-                have = 0;
-            cudaFree(d_have);
-        }
-        (void)cudaGetLastError(); // a failed probe only means: no wgmma kernel
-        v = have;
-    }
-    return v == 1;
 }
 
 extern "C" size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pre_tiles) {
     return 2 * (size_t)pre_tiles * (size_t)kv->n_kv_head * PAGE * (size_t)kv->head_dim * sizeof(__half);
 }
 
+// Prefill kernel choice: the warp-specialised wgmma kernel on compute capability 9.x (it needs
+// sm_90a's wgmma and bulk copies: lc_cuda_have_wgmma), the mma.sync kernel elsewhere and
+// wherever the batch asks for it (bt->prefill_mma, the backend's tuning.prefill_mma).
 template <int D, bool NEOX> static int launch_prefill(const attn_common &a, const lc_cuda_attn_batch *bt) {
-    static bool configured = false; // the attribute is per kernel; setting it twice is harmless
-    const int   smem       = prefill_cfg<D>::SMEM;
-    if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(attn_prefill_kernel<D, NEOX>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        configured = true;
-    }
+    const int smem = prefill_cfg<D>::SMEM;
+    LC_CUDA_SMEM_ONCE(smem, attn_prefill_kernel<D, NEOX>);
     if (!bt->scratch)
         return lc_fail(LC_ERR_INVALID_ARG, "cuda attention: no prefill scratch for %lld pages",
                        (long long)bt->pre_tiles);
@@ -871,14 +592,9 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
     LC_CUDA_LAUNCHED();
     const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
     dim3      grid((unsigned)blocks, (unsigned)a.H, (unsigned)bt->n_pre);
-    if (!bt->prefill_mma && have_wgmma()) {
-        static bool wg_configured = false;
-        const int   wsmem         = hopper_cfg<D>::SMEM;
-        if (!wg_configured) {
-            LC_CUDA_TRY(cudaFuncSetAttribute(attn_prefill_hopper_kernel<D>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, wsmem));
-            wg_configured = true;
-        }
+    if (!bt->prefill_mma && lc_cuda_have_wgmma()) {
+        const int wsmem = hopper_cfg<D>::SMEM;
+        LC_CUDA_SMEM_ONCE(wsmem, attn_prefill_hopper_kernel<D>);
         attn_prefill_hopper_kernel<D><<<grid, 384, wsmem, lc_cuda_stream()>>>(a, bt->pre, ks, vs);
         return LC_OK;
     }

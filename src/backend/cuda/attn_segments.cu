@@ -51,6 +51,7 @@
 // The launch shapes depend only on n_qb and the args' bounds: graph-capturable.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/attn_tiles.cuh"
 #include "backend/cuda/device_prims.cuh"
 
 #include <cuda_fp16.h>
@@ -161,12 +162,7 @@ __device__ int seg_scan(const lc_segment *s, int ns, int lo, int hi, int &j0, in
 #pragma unroll 4
     for (int j = j0; j < j1; j++) sum += clip_len(s[j], lo, hi, &f);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int       x    = sum;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
+    const int x    = warp_incl_scan(sum);
     if (lane == 31) red[warp] = x;
     __syncthreads();
     int before = 0, total = 0;
@@ -555,26 +551,8 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     __syncthreads();
     for (int idx = tid; idx < G * D; idx += DEC_NT) {
         const int row = idx / D, d = idx % D;
-        float     M   = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < DEC_NT / 32; w++) M = fmaxf(M, rd[(w * G + row) * (D + 2) + D]);
-        float o_ = 0.f, l = 0.f;
-#pragma unroll
-        for (int w = 0; w < DEC_NT / 32; w++) {
-            const float *rw = rd + (w * G + row) * (D + 2);
-            if (rw[D] == -INFINITY) continue;
-            const float f = exp2f(rw[D] - M);
-            o_ += f * rw[d];
-            l += f * rw[D + 1];
-        }
-        const int qh = h * G + row;
-        if (n_splits == 1) {
-            a.out[((int64_t)B.row0 * a.n_head + qh) * D + d] = l > 0.f ? o_ / l : 0.f;
-        } else {
-            float *pp = part + (((int64_t)b * a.n_head + qh) * n_splits + split) * (D + 2);
-            pp[d] = o_;
-            if (d == 0) pp[D] = M, pp[D + 1] = l;
-        }
+        merge_decode_warps<D, DEC_NT / 32>(rd, G, row, d, a, B.row0, h * G + row, part, b, n_splits,
+                                           split);
     }
 }
 
@@ -712,15 +690,8 @@ __global__ void __launch_bounds__(PRE_NT, 1)
     const int     N = hd.x, n_pre = hd.y, win0 = hd.z;
     const int2   *L = lists + gl * L_cap;
 
-    for (int i = tid; i < BM * (D / 4); i += PRE_NT) {
-        const int r = i / (D / 4), c = (i % (D / 4)) * 4, pr = r0 + r;
-        float4    v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (pr < n_packed) {
-            const int t = pr / G, gg = pr % G;
-            v = *(const float4 *)(a.q + ((int64_t)(B.row0 + t) * a.n_head + h * G + gg) * D + c);
-        }
-        *(uint2 *)(Qs + r * LD + c) = make_uint2(pack_f16(v.x, v.y), pack_f16(v.z, v.w));
-    }
+    const packed_rows rows = {a.q, a.out, a.n_head, G, h, B.row0, n_packed};
+    stage_queries_f16<D, BM, LD, PRE_NT>(Qs, rows, r0, tid);
     const int t_hi    = (min(n_packed, r0 + BM) - 1) / G;
     const int n_keys  = min(N, n_pre + max(0, B.pos0 + t_hi - win0 + 1));
     const int n_tiles = (n_keys + TK - 1) / TK;
@@ -834,71 +805,20 @@ __global__ void __launch_bounds__(PRE_NT, 1)
                 s[nt][e]       = v;
                 mx[e >> 1]     = fmaxf(mx[e >> 1], v);
             }
-        float corr[2], bs[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m_run[i], mx[i]);
-            bs[i]             = m_new == -INFINITY ? 0.f : m_new;
-            corr[i]           = exp2f(m_run[i] - bs[i]);
-            m_run[i]          = m_new;
-            l_run[i] *= corr[i];
-        }
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++) {
-            o[dt][0] *= corr[0], o[dt][1] *= corr[0];
-            o[dt][2] *= corr[1], o[dt][3] *= corr[1];
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float pe = exp2f(s[nt][e] - bs[e >> 1]);
-                s[nt][e]       = pe;
-                l_run[e >> 1] += pe;
-            }
+        softmax_tile(s, mx, m_run, l_run, o);
         // O += P V (V as the pages hold it)
-        const __half *vb = (const __half *)vsm(st);
-#pragma unroll
-        for (int kk = 0; kk < TK / 16; kk++) {
-            const uint32_t pa[4] = {pack_f16(s[2 * kk][0], s[2 * kk][1]), pack_f16(s[2 * kk][2], s[2 * kk][3]),
-                                    pack_f16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack_f16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dp = 0; dp < DT / 2; dp++) {
-                uint32_t  bv[4];
-                const int mi = lane >> 3;
-                ldmatrix_x4_trans(bv, vb + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
-                mma_f16(o[2 * dp], pa, bv[0], bv[1]);
-                mma_f16(o[2 * dp + 1], pa, bv[2], bv[3]);
-            }
-        }
+        mma_pv_tile<TK, DT, LD>(o, s, (const __half *)vsm(st), lane);
     }
     cp_async_wait_all();
-    // normalise and write the thread's two rows
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-        const int pr = r0 + warp * 16 + (lane >> 2) + 8 * i;
-        if (pr >= n_packed) continue;
-        const int   t = pr / G, gg = pr % G;
-        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
-        float      *op  = a.out + ((int64_t)(B.row0 + t) * a.n_head + h * G + gg) * D;
-#pragma unroll
-        for (int j = 0; j < DT; j++)
-            *(float2 *)(op + 8 * j + 2 * (lane & 3)) = make_float2(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
-    }
+    write_packed_rows<D>(rows, r0 + warp * 16 + (lane >> 2), lane, l_run, &o[0][0]);
 }
 
 // ---- prefill on Hopper: warp-specialised wgmma (sm_90a) ------------------------------------
 
 template <int D> struct wpre_cfg {
-    static constexpr int NS     = D == 128 ? 6 : 10; // ring stages (K + V tile each)
-    static constexpr int TILE_B = 64 * D * 2;        // one fp16 tile, bytes
-    static constexpr int Q_B    = 64 * D * 2;        // one warpgroup's queries, bytes
-    static constexpr int SMEM   = 1024 /* alignment */ + 2 * Q_B + 2 * NS * TILE_B + 2 * NS * 8;
+    static constexpr int NS   = D == 128 ? 6 : 10; // ring stages (K + V tile each)
+    using ring                = wgmma_ring<D, NS>;
+    static constexpr int SMEM = ring::SMEM;
 };
 
 // The 16-byte chunks of one key that producer thread half hf (0, 1) rotates, m = 0 .. D/16 - 1:
@@ -917,20 +837,18 @@ __global__ void __launch_bounds__(384, 1)
                                 const int2 *__restrict__ lists, const int4 *__restrict__ hdr) {
 #ifdef LC_HAVE_WGMMA
     using C = wpre_cfg<D>;
-    constexpr int NS = C::NS, TILE_B = C::TILE_B, KS = D / 16;
+    constexpr int NS = C::NS, TILE_B = C::ring::TILE_B;
     constexpr int LA = NS - 2; // tiles gathered ahead of the one rotated (consumers hold 2)
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *sm   = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023); // swizzle atoms: 1 KB
-    __half        *Qs   = (__half *)sm;                 // [2][64 rows][D] swizzled
-    unsigned char *Kr   = sm + 2 * C::Q_B;              // [NS] K tiles (fp16, rotated)
-    unsigned char *Vr   = Kr + NS * TILE_B;             // [NS] V tiles (fp16, as the pages)
-    uint64_t      *full = (uint64_t *)(Vr + NS * TILE_B), *empty = full + NS;
+    const typename C::ring ring(smem_raw); // K tiles fp16 rotated, V tiles as the pages
+    unsigned char *Kr = ring.Kr, *Vr = ring.Vr;
+    uint64_t      *full = ring.full, *empty = ring.empty;
 
     const int           h = blockIdx.x / n_chunks, chunk = blockIdx.x % n_chunks, b = blockIdx.y;
     const lc_qblock B = a.qb[b];
     const int           G = a.G, n_packed = B.n_rows * G, r0 = chunk * 128;
     if (r0 >= n_packed) return;
-    const int     tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int     tid = threadIdx.x, warp = tid >> 5;
     const int     gsel = a.n_groups == 1 ? 0 : h;
     const int64_t gl   = (int64_t)b * a.n_groups + gsel;
     const int4    hd   = hdr[gl];
@@ -1073,172 +991,14 @@ __global__ void __launch_bounds__(384, 1)
         return;
     }
 
-    // consumers: warpgroup wg owns packed rows r0 + 64 wg .. + 63
-    const int wg = (warp >> 2) - 1, ctid = tid - 128 - 128 * wg, wrow = 16 * (warp & 3) + (lane >> 2);
-    __half   *Qw = Qs + wg * 64 * D;
-    for (int i = ctid; i < 64 * (D / 8); i += 128) { // fp32 rotated queries -> fp16, swizzled
-        const int r = i / (D / 8), c = (i % (D / 8)) * 8, pr = r0 + 64 * wg + r;
-        uint4     v = make_uint4(0, 0, 0, 0);
-        if (pr < n_packed) {
-            const float *qp = a.q + ((int64_t)(B.row0 + pr / G) * a.n_head + h * G + pr % G) * D + c;
-            const float4 x = *(const float4 *)qp, y = *(const float4 *)(qp + 4);
-            v = make_uint4(pack_f16(x.x, x.y), pack_f16(x.z, x.w), pack_f16(y.x, y.y), pack_f16(y.z, y.w));
-        }
-        *(uint4 *)(Qw + tile64_off(r, c)) = v;
-    }
-    fence_proxy_async();
-    named_barrier(1 + wg, 128);
-
-    int lim[2]; // list entries the row sees (window keys causal)
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int pr = r0 + 64 * wg + wrow + 8 * i;
-        lim[i] = pr < n_packed ? min(N, n_pre + max(0, B.pos0 + pr / G - win0 + 1)) : 0;
-    }
-    const float c_log2 = a.scale_log2;
-    float       m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    float       o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-    float    s[32];
-    uint32_t pa[4][4];
-
-    auto issue_qk = [&](int kt) { // S = Q K(kt)ᵀ, issued (not waited for)
-        const unsigned char *kb = Kr + (kt % NS) * TILE_B;
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++) { // 16 dims: 32 bytes along a 128-byte row of a column block
-            const int off = (kk & 3) * 32 + (kk >> 2) * 64 * 128;
-            wgmma_ss_n64(s, wgmma_desc_sw128((const unsigned char *)Qw + off, 16, 1024),
-                         wgmma_desc_sw128(kb + off, 16, 1024), kk > 0);
-        }
-    };
-    auto issue_pv = [&](int kt) { // O += P V(kt), issued
-        const unsigned char *vb = Vr + (kt % NS) * TILE_B;
-#pragma unroll
-        for (int t = 0; t < 4; t++) { // 16 keys: two 8-row groups of 1 KB
-            const uint64_t dv = wgmma_desc_sw128(vb + t * 2048, 64 * 128, 1024);
-            if constexpr (D == 128) wgmma_rs_n128_t(o, pa[t], dv);
-            else wgmma_rs_n64_t(o, pa[t], dv);
-        }
-    };
-    // masks, online softmax of S (in place: exponentials), returns the rescale of O
-    auto softmax = [&](int kt, float corr[2]) {
-        float mx[2] = {-INFINITY, -INFINITY};
-        if (kt >= full_tiles) {
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = kt * 64 + 8 * jj + 2 * (lane & 3) + (e & 1);
-                    if (key >= lim[e >> 1]) s[4 * jj + e] = -INFINITY;
-                }
-        }
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * jj + e]);
-        float base[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] *= c_log2;
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m_run[i], mx[i]);
-            base[i]           = m_new == -INFINITY ? 0.f : m_new;
-            corr[i]           = exp2f(m_run[i] - base[i]);
-            m_run[i]          = m_new;
-            l_run[i] *= corr[i];
-        }
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float pe = fast_exp2(fmaf(s[4 * jj + e], c_log2, -base[e >> 1]));
-                s[4 * jj + e]  = pe;
-                l_run[e >> 1] += pe;
-            }
-    };
-    auto pack_p = [&]() { // P in fp16, as the pages' V
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++) {
-            pa[jj >> 1][2 * (jj & 1)]     = pack_f16(s[4 * jj], s[4 * jj + 1]);
-            pa[jj >> 1][2 * (jj & 1) + 1] = pack_f16(s[4 * jj + 2], s[4 * jj + 3]);
-        }
-    };
-    auto release = [&](int kt) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty + kt % NS);
-    };
-
-    if (n_tiles > 0) {
-        float corr[2];
-        mbar_wait(full, 0);
-        wgmma_fence();
-        issue_qk(0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin_regs<32>(s);
-        softmax(0, corr);
-        pack_p();
-        for (int kt = 1; kt < n_tiles; kt++) {
-            mbar_wait(full + kt % NS, (kt / NS) & 1);
-            wgmma_fence();
-            issue_qk(kt);
-            wgmma_commit();
-            issue_pv(kt - 1);
-            wgmma_commit();
-            wgmma_wait<1>(); // S of tile kt is ready; P V of tile kt-1 may still run
-            pin_regs<32>(s);
-            softmax(kt, corr);
-            wgmma_wait<0>();
-            pin_regs<D / 2>(o);
-            release(kt - 1);
-#pragma unroll
-            for (int jj = 0; jj < D / 8; jj++) {
-                o[4 * jj] *= corr[0], o[4 * jj + 1] *= corr[0];
-                o[4 * jj + 2] *= corr[1], o[4 * jj + 3] *= corr[1];
-            }
-            pack_p();
-        }
-        wgmma_fence();
-        issue_pv(n_tiles - 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin_regs<D / 2>(o);
-    }
-    // normalise and write the thread's two rows
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
-        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int pr = r0 + 64 * wg + wrow + 8 * i;
-        if (pr >= n_packed) continue;
-        const int   t = pr / G, gg = pr % G;
-        const float inv = l_run[i] > 0.f ? 1.0f / l_run[i] : 0.f;
-        float      *op  = a.out + ((int64_t)(B.row0 + t) * a.n_head + h * G + gg) * D;
-#pragma unroll
-        for (int jj = 0; jj < D / 8; jj++)
-            *(float2 *)(op + 8 * jj + 2 * (lane & 3)) =
-                make_float2(o[4 * jj + 2 * i] * inv, o[4 * jj + 2 * i + 1] * inv);
-    }
+    // consumers: packed row pr sees the list entries before its window position (causal)
+    const packed_rows rows = {a.q, a.out, a.n_head, G, h, B.row0, n_packed};
+    wgmma_consumer(ring, rows, r0, n_tiles, full_tiles, a.scale_log2,
+                   [&](int pr) { return min(N, n_pre + max(0, B.pos0 + pr / G - win0 + 1)); });
 #endif
 }
 
 // ---- host side -----------------------------------------------------------------------------
-
-int device_major(void) {
-    static int major = -1;
-    if (major < 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-            major = 0;
-    }
-    return major;
-}
 
 // Decode splits per (block, KV head): every split at most DEC_K list entries.
 int64_t dec_splits(int64_t n_max) {
@@ -1304,7 +1064,7 @@ int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, bool pdl_off
         cfg.dynamicSmemBytes = 0;
         cfg.stream           = lc_cuda_stream();
         // (tuning.no_sparse_pdl: an ordinary launch, for comparisons)
-        if (device_major() >= 9 && !pdl_off) {
+        if (lc_cuda_cc_major() >= 9 && !pdl_off) {
             at[0].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
             at[0].val.programmaticStreamSerializationAllowed = 1;
             cfg.attrs = at, cfg.numAttrs = 1;
@@ -1312,33 +1072,6 @@ int launch_decode(const sp_params &p, int32_t n_qb, int64_t splits, bool pdl_off
         LC_CUDA_TRY(cudaLaunchKernelEx(&cfg, sparse_merge_kernel, p, (int)splits, (int)D, (const float *)part));
     }
     return LC_OK;
-}
-
-// Prefill kernel choice: the wgmma kernel on compute capability 9.x when the build has sm_90a
-// code for it (a one-thread probe asks the device code, once: it depends on the device and the
-// build only), unless tuning.sparse_prefill_mma.
-__global__ void sparse_wgmma_probe_kernel(int *out) {
-#ifdef LC_HAVE_WGMMA
-    *out = 1;
-#else
-    *out = 0;
-#endif
-}
-bool have_wgmma(void) {
-    static int v = -1;
-    if (v < 0) {
-        int have = 0, *d_have = NULL;
-        if (device_major() == 9 && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
-            sparse_wgmma_probe_kernel<<<1, 1, 0, lc_cuda_stream()>>>(d_have);
-            if (cudaMemcpyAsync(&have, d_have, sizeof(int), cudaMemcpyDeviceToHost, lc_cuda_stream()) != cudaSuccess ||
-                cudaStreamSynchronize(lc_cuda_stream()) != cudaSuccess)
-                have = 0;
-            cudaFree(d_have);
-        }
-        (void)cudaGetLastError(); // a failed probe only means: no wgmma kernel
-        v = have;
-    }
-    return v == 1;
 }
 
 template <int D, bool NEOX>
@@ -1351,24 +1084,14 @@ int launch_prefill(const sp_params &p, int32_t n_qb, int32_t max_rows, const sp_
     LC_CUDA_LAUNCHED();
     const int n_chunks = (max_rows * p.G + PRE_BM - 1) / PRE_BM;
     if (wgmma) {
-        static bool wg_configured = false;
-        if (!wg_configured) {
-            LC_CUDA_TRY(cudaFuncSetAttribute(sparse_prefill_wgmma_kernel<D, NEOX>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, wpre_cfg<D>::SMEM));
-            wg_configured = true;
-        }
+        LC_CUDA_SMEM_ONCE(wpre_cfg<D>::SMEM, sparse_prefill_wgmma_kernel<D, NEOX>);
         dim3 grid((unsigned)(p.H * n_chunks), (unsigned)n_qb); // a block's CTAs side by side
         sparse_prefill_wgmma_kernel<D, NEOX><<<grid, 384, wpre_cfg<D>::SMEM, lc_cuda_stream()>>>(
             p, n_chunks, pl.L_cap, lists, hdr);
         LC_CUDA_LAUNCHED();
         return LC_OK;
     }
-    static bool configured = false;
-    if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(sparse_prefill_kernel<D, NEOX>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, pre_cfg<D>::SMEM));
-        configured = true;
-    }
+    LC_CUDA_SMEM_ONCE(pre_cfg<D>::SMEM, sparse_prefill_kernel<D, NEOX>);
     dim3 grid((unsigned)(n_qb * n_chunks), (unsigned)p.H);
     sparse_prefill_kernel<D, NEOX><<<grid, PRE_NT, pre_cfg<D>::SMEM, lc_cuda_stream()>>>(
         p, n_chunks, pl.L_cap, lists, hdr);
@@ -1427,7 +1150,7 @@ extern "C" int lc_cuda_attn_segments(const lc_kv_layer_view *kv, const lc_attn_s
     p.dec_warp_scan = tune->sparse_decode_scan == LC_TUNE_SCAN_THREAD ? 0
                       : tune->sparse_decode_scan == LC_TUNE_SCAN_WARP ? 2
                                                                       : 1;
-    const bool wgmma = !tune->sparse_prefill_mma && have_wgmma();
+    const bool wgmma = !tune->sparse_prefill_mma && lc_cuda_have_wgmma();
 
     unsigned char *sc = (unsigned char *)scratch;
     if (!pl.decode && rot && rot->n_pre > 0 && rot->tiles > 0 && !p.streaming && wgmma) {

@@ -363,6 +363,15 @@ static int check_batch(cuda_impl *im, const lc_attn_seq *seqs, int32_t n_seqs, c
     return LC_OK;
 }
 
+/* The start of a selection or sparse-attention op: the batch checked (op names it in an error),
+ * then the op's scratch (*buf, *cap) grown to need bytes (what names it). */
+static int begin_scratch_op(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs, const char *op,
+                            void **buf, size_t *cap, size_t need, const char *what) {
+    int st = check_batch(impl_of(b), seqs, n_seqs, op);
+    if (st == LC_OK && need > 0) st = grow_scratch(b, buf, cap, need, what);
+    return st;
+}
+
 static int cuda_kv_write(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,
                          int32_t n_seqs, const float *k, const float *v) {
     cuda_impl *im = impl_of(b);
@@ -469,11 +478,8 @@ static int cuda_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
                           const lc_prune_chunks_args *a) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "prune_chunks");
-    if (st != LC_OK) return st;
-    const size_t need = lc_cuda_prune_chunks_scratch_bytes(n_qb, n_head, a);
-    if (need > 0) st = grow_scratch(b, &im->hip_scratch, &im->hip_scratch_bytes, need,
-                                    "InfiniteHiP stage scratch");
+    int        st = begin_scratch_op(b, seqs, n_seqs, "prune_chunks", &im->hip_scratch, &im->hip_scratch_bytes,
+                                     lc_cuda_prune_chunks_scratch_bytes(n_qb, n_head, a), "InfiniteHiP stage scratch");
     if (st != LC_OK) return st;
     // probes: a descent of ceil(log2(l_c)) + 1 keys per chunk, (block, query head)
     int steps = 1;
@@ -494,11 +500,8 @@ static int cuda_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const l
                             int32_t n_head, const lc_rope_table *rope, float scale,
                             const lc_attn_segments_args *a, float *out) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "attn_segments");
-    if (st != LC_OK) return st;
-    const size_t need = lc_cuda_attn_segments_scratch_bytes(n_qb, n_head, a, &b->tuning);
-    if (need > 0) st = grow_scratch(b, &im->sparse_scratch, &im->sparse_scratch_bytes, need,
-                                    "sparse attention scratch");
+    int        st = begin_scratch_op(b, seqs, n_seqs, "attn_segments", &im->sparse_scratch, &im->sparse_scratch_bytes,
+                                     lc_cuda_attn_segments_scratch_bytes(n_qb, n_head, a, &b->tuning), "sparse attention scratch");
     if (st != LC_OK) return st;
     // gathered keys: every list entry once per 128 packed rows of a (block, KV head)
     const int32_t   H = kv->n_kv_head > 0 ? kv->n_kv_head : 1;
@@ -537,11 +540,8 @@ static int cuda_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const l
                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
                          const lc_select_blocks_args *a) {
     cuda_impl *im = impl_of(b);
-    int        st = check_batch(im, seqs, n_seqs, "select_blocks");
-    if (st != LC_OK) return st;
-    const size_t need = lc_cuda_select_blocks_scratch_bytes(kv, n_qb, n_head, a);
-    if (need > 0) st = grow_scratch(b, &im->sel_scratch, &im->sel_scratch_bytes, need,
-                                    "HiP mask scratch");
+    int        st = begin_scratch_op(b, seqs, n_seqs, "select_blocks", &im->sel_scratch, &im->sel_scratch_bytes,
+                                     lc_cuda_select_blocks_scratch_bytes(kv, n_qb, n_head, a), "HiP mask scratch");
     if (st != LC_OK) return st;
     return lc_cuda_select_blocks(kv, im->d_seqs, qb, n_qb, q_raw, n_head, rope, a, im->sel_scratch,
                             im->sel_scratch_bytes);

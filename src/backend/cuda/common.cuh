@@ -19,6 +19,19 @@ extern "C" {
 
 #define LC_CUDA_LAUNCHED() LC_CUDA_TRY(cudaGetLastError())
 
+// Lets the kernel (the variadic argument: a template-id may hold commas) take smem bytes of
+// dynamic shared memory, set on the first pass only (a static flag per expansion, so per
+// template instance of the enclosing launcher; the attribute is per kernel).
+#define LC_CUDA_SMEM_ONCE(smem, ...)                                                          \
+    do {                                                                                      \
+        static bool smem_set_ = false;                                                        \
+        if (!smem_set_) {                                                                     \
+            LC_CUDA_TRY(cudaFuncSetAttribute(__VA_ARGS__,                                     \
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem)); \
+            smem_set_ = true;                                                                 \
+        }                                                                                     \
+    } while (0)
+
 // The stream every op launches on: the backend's own stream once one exists (so a decode step
 // can be captured into a CUDA graph), the legacy default stream before (standalone op tests).
 cudaStream_t lc_cuda_stream(void);
@@ -26,5 +39,12 @@ void         lc_cuda_set_stream(cudaStream_t s);
 
 // Multiprocessors of the current device (queried once; 132 if the query fails), for grid sizes.
 int lc_cuda_sm_count(void);
+// Compute capability major of the current device (queried once; 0 if the query fails).
+int lc_cuda_cc_major(void);
+// Whether the warp-specialised wgmma kernels can run: a compute capability 9.x device and a
+// build with sm_90a code (a build with only sm_90, e.g. CMAKE_CUDA_ARCHITECTURES=90, has empty
+// wgmma kernels; a one-thread probe kernel asks the device code which variant it got, once: it
+// depends on the device and the build only).
+bool lc_cuda_have_wgmma(void);
 
 typedef __nv_bfloat16 lc_bf16;

@@ -1,9 +1,11 @@
 // device_info.cu — the current CUDA device's name and free/total memory, and events for timing
 // ops: the CUDA backend's measurement ops (backend.h "Measurement", used by the profiling
-// backend and `longctx bench`'s result header); and its multiprocessor count for the kernels'
-// grid sizes.
+// backend and `longctx bench`'s result header); its multiprocessor count for the kernels'
+// grid sizes; its compute capability and whether the build's wgmma kernels run on it, for the
+// kernel choices of attention.cu and attn_segments.cu.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/device_prims.cuh" // LC_HAVE_WGMMA
 
 #include <stdio.h>
 
@@ -35,6 +37,42 @@ int lc_cuda_sm_count(void) {
         (void)cudaGetLastError();
     }
     return n_sm;
+}
+
+int lc_cuda_cc_major(void) {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+            major = 0;
+    }
+    return major;
+}
+
+__global__ void wgmma_probe_kernel(int *out) {
+#ifdef LC_HAVE_WGMMA
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+bool lc_cuda_have_wgmma(void) {
+    static int v = -1;
+    if (v < 0) {
+        int have = 0, *d_have = NULL;
+        if (lc_cuda_cc_major() == 9 && cudaMalloc(&d_have, sizeof(int)) == cudaSuccess) {
+            wgmma_probe_kernel<<<1, 1, 0, lc_cuda_stream()>>>(d_have);
+            if (cudaMemcpyAsync(&have, d_have, sizeof(int), cudaMemcpyDeviceToHost, lc_cuda_stream()) != cudaSuccess ||
+                cudaStreamSynchronize(lc_cuda_stream()) != cudaSuccess)
+                have = 0;
+            cudaFree(d_have);
+        }
+        (void)cudaGetLastError(); // a failed probe only means: no wgmma kernel
+        v = have;
+    }
+    return v == 1;
 }
 
 // Events for timing ops on the backend's stream (profile.c): n events made at once.

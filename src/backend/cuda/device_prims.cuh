@@ -1,6 +1,8 @@
-// device_prims.cuh — small device helpers shared by the CUDA attention kernels (attention.cu,
-// attn_segments.cu, prune_chunks.cu): shared-memory addresses, cp.async, ldmatrix, mma.sync and
-// wgmma wrappers, the KV pools' element type, fp16/bf16 packing, fast exp2, named barriers.
+// device_prims.cuh — small device helpers shared by the CUDA attention and selection kernels
+// (attention.cu, attn_segments.cu, prune_chunks.cu, select_blocks.cu, ...): shared-memory
+// addresses, cp.async, ldmatrix, mma.sync and wgmma wrappers, the KV pools' element type,
+// fp16/bf16 packing, fast exp2, named barriers, RoPE of one element, a block-wide prefix sum
+// and a radix-select pass.
 // Inline PTX; each function is what its name says, nothing more.
 #pragma once
 #include <cuda_bf16.h>
@@ -188,6 +190,62 @@ __device__ __forceinline__ void wgmma_rs_n128_t(float d[64], const uint32_t a[4]
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 #endif
+
+// pos clamped into a table of n_pos rows (0 .. n_pos - 1)
+__device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
+    return pos < 0 ? 0 : (pos >= n_pos ? n_pos - 1 : pos);
+}
+
+// Element d of the head vector x rotated by RoPE table row pos (cs, sn: [rows][n_rot / 2] cos
+// and sin), as lc_cpu_rope_copy: dims from n_rot on as they are; neox: pairs (i, i + n_rot / 2),
+// else adjacent pairs (2i, 2i + 1).
+__device__ __forceinline__ float rope_elem(const float *x, int d, int pos, const float *cs,
+                                           const float *sn, int n_rot, bool neox) {
+    const int half = n_rot >> 1;
+    if (d >= n_rot) return x[d];
+    if (!neox) {
+        const int   i = d >> 1;
+        const float c = cs[(size_t)pos * half + i], s = sn[(size_t)pos * half + i];
+        const float x0 = x[d & ~1], x1 = x[d | 1];
+        return (d & 1) ? x0 * s + x1 * c : x0 * c - x1 * s;
+    }
+    const int   i = d < half ? d : d - half;
+    const float c = cs[(size_t)pos * half + i], s = sn[(size_t)pos * half + i];
+    const float x0 = x[i], x1 = x[i + half];
+    return d < half ? x0 * c - x1 * s : x0 * s + x1 * c;
+}
+
+// Inclusive prefix sum of x over the lanes of the warp (all 32 lanes call it).
+__device__ __forceinline__ int warp_incl_scan(int x) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    return x;
+}
+
+// Exclusive prefix sum of v over the block (prune_chunks's and select_blocks's list building);
+// *total gets the sum. nw: the block's warps, blockDim.x / 32 (at most 32; a compile-time
+// constant where the caller has one). smem: 32 ints. Every thread must call it; it ends with a
+// barrier, so the next call may reuse smem.
+__device__ __forceinline__ int block_excl_scan(int v, int *total, int *smem, int nw) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int x    = warp_incl_scan(v);
+    if (lane == 31) smem[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = warp_incl_scan(lane < nw ? smem[lane] : 0);
+        __syncwarp();
+        if (lane < nw) smem[lane] = w;
+    }
+    __syncthreads();
+    const int before = warp > 0 ? smem[warp - 1] : 0;
+    *total           = smem[nw - 1];
+    __syncthreads(); // smem is reused by the next call
+    return before + x - v;
+}
 
 // One 8-bit pass of a radix select of the need-th largest 32-bit key, from the top (prune_chunks's
 // and select_blocks's selects): the keys key(i), i < n, whose bits under mask equal prefix are

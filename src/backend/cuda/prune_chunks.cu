@@ -157,39 +157,6 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
                  : "memory");
 }
 
-__device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
-    return pos < 0 ? 0 : (pos >= n_pos ? n_pos - 1 : pos);
-}
-
-// Exclusive prefix sum over the block (blockDim.x a multiple of 32, at most 1024); *total gets
-// the sum. smem: 32 ints. Every thread must call it.
-__device__ int block_excl_scan(int v, int *total, int *smem) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int       x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(kFull, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) smem[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        int w = lane < nw ? smem[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(kFull, w, o);
-            if (lane >= o) w += y;
-        }
-        __syncwarp();
-        if (lane < nw) smem[lane] = w;
-    }
-    __syncthreads();
-    const int before = warp > 0 ? smem[warp - 1] : 0;
-    *total           = smem[nw - 1];
-    __syncthreads(); // smem is reused by the next call
-    return before + x - v;
-}
-
 // ---- 1. prep: chunk lists and pooled queries ------------------------------------------------
 // The first stage's chunks of block q (the twin's first_grid_of / first_chunk): a head chunk
 // [n_sink, n_sink + o) when a first_offset o leaves tokens past it, then chunks of l_c every
@@ -219,22 +186,29 @@ __device__ __forceinline__ bool block_runs(const stage_params &p, int b) {
     return !p.from || p.from[b] <= p.stage;
 }
 
+// Pair bg's input segments (the previous stage's list for its block): *in, and their count
+// (p.in_n clamped to 0 .. in_cap).
+__device__ __forceinline__ int pair_inputs(const stage_params &p, int bg, const lc_segment **in) {
+    const size_t lbg = list_pair(p, bg);
+    const int    nin = p.in_n[lbg];
+    *in              = p.in + lbg * p.in_cap;
+    return nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
+}
+
 // Chunks of pair bg's list, capped at max_chunks (every thread of the block calls it).
 __device__ int pair_chunk_count(const stage_params &p, int bg, const lc_qblock &q, int *scan_smem) {
     if (!p.in) {
         const int n = first_chunk_count(p, q);
         return n < p.max_chunks ? n : p.max_chunks;
     }
-    const size_t lbg = list_pair(p, bg);
-    int nin = p.in_n[lbg];
-    nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-    const lc_segment *in = p.in + lbg * p.in_cap;
+    const lc_segment *in;
+    const int         nin  = pair_inputs(p, bg, &in);
     int               base = 0;
     for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
         const int s   = s0 + threadIdx.x;
         const int len = s < nin ? in[s].len : 0;
         int       total;
-        block_excl_scan(len > 0 ? (len + p.chunk - 1) / p.chunk : 0, &total, scan_smem);
+        block_excl_scan(len > 0 ? (len + p.chunk - 1) / p.chunk : 0, &total, scan_smem, blockDim.x >> 5);
         base += total;
     }
     return base < p.max_chunks ? base : p.max_chunks;
@@ -271,17 +245,15 @@ template <int D> __global__ void __launch_bounds__(kPrepThreads) hip_prep_kernel
             if (threadIdx.x == 0) p.n_ch[bg] = n;
             return;
         }
-        const size_t lbg = list_pair(p, bg);
-        int nin = p.in_n[lbg];
-        nin     = nin < 0 ? 0 : (nin > p.in_cap ? p.in_cap : nin);
-        const lc_segment *in = p.in + lbg * p.in_cap;
+        const lc_segment *in;
+        const int         nin  = pair_inputs(p, bg, &in);
         int               base = 0;
         for (int s0 = 0; s0 < nin; s0 += blockDim.x) {
             const int  s   = s0 + threadIdx.x;
             lc_segment sg  = s < nin ? in[s] : lc_segment{0, 0};
             const int  cnt = sg.len > 0 ? (sg.len + p.chunk - 1) / p.chunk : 0;
             int        total;
-            const int  off = base + block_excl_scan(cnt, &total, scan_smem);
+            const int  off = base + block_excl_scan(cnt, &total, scan_smem, blockDim.x >> 5);
             for (int i = 0; i < cnt && off + i < p.max_chunks; i++) {
                 ch[off + i] = make_int2(sg.start + i * p.chunk, min(p.chunk, sg.len - i * p.chunk));
                 sc[off + i] = 0u;
@@ -478,7 +450,7 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
     int       eq = 0;
     for (int c = c0; c < c1; c++) eq += ((cached ? kc[c] : __ldcg(sc + c)) & pmask) == prefix;
     int       tot_eq;
-    const int eq_before = block_excl_scan(eq, &tot_eq, scan);
+    const int eq_before = block_excl_scan(eq, &tot_eq, scan, blockDim.x >> 5);
     const int eq_above  = tot_eq - eq_before - eq;
     int       kept = 0, cum = eq_above;
     for (int c = c1 - 1; c >= c0; c--) {
@@ -487,7 +459,7 @@ __device__ void select_pair_keep(const stage_params &p, int bg, unsigned char *s
         else if (km == prefix) kept += cum++ < kk;
     }
     int       tot_kept;
-    const int at = block_excl_scan(kept, &tot_kept, scan);
+    const int at = block_excl_scan(kept, &tot_kept, scan, blockDim.x >> 5);
     int       j = 0;
     cum         = eq_above;
     for (int c = c1 - 1; c >= c0; c--) {
@@ -1145,13 +1117,7 @@ dev_info device_info(void) {
 
 template <int D, int MODE, int S, int TPR, bool TR = false>
 int launch_score(const stage_params &p, dim3 grid, int threads) {
-    static bool configured = false;
-    if (!configured) {
-        LC_CUDA_TRY(cudaFuncSetAttribute(hip_score_kernel<D, MODE, S, TPR, TR>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         device_info().smem_optin));
-        configured = true;
-    }
+    LC_CUDA_SMEM_ONCE(device_info().smem_optin, hip_score_kernel<D, MODE, S, TPR, TR>);
     hip_score_kernel<D, MODE, S, TPR, TR><<<grid, threads, (size_t)p.smem_bytes, lc_cuda_stream()>>>(p);
     LC_CUDA_LAUNCHED();
     return LC_OK;

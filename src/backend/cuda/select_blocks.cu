@@ -83,53 +83,6 @@ __device__ __forceinline__ uint32_t score_key(float s) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
-    return pos < 0 ? 0 : (pos >= n_pos ? n_pos - 1 : pos);
-}
-
-// Element d of x (one head vector) rotated by table row pos.
-__device__ __forceinline__ float rot_elem(const float *x, int d, int pos, const mask_params &p) {
-    const int half = p.n_rot >> 1;
-    if (d >= p.n_rot) return x[d];
-    if (!p.neox) {
-        const int   i = d >> 1;
-        const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-        const float x0 = x[d & ~1], x1 = x[d | 1];
-        return (d & 1) ? x0 * s + x1 * c : x0 * c - x1 * s;
-    }
-    const int   i = d < half ? d : d - half;
-    const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-    const float x0 = x[i], x1 = x[i + half];
-    return d < half ? x0 * c - x1 * s : x0 * s + x1 * c;
-}
-
-// Exclusive prefix sum over the block (kThreads threads); *total gets the sum. smem: 32 ints.
-__device__ int block_excl_scan(int v, int *total, int *smem) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int       x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(kFull, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) smem[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        int w = lane < kWarps ? smem[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int y = __shfl_up_sync(kFull, w, o);
-            if (lane >= o) w += y;
-        }
-        if (lane < kWarps) smem[lane] = w;
-    }
-    __syncthreads();
-    const int before = warp > 0 ? smem[warp - 1] : 0;
-    *total           = smem[kWarps - 1];
-    __syncthreads();
-    return before + x - v;
-}
-
 // Candidates of block q, capped at max_cand.
 __device__ __forceinline__ int pair_cand(const mask_params &p, const lc_qblock &q) {
     int64_t cand = (int64_t)q.win0 - p.n_sink;
@@ -219,7 +172,7 @@ __device__ void select_pair(const mask_params &p, int bg, int cand, unsigned cha
     for (int i = 0; i < per && i < kPer; i++)
         if (c0 + i < n_br && sc[c0 + i] == prefix) n_eq++;
     int       tot;
-    int       eq_before = block_excl_scan(n_eq, &tot, scan);
+    int       eq_before = block_excl_scan(n_eq, &tot, scan, kWarps);
     int       n_sel     = 0;
     for (int i = 0; i < per && i < kPer; i++) {
         const int beta = c0 + i;
@@ -228,7 +181,7 @@ __device__ void select_pair(const mask_params &p, int bg, int cand, unsigned cha
         if (s > prefix) n_sel++;
         else if (s == prefix && eq_before++ < need) n_sel++;
     }
-    int at = block_excl_scan(n_sel, &tot, scan);
+    int at = block_excl_scan(n_sel, &tot, scan, kWarps);
     eq_before = eq_before - n_eq; // back to this thread's first equal rank
     int multi = 0;
     for (int i = 0; i < per && i < kPer; i++) {
@@ -282,7 +235,7 @@ template <int D> __global__ void __launch_bounds__(kThreads) hm_iter_kernel(mask
         const int qi = e / D, d = e % D, gh = qi / nsr, i = qi % nsr;
         const int h = kvh * p.G + gh, row = q.row0 + i * p.q_stride;
         const int pos = clamp_pos(p.mode == LC_SCAN_PLAIN ? q.pos0 + i * p.q_stride : p.n_stream + 1, p.n_pos);
-        qs[qi * QS + d] = rot_elem(p.q_raw + ((size_t)row * p.n_head + h) * D, d, pos, p);
+        qs[qi * QS + d] = rope_elem(p.q_raw + ((size_t)row * p.n_head + h) * D, d, pos, p.cs, p.sn, p.n_rot, p.neox);
     }
     __syncthreads();
     const int32_t *pt    = p.seqs[q.seq].page_table;

@@ -2,12 +2,14 @@
 // (contract: backend.h "TokenSelect token-level selection"; paper 001_823a2d0cdd44ac9c.txt
 // Eq. 7, Alg. 1–2; digest spec/tokenselect-and-sparseserve.md A.2–A.5). fp16 KV pools
 // [page][kv_head][P][D] read in place through each sequence's page table.
-// Kernels of the many-block path, in stream order (every one reads the device hit flag first and
-// returns on a hit; a step never waits for the host):
+// Kernels of the many-block path, in stream order (every one reads its block's device hit flag
+// first and skips the block on a hit; a step never waits for the host):
 //   1 fp:      fingerprints f[b][h] (rows rotated at fp_pos + i, mean); with the selection
-//              cache (one block) the cosine against cache_q decides hit / miss on the device,
-//              counts are bumped, cache_q and cache_valid updated on a miss; the per-slot
-//              select state is zeroed.
+//              cache (one CTA per block, over every head) the cosine against the block's
+//              cache slot decides its hit / miss on the device (flag[b]), counts are bumped,
+//              cache_q and cache_valid updated on a miss; the per-slot select state is zeroed.
+//              Kernels 2-9 skip the blocks that hit (batched decode: one launch each serves
+//              every decode sequence of a step, each with its own cache slot, list[b]).
 //   2 logits:  persistent CTAs over (key tile, block) items, tile-major so CTAs of different
 //              blocks that read the same keys run together (prefill: L2 reuse); each warp
 //              reads rows of one KV head (8 lanes x 16 bytes per row, 4 rows per step) and dots
@@ -26,7 +28,8 @@
 //              token list is already sorted by position.
 //   9 seg:     the sorted list as maximal runs (one CTA per block); candidates <= k: the whole
 //              range as one segment, none when empty.
-// Calls of at most kMaxFused (8) blocks (decode, short chunks) run instead one cooperative
+// Calls of at most kMaxFused (8) blocks (decode, short chunks; with the cache, one block) run
+// instead one cooperative
 // persistent kernel, ts_fused_kernel, whose phases are the work of kernels 1-9 separated by
 // grid-wide barriers (the fingerprints spread over the grid, each CTA's share of the cosine
 // sums summed in a fixed order by every CTA after the first barrier: all decide alike; a hit
@@ -67,13 +70,14 @@ struct ts_params {
     lc_segment *out;
     int32_t    *out_n;
     int32_t     out_cap;
-    float      *cache_q;
-    int32_t    *cache_valid;
+    float      *cache_q;     // [slots][n_head * D]
+    int32_t    *cache_valid; // [slots]
+    const int32_t *slots;    // [n_qb] or NULL: block b's slot of out / out_n / cache_q / cache_valid
     float       theta;
     long long  *counts;
     // scratch
     float    *fp;    // [n_qb][n_head][D]
-    int32_t  *flag;  // [1]: 1 = cache hit
+    int32_t  *flag;  // [n_qb]: 1 = block b's cache hit
     double   *cosp;  // [CTAs with fingerprints][4] the fused kernel's per-CTA cosine sums
     float    *logit; // [NB][n_head][max_cand]
     float2   *part;  // [NB][n_tiles][n_head] (max, sum exp)
@@ -88,9 +92,8 @@ struct ts_params {
     int32_t   b0;    // first block of the group being processed
 };
 
-__device__ __forceinline__ int clamp_pos(int pos, int n_pos) {
-    return pos < 0 ? 0 : (pos >= n_pos ? n_pos - 1 : pos);
-}
+// The slot of block b's lists and cache (batched decode: list[b]; else b).
+__device__ __forceinline__ int slot_of(const ts_params &p, int b) { return p.slots ? p.slots[b] : b; }
 
 // Candidates of block b, clamped to the launch size (the CPU twin refuses larger ones).
 __device__ __forceinline__ int cand_of(const ts_params &p, int b) {
@@ -98,20 +101,9 @@ __device__ __forceinline__ int cand_of(const ts_params &p, int b) {
     return n < 0 ? 0 : (n > p.max_cand ? p.max_cand : n);
 }
 
-// Element d of x rotated by position pos with the table (as lc_cpu_rope_copy).
+// Element d of x rotated by position pos with the table (device_prims.cuh's rope_elem).
 __device__ __forceinline__ float rot_elem(const float *x, int d, int pos, const ts_params &p) {
-    const int half = p.n_rot >> 1;
-    if (d >= p.n_rot) return x[d];
-    if (!p.neox) {
-        const int   i = d >> 1;
-        const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-        const float x0 = x[d & ~1], x1 = x[d | 1];
-        return (d & 1) ? x0 * s + x1 * c : x0 * c - x1 * s;
-    }
-    const int   i = d < half ? d : d - half;
-    const float c = p.cs[(size_t)pos * half + i], s = p.sn[(size_t)pos * half + i];
-    const float x0 = x[i], x1 = x[i + half];
-    return d < half ? x0 * c - x1 * s : x0 * s + x1 * c;
+    return rope_elem(x, d, pos, p.cs, p.sn, p.n_rot, p.neox != 0);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -191,33 +183,36 @@ __global__ void __launch_bounds__(kThreads) ts_fp_kernel(ts_params p) {
         for (int i = threadIdx.x; i < kBins; i += blockDim.x) p.hist[(size_t)b * 3 * kBins + i] = 0u;
         if (threadIdx.x < 4) p.done[b * 4 + threadIdx.x] = 0u;
     }
-    if (b != 0 || blockIdx.y != 0) return;
+    if (blockIdx.y != 0) return;
     if (!p.cache_q) {
-        if (threadIdx.x == 0) *p.flag = 0;
+        if (threadIdx.x == 0) p.flag[b] = 0;
         return;
     }
-    // the cache: this kernel ran as one CTA over every head (n_qb == 1)
+    // the cache of block b's slot: this kernel ran as one CTA per block over every head
     __syncthreads();
-    const int nf  = p.n_head * p.D;
-    double    dot = 0.0, n1 = 0.0, n2 = 0.0;
+    const int    nf   = p.n_head * p.D;
+    const size_t slot = (size_t)slot_of(p, b);
+    float       *cq   = p.cache_q + slot * nf;
+    const float *f    = p.fp + (size_t)b * nf;
+    double       dot = 0.0, n1 = 0.0, n2 = 0.0;
     for (int i = threadIdx.x; i < nf; i += blockDim.x) {
-        const double f = p.fp[i], c = p.cache_q[i];
-        dot += f * c, n1 += f * f, n2 += c * c;
+        const double fv = f[i], c = cq[i];
+        dot += fv * c, n1 += fv * fv, n2 += c * c;
     }
     dot = block_sum(dot, red);
     n1  = block_sum(n1, red);
     n2  = block_sum(n2, red);
     if (threadIdx.x == 0) {
         const double c   = n1 > 0.0 && n2 > 0.0 ? dot / sqrt(n1 * n2) : 0.0;
-        const int    hit = *p.cache_valid != 0 && c >= (double)p.theta;
+        const int    hit = p.cache_valid[slot] != 0 && c >= (double)p.theta;
         s_hit            = hit;
-        *p.flag          = hit;
-        if (p.counts) p.counts[hit ? 0 : 1] += 1;
-        if (!hit) *p.cache_valid = 1;
+        p.flag[b]        = hit;
+        if (p.counts) atomicAdd((unsigned long long *)&p.counts[hit ? 0 : 1], 1ull);
+        if (!hit) p.cache_valid[slot] = 1;
     }
     __syncthreads();
     if (!s_hit)
-        for (int i = threadIdx.x; i < nf; i += blockDim.x) p.cache_q[i] = p.fp[i];
+        for (int i = threadIdx.x; i < nf; i += blockDim.x) cq[i] = f[i];
 }
 
 // ---- 2: logits ----
@@ -226,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) ts_fp_kernel(ts_params p) {
 // The items (key tile, block) of this CTA (blockIdx.x + i * gridDim.x): the standalone kernel's
 // whole work and the fused kernel's logits phase. smem: n_head * (D + kTT) floats.
 template <int D, int GM>
-__device__ __forceinline__ void logits_phase(const ts_params &p, int nbg, float *smem) {
+__device__ __forceinline__ void logits_phase(const ts_params &p, int nbg, float *smem, bool skip_hits) {
     float        *f_s = smem;                          // [n_head][D]
     float        *l_s = smem + (size_t)p.n_head * D;   // [n_head][kTT]
     constexpr int NV = D / 64;                         // 16-byte loads per lane per row
@@ -238,7 +233,7 @@ __device__ __forceinline__ void logits_phase(const ts_params &p, int nbg, float 
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
         const int tile = item / nbg, bs = item % nbg, b = p.b0 + bs;
         const int cand = cand_of(p, b);
-        if (cand <= p.k || tile * kTT >= cand) continue; // uniform over the CTA
+        if (cand <= p.k || tile * kTT >= cand || (skip_hits && p.flag[b])) continue; // uniform over the CTA
         const int32_t *pt = p.seqs[p.qb[b].seq].page_table;
         if (loaded != b) {
             __syncthreads();
@@ -340,17 +335,15 @@ __device__ __forceinline__ void logits_phase(const ts_params &p, int nbg, float 
 
 template <int D, int GM>
 __global__ void __launch_bounds__(kThreads, GM <= 4 ? 2 : 1) ts_logits_kernel(ts_params p, int nbg) {
-    if (*p.flag) return;
     extern __shared__ float smem[];
-    logits_phase<D, GM>(p, nbg, smem);
+    logits_phase<D, GM>(p, nbg, smem, true);
 }
 
 // ---- 3: m_h, Z_h ----
 __global__ void __launch_bounds__(kThreads) ts_reduce_kernel(ts_params p) {
-    if (*p.flag) return;
     __shared__ float red[32];
     const int h = blockIdx.x, bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
-    if (cand <= p.k) return;
+    if (cand <= p.k || p.flag[p.b0 + bs]) return;
     const int     nt   = (cand + kTT - 1) / kTT;
     const float2 *part = p.part + (size_t)bs * p.n_tiles * p.n_head + h;
     float         m    = -INFINITY;
@@ -406,9 +399,8 @@ __device__ void hist_finish(const ts_params &p, int bs, int pass, uint32_t *hs, 
 
 // ---- 4: soft vote + radix pass 0 ----
 __global__ void __launch_bounds__(kThreads) ts_vote_kernel(ts_params p) {
-    if (*p.flag) return;
     const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
-    if (cand <= p.k) return;
+    if (cand <= p.k || p.flag[p.b0 + bs]) return;
     __shared__ uint32_t hs[kBins];
     __shared__ int      scan_smem[32];
     extern __shared__ float2 mz_s[]; // [n_head] (m, Z)
@@ -430,9 +422,8 @@ __global__ void __launch_bounds__(kThreads) ts_vote_kernel(ts_params p) {
 
 // ---- 5, 6: radix passes 1 and 2 ----
 __global__ void __launch_bounds__(kThreads) ts_hist_kernel(ts_params p, int pass) {
-    if (*p.flag) return;
     const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
-    if (cand <= p.k) return;
+    if (cand <= p.k || p.flag[p.b0 + bs]) return;
     __shared__ uint32_t hs[kBins];
     __shared__ int      scan_smem[32];
     for (int i = threadIdx.x; i < kBins; i += blockDim.x) hs[i] = 0u;
@@ -451,9 +442,8 @@ __global__ void __launch_bounds__(kThreads) ts_hist_kernel(ts_params p, int pass
 
 // ---- 7: per-chunk counts; the last CTA turns them into output offsets ----
 __global__ void __launch_bounds__(kThreads) ts_count_kernel(ts_params p) {
-    if (*p.flag) return;
     const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
-    if (cand <= p.k) return;
+    if (cand <= p.k || p.flag[p.b0 + bs]) return;
     __shared__ int scan_smem[32];
     __shared__ int s_last;
     const uint2    st = p.sel[bs];
@@ -519,9 +509,8 @@ __device__ void collect_chunk(const ts_params &p, int bs, int t0, int t1, uint2 
 }
 
 __global__ void __launch_bounds__(kThreads) ts_collect_kernel(ts_params p) {
-    if (*p.flag) return;
     const int bs = blockIdx.y, cand = cand_of(p, p.b0 + bs);
-    if (cand <= p.k) return;
+    if (cand <= p.k || p.flag[p.b0 + bs]) return;
     __shared__ int scan_smem[32];
     const int      c  = blockIdx.x, t0 = c * p.ch_len, t1 = min(cand, t0 + p.ch_len);
     const int4     ch = p.chunk[(size_t)bs * p.nch + c];
@@ -530,14 +519,15 @@ __global__ void __launch_bounds__(kThreads) ts_collect_kernel(ts_params p) {
 
 // ---- 9: maximal runs ----
 __global__ void __launch_bounds__(1024) ts_seg_kernel(ts_params p) {
-    if (*p.flag) return;
     __shared__ int scan_smem[32];
     const int      bs = blockIdx.x, b = p.b0 + bs, cand = cand_of(p, b);
-    lc_segment    *out = p.out + (size_t)b * p.out_cap;
+    if (p.flag[b]) return;
+    const int      slot = slot_of(p, b);
+    lc_segment    *out  = p.out + (size_t)slot * p.out_cap;
     if (cand <= p.k) {
         if (threadIdx.x == 0) {
             if (cand > 0) out[0] = lc_segment{p.n_init, cand};
-            p.out_n[b] = cand > 0 ? 1 : 0;
+            p.out_n[slot] = cand > 0 ? 1 : 0;
         }
         return;
     }
@@ -558,7 +548,7 @@ __global__ void __launch_bounds__(1024) ts_seg_kernel(ts_params p) {
     __threadfence_block();
     __syncthreads();
     for (int s = threadIdx.x; s < nseg && s < p.out_cap; s += blockDim.x) out[s].len -= out[s].start;
-    if (threadIdx.x == 0) p.out_n[b] = nseg < p.out_cap ? nseg : p.out_cap;
+    if (threadIdx.x == 0) p.out_n[slot] = nseg < p.out_cap ? nseg : p.out_cap;
 }
 
 // ---- the fused path (calls of few blocks: decode, short prefill chunks) ----
@@ -635,7 +625,7 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
             const int           n   = q.n_rows < 1 ? 1 : (q.n_rows > p.max_rows ? p.max_rows : q.n_rows);
             const float         inv = 1.0f / (float)n;
             const int           nf  = p.n_head * D;
-            if (tid == 0) s_hit = *p.cache_valid; // read before CTA 0 may set it (after the barrier)
+            if (tid == 0) s_hit = p.cache_valid[slot_of(p, 0)]; // read before CTA 0 may set it (after the barrier)
             if (blockIdx.x * blockDim.x < nf) {   // uniform over the CTA
                 double dot = 0.0, n1 = 0.0, n2 = 0.0;
                 for (int i = gtid; i < nf; i += gthreads) {
@@ -645,7 +635,7 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
                         acc += rot_elem(p.q_raw + ((size_t)(q.row0 + r) * p.n_head + h) * D, d,
                                         clamp_pos(p.fp_pos + r, p.n_pos), p);
                     const float  f = acc * inv;
-                    const double c = p.cache_q[i];
+                    const double c = p.cache_q[(size_t)slot_of(p, 0) * nf + i];
                     p.fp[i]        = f;
                     dot += (double)f * c, n1 += (double)f * f, n2 += c * c;
                 }
@@ -695,18 +685,19 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
                 if (blockIdx.x == 0) {
                     *p.flag = hit;
                     if (p.counts) p.counts[hit ? 0 : 1] += 1;
-                    if (!hit) *p.cache_valid = 1;
+                    if (!hit) p.cache_valid[slot_of(p, 0)] = 1;
                 }
             }
             __syncthreads();
             if (s_hit) return;
             // a miss: cache_q = f (every CTA read its share of cache_q before the barrier)
-            for (int i = gtid; i < nf; i += gthreads) p.cache_q[i] = __ldcg(p.fp + i);
+            float *cq = p.cache_q + (size_t)slot_of(p, 0) * nf;
+            for (int i = gtid; i < nf; i += gthreads) cq[i] = __ldcg(p.fp + i);
         }
     }
     if (any) {
         if constexpr (FIRST <= 1) {
-            logits_phase<D, GM>(p, nbg, smem);
+            logits_phase<D, GM>(p, nbg, smem, false);
             grid.sync();
         }
         // m_h, Z_h (as ts_reduce_kernel) per (block, head) item
@@ -825,12 +816,12 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
     }
     // segments (as ts_seg_kernel): one CTA per block, each thread a contiguous share of the list
     for (int bs = blockIdx.x; bs < nbg; bs += nct) {
-        const int   b = p.b0 + bs, cand = cand_of(p, b);
-        lc_segment *out = p.out + (size_t)b * p.out_cap;
+        const int   b = p.b0 + bs, cand = cand_of(p, b), slot = slot_of(p, b);
+        lc_segment *out = p.out + (size_t)slot * p.out_cap;
         if (cand <= p.k) {
             if (tid == 0) {
                 if (cand > 0) out[0] = lc_segment{p.n_init, cand};
-                p.out_n[b] = cand > 0 ? 1 : 0;
+                p.out_n[slot] = cand > 0 ? 1 : 0;
             }
             continue;
         }
@@ -852,7 +843,7 @@ __global__ void __launch_bounds__(kThreads, FIRST == 2 ? 4 : (GM <= 4 ? 2 : 1))
         __threadfence_block();
         __syncthreads();
         for (int j = tid; j < nseg && j < p.out_cap; j += blockDim.x) out[j].len -= out[j].start;
-        if (tid == 0) p.out_n[b] = nseg < p.out_cap ? nseg : p.out_cap;
+        if (tid == 0) p.out_n[slot] = nseg < p.out_cap ? nseg : p.out_cap;
         __syncthreads();
     }
 }
@@ -883,7 +874,7 @@ void plan(int32_t n_qb, int32_t n_head, int32_t D, const lc_select_tokens_args *
     if (nb > n_qb) nb = n_qb;
     if (tune->ts_select_group > 0 && tune->ts_select_group < nb) nb = tune->ts_select_group;
     L->nb = (int32_t)(nb > 0 ? nb : 1);
-    const size_t sz[12] = {sizeof(float) * (size_t)n_qb * n_head * D, 16,
+    const size_t sz[12] = {sizeof(float) * (size_t)n_qb * n_head * D, sizeof(int32_t) * (size_t)n_qb,
                            sizeof(float) * (size_t)L->nb * n_head * mc,
                            sizeof(float2) * (size_t)L->nb * L->n_tiles * n_head,
                            sizeof(float2) * (size_t)L->nb * n_head,
@@ -1013,7 +1004,7 @@ extern "C" int lc_cuda_select_tokens(const lc_kv_layer_view *kv, const lc_attn_s
     p.n_init = a->n_init, p.k = a->k, p.fp_pos = a->fp_pos, p.gqa_mod = a->gqa_mod;
     p.max_rows = a->max_rows, p.max_cand = a->max_cand > 0 ? a->max_cand : 1;
     p.out = a->out, p.out_n = a->out_n, p.out_cap = a->out_cap;
-    p.cache_q = a->cache_q, p.cache_valid = a->cache_valid, p.theta = a->theta;
+    p.cache_q = a->cache_q, p.cache_valid = a->cache_valid, p.theta = a->theta, p.slots = a->list;
     p.counts = (long long *)a->counts;
     char *s = (char *)scratch;
     p.fp    = (float *)(s + L.off[0]);
@@ -1034,9 +1025,11 @@ extern "C" int lc_cuda_select_tokens(const lc_kv_layer_view *kv, const lc_attn_s
 
     // The path: calls of at most kMaxFused blocks (decode; short prefill chunks) take the fused
     // kernel, FUSED_LAUNCHES launches in all (tuning.ts_select_launches=1|2|3 overrides);
-    // tuning.ts_select_path=kernels|fused forces one path (tests, benchmarks).
+    // tuning.ts_select_path=kernels|fused forces one path (tests, benchmarks). The fused kernel
+    // decides the cache of one block only: several blocks with the cache (batched decode) take
+    // the kernels, whose hit flags are per block.
     const int32_t path  = tune->ts_select_path, le = tune->ts_select_launches;
-    const bool    fused = coop_ok() && path != LC_TUNE_TS_KERNELS &&
+    const bool    fused = coop_ok() && path != LC_TUNE_TS_KERNELS && (!a->cache_q || n_qb == 1) &&
                        (path == LC_TUNE_TS_FUSED || n_qb <= kMaxFused);
     const int     gsz   = fused ? (L.nb < kMaxFused ? L.nb : kMaxFused) : L.nb;
     int           nlaunch = le >= 1 && le <= 3 ? le : kFusedLaunches;
