@@ -403,8 +403,18 @@ static inline int bench_call_forward(void *ctx, int i) {
     const bench_method_call *c         = ctx;
     bench_layer             *L         = c->L;
     void *const              states[1] = {c->state};
-    TRYL(c->m->forward(c->m, L->b, c->layer, &L->kv, &L->seq, 1, states, L->dq, L->dqr, L->n_head, &L->rope,
-                       L->scale, L->dout));
+    const lc_attn_call       call      = {.layer  = c->layer,
+                                          .kv     = &L->kv,
+                                          .seqs   = &L->seq,
+                                          .n_seqs = 1,
+                                          .states = states,
+                                          .q      = L->dq,
+                                          .q_raw  = L->dqr,
+                                          .n_head = L->n_head,
+                                          .rope   = &L->rope,
+                                          .scale  = L->scale,
+                                          .out    = L->dout};
+    TRYL(c->m->forward(c->m, L->b, &call));
     return 0;
 }
 

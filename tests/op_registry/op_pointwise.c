@@ -142,7 +142,7 @@ static int embed_reset(op_env *e, void *state) {
 
 static int embed_run(op_env *e, void *state) {
     embed_state *s  = state;
-    lc_weight    dw = {s->V, s->E, 0, s->dtab};
+    lc_weight    dw = {.rows = s->V, .cols = s->E, .type = 0, .data = s->dtab};
     return e->dev->embed(e->dev, &dw, s->dids, s->R, s->dout);
 }
 
