@@ -1,10 +1,10 @@
 /*
- * test_logits_q8_dot_slow.c — SmolLM2-135M-Instruct on the CPU with cpu-dot=q8 (the decode products'
+ * test_logits_q8_dot_slow.c — SmolLM2-135M-Instruct on the CPU with cpu-dot=q8 (the products'
  * inputs quantised to 8 bits, integer dots: llama.cpp's arithmetic) against the transformers
  * fp32 fixtures (tests/fixtures/logits/transformers.txt). Every prompt is evaluated one token
- * a step (n_batch 1), so every product goes through the 8-bit path; the deviation (max |d
- * log-prob| over the reference's top 20) must stay within the range llama.cpp shows on these
- * prompts (its per-prompt numbers, 0.09-0.64, are in the header of
+ * a step (n_batch 1: the decode products), then again in one batch (the prompt products); the
+ * deviation (max |d log-prob| over the reference's top 20) must stay within the range
+ * llama.cpp shows on these prompts (its per-prompt numbers, 0.09-0.64, are in the header of
  * tests/fixtures/logits/llamacpp.txt, written by scripts/gen_logits_fixtures.py), with the
  * same top-1 wherever llama.cpp has it. Prints ours beside llama.cpp's per prompt and how many
  * greedy ids match. Slow (one token a step): left out of the ASan run. Skips (77) without the
@@ -86,6 +86,24 @@ int main(void) {
                 "path < 1e-2); greedy: first %d of %d match\n", f->name, f->n_ids, d, ref_d,
                 greedy_match(f, gen[0], n_gen[0]), GREEDY_N);
     }
+    /* The prompt products (cpu_matmul.c's 8-bit prompt tasks): every prompt evaluated in one
+     * batch, the same bound. */
+    lc_context *cb = m ? make_context(m, N_CTX, 0, 0) : NULL;
+    CHECK(cb != NULL);
+    for (int i = 0; cb && lp && i < n_fx; i++) {
+        fixture_t *f = &fx[i];
+        double     ref_d = 0;
+        int        ref_top1 = 0, steps = 0;
+        llamacpp_record(f->name, &ref_d, &ref_top1);
+        if (!eval_prompt(cb, f->ids, f->n_ids, false, N_CTX, lp, &steps)) continue;
+        CHECKF(steps == 1, "%s: the prompt took %d steps, not one batch", f->name, steps);
+        const double d = compare_top(f->name, lp, nv, f->top, f->n_top, ref_top1 ? 0.0 : 1e9);
+        CHECKF(d <= worst_llamacpp, "%s (one batch): max |dlogprob| %.4f, beyond llama.cpp's "
+               "range (up to %.4f)", f->name, d, worst_llamacpp);
+        fprintf(stderr, "%-14s %4d ids in one batch: max|dlogprob| %.4f (llama.cpp %.4f)\n",
+                f->name, f->n_ids, d, ref_d);
+    }
+    if (cb) lc_context_free(cb);
     free(lp);
     if (c) lc_context_free(c);
     lc_model_free(m);

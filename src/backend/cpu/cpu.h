@@ -11,8 +11,8 @@ int lc_cpu_embed(const lc_weight *table, const int32_t *ids, int64_t n_rows, flo
 int lc_cpu_rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t dim,
                    float eps);
 int lc_cpu_matmul(const lc_weight *w, const float *x, float *y, int64_t n_rows);
-/* The same product with, for decode rows (1..4) over Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights on
- * a CPU with AVX-512 VNNI, the input rows quantised to int8 per 32 values and integer dots
+/* The same product with, for Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights on a CPU with AVX-512
+ * VNNI, the input rows (decode and prompt) quantised to int8 per 32 values and integer dots
  * (llama.cpp's arithmetic: not f32's values); anything else as lc_cpu_matmul. */
 int lc_cpu_matmul_q8(const lc_weight *w, const float *x, float *y, int64_t n_rows);
 int lc_cpu_add_bias(float *y, const float *bias, int64_t n_rows, int64_t dim);

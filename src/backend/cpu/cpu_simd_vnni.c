@@ -1,12 +1,12 @@
 /*
- * cpu_simd_vnni.c — decode products with 8-bit activations (cpu_simd.h; issue 23 item 4): the
+ * cpu_simd_vnni.c — products with 8-bit activations (cpu_simd.h; issue 23 item 4): the
  * input rows quantised to int8 per 32 values (scale max|x|/127, round to nearest), then the
  * weight blocks' unsigned integers multiplied with them by AVX-512 VNNI (VPDPBUSD: 64 u8 x s8
  * multiply-adds an instruction), block scales and minimums applied in fp32 afterwards. The
  * arithmetic of llama.cpp's CPU path, not the exact values of --weights f32: chosen by the
  * tuning knob cpu-dot=q8. Types: Q4_0, Q4_1, Q8_0, Q4_K, Q6_K. CMake compiles this file alone
  * with the AVX-512 and VNNI flags on x86-64 (LC_HAVE_VNNI_KERNELS); cpu_matmul.c calls it after
- * the run-time CPU check.
+ * the run-time CPU check, for decode rows and (in groups of up to 4 rows) prompt rows.
  */
 #include "backend/cpu/cpu_simd.h"
 
