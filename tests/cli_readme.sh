@@ -19,9 +19,10 @@ while IFS= read -r line; do
     cmd="${w[1]}"
     sub=""
     [ "$cmd" = eval ] && sub="${w[2]}"
+    [ "$cmd" = bench ] && [ "${w[2]:-}" = serve ] && sub=serve
     help="$TMP/help-$cmd-$sub"
     if [ ! -f "$help" ]; then
-        if [ -n "$sub" ]; then "$BIN" eval "$sub" --help >"$help" 2>&1; else "$BIN" "$cmd" --help >"$help" 2>&1; fi
+        if [ -n "$sub" ]; then "$BIN" "$cmd" "$sub" --help >"$help" 2>&1; else "$BIN" "$cmd" --help >"$help" 2>&1; fi
         # the options shared by run and the other generating commands are listed by run's help
         "$BIN" run --help >>"$help" 2>&1
     fi

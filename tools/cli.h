@@ -21,6 +21,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_eval_suite(int argc, char **argv); /* `longctx eval suite` (cmd_eval_suite.c) */
 int cmd_bench(int argc, char **argv);
+int cmd_bench_serve(int argc, char **argv); /* `longctx bench serve` (cmd_bench_serve.c) */
 int cmd_gen_model(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* cmd_serve.c (a stub without LC_HAVE_SERVER) */
 

@@ -482,6 +482,7 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
 }
 
 int cmd_bench(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "serve")) return cmd_bench_serve(argc - 1, argv + 1);
     gen_opts o;
     gen_opts_default(&o);
     o.sampling.temperature = 0.0f;

@@ -715,6 +715,10 @@ static bool parse_common(server *s, json_t *o, const lc_sampling *defaults, job 
     long long max_tokens = -1;
     if (!get_int(o, "max_tokens", 1, 1 << 30, &max_tokens, e)) return false;
     if (!get_int(o, "max_completion_tokens", 1, 1 << 30, &max_tokens, e)) return false;
+    /* vLLM's extension, sent by benchmark clients for fixed output lengths */
+    bool ignore_eos = false;
+    if (!get_bool(o, "ignore_eos", &ignore_eos, e)) return false;
+    j->req.ignore_eos = ignore_eos;
     if (!get_bool(o, "stream", &j->stream, e)) return false;
     json_t *so = json_object_get(o, "stream_options");
     if (so && !json_is_null(so)) {
