@@ -23,6 +23,7 @@ static void help(void) {
     printf("usage: longctx bench -m FILE [--contexts 512,2048,8192] [--gen N] [--reps R] [--seqs N]\n"
            "                     [--profile] [--compare-llamacpp] [--compare-transformers]\n"
            "                     [--out DIR] [options]\n"
+           "       longctx bench serve --url URL ...   (a server under load: bench serve --help)\n"
            "\n"
            "For each context length L: evaluate an L-token prompt (prompt tokens/s), then\n"
            "generate N tokens after it (generation tokens/s at that context: the N - 1 decode\n"
