@@ -1013,9 +1013,10 @@ static int out_event(stream_state *st, json_t *o) {
 static int stream_collect(stream_state *st) {
     server *s = st->s;
     job    *j = st->j;
-    if (j->kind == KIND_CHAT && !st->role_sent) {
+    if (!st->role_sent) { /* (a completion has no role chunk, but must not ask again) */
         st->role_sent = true;
-        if (out_event(st, chunk_obj(s, j, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
+        if (j->kind == KIND_CHAT &&
+            out_event(st, chunk_obj(s, j, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
                                     NULL, NULL)))
             return -1;
     }

@@ -179,6 +179,22 @@ static int cpu_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_
 
 static void cpu_free(lc_backend *b) { free(b); }
 
+/* OpenMP's team size is a per-thread setting (the calling thread's nthreads ICV): set at
+ * creation it holds only for the thread that created the backend, and a forward run from
+ * another thread (the server's engine thread) would get libgomp's default for new threads
+ * (every CPU, or OMP_NUM_THREADS) instead of the -t the user gave. So every forward sets it
+ * for the thread that runs it. */
+static int cpu_batch_begin(lc_backend *b, const lc_attn_seq *seqs, int32_t n_seqs,
+                           int32_t page_size) {
+    (void)seqs, (void)n_seqs, (void)page_size;
+#ifdef _OPENMP
+    if (omp_get_max_threads() != b->n_threads) omp_set_num_threads(b->n_threads);
+#else
+    (void)b;
+#endif
+    return LC_OK;
+}
+
 int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     lc_backend *b = lc_calloc(1, sizeof *b, "cpu backend");
     if (!b) return LC_ERR_NOMEM;
@@ -203,6 +219,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->n_threads   = n_threads;
     b->device      = LC_DEVICE_CPU;
     b->free        = cpu_free;
+    b->batch_begin = cpu_batch_begin;
     b->alloc       = cpu_alloc;
     b->dealloc     = cpu_dealloc;
     b->mem_info    = cpu_mem_info;
