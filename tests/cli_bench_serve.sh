@@ -9,14 +9,8 @@
 # Usage: cli_bench_serve.sh PATH/TO/longctx
 set -u
 BIN="$1"
-MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
-[ -f "$MODEL" ] || { echo "model $MODEL not found"; exit 77; }
-if "$BIN" serve --help 2>&1 | grep -q "built without server support"; then
-    echo "longctx was built without server support (libmicrohttpd, jansson): skipped"
-    exit 77
-fi
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
-. "$(dirname "$0")/lib_cli.sh"
+. "$(dirname "$0")/lib_cli.sh" # TMP, pass / fail, check, has, serve_test_prereqs
+serve_test_prereqs "$BIN"
 DATA="$(dirname "$0")/../README.md" # real prose, a few thousand tokens
 
 "$BIN" serve -m "$MODEL" --port 0 --parallel 4 --api-key sekrit 2>"$TMP/srv.err" >/dev/null &

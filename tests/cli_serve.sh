@@ -9,13 +9,8 @@
 # Usage: cli_serve.sh PATH/TO/longctx
 set -u
 BIN="$1"
-MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
-[ -f "$MODEL" ] || { echo "model $MODEL not found"; exit 77; }
-if "$BIN" serve --help 2>&1 | grep -q "built without server support"; then
-    echo "longctx was built without server support (libmicrohttpd, jansson): skipped"
-    exit 77
-fi
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+. "$(dirname "$0")/lib_cli.sh" # serve_test_prereqs
+serve_test_prereqs "$BIN"
 PY=python3
 VENV="$(cd "$(dirname "$BIN")" && pwd)/serve-venv" # kept between runs: installed once
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import openai" 2>/dev/null; then

@@ -8,13 +8,8 @@
 # Usage: cli_serve_soak.sh PATH/TO/longctx
 set -u
 BIN="$1"
-MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
-[ -f "$MODEL" ] || { echo "model $MODEL not found"; exit 77; }
-if "$BIN" serve --help 2>&1 | grep -q "built without server support"; then
-    echo "longctx was built without server support (libmicrohttpd, jansson): skipped"
-    exit 77
-fi
-command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+. "$(dirname "$0")/lib_cli.sh" # serve_test_prereqs
+serve_test_prereqs "$BIN"
 ASAN=""
 ldd "$BIN" 2>/dev/null | grep -q libasan && ASAN="--asan"
 python3 "$(dirname "$0")/serve_soak.py" "$BIN" "$MODEL" 2000 64 $ASAN

@@ -13,3 +13,14 @@ check() {
     if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', want '$3'"; fi
 }
 has() { grep -q -- "$2" "$1" && echo yes || echo no; }
+# serve_test_prereqs BIN: what the server tests need, else exit 77 (skipped) saying which is
+# missing: the bundled test model (sets MODEL), a build with server support, python3.
+serve_test_prereqs() {
+    MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ -f "$MODEL" ] || { echo "model $MODEL not found"; exit 77; }
+    if "$1" serve --help 2>&1 | grep -q "built without server support"; then
+        echo "longctx was built without server support (libmicrohttpd, jansson): skipped"
+        exit 77
+    fi
+    command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
+}
