@@ -387,7 +387,7 @@ static void *engine_main(void *arg) {
                 if (f == LC_FINISH_ERROR)
                     job_finish_locked(j, f, 500, oom ? "out of memory" : e->error);
                 else job_finish_locked(j, f, 0, NULL);
-            } else {
+            } else if (j->stream) { /* (a non-streamed handler waits for the end only) */
                 pthread_cond_broadcast(&j->cv);
             }
             pthread_mutex_unlock(&j->m);
