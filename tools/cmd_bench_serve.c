@@ -11,6 +11,7 @@
  * (no TLS), JSON through jansson. Built with the server (LC_HAVE_SERVER).
  */
 #include "cli.h"
+#include "eval_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,17 +453,9 @@ static stat_t stats(double *v, int n, const double *ps, int n_ps) {
     return s;
 }
 
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z          = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z          = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
-
 static int draw_len(uint64_t *s, long long base, double ratio) {
     const long long lo = (long long)floor(base * (1 - ratio)), hi = (long long)ceil(base * (1 + ratio));
-    const long long l  = lo + (long long)(rng_unit(s) * (double)(hi - lo + 1));
+    const long long l  = lo + (long long)(eval_rng_unit(s) * (double)(hi - lo + 1));
     return (int)(l < 1 ? 1 : l > hi ? hi : l);
 }
 
@@ -512,7 +505,7 @@ static void print_stat(const char *title, const char *name, const stat_t *s, con
     }
 }
 
-static int bench_serve(int argc, char **argv) {
+int cmd_bench_serve(int argc, char **argv) {
     const char *C = "bench serve";
     const char *url_s = "http://127.0.0.1:8080", *dataset = DEFAULT_DATASET, *api_key = NULL,
                *model = NULL, *result_file = NULL, *pcts = "50,90,99", *goodput = NULL;
@@ -651,7 +644,7 @@ static int bench_serve(int argc, char **argv) {
         free(tok), free(R.reqs), free(R.arrival);
         return CLI_ERR;
     }
-    uint64_t rs = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 1;
+    uint64_t rs = ((uint64_t)seed * 0x2545F4914F6CDD1Dull) | 1; /* xorshift: never 0 */
     double   t  = 0;
     int      rc = CLI_OK;
     for (int i = 0; i < R.n; i++) {
@@ -664,9 +657,9 @@ static int bench_serve(int argc, char **argv) {
             rc = CLI_USAGE;
             break;
         }
-        const size_t off = (size_t)(rng_unit(&rs) * (double)(n_tok - (size_t)r->n_in + 1));
+        const size_t off = (size_t)(eval_rng_unit(&rs) * (double)(n_tok - (size_t)r->n_in + 1));
         r->ids           = tok + (off > n_tok - (size_t)r->n_in ? n_tok - (size_t)r->n_in : off);
-        if (isfinite(rate)) t += -log(1.0 - rng_unit(&rs)) / rate; /* exponential gaps */
+        if (isfinite(rate)) t += -log(1.0 - eval_rng_unit(&rs)) / rate; /* exponential gaps */
         R.arrival[i] = isfinite(rate) ? t : 0;
     }
     if (rc != CLI_OK) {
@@ -844,7 +837,6 @@ static int bench_serve(int argc, char **argv) {
     return rc;
 }
 
-int cmd_bench_serve(int argc, char **argv) { return bench_serve(argc, argv); }
 
 #else
 int cmd_bench_serve(int argc, char **argv) {
