@@ -153,8 +153,8 @@ if [ -f "$MODEL" ]; then
         expect 1 "CUDA|cuda" -- "$BIN" run -m "$MODEL" -p hi --device cuda
     fi
     # a context that fills before -n says so (exit 0: the text so far is the answer)
-    expect 0 "stopped after 63 of 1000 tokens: the context is full" -- \
-        "$BIN" run -m "$MODEL" -p Count -c 64 -n 1000 --ignore-eos --temp 0 --device cpu
+    expect 0 "stopped after 31 of 1000 tokens: the context is full" -- \
+        "$BIN" run -m "$MODEL" -p Count -c 32 -n 1000 --ignore-eos --temp 0 --device cpu
     # the happy paths still work, -f - reading standard input
     if "$BIN" tokenize -m "$MODEL" -p "Hello world" | grep -q '\[19556, 905\]'; then
         pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: tokenize Hello world" >&2; fi
