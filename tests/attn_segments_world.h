@@ -195,10 +195,17 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
         }
     memset(&w->a, 0, sizeof w->a); /* fields not set here keep their zero defaults */
     w->a.n_sink = c->n_sink, w->a.attn_rope = c->attn_rope, w->a.n_groups = G_;
+    /* GAPS: a span of half the longest history, so that the blocks of one call keep every gap
+       (early ones), part of them, or none (long windows) */
+    w->a.gap_span = c->attn_rope == LC_ATTN_ROPE_GAPS ? w->max_pos / 2 + 1 : 0;
     w->a.sel_cap = w->sel_cap, w->a.max_rows = max_rows, w->a.max_sel = max_sel;
     w->a.max_window = max_window, w->a.sel = w->sel, w->a.sel_n = w->sel_n;
 }
 
+
+static inline const char *rope_name(int32_t attn_rope) {
+    return attn_rope == LC_ATTN_ROPE_GAPS ? "gaps" : attn_rope ? "streaming" : "plain";
+}
 
 static bool row_covered(const world *w, int32_t row) {
     for (int32_t b = 0; b < w->n_qb; b++)

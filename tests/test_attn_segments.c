@@ -3,9 +3,10 @@
  * backend/backend.h "Sparse attention") against a naive per-row reference written here from
  * the contract: for every token t <= p decide whether it is a sink, selected or window key,
  * give it its rope position (PLAIN: t; STREAMING: sinks and selected tokens renumbered to sit
- * just before the window), rotate with lc_cpu_rope_vec, softmax in double.
+ * just before the window; GAPS: as STREAMING with the gaps between them kept in proportion),
+ * rotate with lc_cpu_rope_vec, softmax in double.
  * Cases: scattered page tables (page sizes 16 and 64), several sequences in one call, decode
- * blocks (1 row) and prefill blocks up to 64 rows, both attn_rope modes, n_groups 1 and
+ * blocks (1 row) and prefill blocks up to 64 rows, the three attn_rope modes, n_groups 1 and
  * n_kv_head, head dims 64 and 128, GQA 1/3/4/8, both pairings, partial rotary with a YaRN
  * factor, empty selections, odd-length segments, positions before n_sink, rows left out of
  * every block (must stay untouched). Full coverage (one segment [n_sink, win0)) must equal
@@ -43,14 +44,24 @@ static void naive_row(const world *w, int32_t b, int32_t r, int32_t qh, float sc
     double       mx  = -INFINITY;
     int32_t      rank = 0;
     float        kr[512];
+    /* GAPS: the positions of the tokens not attended before the window, `gone`, shrink to
+       `kept` of them, spread in proportion to the gaps after each attended key */
+    const int32_t last = B->pos0 + B->n_rows - 1, gone = B->win0 - n_sel - n_s;
+    int32_t       kept = c->attn_rope != LC_ATTN_ROPE_GAPS
+                             ? 0
+                             : w->a.gap_span - (n_s + n_sel) - (last - B->win0 + 1);
+    kept = kept < 0 ? 0 : kept > gone ? gone : kept;
     for (int32_t t = 0; t <= p; t++) {
         const bool in_sel = in[t];
         int32_t    pos    = -1;
-        if (t < n_s)
-            pos = c->attn_rope == LC_ATTN_ROPE_STREAMING ? B->win0 - n_sel - n_s + t : t;
-        else if (in_sel)
-            pos = c->attn_rope == LC_ATTN_ROPE_STREAMING ? B->win0 - n_sel + rank : t;
-        else if (t >= B->win0)
+        const int32_t idx = t < n_s ? t : n_s + rank; /* index among the attended before win0 */
+        if (t < n_s || in_sel) {
+            const int32_t after = gone - (t - idx); /* tokens not attended after t, before win0 */
+            pos = c->attn_rope == LC_ATTN_ROPE_PLAIN ? t
+                  : gone == 0 ? idx
+                              : B->win0 - (n_s + n_sel - idx) -
+                                    (int32_t)floor((double)kept * after / gone);
+        } else if (t >= B->win0)
             pos = t;
         if (in_sel) rank++;
         use[t] = pos >= 0;
@@ -110,7 +121,7 @@ static void run_case(const char *what, const tcase *c, const tseq *ts, int32_t n
                     CHECKF(0, "%s D%d H%d G%d P%d groups %d rope %s %s sel %d: block %d (pos0 %d, "
                            "rows %d, win0 %d) row %d head %d: nmse %.3g vs naive, %d non-finite",
                            what, D, c->H, c->G, c->P, c->n_groups,
-                           c->attn_rope ? "streaming" : "plain",
+                           rope_name(c->attn_rope),
                            c->pairing == LC_ROPE_NEOX ? "neox" : "norm", c->sel_mode, b,
                            w.qb[b].pos0, w.qb[b].n_rows, w.qb[b].win0, r, qh, e, nonfinite);
                     break;
@@ -146,7 +157,7 @@ static void run_case(const char *what, const tcase *c, const tseq *ts, int32_t n
                         dbad = 1;
                         CHECKF(0, "%s D%d H%d G%d rope %s: full selection differs from dense at "
                                "block %d row %d head %d: max rel %.3g", what, D, c->H, c->G,
-                               c->attn_rope ? "streaming" : "plain", b, r, qh, rel);
+                               rope_name(c->attn_rope), b, r, qh, rel);
                     }
                 }
         free(dense);
@@ -190,6 +201,44 @@ static void test_refusals(void) {
     world_free(&w);
 }
 
+/* lc_gap_pos over random attended lists: strictly increasing, inside [base - keep, win0), the
+ * list index shifted (STREAMING) at keep 0 and the true position (PLAIN) at keep = base; and
+ * lc_gap_keep's clamps. */
+static void test_gap_positions(void) {
+    CHECK(lc_gap_keep(100, 30, 10, 50) == 50 && lc_gap_keep(60, 30, 10, 50) == 20 &&
+          lc_gap_keep(40, 30, 10, 50) == 0 && lc_gap_keep(1, 30, 10, 50) == 0);
+    int bad = 0;
+    for (int it = 0; it < 200 && !bad; it++) {
+        const int32_t win0 = 1 + (int32_t)test_irand(&rng, 5000);
+        int32_t       tok[512], n = 0;
+        for (int32_t t = 0; t < win0 && n < 512; t++)
+            if (test_irand(&rng, 7) == 0) tok[n++] = t;
+        const int32_t base = win0 - n;
+        for (int32_t keep = 0; keep <= base && !bad; keep += base / 3 + 1) {
+            int32_t prev = -1;
+            for (int32_t i = 0; i < n; i++) {
+                const int32_t pos = lc_gap_pos(base, keep, i, tok[i]);
+                const bool ok = pos > prev && pos >= base - keep && pos < win0 &&
+                                (keep > 0 || pos == base + i) && (keep < base || pos == tok[i]);
+                if (!ok) {
+                    bad = 1;
+                    CHECKF(0, "gap positions: win0 %d, %d keys, keep %d: entry %d (token %d) at %d "
+                           "after %d", win0, n, keep, i, tok[i], pos, prev);
+                    break;
+                }
+                prev = pos;
+            }
+        }
+        for (int32_t i = 0; i < n && !bad; i++) /* keep = base exactly: the true positions */
+            if (lc_gap_pos(base, base, i, tok[i]) != tok[i]) {
+                bad = 1;
+                CHECKF(0, "gap positions: keep = base %d: entry %d not at its token %d", base, i,
+                       tok[i]);
+            }
+    }
+    CHECK(!bad);
+}
+
 int main(void) {
     rng = 0x9e3779b97f4a7c15ull; /* fixed: the CPU reference cases repeat run to run */
     const int32_t dims[] = {64, 128}, gqa[][2] = {{3, 1}, {2, 3}, {2, 4}, {1, 8}};
@@ -200,7 +249,7 @@ int main(void) {
                         {150, 90, 10, 40}};
     for (int di = 0; di < 2; di++)
         for (int gi = 0; gi < 4; gi++)
-            for (int rope = 0; rope < 2; rope++)
+            for (int rope = 0; rope < 3; rope++)
                 for (int grp = 0; grp < 2; grp++) {
                     const int32_t H = gqa[gi][0], G = gqa[gi][1], D = dims[di];
                     const lc_rope_pairing pr = (gi + rope) % 2 ? LC_ROPE_NEOX : LC_ROPE_NORM;
@@ -219,7 +268,7 @@ int main(void) {
                     run_case("bq7", &c, mix, 5);
                 }
     /* partial rotary with a YaRN factor; n_sink 0; a stream window longer than the history */
-    for (int rope = 0; rope < 2; rope++) {
+    for (int rope = 0; rope < 3; rope++) {
         const tseq mix2[] = {{500, 70, 0, 0}, {90, 1, 0, 0}};
         for (int sm = SEL_RANDOM; sm <= SEL_MIXED; sm++) {
             tcase c = {128, 2, 4, 64, 2, rope, 16, 64, 64, sm, LC_ROPE_NORM, 64, true, 0};
@@ -231,6 +280,7 @@ int main(void) {
         }
     }
     test_refusals();
+    test_gap_positions();
     fprintf(stderr, "largest nmse vs naive %.3g, largest relative difference from dense %.3g\n",
             worst_naive, worst_dense);
     TEST_END();

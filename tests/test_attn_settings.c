@@ -189,7 +189,7 @@ static void check_defaults(void) {
           !strcmp(d, "chunks=64,16,1 k=32768,8192,2048 refresh=16,8,4 q-stride=4,4,1 "
                      "kv-descent=0,0,0 block-q=64 sink=256 stream=1024 first-layers=3 "
                      "first-k=4096 dense-layers=0 rope=auto heads=all stagger=0 overlap=1 "
-                     "tail-block=16"));
+                     "tail-block=16 attn-span=0"));
     CHECK(lc_attn_check("hip", NULL, d, sizeof d) == LC_OK &&
           !strcmp(d, "k=2048 block-q=32 block-k=2 q-stride=2 k-stride=1 sink=128 stream=512 "
                      "dense-layers=3 refresh=8 rope=auto heads=group tail-block=8"));

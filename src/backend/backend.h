@@ -166,6 +166,17 @@ typedef struct lc_attn_seq {
  *              rank r (0-based, position order) at win0 - n_sel + r, window keys at their
  *              true positions. The query stays rotated at its true position, so every query
  *              of a block sees the same key rotations, and a full selection is again dense.
+ *   GAPS:      (ours) STREAMING with the gaps between the attended keys kept, compressed by one
+ *              factor per block so that the whole span fits gap_span positions: with
+ *              base = win0 - n_pre (n_pre = n_s + n_sel: the keys gone from the span are
+ *              exactly base), S = clamp(gap_span - n_pre - (last - win0 + 1), 0, base) (last:
+ *              the block's last row's position) and the attended key of list index i (sink
+ *              and selected keys in position order) at token t:
+ *                  pos = base + i - floor(S * (base - (t - i)) / base)   (0 when base = 0)
+ *              (t - i: the key's gap tokens before it). S = 0 is STREAMING; S = base (a span
+ *              that holds the true one) is PLAIN; in between a selected run stays contiguous,
+ *              runs keep their order and distinct positions, and the distances between runs
+ *              shrink by S / base.
  *
  * Batched decode (the selection ops and attn_segments). A call may name, per block, where its
  * selection lists live and whether it recomputes them, so that one launch serves every decode
@@ -200,7 +211,26 @@ typedef enum lc_scan_rope_kind {
 typedef enum lc_attn_rope_kind {
     LC_ATTN_ROPE_PLAIN     = 0,
     LC_ATTN_ROPE_STREAMING = 1,
+    LC_ATTN_ROPE_GAPS      = 2,
 } lc_attn_rope_kind;
+
+#ifdef __CUDACC__
+#define LC_HOST_DEVICE __host__ __device__
+#else
+#define LC_HOST_DEVICE
+#endif
+/* GAPS (contract above), shared by the backends so that they agree to the position: the gap
+ * positions S a block keeps (n_window = last - win0 + 1), and the position of list entry i at
+ * token t. */
+static inline LC_HOST_DEVICE int32_t lc_gap_keep(int32_t gap_span, int32_t n_pre,
+                                                 int32_t n_window, int32_t base) {
+    const int64_t s = (int64_t)gap_span - n_pre - n_window;
+    return s <= 0 ? 0 : s >= base ? base : (int32_t)s;
+}
+static inline LC_HOST_DEVICE int32_t lc_gap_pos(int32_t base, int32_t keep, int32_t i, int32_t t) {
+    if (base <= 0 || keep <= 0) return base + i;
+    return base + i - (int32_t)((int64_t)keep * (base - (t - i)) / base);
+}
 
 /* One pruning stage over n_qb query blocks. Arrays in backend memory. */
 /* Keys rotated once for several ops of one layer (InfiniteHiP's prefill with plain RoPE: every
@@ -260,6 +290,7 @@ typedef struct lc_attn_segments_args {
     int32_t           max_rows;  /* >= every block's n_rows (launch size) */
     int32_t           max_sel;   /* >= the selected tokens of any (block, group) (launch size) */
     int32_t           max_window; /* >= p - win0 + 1 of any row (launch size) */
+    int32_t           gap_span;  /* GAPS: the positions the attended span fits into, >= 1 */
     const lc_segment *sel;       /* [n_qb][n_groups][sel_cap] (with list: [n_lists]...) */
     const int32_t    *sel_n;     /* [n_qb][n_groups] */
     const int32_t    *list;      /* [n_qb] or NULL: block b's lists (batched decode, above) */

@@ -48,10 +48,13 @@ int lc_attn_segments_check(const lc_kv_layer_view *kv, int32_t n_head, const lc_
                        a->n_groups, H);
     if (a->n_sink < 0 || a->sel_cap < 0 || a->max_sel < 0 || a->max_window < 0 ||
         a->max_rows < 1 || (a->attn_rope != LC_ATTN_ROPE_PLAIN &&
-                            a->attn_rope != LC_ATTN_ROPE_STREAMING))
+                            a->attn_rope != LC_ATTN_ROPE_STREAMING &&
+                            a->attn_rope != LC_ATTN_ROPE_GAPS) ||
+        (a->attn_rope == LC_ATTN_ROPE_GAPS && a->gap_span < 1))
         return lc_fail(LC_ERR_INVALID_ARG, "attn_segments: bad arguments (n_sink %d, sel_cap %d, "
-                       "max_sel %d, max_window %d, max_rows %d, attn_rope %d)", a->n_sink,
-                       a->sel_cap, a->max_sel, a->max_window, a->max_rows, a->attn_rope);
+                       "max_sel %d, max_window %d, max_rows %d, attn_rope %d, gap_span %d)",
+                       a->n_sink, a->sel_cap, a->max_sel, a->max_window, a->max_rows,
+                       a->attn_rope, a->gap_span);
     return LC_OK;
 }
 

@@ -3,8 +3,8 @@
  * decode split kernel + merge for calls of 1-row blocks, the list kernel + tensor-core prefill
  * over gathered key tiles for the others — the wgmma kernel on sm_90a) against its CPU twin on
  * the same fp16 K/V values, over the worlds of attn_segments_world.h: scattered page tables,
- * several sequences per call, decode blocks and prefill blocks up to 64 rows in one call, both
- * attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16, both
+ * several sequences per call, decode blocks and prefill blocks up to 64 rows in one call, the
+ * three attn_rope modes, n_groups 1 and n_kv_head, head dims 64 and 128, GQA 1/3/4/8/16, both
  * pairings, partial rotary with a YaRN factor, empty selections, odd-length segments, positions
  * before n_sink, rows in no block (must stay untouched), decode lists cut into many splits; full
  * coverage compared with the CPU dense attention; (big) the Llama-3.1-8B shape at 128K keys:
@@ -106,7 +106,7 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
         if (e > *worst) *worst = e;
         CHECKF(nf == 0 && e < 1e-5, "%s D%d H%d G%d P%d groups %d rope %s %s rot %d%s sel %d: block "
                "%d (pos0 %d, rows %d, win0 %d): nmse %.3g vs the CPU twin, %lld non-finite", what, D,
-               c->H, c->G, c->P, c->n_groups, c->attn_rope ? "streaming" : "plain",
+               c->H, c->G, c->P, c->n_groups, rope_name(c->attn_rope),
                c->pairing == LC_ROPE_NEOX ? "neox" : "norm", c->n_rot, c->yarn ? " yarn" : "",
                c->sel_mode, bi, w.qb[bi].pos0, w.qb[bi].n_rows, w.qb[bi].win0, e, (long long)nf);
         if (dense) {
@@ -114,7 +114,7 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
             if (ed > worst_dense) worst_dense = ed;
             CHECKF(nf == 0 && ed < 1e-5, "%s D%d H%d G%d rope %s: full selection vs dense "
                    "attention: block %d (pos0 %d, rows %d): nmse %.3g", what, D, c->H, c->G,
-                   c->attn_rope ? "streaming" : "plain", bi, w.qb[bi].pos0, w.qb[bi].n_rows, ed);
+                   rope_name(c->attn_rope), bi, w.qb[bi].pos0, w.qb[bi].n_rows, ed);
         }
     }
     for (int32_t row = 0; row < w.rows && st == LC_OK; row++)
@@ -141,9 +141,9 @@ static void run_cases(lc_backend *b, bool small, int32_t only_dim, int pass, int
     const tseq dec[] = {{3000, 1, 0, 0}, {77, 1, 0, 0}, {0, 1, 0, 0}, {1500, 1, 0, 0}};
     for (int di = 0; di < 2 && part == 0; di++)
         for (int gi = 0; gi < 5; gi++)
-            for (int rope = 0; rope < 2; rope++)
+            for (int rope = 0; rope < 3; rope++) /* plain, streaming, gaps */
                 for (int grp = 0; grp < 2; grp++) {
-                    if ((small || pass) && (gi % 2 != grp || rope != di)) continue;
+                    if ((small || pass) && (gi % 2 != grp || rope % 2 != di)) continue;
                     if (only_dim && only_dim != dims[di]) continue;
                     const int32_t H = gqa[gi][0], G = gqa[gi][1], D = dims[di];
                     const lc_rope_pairing pr = (gi + rope) % 2 ? LC_ROPE_NEOX : LC_ROPE_NORM;
@@ -161,7 +161,7 @@ static void run_cases(lc_backend *b, bool small, int32_t only_dim, int pass, int
                     run_case(b, "bq7", &c, mix, 5);
                 }
     /* partial rotary with a YaRN factor; n_sink 0; a window longer than the history */
-    for (int rope = 0; rope < 2 && part == 1; rope++) {
+    for (int rope = 0; rope < 3 && part == 1; rope++) {
         const tseq mix2[] = {{500, 70, 0, 0}, {90, 1, 0, 0}};
         const tseq dec2[] = {{500, 1, 0, 0}, {90, 1, 0, 0}, {2, 1, 0, 0}};
         const int  modes[] = {SEL_RANDOM, SEL_FULL, SEL_MIXED};
@@ -182,9 +182,9 @@ static void run_cases(lc_backend *b, bool small, int32_t only_dim, int pass, int
      * aliased into 512 physical ones */
     if (part == 2 && !small) {
         const tseq lng[] = {{131071, 1, 0, 0}, {131008, 64, 0, 0}};
-        for (int rope = 0; rope < 2; rope++)
+        for (int rope = 0; rope < 3; rope++)
             for (int grp = 0; grp < 2; grp++) {
-                if (pass && grp != rope) continue;
+                if (pass && grp != rope % 2) continue;
                 tcase c = {128, 8, 4, 64, grp ? 8 : 1, rope, 256, 1024, 64, SEL_LONG, LC_ROPE_NORM,
                            128, false, 512};
                 run_case(b, "long-decode", &c, lng, 1);

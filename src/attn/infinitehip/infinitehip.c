@@ -16,7 +16,8 @@
  *
  * RoPE (§4): past the model's trained context (or always, with rope=extend) pruning scores
  * with chunk-indexed positions in the first `first_layers` layers and relative positions in
- * the others, and the attention re-indexes positions StreamingLLM-style; within the trained
+ * the others, and the attention re-indexes positions StreamingLLM-style (or, with attn-span,
+ * keeps the gaps between the selected keys compressed to fit a span); within the trained
  * context (or always, with rope=plain) everything uses the true positions. Keys are stored
  * before RoPE (DESIGN.md), so every policy is a choice of rotation inside the kernels.
  *
@@ -354,7 +355,10 @@ static int hip_forward(const lc_attn_method *m, lc_backend *b, const lc_attn_cal
     lc_attn_segments_args aa;
     memset(&aa, 0, sizeof aa);
     aa.n_sink = p->n_sink;
-    aa.attn_rope = extend ? LC_ATTN_ROPE_STREAMING : LC_ATTN_ROPE_PLAIN;
+    aa.attn_rope = !extend           ? LC_ATTN_ROPE_PLAIN
+                   : p->attn_span > 0 ? LC_ATTN_ROPE_GAPS
+                                      : LC_ATTN_ROPE_STREAMING;
+    aa.gap_span = p->attn_span;
     aa.n_groups = h->n_groups;
     aa.max_sel = (int32_t)budget;
     aa.max_window = h->max_window;

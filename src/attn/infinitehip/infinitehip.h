@@ -48,6 +48,12 @@ typedef struct lc_infinitehip_params {
                                              this many rows, 1 .. block_q, so the question's
                                              rows are not outvoted by the text before it in
                                              their block (0: blocks of block_q throughout) */
+    int32_t attn_span;                    /* ours: where the attention re-indexes positions
+                                             (past the window), 0 = StreamingLLM's (the sink and
+                                             the selected keys given consecutive positions just
+                                             before the window: the paper's); N > 0 = the gaps
+                                             between them kept, compressed so that the attended
+                                             span fits N positions (backend.h GAPS) */
 } lc_infinitehip_params;
 
 extern const lc_attn_desc lc_attn_desc_infinitehip; /* its registry entry */

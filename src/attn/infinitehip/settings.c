@@ -51,6 +51,9 @@ static const lc_setting keys[] = {
      "ours: first-stage chunks start every half chunk (2x its work)", NULL},
     {"tail-block", LC_SETTING_INT, OFF(tail_block), 0, 0, 0, 64, NULL,
      "ours: the prompt's last block selects in blocks of this many rows (0: off)", NULL},
+    {"attn-span", LC_SETTING_INT, OFF(attn_span), 0, 0, 0, HIP_MAX_TOKENS, NULL,
+     "ours: past the window the attention keeps the gaps between attended keys, compressed to "
+     "fit this many positions (0: consecutive positions, the paper's re-indexing)", NULL},
 };
 
 /* The shared defaults (256 sink, 1024 streaming, b_q 64, three stages, 4096 tokens kept in the

@@ -8,7 +8,8 @@
  * position order, then the window [win0, last row's position]; a row at position p sees the
  * window keys up to p (causal) and all the others. Keys are rotated at the list's positions
  * (PLAIN: true positions; STREAMING: the list index shifted so that the last window key keeps
- * its true position), 64 at a time, with the FlashAttention online softmax in fp32.
+ * its true position; GAPS: as STREAMING with the gaps compressed, lc_gap_pos), 64 at a time,
+ * with the FlashAttention online softmax in fp32.
  *
  * Layouts: q, out: [n_rows][n_head][head_dim]; pages: [page][kv_head][page_size][head_dim].
  * The arguments are checked against the contract (sorted, disjoint segments inside the
@@ -48,13 +49,17 @@ static void build_list(const lc_qblock *B, const lc_attn_segments_args *a, int32
     const int32_t     last  = B->pos0 + B->n_rows - 1;
     int32_t           n_sel = 0;
     for (int32_t i = 0; i < ns; i++) n_sel += s[i].len;
-    const bool    streaming = a->attn_rope == LC_ATTN_ROPE_STREAMING;
-    const int32_t base      = B->win0 - n_sel - n_s; /* STREAMING: position of list index 0 */
-    int32_t       n         = 0;
-    for (int32_t j = 0; j < n_s; j++, n++) L->tok[n] = j, L->pos[n] = streaming ? base + n : j;
+    const bool    moved = a->attn_rope != LC_ATTN_ROPE_PLAIN; /* STREAMING or GAPS */
+    const int32_t base  = B->win0 - n_sel - n_s; /* STREAMING: position of list index 0 */
+    const int32_t keep  = a->attn_rope == LC_ATTN_ROPE_GAPS
+                              ? lc_gap_keep(a->gap_span, n_s + n_sel, last - B->win0 + 1, base)
+                              : 0;
+    int32_t       n     = 0;
+    for (int32_t j = 0; j < n_s; j++, n++)
+        L->tok[n] = j, L->pos[n] = moved ? lc_gap_pos(base, keep, n, j) : j;
     for (int32_t i = 0; i < ns; i++)
         for (int32_t t = s[i].start; t < s[i].start + s[i].len; t++, n++)
-            L->tok[n] = t, L->pos[n] = streaming ? base + n : t;
+            L->tok[n] = t, L->pos[n] = moved ? lc_gap_pos(base, keep, n, t) : t;
     L->n_pre = n;
     for (int32_t t = B->win0; t <= last; t++, n++) L->tok[n] = t, L->pos[n] = t;
     L->n = n;

@@ -5,8 +5,8 @@
 //
 // The attended keys of a query block b and group g form one list, the same for every row of
 // the block: sink [0, n_s), the selected segments in position order, the window [win0, last
-// row]. List index i has rope position base + i (STREAMING, base = win0 - n_sink_keys - n_sel)
-// or its token (PLAIN). K/V are read from the paged fp16 pools in place (no gathered copy in
+// row]. List index i has rope position base + i (STREAMING, base = win0 - n_sink_keys - n_sel),
+// that with the gaps compressed (GAPS, lc_gap_pos) or its token (PLAIN). K/V are read from the paged fp16 pools in place (no gathered copy in
 // global memory); every key is rotated with its own table row (fp32) and rounded to fp16;
 // products on tensor cores in fp16 with fp32 accumulation, as our dense kernels.
 //
@@ -78,6 +78,7 @@ struct sp_params {
     float               *out;   // [rows][n_head][D]
     const float         *cs, *sn; // [n_pos][half_rot]
     int32_t              H, G, n_head, page_shift, n_groups, sel_cap, n_sink, streaming;
+    int32_t              gap_span; // GAPS (streaming set too): > 0; STREAMING: 0
     int32_t              half_rot, n_pos;
     float                scale_log2; // softmax scale * log2(e)
     // plain RoPE, rotated tiles (lc_cuda_rot_tiles): blocks of the listed sequences read them
@@ -294,6 +295,7 @@ __global__ void __launch_bounds__(256)
     const int         n_pre = n_s + n_sel;
     const int N = (int)min((int64_t)n_pre + max(0, last - win0 + 1), L_cap);
     const int base = win0 - n_pre;
+    const int keep = a.gap_span > 0 ? lc_gap_keep(a.gap_span, n_pre, last - win0 + 1, base) : 0;
     const int32_t *pt = a.seqs[B.seq].page_table;
     int2          *L  = lists + gl * L_cap;
     // plain RoPE with rotated tiles: entries (page slot, 64 * tile + slot of the tiles)
@@ -311,7 +313,7 @@ __global__ void __launch_bounds__(256)
         return make_int2(key_entry(a, pt, tok, pos).y, (int)(rt * 64 + tok));
     };
     for (int i = threadIdx.x; i < N; i += 256) {
-        if (i < n_s) L[i] = ent(i, a.streaming ? base + i : i);
+        if (i < n_s) L[i] = ent(i, a.streaming ? lc_gap_pos(base, keep, i, i) : i);
         else if (i >= n_pre) {
             const int tok = win0 + (i - n_pre);
             L[i]          = ent(tok, tok);
@@ -320,7 +322,7 @@ __global__ void __launch_bounds__(256)
     const int r1 = min(n_pre, N) - n_s;
     if (r1 > 0)
         seg_emit(segs, j0, j1, off, a.n_sink, win0, 0, r1, [&](int r, int tok) {
-            L[n_s + r] = ent(tok, a.streaming ? base + n_s + r : tok);
+            L[n_s + r] = ent(tok, a.streaming ? lc_gap_pos(base, keep, n_s + r, tok) : tok);
         });
     if (threadIdx.x == 0) hdr[gl] = make_int4(N, min(n_pre, N), win0, rt >= 0 ? 1 : 0);
 }
@@ -389,12 +391,14 @@ __global__ void __launch_bounds__(DEC_NT, 4)
     const int per   = (N + n_splits - 1) / n_splits;
     const int i0 = min(N, split * per), nk = min(min(N, i0 + per) - i0, DEC_K);
     const int base = win0 - n_pre; // STREAMING: position of list index 0
+    const int keep = a.gap_span > 0 ? lc_gap_keep(a.gap_span, n_pre, p - win0 + 1, base) : 0;
     const int last = a.n_pos - 1;
 
     // this CTA's list entries [i0, i0 + nk) as (position, token)
     for (int x = tid; x < nk; x += DEC_NT) {
         const int i = i0 + x;
-        if (i < n_s) ent[x] = make_int2(min(max(a.streaming ? base + i : i, 0), last), i);
+        if (i < n_s)
+            ent[x] = make_int2(min(max(a.streaming ? lc_gap_pos(base, keep, i, i) : i, 0), last), i);
         else if (i >= n_pre) {
             const int tok = win0 + (i - n_pre);
             ent[x]        = make_int2(min(tok, last), tok);
@@ -404,7 +408,8 @@ __global__ void __launch_bounds__(DEC_NT, 4)
         const int r0 = max(i0, n_s) - n_s, r1 = min(i0 + nk, n_pre) - n_s;
         auto      put = [&](int r, int tok) {
             const int i = n_s + r;
-            ent[i - i0] = make_int2(min(max(a.streaming ? base + i : tok, 0), last), tok);
+            ent[i - i0] =
+                make_int2(min(max(a.streaming ? lc_gap_pos(base, keep, i, tok) : tok, 0), last), tok);
         };
         if (r1 > r0) {
             if (wscan) seg_emit_warp(segs, j0, j1, off, wsum, a.n_sink, win0, r0, r1, put);
@@ -1142,7 +1147,8 @@ extern "C" int lc_cuda_attn_segments(const lc_kv_layer_view *kv, const lc_attn_s
     p.page_shift = 0;
     while ((1 << p.page_shift) < P) p.page_shift++;
     p.n_groups = a->n_groups, p.sel_cap = a->sel_cap, p.n_sink = a->n_sink;
-    p.streaming = a->attn_rope == LC_ATTN_ROPE_STREAMING;
+    p.streaming = a->attn_rope != LC_ATTN_ROPE_PLAIN; // STREAMING or GAPS: positions moved
+    p.gap_span  = a->attn_rope == LC_ATTN_ROPE_GAPS ? a->gap_span : 0;
     p.half_rot = rope->n_rot / 2, p.n_pos = rope->n_pos;
     p.scale_log2 = scale * 1.4426950408889634f;
     p.rk = NULL, p.rpre = NULL, p.n_rpre = 0;
