@@ -4,8 +4,9 @@
 #   scripts/run-fuzz.sh [seconds] [extra libFuzzer flags...]           (make fuzz)
 #     A short run on scratch copies of the corpora kept in the repo: fuzz_gguf (fuzz/corpus/)
 #     and fuzz_model (fuzz/corpus-model/) for seconds/2 each, fuzz_tokenizer
-#     (fuzz/corpus-tokenizer/) and fuzz_tokenizer_load (fuzz/corpus-tokenizer-load/) for
-#     seconds/4 each; seconds defaults to 60 (90 s of fuzzing in all). Stops at the first
+#     (fuzz/corpus-tokenizer/), fuzz_tokenizer_load (fuzz/corpus-tokenizer-load/) and
+#     fuzz_serve_request (fuzz/corpus-serve/: `longctx serve`'s request bodies) for seconds/4
+#     each; seconds defaults to 60 (105 s of fuzzing in all). Stops at the first
 #     crash, leak, sanitizer error, out-of-memory or broken invariant; the artifact lands in
 #     fuzz/ (crash-*, leak-*, oom-*, timeout-*).
 #   scripts/run-fuzz.sh --long [seconds] [extra libFuzzer flags...]    (make fuzz-long)
@@ -18,7 +19,7 @@
 #     inputs, and that directory replaces the corpus. Prints a table: executions, exec/s, coverage (cov: edges, ft:
 #     features) at the end of the run and of the merged corpus, corpus files and size, findings.
 #
-# $FUZZ_TARGETS (space-separated) limits the targets run (default: all four).
+# $FUZZ_TARGETS (space-separated) limits the targets run (default: all five).
 # fuzz_model runs with -malloc_limit_mb=256: a model that fits a 64 KiB input needs a few MB,
 # so a larger allocation means hyper-parameters were trusted before being checked against the
 # tensors (reported as an oom-* finding).
@@ -47,7 +48,8 @@ cmake -S "$ROOT" -B "$BUILD" -DLC_FUZZ=ON -DLC_CUDA=OFF -DCMAKE_C_COMPILER="$CC_
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # NAME:CORPUS:DIVISOR (the short run gives NAME seconds/DIVISOR)
 ALL_TARGETS=(fuzz_gguf:corpus:2 fuzz_tokenizer:corpus-tokenizer:4
-             fuzz_tokenizer_load:corpus-tokenizer-load:4 fuzz_model:corpus-model:2)
+             fuzz_tokenizer_load:corpus-tokenizer-load:4 fuzz_model:corpus-model:2
+             fuzz_serve_request:corpus-serve:4)
 TARGETS=()
 for t in "${ALL_TARGETS[@]}"; do
     if [ -z "${FUZZ_TARGETS:-}" ] || [[ " $FUZZ_TARGETS " == *" ${t%%:*} "* ]]; then TARGETS+=("$t"); fi

@@ -44,7 +44,8 @@ int cmd_serve(int argc, char **argv) {
 #include <time.h>
 #include <unistd.h>
 
-#define SERVE_MAX_TOP_LOGPROBS 20
+#include "serve_request.h"
+
 #define SERVE_WAIT_MS          100 /* how often a waiting handler looks for a hang-up */
 
 /* ---- settings ---------------------------------------------------------------------------- */
@@ -83,8 +84,6 @@ static void hist_add(hist *h, double v) {
 
 /* ---- jobs: one request, shared by its handler and the engine thread ---------------------- */
 
-typedef enum { KIND_CHAT, KIND_COMPLETION } job_kind;
-
 typedef struct piece { /* one generated token with its log-probabilities */
     int32_t token;
     float   logprob;
@@ -95,16 +94,9 @@ typedef struct piece { /* one generated token with its log-probabilities */
 
 typedef struct job {
     /* set by the handler before enqueueing, then read-only */
-    job_kind    kind;
+    serve_request r; /* what it asks (serve_request.h) */
     char        id[48];
     long long   created;
-    bool        stream, include_usage, logprobs;
-    int         top_logprobs;
-    int32_t    *prompt;
-    size_t      n_prompt;
-    lc_request  req;
-    char      **stop;
-    size_t      n_stop;
     double      t_arrive;
     /* the engine thread's */
     int32_t     seq;
@@ -178,9 +170,7 @@ static void job_unref(job *j) {
     const bool last = --j->refs == 0;
     pthread_mutex_unlock(&j->m);
     if (!last) return;
-    for (size_t i = 0; i < j->n_stop; i++) free(j->stop[i]);
-    free(j->stop);
-    free(j->prompt);
+    serve_request_clear(&j->r);
     free(j->text);
     free(j->pieces);
     pthread_mutex_destroy(&j->m);
@@ -264,7 +254,7 @@ static void engine_admit(server *s, job **run) {
         pthread_mutex_unlock(&j->m);
         if (!cancelled) {
             int32_t seq = -1;
-            const int st = lc_context_add(s->ctx, &j->req, &seq);
+            const int st = lc_context_add(s->ctx, &j->r.req, &seq);
             if (st == LC_ERR_CONTEXT && s->n_running > 0) return; /* wait for pages to free */
             if (st != LC_OK) {
                 char msg[400];
@@ -361,9 +351,9 @@ static void *engine_main(void *arg) {
             job  *j = run[slot];
             piece pc;
             memset(&pc, 0, sizeof pc);
-            if (e->token >= 0 && j->logprobs) {
+            if (e->token >= 0 && j->r.logprobs) {
                 const float *lg = lc_context_logits(s->ctx, e->seq_id);
-                if (lg) fill_logprobs(lg, V, e->token, j->top_logprobs, &pc);
+                if (lg) fill_logprobs(lg, V, e->token, j->r.top_logprobs, &pc);
                 pc.token = e->token;
             }
             if (e->token >= 0) {
@@ -372,7 +362,7 @@ static void *engine_main(void *arg) {
             }
             pthread_mutex_lock(&j->m);
             bool oom = e->text_len && append_text(j, e->text, e->text_len) != 0;
-            if (e->token >= 0 && j->logprobs && !oom) {
+            if (e->token >= 0 && j->r.logprobs && !oom) {
                 if (j->n_pieces == j->cap_pieces) {
                     const size_t nc = j->cap_pieces ? 2 * j->cap_pieces : 32;
                     piece       *np = realloc(j->pieces, nc * sizeof *np);
@@ -387,7 +377,7 @@ static void *engine_main(void *arg) {
                 if (f == LC_FINISH_ERROR)
                     job_finish_locked(j, f, 500, oom ? "out of memory" : e->error);
                 else job_finish_locked(j, f, 0, NULL);
-            } else if (j->stream) { /* (a non-streamed handler waits for the end only) */
+            } else if (j->r.stream) { /* (a non-streamed handler waits for the end only) */
                 pthread_cond_broadcast(&j->cv);
             }
             pthread_mutex_unlock(&j->m);
@@ -398,7 +388,7 @@ static void *engine_main(void *arg) {
                 if (f == LC_FINISH_ERROR) s->m_errors++;
                 else {
                     s->m_ok++;
-                    s->m_prompt_tokens += j->n_prompt;
+                    s->m_prompt_tokens += j->r.n_prompt;
                     s->m_gen_tokens += (uint64_t)(e->n_generated > 0 ? e->n_generated : 0);
                     if (j->t_first > 0) hist_add(&s->h_ttft, j->t_first - j->t_arrive);
                     if (e->n_generated >= 2)
@@ -569,339 +559,6 @@ static void job_cancel(server *s, job *j) {
     if (c) job_uncount_waiting(s, j);
 }
 
-/* ---- request parsing ------------------------------------------------------------------- */
-
-typedef struct perr { /* a validation failure: status, the field, the message */
-    unsigned status;
-    char     param[64];
-    char     code[48];
-    char     msg[768];
-} perr;
-
-static bool fail(perr *e, unsigned status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static bool fail(perr *e, unsigned status, const char *param, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-    va_end(ap);
-    e->status = status;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    return false;
-}
-
-static bool get_number(json_t *o, const char *key, double lo, double hi, double *out, perr *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) return true;
-    if (!json_is_number(v)) return fail(e, 400, key, "'%s' must be a number", key);
-    const double x = json_number_value(v);
-    if (!(x >= lo && x <= hi))
-        return fail(e, 400, key, "'%s' is %g, outside %g .. %g", key, x, lo, hi);
-    *out = x;
-    return true;
-}
-
-static bool get_int(json_t *o, const char *key, long long lo, long long hi, long long *out,
-                    perr *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) return true;
-    if (!json_is_integer(v)) return fail(e, 400, key, "'%s' must be an integer", key);
-    const long long x = json_integer_value(v);
-    if (x < lo || x > hi)
-        return fail(e, 400, key, "'%s' is %lld, outside %lld .. %lld", key, x, lo, hi);
-    *out = x;
-    return true;
-}
-
-static bool get_bool(json_t *o, const char *key, bool *out, perr *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) return true;
-    if (!json_is_boolean(v)) return fail(e, 400, key, "'%s' must be true or false", key);
-    *out = json_is_true(v);
-    return true;
-}
-
-/* Fields of OpenAI's API that change what a request means and that this server does not do:
- * 400 naming the field (harmless ones such as user, metadata or store are ignored). */
-static bool reject_unsupported(json_t *o, job_kind kind, perr *e) {
-    static const char *never[] = {"tools", "tool_choice", "functions", "function_call",
-                                  "audio", "prediction", "web_search_options", "suffix",
-                                  "reasoning_effort", "parallel_tool_calls"};
-    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
-        json_t *v = json_object_get(o, never[i]);
-        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
-            return fail(e, 400, never[i], "'%s' is not supported by this server", never[i]);
-    }
-    json_t *v = json_object_get(o, "logit_bias");
-    if (v && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
-        return fail(e, 400, "logit_bias", "'logit_bias' is not supported by this server");
-    v = json_object_get(o, "response_format");
-    if (v && !json_is_null(v)) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return fail(e, 400, "response_format",
-                        "'response_format' other than {\"type\": \"text\"} is not supported");
-    }
-    v = json_object_get(o, "modalities");
-    if (v && !json_is_null(v)) {
-        bool only_text = json_is_array(v);
-        size_t i;
-        json_t *m;
-        json_array_foreach(v, i, m) only_text = only_text && json_is_string(m) &&
-                                                !strcmp(json_string_value(m), "text");
-        if (!only_text)
-            return fail(e, 400, "modalities", "'modalities' other than [\"text\"] is not supported");
-    }
-    long long n = 1;
-    if (!get_int(o, "n", 1, 1000000, &n, e)) return false;
-    if (n != 1) return fail(e, 400, "n", "'n' must be 1 (one choice per request)");
-    if (kind == KIND_COMPLETION) {
-        long long bo = 1;
-        if (!get_int(o, "best_of", 1, 1000000, &bo, e)) return false;
-        if (bo != 1) return fail(e, 400, "best_of", "'best_of' must be 1");
-        bool echo = false;
-        if (!get_bool(o, "echo", &echo, e)) return false;
-        if (echo) return fail(e, 400, "echo", "'echo' is not supported by this server");
-    }
-    double pp = 0, fp = 0;
-    if (!get_number(o, "presence_penalty", -2, 2, &pp, e)) return false;
-    if (!get_number(o, "frequency_penalty", -2, 2, &fp, e)) return false;
-    if (pp != 0)
-        return fail(e, 400, "presence_penalty", "'presence_penalty' is not supported (only 0); "
-                    "the engine has llama.cpp's repeat_penalty ('repeat_penalty' field)");
-    if (fp != 0)
-        return fail(e, 400, "frequency_penalty", "'frequency_penalty' is not supported (only 0); "
-                    "the engine has llama.cpp's repeat_penalty ('repeat_penalty' field)");
-    return true;
-}
-
-/* The fields every generation route shares into j (sampling from defaults). */
-static bool parse_common(server *s, json_t *o, const lc_sampling *defaults, job *j, perr *e) {
-    json_t *mv = json_object_get(o, "model");
-    if (mv && !json_is_null(mv)) {
-        if (!json_is_string(mv)) return fail(e, 400, "model", "'model' must be a string");
-        if (strcmp(json_string_value(mv), s->cfg.model_id)) {
-            snprintf(e->code, sizeof e->code, "model_not_found");
-            return fail(e, 404, "model", "the model '%.200s' does not exist (this server has '%s')",
-                        json_string_value(mv), s->cfg.model_id);
-        }
-    }
-    lc_sampling sp = *defaults;
-    double      x;
-    long long   n;
-    x = sp.temperature;
-    if (!get_number(o, "temperature", 0, 2, &x, e)) return false;
-    sp.temperature = (float)x;
-    x = sp.top_p;
-    if (!get_number(o, "top_p", 0, 1, &x, e)) return false;
-    if (x <= 0) return fail(e, 400, "top_p", "'top_p' must be above 0");
-    sp.top_p = (float)x;
-    x = sp.min_p;
-    if (!get_number(o, "min_p", 0, 1, &x, e)) return false;
-    sp.min_p = (float)x;
-    n = sp.top_k;
-    if (!get_int(o, "top_k", 0, 1 << 30, &n, e)) return false;
-    sp.top_k = (int32_t)n;
-    x = sp.repeat_penalty;
-    if (!get_number(o, "repeat_penalty", 0.001, 10, &x, e)) return false;
-    sp.repeat_penalty = (float)x;
-    json_t *sv = json_object_get(o, "seed");
-    if (sv && !json_is_null(sv)) {
-        if (!json_is_integer(sv)) return fail(e, 400, "seed", "'seed' must be an integer");
-        sp.seed = (uint64_t)json_integer_value(sv);
-    } else { /* a seed of its own per request, as OpenAI's sampling is not repeatable either */
-        sp.seed = defaults->seed ^ (atomic_fetch_add(&s->next_id, 1) * 0x9E3779B97F4A7C15ull);
-    }
-    long long max_tokens = -1;
-    if (!get_int(o, "max_tokens", 1, 1 << 30, &max_tokens, e)) return false;
-    if (!get_int(o, "max_completion_tokens", 1, 1 << 30, &max_tokens, e)) return false;
-    /* vLLM's extension, sent by benchmark clients for fixed output lengths */
-    bool ignore_eos = false;
-    if (!get_bool(o, "ignore_eos", &ignore_eos, e)) return false;
-    j->req.ignore_eos = ignore_eos;
-    if (!get_bool(o, "stream", &j->stream, e)) return false;
-    json_t *so = json_object_get(o, "stream_options");
-    if (so && !json_is_null(so)) {
-        if (!json_is_object(so))
-            return fail(e, 400, "stream_options", "'stream_options' must be an object");
-        json_t *iu = json_object_get(so, "include_usage");
-        if (iu && !json_is_null(iu) && !json_is_boolean(iu))
-            return fail(e, 400, "stream_options.include_usage",
-                        "'stream_options.include_usage' must be true or false");
-        j->include_usage = json_is_true(iu);
-    }
-    /* stop: a string or a list of strings */
-    json_t *st = json_object_get(o, "stop");
-    if (st && !json_is_null(st)) {
-        const size_t ns = json_is_array(st) ? json_array_size(st) : 1;
-        if (!json_is_string(st) && !json_is_array(st))
-            return fail(e, 400, "stop", "'stop' must be a string or a list of strings");
-        if (ns > LC_MAX_STOP)
-            return fail(e, 400, "stop", "'stop' has %zu strings, at most %d", ns, LC_MAX_STOP);
-        j->stop = calloc(ns ? ns : 1, sizeof *j->stop);
-        if (!j->stop) return fail(e, 500, NULL, "out of memory");
-        for (size_t i = 0; i < ns; i++) {
-            json_t *si = json_is_array(st) ? json_array_get(st, i) : st;
-            if (!json_is_string(si))
-                return fail(e, 400, "stop", "'stop' must be a string or a list of strings");
-            if (json_string_length(si) > LC_MAX_STOP_LEN)
-                return fail(e, 400, "stop", "a stop string is longer than %d bytes",
-                            LC_MAX_STOP_LEN);
-            if (strlen(json_string_value(si)) != json_string_length(si))
-                return fail(e, 400, "stop", "a stop string holds a NUL character");
-            if (!(j->stop[j->n_stop] = strdup(json_string_value(si))))
-                return fail(e, 500, NULL, "out of memory");
-            j->n_stop++;
-        }
-    }
-    j->req.sampling   = sp;
-    j->req.max_tokens = max_tokens > 0 ? (int32_t)max_tokens : (1 << 30); /* (to the context's end) */
-    j->req.stop       = (const char *const *)j->stop;
-    j->req.n_stop     = j->n_stop;
-    return true;
-}
-
-/* "content": a string, or a list of {"type": "text", "text": ...} parts (joined); NULL with
- * *e set on failure. Returns a malloc'd copy. */
-static char *message_content(json_t *m, size_t idx, perr *e) {
-    char    param[64];
-    json_t *c = json_object_get(m, "content");
-    snprintf(param, sizeof param, "messages[%zu].content", idx);
-    if (!c || json_is_null(c)) return strdup("");
-    if (json_is_string(c)) {
-        if (strlen(json_string_value(c)) != json_string_length(c)) {
-            fail(e, 400, param, "'%s' holds a NUL character", param);
-            return NULL;
-        }
-        return strdup(json_string_value(c));
-    }
-    if (!json_is_array(c)) {
-        fail(e, 400, param, "'%s' must be a string or a list of text parts", param);
-        return NULL;
-    }
-    size_t total = 1, i;
-    json_t *p;
-    json_array_foreach(c, i, p) {
-        json_t *t = json_is_object(p) ? json_object_get(p, "type") : NULL;
-        json_t *x = json_is_object(p) ? json_object_get(p, "text") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") || !json_is_string(x)) {
-            fail(e, 400, param, "'%s[%zu]' is not a text part (only {\"type\": \"text\", "
-                 "\"text\": ...} is supported)", param, i);
-            return NULL;
-        }
-        total += json_string_length(x);
-    }
-    char *out = malloc(total);
-    if (!out) return NULL;
-    size_t at = 0;
-    json_array_foreach(c, i, p) {
-        json_t *x = json_object_get(p, "text");
-        memcpy(out + at, json_string_value(x), json_string_length(x));
-        at += json_string_length(x);
-    }
-    out[at] = '\0';
-    if (strlen(out) != at) {
-        free(out);
-        fail(e, 400, param, "'%s' holds a NUL character", param);
-        return NULL;
-    }
-    return out;
-}
-
-static bool parse_chat(server *s, json_t *o, job *j, perr *e) {
-    json_t *msgs = json_object_get(o, "messages");
-    if (!msgs) return fail(e, 400, "messages", "'messages' is required");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return fail(e, 400, "messages", "'messages' must be a non-empty list");
-    const size_t     n   = json_array_size(msgs);
-    lc_chat_message *cm  = calloc(n, sizeof *cm);
-    char           **own = calloc(n, sizeof *own);
-    bool             ok  = cm && own;
-    if (!ok) fail(e, 500, NULL, "out of memory");
-    for (size_t i = 0; ok && i < n; i++) {
-        json_t *m = json_array_get(msgs, i);
-        char    param[64];
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        json_t *r = json_is_object(m) ? json_object_get(m, "role") : NULL;
-        if (!json_is_object(m)) {
-            snprintf(param, sizeof param, "messages[%zu]", i);
-            ok = fail(e, 400, param, "'%s' must be an object", param);
-            break;
-        }
-        if (!json_is_string(r)) {
-            ok = fail(e, 400, param, "'%s' must be a string", param);
-            break;
-        }
-        const char *role = json_string_value(r);
-        if (!strcmp(role, "developer")) role = "system"; /* (OpenAI's newer name) */
-        if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
-            ok = fail(e, 400, param, "'%s' is '%.40s': only system, user and assistant are "
-                      "supported", param, role);
-            break;
-        }
-        json_t *tc = json_object_get(m, "tool_calls");
-        if (tc && !json_is_null(tc)) {
-            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
-            ok = fail(e, 400, param, "'%s': tool calls are not supported", param);
-            break;
-        }
-        if (!(own[i] = message_content(m, i, e))) {
-            if (!e->status) fail(e, 500, NULL, "out of memory");
-            ok = false;
-            break;
-        }
-        cm[i] = (lc_chat_message){role, own[i]};
-    }
-    if (ok) {
-        const int st = lc_model_chat_tokenize(s->model, LC_CHAT_TEMPLATE_NONE, cm, n, true,
-                                              &j->prompt, &j->n_prompt);
-        if (st == LC_ERR_INVALID_ARG) ok = fail(e, 400, "messages", "%s", lc_last_error());
-        else if (st != LC_OK) ok = fail(e, 500, NULL, "%s", lc_last_error());
-    }
-    for (size_t i = 0; own && i < n; i++) free(own[i]);
-    free(own);
-    free(cm);
-    return ok;
-}
-
-static bool parse_completion(server *s, json_t *o, job *j, perr *e) {
-    json_t *p = json_object_get(o, "prompt");
-    if (!p) return fail(e, 400, "prompt", "'prompt' is required");
-    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
-        p = json_array_get(p, 0);
-    if (json_is_string(p)) {
-        if (strlen(json_string_value(p)) != json_string_length(p))
-            return fail(e, 400, "prompt", "'prompt' holds a NUL character");
-        const int st = lc_tokenizer_encode(s->tok, json_string_value(p), json_string_length(p),
-                                           lc_tokenizer_add_bos(s->tok), true, &j->prompt,
-                                           &j->n_prompt);
-        if (st != LC_OK) return fail(e, 400, "prompt", "%s", lc_last_error());
-        return true;
-    }
-    if (json_is_array(p) && json_array_size(p) > 0) { /* token ids */
-        const size_t  n = json_array_size(p);
-        const int32_t V = lc_tokenizer_n_vocab(s->tok);
-        if (!(j->prompt = malloc(n * sizeof *j->prompt))) return fail(e, 500, NULL, "out of memory");
-        for (size_t i = 0; i < n; i++) {
-            json_t *t = json_array_get(p, i);
-            if (!json_is_integer(t)) {
-                if (json_is_string(t))
-                    return fail(e, 400, "prompt", "'prompt' holds several strings: one prompt per "
-                                "request ('n' = 1)");
-                return fail(e, 400, "prompt", "'prompt' must be a string or a list of token ids");
-            }
-            const json_int_t id = json_integer_value(t);
-            if (id < 0 || id >= V)
-                return fail(e, 400, "prompt", "token id %lld is outside the vocabulary (0 .. %d)",
-                            (long long)id, V - 1);
-            j->prompt[i] = (int32_t)id;
-        }
-        j->n_prompt = n;
-        return true;
-    }
-    return fail(e, 400, "prompt", "'prompt' must be a string or a list of token ids");
-}
-
 /* ---- responses ------------------------------------------------------------------------- */
 
 static const char *finish_name(lc_finish f) {
@@ -909,9 +566,9 @@ static const char *finish_name(lc_finish f) {
 }
 
 static json_t *usage_obj(const job *j) {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)j->n_prompt,
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)j->r.n_prompt,
                      "completion_tokens", (json_int_t)j->n_generated, "total_tokens",
-                     (json_int_t)(j->n_prompt + (size_t)j->n_generated));
+                     (json_int_t)(j->r.n_prompt + (size_t)j->n_generated));
 }
 
 /* A token's text for logprobs: valid UTF-8 (partial characters as U+FFFD) and its bytes. */
@@ -951,9 +608,9 @@ static json_t *logprobs_obj(const server *s, const job *j, size_t from, size_t t
 static json_t *response_obj(const server *s, const job *j) {
     json_t *text = json_stringn(j->text ? j->text : "", j->text_len);
     if (!text) text = json_string("");
-    json_t *lp = j->logprobs ? logprobs_obj(s, j, 0, j->n_pieces) : json_null();
+    json_t *lp = j->r.logprobs ? logprobs_obj(s, j, 0, j->n_pieces) : json_null();
     json_t *choice;
-    if (j->kind == KIND_CHAT)
+    if (j->r.kind == SERVE_CHAT)
         choice = json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role",
                            "assistant", "content", text, "logprobs", lp, "finish_reason",
                            finish_name(j->finish));
@@ -961,7 +618,7 @@ static json_t *response_obj(const server *s, const job *j) {
         choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", text, "logprobs", lp,
                            "finish_reason", finish_name(j->finish));
     return json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", j->id, "object",
-                     j->kind == KIND_CHAT ? "chat.completion" : "text_completion", "created",
+                     j->r.kind == SERVE_CHAT ? "chat.completion" : "text_completion", "created",
                      (json_int_t)j->created, "model", s->cfg.model_id, "choices", choice, "usage",
                      usage_obj(j));
 }
@@ -970,7 +627,7 @@ static json_t *response_obj(const server *s, const job *j) {
 static json_t *chunk_obj(const server *s, const job *j, json_t *delta_or_text, json_t *lp,
                          const char *finish) {
     json_t *choice;
-    if (j->kind == KIND_CHAT)
+    if (j->r.kind == SERVE_CHAT)
         choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta_or_text,
                            "logprobs", lp ? lp : json_null(), "finish_reason",
                            finish ? json_string(finish) : json_null());
@@ -979,10 +636,10 @@ static json_t *chunk_obj(const server *s, const job *j, json_t *delta_or_text, j
                            "logprobs", lp ? lp : json_null(), "finish_reason",
                            finish ? json_string(finish) : json_null());
     json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", j->id, "object",
-                          j->kind == KIND_CHAT ? "chat.completion.chunk" : "text_completion",
+                          j->r.kind == SERVE_CHAT ? "chat.completion.chunk" : "text_completion",
                           "created", (json_int_t)j->created, "model", s->cfg.model_id,
                           "choices", choice);
-    if (o && j->include_usage) json_object_set_new(o, "usage", json_null());
+    if (o && j->r.include_usage) json_object_set_new(o, "usage", json_null());
     return o;
 }
 
@@ -1015,7 +672,7 @@ static int stream_collect(stream_state *st) {
     job    *j = st->j;
     if (!st->role_sent) { /* (a completion has no role chunk, but must not ask again) */
         st->role_sent = true;
-        if (j->kind == KIND_CHAT &&
+        if (j->r.kind == SERVE_CHAT &&
             out_event(st, chunk_obj(s, j, json_pack("{s:s, s:s}", "role", "assistant", "content", ""),
                                     NULL, NULL)))
             return -1;
@@ -1024,8 +681,8 @@ static int stream_collect(stream_state *st) {
     if (new_text || new_lp) {
         json_t *t = json_stringn(j->text + st->sent_text, j->text_len - st->sent_text);
         if (!t) t = json_string("");
-        json_t *d = j->kind == KIND_CHAT ? json_pack("{s:o}", "content", t) : t;
-        json_t *lp = j->logprobs ? logprobs_obj(s, j, st->sent_pieces, j->n_pieces) : NULL;
+        json_t *d = j->r.kind == SERVE_CHAT ? json_pack("{s:o}", "content", t) : t;
+        json_t *lp = j->r.logprobs ? logprobs_obj(s, j, st->sent_pieces, j->n_pieces) : NULL;
         if (out_event(st, chunk_obj(s, j, d, lp, NULL))) return -1;
         st->sent_text   = j->text_len;
         st->sent_pieces = j->n_pieces;
@@ -1038,11 +695,11 @@ static int stream_collect(stream_state *st) {
                                         NULL, NULL)))
                 return -1;
         } else {
-            json_t *d = j->kind == KIND_CHAT ? json_object() : json_string("");
+            json_t *d = j->r.kind == SERVE_CHAT ? json_object() : json_string("");
             if (out_event(st, chunk_obj(s, j, d, NULL, finish_name(j->finish)))) return -1;
-            if (j->include_usage) {
+            if (j->r.include_usage) {
                 json_t *u = json_pack("{s:s, s:s, s:I, s:s, s:[], s:o}", "id", j->id, "object",
-                                      j->kind == KIND_CHAT ? "chat.completion.chunk"
+                                      j->r.kind == SERVE_CHAT ? "chat.completion.chunk"
                                                            : "text_completion",
                                       "created", (json_int_t)j->created, "model",
                                       s->cfg.model_id, "choices", "usage", usage_obj(j));
@@ -1096,53 +753,29 @@ static void stream_free(void *cls) {
 static json_t *load_body(struct MHD_Connection *c, conn_state *cs, enum MHD_Result *ret);
 
 static enum MHD_Result route_generate(server *s, struct MHD_Connection *c, conn_state *cs,
-                                      job_kind kind) {
+                                      serve_kind kind) {
     enum MHD_Result ret;
     json_t         *o = load_body(c, cs, &ret);
     if (!o) return ret;
-    perr e;
-    memset(&e, 0, sizeof e);
     job *j = job_new();
     if (!j) {
         json_decref(o);
         return send_error(c, 500, NULL, NULL, "out of memory");
     }
-    j->kind     = kind;
     j->t_arrive = now_s();
     j->created  = (long long)time(NULL);
-    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", kind == KIND_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)s->created, (unsigned long long)atomic_fetch_add(&s->next_id, 1));
-    bool ok = reject_unsupported(o, kind, &e) && parse_common(s, o, &s->defaults, j, &e);
-    if (ok) {
-        json_t *lpv = json_object_get(o, "logprobs");
-        if (kind == KIND_CHAT) {
-            ok = get_bool(o, "logprobs", &j->logprobs, &e);
-            long long tl = 0;
-            ok = ok && get_int(o, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &tl, &e);
-            j->top_logprobs = (int)tl;
-            if (ok && tl > 0 && !j->logprobs)
-                ok = fail(&e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
-        } else if (lpv && !json_is_null(lpv)) {
-            ok = fail(&e, 400, "logprobs", "'logprobs' is supported on /v1/chat/completions only");
-        }
-    }
-    if (ok) ok = kind == KIND_CHAT ? parse_chat(s, o, j, &e) : parse_completion(s, o, j, &e);
+    const uint64_t serial = atomic_fetch_add(&s->next_id, 1);
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", kind == SERVE_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)s->created, (unsigned long long)serial);
+    const serve_env env = {s->model, s->cfg.model_id, &s->defaults, serial, s->n_ctx};
+    serve_error     e;
+    const bool      ok = serve_parse_request(&env, o, kind, &j->r, &e);
     json_decref(o);
-    if (ok && j->n_prompt == 0) ok = fail(&e, 400, kind == KIND_CHAT ? "messages" : "prompt",
-                                         "the prompt is empty");
-    if (ok && (int64_t)j->n_prompt >= s->n_ctx) {
-        snprintf(e.code, sizeof e.code, "context_length_exceeded");
-        ok = fail(&e, 400, kind == KIND_CHAT ? "messages" : "prompt",
-                  "the prompt has %zu tokens, and this server's context holds %d tokens a request "
-                  "(prompt and answer; --ctx-max)", j->n_prompt, s->n_ctx);
-    }
     if (!ok) {
         job_unref(j);
         return send_error(c, e.status, e.param[0] ? e.param : NULL, e.code[0] ? e.code : NULL,
                           "%s", e.msg);
     }
-    j->req.prompt   = j->prompt;
-    j->req.n_prompt = j->n_prompt;
     if (!enqueue(s, j)) {
         job_unref(j);
         if (atomic_load(&s->stopping))
@@ -1150,7 +783,7 @@ static enum MHD_Result route_generate(server *s, struct MHD_Connection *c, conn_
         return send_error(c, 503, NULL, "queue_full", "the server is busy: %d requests are "
                           "waiting (--queue); retry later", s->cfg.queue_max);
     }
-    if (j->stream) {
+    if (j->r.stream) {
         stream_state *st = calloc(1, sizeof *st);
         if (!st) {
             job_cancel(s, j);
@@ -1270,16 +903,16 @@ static enum MHD_Result route_tokenize(server *s, struct MHD_Connection *c, conn_
     enum MHD_Result ret;
     json_t         *o = load_body(c, cs, &ret);
     if (!o) return ret;
-    perr    e;
-    json_t *ct = json_object_get(o, "content");
-    bool    add_special = false, parse_special = true;
+    serve_error e;
+    json_t     *ct = json_object_get(o, "content");
+    bool        add_special = false, parse_special = true;
     memset(&e, 0, sizeof e);
     if (!json_is_string(ct)) {
         json_decref(o);
         return send_error(c, 400, "content", NULL, "'content' must be a string");
     }
-    if (!get_bool(o, "add_special", &add_special, &e) ||
-        !get_bool(o, "parse_special", &parse_special, &e)) {
+    if (!serve_get_bool(o, "add_special", &add_special, &e) ||
+        !serve_get_bool(o, "parse_special", &parse_special, &e)) {
         json_decref(o);
         return send_error(c, e.status, e.param, NULL, "%s", e.msg);
     }
@@ -1423,8 +1056,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return route_models(s, c);
     }
     if (!post) return send_error(c, 405, NULL, NULL, "%s %s: use POST", method, url);
-    if (!strcmp(url, "/v1/chat/completions")) return route_generate(s, c, cs, KIND_CHAT);
-    if (!strcmp(url, "/v1/completions")) return route_generate(s, c, cs, KIND_COMPLETION);
+    if (!strcmp(url, "/v1/chat/completions")) return route_generate(s, c, cs, SERVE_CHAT);
+    if (!strcmp(url, "/v1/completions")) return route_generate(s, c, cs, SERVE_COMPLETION);
     if (!strcmp(url, "/tokenize")) return route_tokenize(s, c, cs);
     return route_detokenize(s, c, cs);
 }
