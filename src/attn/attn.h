@@ -125,6 +125,21 @@ typedef struct lc_attn_desc {
     int64_t (*fixed_rope_rows)(const void *settings, int32_t n_batch);
 } lc_attn_desc;
 
+/* lc_attn_desc.create for a method whose own create takes its settings struct T (typed, for
+ * direct callers such as the benchmarks): defines the static function `name`. */
+#define LC_ATTN_TYPED_CREATE(name, create_fn, T)                                                  \
+    static int name(lc_backend *b, const lc_attn_shape *shape, const void *settings,              \
+                    const lc_attn_diag *diag, lc_attn_method **out) {                             \
+        return create_fn(b, shape, (const T *)settings, diag, out);                               \
+    }
+/* lc_attn_desc.fixed_rope_rows of a method whose relative scoring reads the RoPE row
+ * n_stream + 1 (T: its settings struct, with n_stream): defines the static function `name`. */
+#define LC_ATTN_ROPE_ROWS_PAST_STREAM(name, T)                                                    \
+    static int64_t name(const void *settings, int32_t n_batch) {                                  \
+        (void)n_batch;                                                                            \
+        return (int64_t)((const T *)settings)->n_stream + 2;                                      \
+    }
+
 /* The registered method of that name (NULL or "dense": dense); NULL with an error naming the
  * known methods if none. */
 const lc_attn_desc *lc_attn_find(const char *name);

@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const lc_rope_names[]        = {"auto", "extend", "plain", NULL};
+const char *const lc_rope_names_stream[] = {"auto", "extend", "plain", "stream", NULL};
+const char *const lc_heads_names[]       = {"all", "group", NULL};
+
 /* key names compare with '-' and '_' alike */
 static bool same_key(const char *a, const char *b) {
     for (; *a && *b; a++, b++) {

@@ -44,6 +44,24 @@ typedef struct lc_setting {
     const char        *alias;        /* another accepted name, or NULL */
 } lc_setting;
 
+/* Keys several methods share — the same name, meaning and help; each method its own range
+ * (T: its settings struct, with the field the key sets) — and the values of their enums. */
+#define LC_SETTING_DENSE_LAYERS(T)                                                                 \
+    {"dense-layers", LC_SETTING_INT, offsetof(T, dense_layers), 0, 0, 0, 1 << 16, NULL,            \
+     "first layers that run dense attention", NULL}
+/* unit: what the method's prompt rows are cut into ("block", "chunk") */
+#define LC_SETTING_TAIL_BLOCK(T, hi, unit)                                                         \
+    {"tail-block", LC_SETTING_INT, offsetof(T, tail_block), 0, 0, 0, (hi), NULL,                   \
+     "ours: the prompt's last " unit " selects in " unit "s of this many rows (0: off)", NULL}
+#define LC_SETTING_HEADS(T, what)                                                                  \
+    {"heads", LC_SETTING_ENUM, offsetof(T, per_group), 0, 0, 0, 0, lc_heads_names,                 \
+     "one " what " for all heads, or one per KV head group", NULL}
+/* "rope" (lc_hip_rope_mode): auto, extend, plain, and stream for the methods whose pruning can
+ * keep the true positions while the attention re-indexes */
+extern const char *const lc_rope_names[];
+extern const char *const lc_rope_names_stream[];
+extern const char *const lc_heads_names[]; /* all, group (per_group 0 / 1) */
+
 /* A named settings string, applied over the base defaults. */
 typedef struct lc_settings_preset {
     const char *name;

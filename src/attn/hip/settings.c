@@ -13,8 +13,6 @@
 #define SEL_MAX_TOKENS (1 << 30)
 #define OFF(f) offsetof(lc_hipattn_params, f)
 
-static const char *const rope_names[]  = {"auto", "extend", "plain", "stream", NULL};
-static const char *const heads_names[] = {"all", "group", NULL};
 
 static const lc_setting keys[] = {
     {"k", LC_SETTING_INT, OFF(k), 0, 0, 1, SEL_MAX_TOKENS, NULL,
@@ -31,16 +29,13 @@ static const lc_setting keys[] = {
      "first tokens always attended", NULL},
     {"stream", LC_SETTING_INT, OFF(n_stream), 0, 0, 1, SEL_MAX_TOKENS, NULL,
      "most recent tokens always attended", NULL},
-    {"dense-layers", LC_SETTING_INT, OFF(dense_layers), 0, 0, 0, 1 << 16, NULL,
-     "l_d: first layers that run dense attention", NULL},
+    LC_SETTING_DENSE_LAYERS(lc_hipattn_params), /* the paper's l_d */
     {"refresh", LC_SETTING_INT, OFF(refresh), 0, 0, 1, 1 << 20, NULL,
      "r_m: decode steps between mask estimations", NULL},
-    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, rope_names,
+    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, lc_rope_names_stream,
      "RoPE past the trained window (ours; HiP has none): auto, extend, plain, stream", NULL},
-    {"heads", LC_SETTING_ENUM, OFF(per_group), 0, 0, 0, 0, heads_names,
-     "one mask for all heads, or one per KV head group", NULL},
-    {"tail-block", LC_SETTING_INT, OFF(tail_block), 0, 0, 0, 512, NULL,
-     "ours: the prompt's last block selects in blocks of this many rows (0: off)", NULL},
+    LC_SETTING_HEADS(lc_hipattn_params, "mask"),
+    LC_SETTING_TAIL_BLOCK(lc_hipattn_params, 512, "block"),
 };
 
 /* b_q 32, b_k 2 (the paper's defaults); b_sq 2, b_sk 1 (the one setting it names, its healing
@@ -87,16 +82,8 @@ static int validate(const void *settings) {
     return LC_OK;
 }
 
-/* relative scoring reads the RoPE row n_stream + 1 */
-static int64_t fixed_rope_rows(const void *settings, int32_t n_batch) {
-    (void)n_batch;
-    return (int64_t)((const lc_hipattn_params *)settings)->n_stream + 2;
-}
-
-static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
-                  const lc_attn_diag *diag, lc_attn_method **out) {
-    return lc_attn_hipattn_create(b, shape, settings, diag, out);
-}
+LC_ATTN_ROPE_ROWS_PAST_STREAM(fixed_rope_rows, lc_hipattn_params)
+LC_ATTN_TYPED_CREATE(create, lc_attn_hipattn_create, lc_hipattn_params)
 
 const lc_attn_desc lc_attn_desc_hip = {
     .name     = "hip",

@@ -14,8 +14,6 @@
 #define OFF(f) offsetof(lc_infinitehip_params, f)
 #define STAGES OFF(n_stages)
 
-static const char *const rope_names[]  = {"auto", "extend", "plain", "stream", NULL};
-static const char *const heads_names[] = {"all", "group", NULL};
 
 static const lc_setting keys[] = {
     {"chunks", LC_SETTING_INT_LIST, OFF(chunk), LC_COUNT_SETS, STAGES, 1, 1 << 20, NULL,
@@ -38,19 +36,16 @@ static const lc_setting keys[] = {
      "layers that prune with chunk-indexed RoPE and keep first-k tokens", NULL},
     {"first-k", LC_SETTING_INT, OFF(first_k), 0, 0, 1, HIP_MAX_TOKENS, NULL,
      "tokens the first layers keep: a multiple of the last chunk, at most the first k", NULL},
-    {"dense-layers", LC_SETTING_INT, OFF(dense_layers), 0, 0, 0, 1 << 16, NULL,
-     "first layers that run dense attention", NULL},
-    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, rope_names,
+    LC_SETTING_DENSE_LAYERS(lc_infinitehip_params),
+    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, lc_rope_names_stream,
      "RoPE past the trained window: auto re-indexes there, extend always, plain never, stream "
      "re-indexes only the attention", NULL},
-    {"heads", LC_SETTING_ENUM, OFF(per_group), 0, 0, 0, 0, heads_names,
-     "one selection for all heads, or one per KV head group", NULL},
+    LC_SETTING_HEADS(lc_infinitehip_params, "selection"),
     {"stagger", LC_SETTING_BOOL, OFF(stagger), 0, 0, 0, 1, NULL,
      "ours: odd layers shift the first stage's chunk grid by half a chunk", NULL},
     {"overlap", LC_SETTING_BOOL, OFF(overlap), 0, 0, 0, 1, NULL,
      "ours: first-stage chunks start every half chunk (2x its work)", NULL},
-    {"tail-block", LC_SETTING_INT, OFF(tail_block), 0, 0, 0, 64, NULL,
-     "ours: the prompt's last block selects in blocks of this many rows (0: off)", NULL},
+    LC_SETTING_TAIL_BLOCK(lc_infinitehip_params, 64, "block"),
     {"attn-span", LC_SETTING_INT, OFF(attn_span), 0, 0, 0, HIP_MAX_TOKENS, NULL,
      "ours: past the window the attention keeps the gaps between attended keys, compressed to "
      "fit this many positions (0: consecutive positions, the paper's re-indexing)", NULL},
@@ -154,16 +149,8 @@ int lc_infinitehip_validate(const void *settings) {
     return LC_OK;
 }
 
-/* relative scoring reads the RoPE row n_stream + 1 */
-static int64_t fixed_rope_rows(const void *settings, int32_t n_batch) {
-    (void)n_batch;
-    return (int64_t)((const lc_infinitehip_params *)settings)->n_stream + 2;
-}
-
-static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
-                  const lc_attn_diag *diag, lc_attn_method **out) {
-    return lc_attn_infinitehip_create(b, shape, settings, diag, out);
-}
+LC_ATTN_ROPE_ROWS_PAST_STREAM(fixed_rope_rows, lc_infinitehip_params)
+LC_ATTN_TYPED_CREATE(create, lc_attn_infinitehip_create, lc_infinitehip_params)
 
 const lc_attn_desc lc_attn_desc_infinitehip = {
     .name     = "infinitehip",

@@ -33,7 +33,6 @@ typedef struct streaming_params {
 #define MAX_TOKENS (1 << 30)
 #define OFF(f) offsetof(streaming_params, f)
 
-static const char *const rope_names[] = {"auto", "extend", "plain", NULL};
 
 static const lc_setting keys[] = {
     {"sink", LC_SETTING_INT, OFF(n_sink), 0, 0, 0, MAX_TOKENS, NULL,
@@ -42,7 +41,7 @@ static const lc_setting keys[] = {
      "most recent tokens read, at least block", NULL},
     {"block", LC_SETTING_INT, OFF(block), 0, 0, 1, 512, NULL,
      "prefill rows sharing one key list", NULL},
-    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, rope_names,
+    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, lc_rope_names,
      "positions: auto re-indexes the sink before the window past the trained window, extend "
      "always, plain never", NULL},
 };

@@ -14,7 +14,6 @@
 #define OFF(f) offsetof(lc_tokenselect_params, f)
 
 static const char *const gqa_names[]  = {"group", "mod", NULL};
-static const char *const rope_names[] = {"auto", "extend", "plain", NULL};
 
 static const lc_setting keys[] = {
     {"k", LC_SETTING_INT, OFF(k), 0, 0, 1, SEL_MAX_TOKENS, NULL, "tokens selected", NULL},
@@ -28,13 +27,11 @@ static const lc_setting keys[] = {
     {"gqa", LC_SETTING_ENUM, OFF(gqa_mod), 0, 0, 0, 0, gqa_names,
      "group: the model's KV head mapping; mod: head h reads KV head h mod n_kv_head (the "
      "paper's code)", NULL},
-    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, rope_names,
+    {"rope", LC_SETTING_ENUM, OFF(rope), 0, 0, 0, 0, lc_rope_names,
      "RoPE in the attention: auto re-indexes past the trained window, extend always, plain "
      "never", NULL},
-    {"dense-layers", LC_SETTING_INT, OFF(dense_layers), 0, 0, 0, 1 << 16, NULL,
-     "first layers that run dense attention", NULL},
-    {"tail-block", LC_SETTING_INT, OFF(tail_block), 0, 0, 0, 4096, NULL,
-     "ours: the prompt's last chunk selects in chunks of this many rows (0: off)", NULL},
+    LC_SETTING_DENSE_LAYERS(lc_tokenselect_params),
+    LC_SETTING_TAIL_BLOCK(lc_tokenselect_params, 4096, "chunk"),
 };
 
 /* the paper's settings (tail-block 0) */
@@ -76,10 +73,7 @@ static int64_t fixed_rope_rows(const void *settings, int32_t n_batch) {
     return (int64_t)((const lc_tokenselect_params *)settings)->n_local + n_batch + 1;
 }
 
-static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
-                  const lc_attn_diag *diag, lc_attn_method **out) {
-    return lc_attn_tokenselect_create(b, shape, settings, diag, out);
-}
+LC_ATTN_TYPED_CREATE(create, lc_attn_tokenselect_create, lc_tokenselect_params)
 
 const lc_attn_desc lc_attn_desc_tokenselect = {
     .name     = "tokenselect",
