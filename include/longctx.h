@@ -685,6 +685,14 @@ typedef struct lc_context_params {
                               output keeps for one query block whose rows lie past trace_end:
                               the forward's last prefill block, or a decode block whose stages
                               were recomputed. Nothing when the span is empty (0, 0) */
+    int32_t prefill_token_layers; /* 0 (default): a prompt chunk (n_batch rows) runs every layer
+                              in the step that takes it, beside the decode tokens (chunked
+                              prefill). N > 0: layer-segmented prefill (SparseServe): prompts
+                              advance one at a time in a forward of their own before the
+                              decode batch, a chunk of R rows through max(1, N / R) layers a step, its
+                              residual stream kept in backend memory between steps (n_batch x
+                              n_embd floats), so the decode tokens of a step wait for at most
+                              that much prompt work; the results are the same */
     int32_t score_rows;    /* lc_context_score: at most this many logit rows per forward,
                               1 .. 512 (0: 512; fewer cut a short text into several forwards) */
     /* false (default): before allocating, what the context needs (the KV pages for kv_tokens,

@@ -20,6 +20,7 @@ while IFS= read -r line; do
     sub=""
     [ "$cmd" = eval ] && sub="${w[2]}"
     [ "$cmd" = bench ] && [ "${w[2]:-}" = serve ] && sub=serve
+    [ "$cmd" = bench ] && [ "${w[2]:-}" = mix ] && sub=mix
     help="$TMP/help-$cmd-$sub"
     if [ ! -f "$help" ]; then
         if [ -n "$sub" ]; then "$BIN" "$cmd" "$sub" --help >"$help" 2>&1; else "$BIN" "$cmd" --help >"$help" 2>&1; fi

@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -47,6 +48,31 @@ bool cli_int(const char *cmd, const char *opt, const char *s, long long lo, long
     }
     *out = v;
     return true;
+}
+
+bool cli_int_list(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
+                  long long *out, int max, int *n) {
+    char *copy = strdup(s), *save = NULL;
+    if (!copy) {
+        fprintf(stderr, "longctx %s: %s: out of memory\n", cmd, opt);
+        return false;
+    }
+    bool good = true;
+    *n        = 0;
+    for (char *t = strtok_r(copy, ",", &save); t && good; t = strtok_r(NULL, ",", &save)) {
+        if (*n == max) {
+            fprintf(stderr, "longctx %s: %s: at most %d values\n", cmd, opt, max);
+            good = false;
+        } else {
+            good = cli_int(cmd, opt, t, lo, hi, &out[(*n)++]);
+        }
+    }
+    free(copy);
+    if (good && !*n) {
+        fprintf(stderr, "longctx %s: %s: empty list\n", cmd, opt);
+        good = false;
+    }
+    return good;
 }
 
 bool cli_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
@@ -333,6 +359,21 @@ void cli_progress_update(cli_progress *p, int64_t done, int64_t total, const cha
 void cli_progress_end(cli_progress *p) {
     if (p->shown && p->tty) fputc('\n', stderr);
     p->shown = false;
+}
+
+void cli_slug(const char *s, char *out, size_t cap) {
+    size_t n    = 0;
+    bool   dash = false;
+    for (; *s && n + 1 < cap; s++) {
+        if (isalnum((unsigned char)*s) || *s == '.' || *s == '_') {
+            if (dash && n) out[n++] = '-';
+            if (n + 1 < cap) out[n++] = (char)tolower((unsigned char)*s);
+            dash = false;
+        } else {
+            dash = true;
+        }
+    }
+    out[n] = '\0';
 }
 
 void cli_commit_name(char *buf, size_t cap) {

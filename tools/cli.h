@@ -22,6 +22,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_eval_suite(int argc, char **argv); /* `longctx eval suite` (cmd_eval_suite.c) */
 int cmd_bench(int argc, char **argv);
 int cmd_bench_serve(int argc, char **argv); /* `longctx bench serve` (cmd_bench_serve.c) */
+int cmd_bench_mix(int argc, char **argv);   /* `longctx bench mix` (cmd_bench_mix.c) */
 int cmd_gen_model(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* cmd_serve.c (a stub without LC_HAVE_SERVER) */
 
@@ -31,6 +32,10 @@ bool cli_int(const char *cmd, const char *opt, const char *s, long long lo, long
              long long *out);
 bool cli_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
                double *out);
+/* A comma-separated list of 1 .. max integers in [lo, hi] into out[0 .. *n); on failure (a bad
+ * item, too many, none) prints which and returns false. */
+bool cli_int_list(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
+                  long long *out, int max, int *n);
 /* Value of an option at argv[*i] (advances *i); prints an error when missing. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);
 /* Read a whole text file (NUL-terminated), checking as it reads: it stops at the first NUL
@@ -81,6 +86,8 @@ int cli_cmp_double(const void *a, const void *b);
 /* The commit a report names: $LC_COMMIT (a copy of the tree without git metadata, as on the
  * GPU machine), else `git rev-parse --short HEAD`, else "unknown". */
 void cli_commit_name(char *buf, size_t cap);
+/* Lowercase, runs of other characters as one '-' (for file names). */
+void cli_slug(const char *s, char *out, size_t cap);
 /* Log callback: prints library warnings/errors to stderr, prefixed. */
 void cli_log(lc_log_level level, const char *msg, void *user);
 

@@ -11,7 +11,6 @@
  */
 #include "gen.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <stdio.h>
@@ -24,6 +23,7 @@ static void help(void) {
            "                     [--profile] [--compare-llamacpp] [--compare-transformers]\n"
            "                     [--out DIR] [options]\n"
            "       longctx bench serve --url URL ...   (a server under load: bench serve --help)\n"
+           "       longctx bench mix -m FILE ...       (decode beside a long prefill: bench mix --help)\n"
            "\n"
            "For each context length L: evaluate an L-token prompt (prompt tokens/s), then\n"
            "generate N tokens after it (generation tokens/s at that context: the N - 1 decode\n"
@@ -80,22 +80,6 @@ static void cpu_name(char *buf, size_t cap) {
     fclose(f);
 }
 
-/* Lowercase, runs of other characters as one '-' (for file names). */
-static void slug(const char *s, char *out, size_t cap) {
-    size_t n    = 0;
-    bool   dash = false;
-    for (; *s && n + 1 < cap; s++) {
-        if (isalnum((unsigned char)*s) || *s == '.' || *s == '_') {
-            if (dash && n) out[n++] = '-';
-            if (n + 1 < cap) out[n++] = (char)tolower((unsigned char)*s);
-            dash = false;
-        } else {
-            dash = true;
-        }
-    }
-    out[n] = '\0';
-}
-
 /* A growing text buffer (tables). */
 typedef struct sbuf {
     char  *s;
@@ -144,19 +128,6 @@ typedef struct bench_row {
 } bench_row;
 
 static const double GIB = 1073741824.0;
-
-/* A prompt of n ordinary (non-control) token ids, the same on every run. */
-static void make_prompt(const lc_tokenizer *tok, int32_t n_vocab, int32_t *prompt, long long n) {
-    uint64_t s = 12345;
-    for (long long i = 0; i < n; i++) {
-        int32_t id;
-        do {
-            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-            id = (int32_t)(s % (uint64_t)n_vocab);
-        } while (lc_tokenizer_is_eog(tok, id) || id == lc_tokenizer_bos(tok));
-        prompt[i] = id;
-    }
-}
 
 /* Batched decode: n_seqs requests of the same L-token prompt in one context (KV for all of
  * them), prefilled, then decoded together. *agg_tps: tokens generated per second over n_gen
@@ -484,6 +455,7 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
 
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "serve")) return cmd_bench_serve(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "mix")) return cmd_bench_mix(argc - 1, argv + 1);
     gen_opts o;
     gen_opts_default(&o);
     o.sampling.temperature = 0.0f;
@@ -501,22 +473,9 @@ int cmd_bench(int argc, char **argv) {
             help();
             return CLI_OK;
         } else if (!strcmp(a, "--contexts")) {
-            if (!(v = cli_value("bench", argc, argv, &i))) return CLI_USAGE;
-            char *copy = strdup(v), *save = NULL;
-            if (!copy) return CLI_ERR;
-            n_ctxs = 0;
-            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (n_ctxs == 16 || !cli_int("bench", a, t, 16, 1 << 30, &ctxs[n_ctxs])) {
-                    free(copy);
-                    return CLI_USAGE;
-                }
-                n_ctxs++;
-            }
-            free(copy);
-            if (!n_ctxs) {
-                fprintf(stderr, "longctx bench: --contexts: empty list\n");
+            if (!(v = cli_value("bench", argc, argv, &i)) ||
+                !cli_int_list("bench", a, v, 16, 1 << 30, ctxs, 16, &n_ctxs))
                 return CLI_USAGE;
-            }
         } else if (!strcmp(a, "--gen")) {
             if (!(v = cli_value("bench", argc, argv, &i)) || !cli_int("bench", a, v, 2, 100000, &n_gen))
                 return CLI_USAGE;
@@ -578,7 +537,7 @@ int cmd_bench(int argc, char **argv) {
     if (gen_context("bench", &o, m, max_ctx + n_gen, &ctx) != CLI_OK) goto done;
     prompt = malloc(sizeof(int32_t) * (size_t)max_ctx);
     if (!prompt) goto done;
-    make_prompt(lc_model_tokenizer(m), info.n_vocab, prompt, max_ctx);
+    gen_random_prompt(lc_model_tokenizer(m), info.n_vocab, 0, prompt, max_ctx);
     for (int ci = 0; ci < n_ctxs; ci++) {
         rows[ci].ctx = ctxs[ci];
         for (long long r = 0; r < reps; r++) {
@@ -660,14 +619,14 @@ int cmd_bench(int argc, char **argv) {
            host_dev, commit, date, sb_str(&table));
 
     char dslug[128], mslug[128], path[1024];
-    slug(gpu ? dev_name : "cpu", dslug, sizeof dslug);
+    cli_slug(gpu ? dev_name : "cpu", dslug, sizeof dslug);
     const char *base = strrchr(o.model, '/');
     base             = base ? base + 1 : o.model;
     char mbase[256];
     snprintf(mbase, sizeof mbase, "%s", base);
     char *dot = strstr(mbase, ".gguf");
     if (dot) *dot = '\0';
-    slug(mbase, mslug, sizeof mslug);
+    cli_slug(mbase, mslug, sizeof mslug);
     char attn_desc[640], tune_desc[512];
     gen_attn_describe(&o, attn_desc, sizeof attn_desc);
     gen_tuning_describe(&o, tune_desc, sizeof tune_desc);

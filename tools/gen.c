@@ -26,6 +26,12 @@ static const char *common_help(void) {
            "  -m, --model FILE        GGUF model (llama, mistral, qwen2)\n"
            "  -c, --ctx N             context size in tokens (default: the model's trained context)\n"
            "  -b, --batch N           prompt tokens per step (default 512)\n"
+           "  --prefill-token-layers N  layer-segmented prefill (SparseServe): a prompt chunk of\n"
+           "                          R tokens advances N/R layers a step (at least one) in a\n"
+           "                          forward of its own, its hidden state kept between steps,\n"
+           "                          so decode tokens beside it wait for about N token-layers\n"
+           "                          of prompt work a step; same results (default 0: chunked\n"
+           "                          prefill, a chunk through every layer in one step)\n"
            "  -t, --threads N         CPU threads (default: all cores)\n"
            "  --device cpu|cuda|auto  compute device (default auto: the GPU when there is one)\n"
            "  --page-size N           KV page size in tokens, power of two (default 64; the CUDA\n"
@@ -113,6 +119,9 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
         VAL();
         if (!cli_int(cmd, a, v, 1, 65536, &o->n_batch)) return -1;
+    } else if (!strcmp(a, "--prefill-token-layers")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, 1 << 30, &o->prefill_token_layers)) return -1;
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         VAL();
         if (!cli_int(cmd, a, v, 1, 1024, &n)) return -1;
@@ -364,6 +373,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     lc_model_get_info(m, &info);
     cp.n_ctx = (int32_t)(o->n_ctx ? o->n_ctx : (need_ctx > info.n_ctx_train ? need_ctx : info.n_ctx_train));
     cp.n_batch   = (int32_t)o->n_batch;
+    cp.prefill_token_layers = (int32_t)o->prefill_token_layers;
     cp.page_size = (int32_t)o->page_size;
     gen_context_attn(o, &cp);
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
@@ -565,4 +575,17 @@ int gen_run_ex(const char *cmd, lc_context *ctx, const lc_request *req, const ge
     free(tok_t);
     if (!o->keep_seq) lc_context_remove(ctx, seq);
     return rc;
+}
+
+void gen_random_prompt(const lc_tokenizer *tok, int32_t n_vocab, uint64_t seed, int32_t *prompt,
+                       long long n) {
+    uint64_t s = seed ? seed : 12345;
+    for (long long i = 0; i < n; i++) {
+        int32_t id;
+        do {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            id = (int32_t)(s % (uint64_t)n_vocab);
+        } while (lc_tokenizer_is_eog(tok, id) || id == lc_tokenizer_bos(tok));
+        prompt[i] = id;
+    }
 }

@@ -15,6 +15,7 @@ typedef struct gen_opts {
     int              threads;
     long long        n_ctx;
     long long        n_batch;
+    long long        prefill_token_layers; /* 0: chunked prefill; N: layer-segmented */
     long long        page_size;
     long long        kv_tokens; /* KV capacity; 0: from kv_gb or n_ctx */
     double           kv_gb;     /* KV capacity in GiB; 0: unset */
@@ -113,5 +114,10 @@ typedef struct gen_run_opts {
 /* gen_run with every option. */
 int gen_run_ex(const char *cmd, lc_context *ctx, const lc_request *req, const gen_run_opts *o,
                gen_result *res);
+
+/* n ordinary (non-control) token ids from a fixed xorshift stream (seed 0: the benchmarks'
+ * usual one), the same on every run: prompts for speed measurements. */
+void gen_random_prompt(const lc_tokenizer *tok, int32_t n_vocab, uint64_t seed, int32_t *prompt,
+                       long long n);
 
 #endif

@@ -74,6 +74,11 @@ struct lc_context {
     int32_t       *sampled; /* [n_seq_max] */
     int32_t       *pen;     /* penalised tokens of a step */
     int64_t        pen_cap;
+    /* layer-segmented prefill (p.prefill_token_layers > 0): the one prompt chunk in flight */
+    float  *seg_x;     /* its residual stream between steps, [n_batch][n_embd] (backend) */
+    int32_t seg_seq;   /* the sequence (index into seqs) whose chunk it is, -1: none */
+    int32_t seg_layer; /* the chunk's next layer (0: a new chunk is taken) */
+    int32_t seg_rows;  /* the chunk's rows */
 };
 
 int lc_context_attn_stats(const lc_context *c, lc_attn_stats *out) {
@@ -148,6 +153,7 @@ void lc_context_free(lc_context *c) {
     lc_forward_ws_free(c->model, c->ws);
     if (c->rope.cos) b->dealloc(b, c->rope.cos);
     if (c->rope.sin) b->dealloc(b, c->rope.sin);
+    if (c->seg_x) b->dealloc(b, c->seg_x);
     free(c->ids), free(c->pos), free(c->logit_rows), free(c->logit_seq), free(c->aseqs);
     free(c->astates), free(c->aseq_idx), free(c->srows), free(c->sampled), free(c->pen);
     lc_model *m = c->model;
@@ -263,6 +269,9 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     if (m->backend->page_size && p.page_size != m->backend->page_size)
         return lc_fail(LC_ERR_INVALID_ARG, "page size %d: the %s backend's kernels need %d-token "
                        "pages", p.page_size, m->backend->name, m->backend->page_size);
+    if (p.prefill_token_layers < 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "prefill_token_layers %d out of range (0: off, or the "
+                       "rows x layers a step may prefill, >= 1)", p.prefill_token_layers);
     if (p.score_rows < 0 || p.score_rows > SCORE_LOGIT_ROWS)
         return lc_fail(LC_ERR_INVALID_ARG, "score_rows %d out of range (0 .. %d; 0: %d)",
                        p.score_rows, SCORE_LOGIT_ROWS, SCORE_LOGIT_ROWS);
@@ -283,6 +292,7 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     c->model   = m;
     c->p       = p;
     c->next_id = 1;
+    c->seg_seq = -1;
     lc_backend *b = m->backend;
     int         st;
     if (method) {
@@ -306,6 +316,12 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     /* RoPE table for the first positions; grown as sequences reach further (rope_cover) */
     if ((st = rope_cover(c, lc_budget_rope_rows0(&p))) != LC_OK) goto fail;
     if ((st = lc_forward_ws_create(m, p.n_batch, p.n_seq_max, &c->ws)) != LC_OK) goto fail;
+    if (p.prefill_token_layers > 0 &&
+        !(c->seg_x = b->alloc(b, sizeof(float) * (size_t)p.n_batch * (size_t)hp->n_embd,
+                              "segmented prefill residual"))) {
+        st = LC_ERR_NOMEM;
+        goto fail;
+    }
     c->seqs       = lc_calloc((size_t)p.n_seq_max, sizeof(lc_seq), "sequences");
     c->ids        = lc_malloc(sizeof(int32_t) * (size_t)p.n_batch, "batch");
     c->pos        = lc_malloc(sizeof(int32_t) * (size_t)p.n_batch, "batch");
@@ -495,6 +511,7 @@ int lc_context_continue(lc_context *c, int32_t seq_id, int64_t n_keep, const lc_
     memcpy(s->tokens + n_keep, r->prompt, sizeof(int32_t) * r->n_prompt);
     s->n_tokens        = n_new;
     s->n_done          = n_keep;
+    if (c->seg_seq == (int32_t)(s - c->seqs)) c->seg_seq = -1; /* a chunk in flight restarts */
     s->n_prompt        = n_new; /* the new tokens are a prompt: prefilled in chunks */
     s->n_generated     = 0;
     s->max_tokens      = r->max_tokens;
@@ -519,6 +536,7 @@ int64_t lc_context_seq_length(const lc_context *c, int32_t seq_id) {
 int lc_context_remove(lc_context *c, int32_t seq_id) {
     lc_seq *s = c ? seq_find(c, seq_id) : NULL;
     if (!s) return lc_fail(LC_ERR_NOT_FOUND, "no sequence with id %d", seq_id);
+    if (c->seg_seq == (int32_t)(s - c->seqs)) c->seg_seq = -1; /* its chunk in flight is dropped */
     seq_clear(c, s);
     return LC_OK;
 }
@@ -636,6 +654,161 @@ static bool drew_nothing(const lc_context *c, int32_t li) {
     return c->sampled[li] == -1 && s->n_generated < s->max_tokens;
 }
 
+/* The sampling row r of sequence s for this step (its uniform, its penalty window appended to
+ * c->pen at *n_pen, which grows); a greedy placeholder when s may draw no more. */
+static int sample_row_prepare(lc_context *c, lc_seq *s, lc_sample_row *r, int64_t *n_pen,
+                              bool *any_sample) {
+    if (s->n_generated >= s->max_tokens) { /* nothing to draw: a greedy placeholder */
+        memset(r, 0, sizeof *r);
+        r->top_p = 1.0f, r->repeat_penalty = 1.0f;
+        return LC_OK;
+    }
+    *any_sample       = true;
+    const int64_t h0  = pen_from(s);
+    const int32_t cap = lc_sampler_pen_max(&s->sampler, s->n_tokens - h0);
+    if (*n_pen + cap > c->pen_cap) {
+        int32_t *np = realloc(c->pen, sizeof(int32_t) * (size_t)(*n_pen + cap));
+        if (!np) return lc_fail(LC_ERR_NOMEM, "out of memory for the sampling penalty lists");
+        c->pen     = np;
+        c->pen_cap = *n_pen + cap;
+    }
+    /* c->pen stays NULL while no sequence has a penalty (NULL + 0 is undefined) */
+    const int32_t np = lc_sampler_prepare(&s->sampler, s->tokens + h0, s->n_tokens - h0, r,
+                                          c->pen ? c->pen + *n_pen : NULL, cap);
+    r->pen_off = (int32_t)*n_pen;
+    *n_pen += np;
+    return LC_OK;
+}
+
+/* Sequence s takes the token tok drawn for it this step (its text, EOS, length limits). */
+static int seq_take_sample(lc_context *c, lc_seq *s, int32_t tok) {
+    const int32_t V = c->model->hp.n_vocab;
+    if (s->finish == LC_FINISH_ERROR) return LC_OK;
+    if (s->n_generated >= s->max_tokens) {
+        s->finish = LC_FINISH_LENGTH;
+        return LC_OK;
+    }
+    if (tok < 0 || tok >= V)
+        return lc_fail(LC_ERR_INTERNAL, "sampling returned token %d (vocabulary of %d)", tok, V);
+    int st = seq_grow_tokens(s);
+    if (st != LC_OK) return st;
+    s->tokens[s->n_tokens++] = tok;
+    s->n_generated++;
+    s->last_sampled = tok;
+    const lc_tokenizer *tk = c->model->tokenizer;
+    if (!s->ignore_eos && lc_tokenizer_is_eog(tk, tok)) {
+        s->finish = LC_FINISH_EOS;
+    } else {
+        char   stack_buf[512], *buf = stack_buf;
+        size_t nb = 0, tlen = 0;
+        lc_tokenizer_token_bytes(tk, tok, &tlen);
+        const size_t need = 3 * tlen + 64; /* invalid bytes may each become U+FFFD */
+        if (need > sizeof stack_buf && !(buf = lc_malloc(need, "token text"))) return LC_ERR_NOMEM;
+        st = lc_detok_push(&s->detok, tk, tok, buf, need > sizeof stack_buf ? need : sizeof stack_buf, &nb);
+        if (st == LC_OK) st = text_append(s, buf, nb);
+        if (buf != stack_buf) free(buf);
+        if (st != LC_OK) return st;
+        if (s->n_generated >= s->max_tokens) s->finish = LC_FINISH_LENGTH;
+        if (s->n_tokens >= c->p.n_ctx) s->finish = LC_FINISH_LENGTH;
+    }
+    return LC_OK;
+}
+
+/* Layer-segmented prefill (p.prefill_token_layers > 0; SparseServe's, spec/tokenselect-and-
+ * sparseserve.md B): the prompt chunk in flight — or a new one, of the first sequence still
+ * prefilling — goes through its next layers in a forward of its own, its residual stream
+ * kept in c->seg_x between steps; the chunk's KV of a layer is written when that layer runs.
+ * When the last layer of the prompt's last chunk has run, the sequence draws its first token
+ * (*final, the token in *tok; its logits stay readable). *seg_i: the sequence that took part
+ * (-1: none). Another sequence's logits still in the workspace are copied out first. */
+static int segment_step(lc_context *c, int32_t *seg_i, bool *final, int32_t *tok) {
+    *seg_i = -1, *final = false, *tok = -1;
+    if (c->p.prefill_token_layers <= 0) return LC_OK;
+    const int32_t NL = c->model->hp.n_layer;
+    lc_seq       *s  = c->seg_seq >= 0 ? &c->seqs[c->seg_seq] : NULL;
+    if (s && (!s->live || s->finish != LC_FINISH_NONE || s->n_done >= s->n_prompt)) s = NULL;
+    if (!s) {
+        c->seg_seq = -1, c->seg_layer = 0;
+        for (int32_t i = 0; i < c->p.n_seq_max && !s; i++) {
+            lc_seq *t = &c->seqs[i];
+            if (t->live && t->finish == LC_FINISH_NONE && t->n_done < t->n_prompt)
+                s = t, c->seg_seq = i;
+        }
+        if (!s) return LC_OK;
+    }
+    if (c->seg_layer == 0) { /* a new chunk */
+        int64_t take = s->n_tokens - s->n_done;
+        if (take > c->p.n_batch) take = c->p.n_batch;
+        if (s->n_done + take > c->p.n_ctx) {
+            s->finish = LC_FINISH_LENGTH, c->seg_seq = -1;
+            return LC_OK;
+        }
+        if (lc_kv_seq_reserve(c->kv, &s->kv, s->n_done + take) != LC_OK) {
+            seq_fail(s, "the KV cache is full: %s", lc_last_error());
+            c->seg_seq = -1;
+            return LC_OK;
+        }
+        c->seg_rows = (int32_t)take;
+    }
+    const int32_t R   = c->seg_rows;
+    int64_t       per = c->p.prefill_token_layers / R;
+    if (per < 1) per = 1;
+    const int32_t l0   = c->seg_layer;
+    const int32_t l1   = per >= NL - l0 ? NL : l0 + (int32_t)per;
+    const bool    last = l1 == NL && s->n_done + R == s->n_tokens;
+    for (int32_t t = 0; t < R; t++) {
+        c->ids[t] = s->tokens[s->n_done + t];
+        c->pos[t] = (int32_t)(s->n_done + t);
+    }
+    lc_attn_seq a = {.row0 = 0, .n_rows = R, .pos0 = (int32_t)s->n_done,
+                     .page_table = s->kv.pages, .prompt_end = (int32_t)s->n_prompt};
+    void **const  states[1] = {s->attn_states};
+    const int32_t lrow      = R - 1;
+    bool          any       = false;
+    int64_t       n_pen     = 0;
+    if (last) {
+        /* the forward overwrites the workspace's logits: keep the rows still there */
+        for (int32_t i = 0; i < c->p.n_seq_max; i++)
+            if (c->seqs[i].live && c->seqs[i].logits_row >= 0) {
+                int st = seq_fetch_logits(c, &c->seqs[i]);
+                if (st != LC_OK) return st;
+            }
+        int st = sample_row_prepare(c, s, &c->srows[0], &n_pen, &any);
+        if (st != LC_OK) return st;
+    }
+    lc_batch batch = {.n_rows = R, .ids = c->ids, .pos = c->pos, .n_seqs = 1, .seqs = &a,
+                      .attn_states = states, .n_logit_rows = last ? 1 : 0, .logit_rows = &lrow,
+                      .sample_rows = any ? c->srows : NULL, .pen_tokens = c->pen,
+                      .n_pen = (int32_t)n_pen, .check_numerics = c->p.check_numerics,
+                      .layer_begin = l0, .layer_end = l1, .x_in = c->seg_x, .x_out = c->seg_x};
+    int st = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &batch, c->sampled);
+    if (st == LC_ERR_NUMERIC) {
+        seq_fail(s, "%s", lc_last_error());
+        lc_clear_error();
+        c->seg_seq = -1;
+        return LC_OK;
+    }
+    if (st != LC_OK) return st;
+    *seg_i = c->seg_seq;
+    if (l1 < NL) {
+        c->seg_layer = l1;
+        return LC_OK;
+    }
+    s->n_done += R;
+    c->seg_layer = 0;
+    if (s->n_done >= s->n_prompt) c->seg_seq = -1;
+    if (!last) return LC_OK;
+    s->logits_row = 0, s->has_logits = false;
+    *final = true;
+    *tok   = any ? c->sampled[0] : -1;
+    if (any && c->sampled[0] < 0) { /* the sampling op's non-finite check */
+        seq_fail(s, "the logits at position %lld are not finite (NaN/Inf)",
+                 (long long)(s->n_tokens - 1));
+        *final = false;
+    }
+    return LC_OK;
+}
+
 int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_events) {
     lc_clear_error();
     if (!c || !n_events || (cap && !events))
@@ -652,8 +825,14 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
                        c->p.n_seq_max);
     const int rope_st = rope_cover_live(c); /* the table reaches every position of the step */
     if (rope_st != LC_OK) return rope_st;
-    const int32_t V    = c->model->hp.n_vocab;
-    int32_t       rows = 0, n_aseq = 0, n_logit = 0;
+    int32_t rows = 0, n_aseq = 0, n_logit = 0;
+    /* a segmented prompt's next layers first (p.prefill_token_layers), then the batch */
+    int32_t seg_i;
+    bool    seg_final;
+    int32_t seg_tok;
+    int     seg_st = segment_step(c, &seg_i, &seg_final, &seg_tok);
+    if (seg_st != LC_OK) return seg_st;
+    const bool segmented = c->p.prefill_token_layers > 0;
 
     /* pass 1: decode tokens; pass 2: prompt chunks */
     for (int pass = 0; pass < 2; pass++) {
@@ -661,7 +840,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             lc_seq *s = &c->seqs[i];
             if (!s->live || s->finish != LC_FINISH_NONE) continue;
             const bool decoding = s->n_done >= s->n_prompt;
-            if ((pass == 0) != decoding) continue;
+            if ((pass == 0) != decoding || (segmented && !decoding)) continue;
             int64_t take = s->n_tokens - s->n_done;
             if (take <= 0) continue;
             if (take > c->p.n_batch - rows) take = c->p.n_batch - rows;
@@ -718,38 +897,15 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         }
         /* sampling rows: a uniform from each sequence's RNG, its penalty window */
         bool    any_sample = false;
-        int64_t n_pen      = 0, pen_need = 0;
+        int64_t n_pen      = 0;
         for (int32_t li = 0; li < n_logit; li++) {
-            const lc_seq *s = &c->seqs[c->logit_seq[li]];
-            if (s->n_generated < s->max_tokens)
-                pen_need += lc_sampler_pen_max(&s->sampler, s->n_tokens - pen_from(s));
-        }
-        if (pen_need > c->pen_cap) {
-            int32_t *np = realloc(c->pen, sizeof(int32_t) * (size_t)pen_need);
-            if (!np) return lc_fail(LC_ERR_NOMEM, "out of memory for the sampling penalty lists");
-            c->pen     = np;
-            c->pen_cap = pen_need;
-        }
-        for (int32_t li = 0; li < n_logit; li++) {
-            lc_seq        *s = &c->seqs[c->logit_seq[li]];
-            lc_sample_row *r = &c->srows[li];
-            if (s->n_generated >= s->max_tokens) { /* nothing to draw: a greedy placeholder */
-                memset(r, 0, sizeof *r);
-                r->top_p = 1.0f, r->repeat_penalty = 1.0f;
-                continue;
-            }
-            any_sample = true;
-            const int64_t h0  = pen_from(s);
-            const int32_t cap = lc_sampler_pen_max(&s->sampler, s->n_tokens - h0);
-            /* c->pen stays NULL while no sequence has a penalty (NULL + 0 is undefined) */
-            const int32_t np  = lc_sampler_prepare(&s->sampler, s->tokens + h0, s->n_tokens - h0,
-                                                   r, c->pen ? c->pen + n_pen : NULL, cap);
-            r->pen_off = (int32_t)n_pen;
-            n_pen += np;
+            int st = sample_row_prepare(c, &c->seqs[c->logit_seq[li]], &c->srows[li], &n_pen,
+                                        &any_sample);
+            if (st != LC_OK) return st;
         }
         lc_batch batch = {rows, c->ids, c->pos, n_aseq, c->aseqs, (void **const *)c->astates,
                           n_logit, c->logit_rows, any_sample ? c->srows : NULL, c->pen,
-                          (int32_t)n_pen, c->p.check_numerics};
+                          (int32_t)n_pen, c->p.check_numerics, 0, 0, NULL, NULL};
         int st = lc_model_forward(c->model, c->ws, c->kv, &c->rope, c->attn, &batch, c->sampled);
         if (st == LC_ERR_NUMERIC) {
             /* check_numerics found NaN/Inf: that row's sequence ends with the message; the
@@ -800,42 +956,19 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         lc_seq *s     = &c->seqs[c->logit_seq[li]];
         s->logits_row = li;
         s->has_logits = false;
-        if (s->finish == LC_FINISH_ERROR) continue;
-        if (s->n_generated >= s->max_tokens) {
-            s->finish = LC_FINISH_LENGTH;
-            continue;
-        }
-        const int32_t tok = c->sampled[li];
-        if (tok < 0 || tok >= V)
-            return lc_fail(LC_ERR_INTERNAL, "sampling returned token %d (vocabulary of %d)", tok, V);
-        int st = seq_grow_tokens(s);
+        int st        = seq_take_sample(c, s, c->sampled[li]);
         if (st != LC_OK) return st;
-        s->tokens[s->n_tokens++] = tok;
-        s->n_generated++;
-        s->last_sampled = tok;
-        const lc_tokenizer *tk = c->model->tokenizer;
-        if (!s->ignore_eos && lc_tokenizer_is_eog(tk, tok)) {
-            s->finish = LC_FINISH_EOS;
-        } else {
-            char   stack_buf[512], *buf = stack_buf;
-            size_t nb = 0, tlen = 0;
-            lc_tokenizer_token_bytes(tk, tok, &tlen);
-            const size_t need = 3 * tlen + 64; /* invalid bytes may each become U+FFFD */
-            if (need > sizeof stack_buf && !(buf = lc_malloc(need, "token text"))) return LC_ERR_NOMEM;
-            st = lc_detok_push(&s->detok, tk, tok, buf, need > sizeof stack_buf ? need : sizeof stack_buf, &nb);
-            if (st == LC_OK) st = text_append(s, buf, nb);
-            if (buf != stack_buf) free(buf);
-            if (st != LC_OK) return st;
-            if (s->n_generated >= s->max_tokens) s->finish = LC_FINISH_LENGTH;
-            if (s->n_tokens >= c->p.n_ctx) s->finish = LC_FINISH_LENGTH;
-        }
+    }
+    if (seg_i >= 0 && seg_final) {
+        int st = seq_take_sample(c, &c->seqs[seg_i], seg_tok);
+        if (st != LC_OK) return st;
     }
 
     /* events for every sequence that took part, or finished and is not yet reported */
     for (int32_t i = 0; i < c->p.n_seq_max; i++) {
         lc_seq *s = &c->seqs[i];
         if (!s->live || s->reported_finish) continue;
-        bool took_part = false;
+        bool took_part = i == seg_i;
         for (int32_t a = 0; a < n_aseq && !took_part; a++) took_part = c->aseq_idx[a] == i;
         if (!took_part && s->finish == LC_FINISH_NONE) continue;
         size_t end;
@@ -954,7 +1087,7 @@ int lc_context_score(lc_context *c, const int32_t *tokens, int64_t n_tokens,
                             .page_table = kvs.pages};
         void **sp[1] = {states};
         lc_batch batch = {(int32_t)take, ids, pos, 1, &aseq, (void **const *)sp, nl, lrows,
-                          NULL, NULL, 0, c->p.check_numerics};
+                          NULL, NULL, 0, c->p.check_numerics, 0, 0, NULL, NULL};
         st = lc_model_forward(c->model, ws, c->kv, &c->rope, c->attn, &batch, NULL);
         for (int32_t i = 0; i < nl && st == LC_OK; i++)
             st = lc_forward_logits(c->model, ws, i, lg + (size_t)i * (size_t)V);

@@ -164,7 +164,8 @@ void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_bud
                    V = (uint64_t)hp->n_vocab;
     o->ws_bytes = sizeof(float) * (n * (3 * E + 3 * Q + 2 * KV + 2 * F) + nl * (E + V)) +
                   n * 2 * sizeof(int32_t) + nl * (2 * sizeof(int32_t) + sizeof(lc_sample_row)) +
-                  256 * sizeof(int32_t);
+                  256 * sizeof(int32_t) +
+                  (p->prefill_token_layers > 0 ? sizeof(float) * n * E : 0); /* engine.c seg_x */
     /* host: each sequence's logits and token array (prompt + up to 4096 more), the step's
      * scratch, and the host copy the table is filled in when the backend is not the host */
     o->host_bytes = nl * V * sizeof(float) +

@@ -109,16 +109,22 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
                   KVD = (int64_t)hp->n_head_kv * hp->head_dim;
     const float scale = 1.0f / sqrtf((float)hp->head_dim);
 
-    const bool chk = batch->check_numerics;
-    TRY(b->embed(b, &m->tok_embd, ws->ids, n, ws->x));
-    if (chk) TRY(check_finite(b, ws, ws->x, n, E, batch, -1, "the token embeddings", true));
+    const bool    chk = batch->check_numerics;
+    const int32_t l0  = batch->layer_end > 0 ? batch->layer_begin : 0;
+    const int32_t l1  = batch->layer_end > 0 ? batch->layer_end : hp->n_layer;
+    if (l0 > 0) {
+        TRY(b->copy(b, ws->x, batch->x_in, sizeof(float) * (size_t)(n * E)));
+    } else {
+        TRY(b->embed(b, &m->tok_embd, ws->ids, n, ws->x));
+        if (chk) TRY(check_finite(b, ws, ws->x, n, E, batch, -1, "the token embeddings", true));
+    }
 
     void *states_stack[64];
     void **states = batch->n_seqs <= 64 ? states_stack
                                         : lc_malloc(sizeof(void *) * (size_t)batch->n_seqs, "states");
     if (!states) return LC_ERR_NOMEM;
     int st = LC_OK;
-    for (int32_t l = 0; l < hp->n_layer && st == LC_OK; l++) {
+    for (int32_t l = l0; l < l1 && st == LC_OK; l++) {
         const lc_layer_weights *L  = &m->layers[l];
         lc_kv_layer_view        kl = lc_kv_layer(kv, l);
         for (int32_t s = 0; s < batch->n_seqs; s++)
@@ -164,6 +170,7 @@ static int forward_ops(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc
     }
     if (states != states_stack) free(states);
     if (st != LC_OK) return st;
+    if (l1 < hp->n_layer) return b->copy(b, batch->x_out, ws->x, sizeof(float) * (size_t)(n * E));
 
     const int32_t nl = batch->n_logit_rows;
     if (nl == 0) return LC_OK;
@@ -194,6 +201,16 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
         return lc_fail(LC_ERR_INVALID_ARG, "forward: batch of %lld rows / %d logit rows exceeds "
                        "the workspace (%d / %d)", (long long)n, nl, ws->n_batch,
                        ws->n_logits_max);
+    if (batch->layer_end != 0) {
+        const int32_t l0 = batch->layer_begin, l1 = batch->layer_end, NL = m->hp.n_layer;
+        if (l0 < 0 || l1 <= l0 || l1 > NL || (l0 > 0 && !batch->x_in) ||
+            (l1 < NL && (!batch->x_out || nl > 0)))
+            return lc_fail(LC_ERR_INVALID_ARG, "forward: layers [%d, %d) of %d (residual in %s, "
+                           "out %s, %d logit rows): a segment needs 0 <= begin < end <= the "
+                           "layers, x_in when it starts past 0, x_out and no logits when it "
+                           "ends before the last", l0, l1, NL, batch->x_in ? "given" : "none",
+                           batch->x_out ? "given" : "none", nl);
+    }
     for (int32_t i = 0; i < nl; i++)
         if (batch->logit_rows[i] < 0 || batch->logit_rows[i] >= n)
             return lc_fail(LC_ERR_INVALID_ARG, "forward: logit row %d out of range",
@@ -239,7 +256,7 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
 
     /* a decode step (one row per sequence, each sampled) runs as a graph where there are */
     bool decode = sampling && b->graph_begin && attn->graph_safe && nl == n &&
-                  batch->n_seqs == n && !batch->check_numerics;
+                  !batch->layer_end && batch->n_seqs == n && !batch->check_numerics;
     for (int32_t i = 0; i < batch->n_seqs && decode; i++) decode = batch->seqs[i].n_rows == 1;
     int mode = LC_GRAPH_OFF;
     if (decode) {

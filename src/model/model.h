@@ -119,6 +119,14 @@ typedef struct lc_batch {
      * fails with LC_ERR_NUMERIC naming the first layer, block and row holding NaN/Inf (no
      * graph) */
     bool check_numerics;
+    /* layer-segmented prefill (SparseServe's, engine.c): with layer_end > 0 only layers
+     * [layer_begin, layer_end) run. layer_begin > 0: the residual stream starts from x_in
+     * ([n_rows][n_embd], backend memory; the embeddings are not looked up); layer_end <
+     * n_layer: it is saved to x_out (the same layout) and no logits are made (n_logit_rows 0).
+     * 0 / 0: every layer, as before. */
+    int32_t      layer_begin, layer_end;
+    const float *x_in;
+    float       *x_out;
 } lc_batch;
 
 /* Run the forward: writes the KV of every row, leaves the logits of the requested rows in
