@@ -13,7 +13,7 @@ L=/tmp/res; mkdir -p $L/mix
 M=/tmp/Qwen2.5-Coder-1.5B-Instruct-Q4_K_M.gguf
 B=build-gpu/longctx
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $L/gpu.txt 2>&1
-mix() { local name=$1; shift; timeout 300 $B bench mix -m $M --decoders 8 --out $L/mix/$name "$@" \
+mix() { local name=$1; shift; timeout ${T:-170} $B bench mix -m $M --decoders 8 --out $L/mix/$name "$@" \
           > $L/mix-$name.txt 2> $L/mix-$name.err; echo "mix $name: exit $?" >> $L/mix-status.txt; }
 mix dense32k  --long 32768 -b 512 --token-layers 0,512,2048,4096,8192
 mix dense128k --long 131072 -b 2048 --token-layers 0,2048,8192,16384,32768
