@@ -3,7 +3,8 @@
  * engine.c segment_step; SparseServe's, spec/tokenselect-and-sparseserve.md B) on SmolLM2 on
  * the CPU: a prompt that advances a few layers a step, its residual stream kept between steps,
  * gives the same greedy tokens and last-prompt logits as chunked prefill (one layer a step,
- * five, all of them; dense and InfiniteHiP's sparse path; two prompts at once); the decode
+ * five, all of them; dense and InfiniteHiP's sparse path; two prompts at once), and beside a
+ * decoding request exactly the logits of the prompt alone (InfiniteHiP); the decode
  * tokens of another sequence go on while a long prompt is segmented (they all arrive before
  * its first token, where chunked prefill lets two through); a sequence removed with a chunk in
  * flight leaves nothing behind; a negative setting is refused.
@@ -26,6 +27,35 @@ static void same_as_chunked(engine_fixture *f, const char *what, const lc_contex
            "%s: %d tokens, not the chunked prefill's", what, f->got.n);
     const double d = max_logprob_diff(f->got.logits, ref->logits, f->info.n_vocab);
     CHECKF(d < 1e-4, "%s: last prompt logits differ by %.3g in log-prob", what, d);
+}
+
+/* b's first 40 tokens decode; then a arrives: its first token and the logits of its last prompt
+ * position (into lg) */
+static int32_t a_beside_decoder(engine_fixture *f, const lc_context_params *cp, float *lg) {
+    lc_context *c = NULL;
+    CHECK(lc_context_create(f->m, cp, &c) == LC_OK);
+    if (!c) return -1;
+    lc_request rb = {.prompt = f->pb, .n_prompt = 40, .max_tokens = 4000,
+                     .sampling = lc_sampling_default(), .ignore_eos = true};
+    rb.sampling.temperature = 0;
+    int32_t  ib, ia, first = -1;
+    lc_event ev[4];
+    size_t   n = 0;
+    CHECK(lc_context_add(c, &rb, &ib) == LC_OK);
+    for (int i = 0; i < 40; i++) CHECK(lc_context_step(c, ev, 4, &n) == LC_OK); /* decoding */
+    lc_request ra = rb;
+    ra.prompt = f->pa, ra.n_prompt = f->n_a, ra.max_tokens = N_GEN;
+    CHECK(lc_context_add(c, &ra, &ia) == LC_OK);
+    for (int guard = 0; guard < 4000 && first < 0; guard++) {
+        if (lc_context_step(c, ev, 4, &n) != LC_OK || n == 0) break;
+        for (size_t e = 0; e < n; e++)
+            if (ev[e].seq_id == ia && ev[e].token >= 0) {
+                first = ev[e].token;
+                memcpy(lg, lc_context_logits(c, ia), sizeof(float) * (size_t)f->info.n_vocab);
+            }
+    }
+    lc_context_free(c);
+    return first;
 }
 
 /* b (short) and a (long) added together: how many of b's tokens arrive before a's first one */
@@ -80,6 +110,19 @@ int main(void) {
     lc_context_params ihs    = ih;
     ihs.prefill_token_layers = 3 * 512;
     same_as_chunked(&f, "infinitehip, three layers a step", &ihs, &ihref);
+    /* ... and beside a decoding request: the segments hold only the prompt's rows, so its
+     * logits are exactly those of the prompt alone (chunked prefill would share its forwards,
+     * and the matrices' shapes, with the decode row) */
+    {
+        float *lg = malloc(sizeof(float) * (size_t)f.info.n_vocab);
+        ihs.n_seq_max = 2;
+        const int32_t t = a_beside_decoder(&f, &ihs, lg);
+        CHECKF(t == ihref.tokens[0], "infinitehip beside a decoder: first token %d, alone %d", t,
+               ihref.tokens[0]);
+        const double d = t >= 0 ? max_logprob_diff(lg, ihref.logits, f.info.n_vocab) : 1;
+        CHECKF(d == 0, "infinitehip beside a decoder: logits %.3g from alone", d);
+        free(lg);
+    }
     free(ihref.logits);
 
     /* two prompts at once: each as it is alone */

@@ -6,13 +6,17 @@
  * spec/tokenselect-and-sparseserve.md B). D short requests decode; then one L-token prompt is
  * added and the steps are timed until its first token (the window) and a few after: the decode
  * tokens' inter-token latency in the window (median, p90, p99, max), the decode tokens/s there,
- * the long prompt's time to first token, and whether its greedy tokens equal chunked
- * prefill's. A table on stdout and DIR/bench-mix-<device>-<model>-<date>.md, the per-step times
- * as a TSV beside it (scripts/plot_bench_mix.py draws them).
+ * the long prompt's time to first token, how far its first-token logits are from the first
+ * setting's and how many of its greedy tokens equal that one's (the CPU gives the same tokens
+ * and logits; on the GPU the batches' shapes differ between settings, so the numbers may differ
+ * within the bound the forward tests use). A table on stdout and
+ * DIR/bench-mix-<device>-<model>-<date>.md, the per-step times as a TSV beside it
+ * (scripts/plot_bench_mix.py draws them).
  */
 #include "gen.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +24,12 @@
 
 #define MIX_MAX_SETTINGS 16
 #define MIX_BASE_STEPS   16 /* decode steps timed before the long prompt arrives */
+#define MIX_TOP          20 /* the reference's tokens the first-token logits are compared on */
 
 static void help(void) {
     printf("usage: longctx bench mix -m FILE [--decoders D] [--decode-prompt P] [--long L]\n"
-           "                         [--token-layers LIST] [--after N] [--out DIR] [options]\n"
+           "                         [--token-layers LIST] [--after N] [--max-dlogprob X]\n"
+           "                         [--out DIR] [options]\n"
            "\n"
            "D requests of P-token prompts decode (greedy, EOS ignored); once each has three\n"
            "tokens and %d more steps are timed, one request of an L-token prompt arrives.\n"
@@ -32,20 +38,25 @@ static void help(void) {
            "in the step beside the decode tokens; T > 0: layer-segmented prefill, a chunk of R\n"
            "rows through max(1, T / R) layers a step, see --prefill-token-layers) one context:\n"
            "the decode tokens' inter-token latency in the window (median, p90, p99, max), the\n"
-           "decode tokens/s in it and before it, the long prompt's time to first token, and\n"
-           "whether its N + 1 greedy tokens equal the first setting's. Prompts: random\n"
-           "ordinary tokens (speed does not depend on the text for dense attention; sparse\n"
-           "methods select on it). Writes DIR/bench-mix-<device>-<model>-<date>.md and the\n"
-           "per-step times as .tsv (default DIR bench/results).\n"
+           "decode tokens/s in it and before it, the long prompt's time to first token, how\n"
+           "far its first-token logits are from the first setting's (max |delta log-prob|\n"
+           "over that one's top %d) and how many of its N + 1 greedy tokens equal the first\n"
+           "setting's. Exit status 1 when a setting's first token differs or its logits are\n"
+           "further than --max-dlogprob. Prompts: random ordinary tokens (speed does not\n"
+           "depend on the text for dense attention; sparse methods select on it). Writes\n"
+           "DIR/bench-mix-<device>-<model>-<date>.md and the per-step times as .tsv\n"
+           "(default DIR bench/results).\n"
            "\n"
            "  --decoders D         requests decoding when the long prompt arrives (default 4)\n"
            "  --decode-prompt P    their prompt length in tokens (default 256)\n"
            "  --long L             the long prompt in tokens (default 32768)\n"
            "  --token-layers LIST  comma-separated settings (default 0,512,2048,8192,32768)\n"
            "  --after N            the long request's tokens timed after its first (default 8)\n"
+           "  --max-dlogprob X     the first-token logits bound (default 0.04, the GPU-vs-CPU\n"
+           "                       bound of the forward tests; the CPU gives 0)\n"
            "  --out DIR            results directory (default bench/results)\n"
            "\n%s",
-           MIX_BASE_STEPS, gen_opts_help());
+           MIX_BASE_STEPS, MIX_TOP, gen_opts_help());
 }
 
 typedef struct mix_row {
@@ -56,6 +67,9 @@ typedef struct mix_row {
     double    window_s, ttft_s, window_tps;
     long long window_steps;
     bool      same;            /* the long request's tokens equal the first setting's */
+    long long n_same;          /* how many of them, from the first, are equal */
+    double    dlogprob;        /* its first token's logits vs the first setting's: max |delta
+                                  log-prob| over the first setting's top MIX_TOP tokens */
 } mix_row;
 
 static double pct(const double *sorted, long long n, double q) {
@@ -64,12 +78,38 @@ static double pct(const double *sorted, long long n, double q) {
     return sorted[i < n ? i : n - 1];
 }
 
+/* max |log_softmax(a) - log_softmax(b)| over the MIX_TOP largest entries of ref (= a) */
+static double top_logprob_diff(const float *a, const float *b, int32_t n) {
+    double ma = -1e300, mb = -1e300, sa = 0, sb = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (a[i] > ma) ma = a[i];
+        if (b[i] > mb) mb = b[i];
+    }
+    for (int32_t i = 0; i < n; i++) sa += exp((double)a[i] - ma), sb += exp((double)b[i] - mb);
+    const double la = ma + log(sa), lb = mb + log(sb);
+    int32_t top[MIX_TOP];
+    int     nt = 0;
+    for (int32_t i = 0; i < n; i++) { /* insertion into the top list, largest first */
+        int j = nt < MIX_TOP ? nt++ : MIX_TOP;
+        if (j == MIX_TOP && a[i] <= a[top[MIX_TOP - 1]]) continue;
+        if (j == MIX_TOP) j = MIX_TOP - 1;
+        while (j > 0 && a[top[j - 1]] < a[i]) top[j] = top[j - 1], j--;
+        top[j] = i;
+    }
+    double worst = 0;
+    for (int k = 0; k < nt; k++) {
+        const double d = fabs(((double)a[top[k]] - la) - ((double)b[top[k]] - lb));
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
 /* One setting: its own context, the decoders, then the long prompt. tokens_out: the long
  * request's first after + 1 tokens. The per-step times go to tsv. */
 static int run_setting(const gen_opts *o, lc_model *m, const lc_model_info *info,
                        const int32_t *dec_prompt, long long P, long long D, const int32_t *lp,
                        long long L, long long after, long long tl, FILE *tsv, mix_row *row,
-                       int32_t *tokens_out) {
+                       int32_t *tokens_out, float *logits_out) {
     const long long chunks = (L + o->n_batch - 1) / o->n_batch;
     const long long R      = L < o->n_batch ? L : o->n_batch;
     long long       per    = tl > 0 ? tl / R : info->n_layer;
@@ -119,7 +159,7 @@ static int run_setting(const gen_opts *o, lc_model *m, const lc_model_info *info
     }
     /* warm-up: until every decoder has three tokens; then MIX_BASE_STEPS timed steps */
     long long base_n = 0, min_gen = 0;
-    for (int guard = 0; guard < 100000 && base_n < MIX_BASE_STEPS; guard++) {
+    for (int guard = 0; D > 0 && guard < 100000 && base_n < MIX_BASE_STEPS; guard++) {
         size_t       n  = 0;
         const double t0 = cli_now();
         if ((st = lc_context_step(ctx, ev, cap, &n)) != LC_OK) {
@@ -133,7 +173,7 @@ static int run_setting(const gen_opts *o, lc_model *m, const lc_model_info *info
             if (ev[e].n_generated < min_gen) min_gen = ev[e].n_generated;
         if ((long long)n == D && min_gen >= 3) {
             itl[base_n++] = dt * 1e3;
-            fprintf(tsv, "%lld\tbefore\t%lld\t%.4f\t%zu\t0\n", tl, base_n, dt * 1e3, n);
+            if (tsv) fprintf(tsv, "%lld\tbefore\t%lld\t%.4f\t%zu\t0\n", tl, base_n, dt * 1e3, n);
         }
     }
     qsort(itl, (size_t)base_n, sizeof *itl, cli_cmp_double);
@@ -183,14 +223,23 @@ static int run_setting(const gen_opts *o, lc_model *m, const lc_model_info *info
         if (rc != CLI_OK) break;
         step++;
         const bool in_window = row->ttft_s == 0;
-        fprintf(tsv, "%lld\t%s\t%lld\t%.4f\t%lld\t%lld\n", tl, in_window ? "window" : "after",
-                step, dt * 1e3, dec, done_p);
+        if (tsv)
+            fprintf(tsv, "%lld\t%s\t%lld\t%.4f\t%lld\t%lld\n", tl,
+                    in_window ? "window" : "after", step, dt * 1e3, dec, done_p);
         if (in_window) {
             if (dec > 0) itl[n_itl++] = dt * 1e3;
             dec_tokens += dec;
             cli_progress_update(&prog, done_p, L, "prompt tokens");
         }
         if (first) {
+            const float *lg = lc_context_logits(ctx, long_id);
+            if (!lg) {
+                fprintf(stderr, "longctx bench mix: the long request's first logits are not "
+                        "readable: %s\n", lc_last_error());
+                rc = CLI_ERR;
+                break;
+            }
+            memcpy(logits_out, lg, sizeof(float) * (size_t)info->n_vocab);
             row->ttft_s       = t1 - t_add;
             row->window_s     = t1 - t_add;
             row->window_steps = step;
@@ -226,6 +275,7 @@ int cmd_bench_mix(int argc, char **argv) {
     long long   tls[MIX_MAX_SETTINGS] = {0, 512, 2048, 8192, 32768};
     int         n_tls   = 5;
     const char *out_dir = "bench/results";
+    double      max_dlp = 4e-2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int         r = gen_opts_parse(&o, "bench mix", argc, argv, &i);
@@ -253,6 +303,10 @@ int cmd_bench_mix(int argc, char **argv) {
         } else if (!strcmp(a, "--token-layers")) {
             if (!(v = cli_value("bench mix", argc, argv, &i)) ||
                 !cli_int_list("bench mix", a, v, 0, 1 << 30, tls, MIX_MAX_SETTINGS, &n_tls))
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--max-dlogprob")) {
+            if (!(v = cli_value("bench mix", argc, argv, &i)) ||
+                !cli_float("bench mix", a, v, 0, 1e9, &max_dlp))
                 return CLI_USAGE;
         } else if (!strcmp(a, "--out")) {
             if (!(v = cli_value("bench mix", argc, argv, &i))) return CLI_USAGE;
@@ -291,9 +345,11 @@ int cmd_bench_mix(int argc, char **argv) {
     int32_t *lp         = malloc(sizeof(int32_t) * (size_t)L);
     int32_t *ref_tok    = malloc(sizeof(int32_t) * (size_t)(after + 1));
     int32_t *tok        = malloc(sizeof(int32_t) * (size_t)(after + 1));
+    float   *ref_lg     = malloc(sizeof(float) * (size_t)info.n_vocab);
+    float   *lg         = malloc(sizeof(float) * (size_t)info.n_vocab);
     mix_row  rows[MIX_MAX_SETTINGS];
     FILE    *tsv = NULL, *f = NULL;
-    if (!dec_prompt || !lp || !ref_tok || !tok) {
+    if (!dec_prompt || !lp || !ref_tok || !tok || !ref_lg || !lg) {
         fprintf(stderr, "longctx bench mix: out of memory\n");
         goto done;
     }
@@ -304,11 +360,20 @@ int cmd_bench_mix(int argc, char **argv) {
         goto done;
     }
     fprintf(tsv, "token_layers\tphase\tstep\tms\tdecode_tokens\tprompt_done\n");
+    /* the reference: the long prompt alone in its context (no decoders), chunked */
+    mix_row alone;
+    if (run_setting(&o, m, &info, dec_prompt, P, 0, lp, L, after, 0, NULL, &alone, ref_tok,
+                    ref_lg) != CLI_OK)
+        goto done;
     for (int k = 0; k < n_tls; k++) {
-        if (run_setting(&o, m, &info, dec_prompt, P, D, lp, L, after, tls[k], tsv, &rows[k],
-                        k ? tok : ref_tok) != CLI_OK)
+        if (run_setting(&o, m, &info, dec_prompt, P, D, lp, L, after, tls[k], tsv, &rows[k], tok,
+                        lg) != CLI_OK)
             goto done;
-        rows[k].same = !k || !memcmp(tok, ref_tok, sizeof(int32_t) * (size_t)(after + 1));
+        long long e = 0;
+        while (e < after + 1 && tok[e] == ref_tok[e]) e++;
+        rows[k].n_same   = e;
+        rows[k].same     = e == after + 1;
+        rows[k].dlogprob = top_logprob_diff(ref_lg, lg, info.n_vocab);
     }
     char attn_desc[640], table[8192];
     gen_attn_describe(&o, attn_desc, sizeof attn_desc);
@@ -316,28 +381,37 @@ int cmd_bench_mix(int argc, char **argv) {
     tn += (size_t)snprintf(table + tn, sizeof table - tn,
                            "| token-layers | layers/step | steps to 1st token | TTFT s | decode "
                            "ITL before ms | ITL p50 ms | p90 | p99 | max | decode tok/s in "
-                           "window | same tokens |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:"
-                           "|---:|:--:|\n");
+                           "window | 1st-token Δ log-prob vs alone | tokens = alone's |\n|---:|---:|---:|---:"
+                           "|---:|---:|---:|---:|---:|---:|---:|:--:|\n");
+    tn += (size_t)snprintf(table + tn, sizeof table - tn,
+                           "| alone (chunked, no decoders) | all | %lld | %.3f | – | – | – | – | – "
+                           "| – | (reference) | (reference) |\n", alone.window_steps, alone.ttft_s);
     for (int k = 0; k < n_tls && tn < sizeof table; k++) {
         const mix_row *r = &rows[k];
-        char           lps[16];
+        char           lps[16], same[48];
+        if (r->same) snprintf(same, sizeof same, "yes");
+        else snprintf(same, sizeof same, "first %lld of %lld", r->n_same, after + 1);
         if (r->layers_per_step) snprintf(lps, sizeof lps, "%d", r->layers_per_step);
         else snprintf(lps, sizeof lps, "all");
         tn += (size_t)snprintf(table + tn, sizeof table - tn,
                                "| %lld%s | %s | %lld | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | "
-                               "%.1f | %s |\n", r->token_layers, r->token_layers ? "" : " (chunked)",
-                               lps, r->window_steps, r->ttft_s, r->base_itl_ms, r->itl_ms[0],
-                               r->itl_ms[1], r->itl_ms[2], r->itl_ms[3], r->window_tps,
-                               r->same ? "yes" : "NO");
+                               "%.1f | %.2g | %s |\n", r->token_layers,
+                               r->token_layers ? "" : " (chunked)", lps, r->window_steps,
+                               r->ttft_s, r->base_itl_ms, r->itl_ms[0], r->itl_ms[1],
+                               r->itl_ms[2], r->itl_ms[3], r->window_tps, r->dlogprob, same);
     }
     char head[2048];
     snprintf(head, sizeof head,
              "- model: %s (%s, %d layers)\n- device: %s\n- date: %s\n- commit: %s\n- attention: "
              "%s\n- %lld decoding requests of %lld-token prompts; one long prompt of %lld tokens "
              "arrives, chunks of %lld rows (-b); greedy, EOS ignored; the window: from its "
-             "arrival to its first token; ITL: the steps in the window that gave decode tokens\n",
+             "arrival to its first token; ITL: the steps in the window that gave decode tokens; "
+             "Δ log-prob: max |Δ| over the alone run's top %d at the prompt's last position "
+             "(segmented prefill runs the prompt's rows in forwards of their own, as alone; "
+             "chunked prefill shares its forwards with the decode rows, whose other matrix "
+             "shapes may round differently, which a sparse method's selection can amplify)\n",
              info.name, o.model, info.n_layer, info.device == LC_DEVICE_CUDA ? dev_name : "cpu",
-             date, commit, attn_desc, D, P, L, o.n_batch);
+             date, commit, attn_desc, D, P, L, o.n_batch, MIX_TOP);
     printf("longctx bench mix\n\n%s\n%s", head, table);
     if ((f = fopen(path, "w"))) {
         fprintf(f, "# longctx bench mix — a long prefill beside decoding requests\n\n%s\n%s\n"
@@ -349,18 +423,30 @@ int cmd_bench_mix(int argc, char **argv) {
                 strerror(errno));
     }
     rc = CLI_OK;
-    for (int k = 0; k < n_tls; k++)
-        if (!rows[k].same) {
-            fprintf(stderr, "longctx bench mix: token-layers %lld gave other tokens than %lld\n",
-                    rows[k].token_layers, rows[0].token_layers);
+    for (int k = 0; k < n_tls; k++) {
+        const mix_row *r   = &rows[k];
+        const bool     bad = r->n_same == 0 || r->dlogprob > max_dlp;
+        if (bad && r->token_layers > 0) {
+            fprintf(stderr, "longctx bench mix: token-layers %lld: the long prompt's first token "
+                    "%s and its logits are %.3g in log-prob from the prompt's alone "
+                    "(--max-dlogprob %.3g)\n", r->token_layers,
+                    r->n_same ? "is the same" : "differs", r->dlogprob, max_dlp);
             rc = CLI_ERR;
+        } else if (bad || !r->same) {
+            fprintf(stderr, "bench mix: token-layers %lld%s: %lld of the long request's %lld "
+                    "tokens equal its alone run's, first-token logits %.3g from it\n",
+                    r->token_layers, r->token_layers ? "" : " (chunked)", r->n_same, after + 1,
+                    r->dlogprob);
         }
+    }
 done:
     if (tsv) fclose(tsv);
     free(dec_prompt);
     free(lp);
     free(ref_tok);
     free(tok);
+    free(ref_lg);
+    free(lg);
     lc_model_free(m);
     return rc;
 }
