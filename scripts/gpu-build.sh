@@ -30,8 +30,9 @@ if ! pkg-config --exists libpcre2-8 libmicrohttpd jansson 2>/dev/null; then
     export LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
     export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+build() { cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E -A3 " error|Error |warning" || true; }
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80-real;90a-real" "$@" >/dev/null
-cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E -A3 " error|Error |warning" || true
+build
 test -x build-gpu/longctx
 # the unpacked libmicrohttpd needs the machine's GnuTLS (libgnutls.so.30): without it the binary
 # cannot start, so build again without the server
@@ -39,7 +40,7 @@ if ldd build-gpu/longctx | grep -q "not found"; then
     ldd build-gpu/longctx | grep "not found" >&2
     echo "gpu-build: a library above is missing here; building without \`longctx serve\`" >&2
     cmake -S . -B build-gpu -DLC_SERVER=OFF >/dev/null
-    cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E -A3 " error|Error |warning" || true
+    build
 fi
 build-gpu/longctx serve --help >/dev/null 2>&1 && echo "gpu-build: longctx serve built" ||
     echo "gpu-build: longctx serve not built"

@@ -27,6 +27,23 @@ int cli_cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+double cli_logsumexp_top(const float *logits, int32_t V, int n_top, int32_t *top_id, int *n_got) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < V; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < V; i++) sum += exp((double)(logits[i] - mx));
+    int n = 0;
+    for (int32_t i = 0; i < V && n_top > 0; i++) { /* insertion into a short sorted list */
+        if (n == n_top && logits[i] <= logits[top_id[n_top - 1]]) continue;
+        int at = n < n_top ? n++ : n_top - 1;
+        while (at > 0 && logits[top_id[at - 1]] < logits[i]) top_id[at] = top_id[at - 1], at--;
+        top_id[at] = i;
+    }
+    if (n_got) *n_got = n;
+    return (double)mx + log(sum);
+}
+
 void cli_log(lc_log_level level, const char *msg, void *user) {
     (void)user;
     static const char *names[] = {"debug", "info", "warning", "error"};

@@ -83,6 +83,10 @@ void cli_progress_end(cli_progress *p);
 double cli_now(void);
 /* qsort comparator of doubles, ascending */
 int cli_cmp_double(const void *a, const void *b);
+/* log(sum_i exp(logits[i])) over V logits (a token's log-prob is its logit minus this), and
+ * with n_top > 0 the ids of the n_top largest logits, largest first (the lower id first among
+ * equal ones), into top_id[0 .. *n_got) (*n_got = min(n_top, V)). */
+double cli_logsumexp_top(const float *logits, int32_t V, int n_top, int32_t *top_id, int *n_got);
 /* The commit a report names: $LC_COMMIT (a copy of the tree without git metadata, as on the
  * GPU machine), else `git rev-parse --short HEAD`, else "unknown". */
 void cli_commit_name(char *buf, size_t cap);

@@ -6,10 +6,10 @@
  * spec/tokenselect-and-sparseserve.md B). D short requests decode; then one L-token prompt is
  * added and the steps are timed until its first token (the window) and a few after: the decode
  * tokens' inter-token latency in the window (median, p90, p99, max), the decode tokens/s there,
- * the long prompt's time to first token, how far its first-token logits are from the first
- * setting's and how many of its greedy tokens equal that one's (the CPU gives the same tokens
- * and logits; on the GPU the batches' shapes differ between settings, so the numbers may differ
- * within the bound the forward tests use). A table on stdout and
+ * the long prompt's time to first token, how far its first-token logits are from those of the
+ * prompt run alone and how many of its greedy tokens equal that run's (segmented prefill gives
+ * exactly the alone run's; chunked prefill shares its forwards, and the matrices' shapes, with
+ * the decode rows, so it may round differently). A table on stdout and
  * DIR/bench-mix-<device>-<model>-<date>.md, the per-step times as a TSV beside it
  * (scripts/plot_bench_mix.py draws them).
  */
@@ -39,10 +39,12 @@ static void help(void) {
            "rows through max(1, T / R) layers a step, see --prefill-token-layers) one context:\n"
            "the decode tokens' inter-token latency in the window (median, p90, p99, max), the\n"
            "decode tokens/s in it and before it, the long prompt's time to first token, how\n"
-           "far its first-token logits are from the first setting's (max |delta log-prob|\n"
-           "over that one's top %d) and how many of its N + 1 greedy tokens equal the first\n"
-           "setting's. Exit status 1 when a setting's first token differs or its logits are\n"
-           "further than --max-dlogprob. Prompts: random ordinary tokens (speed does not\n"
+           "far its first-token logits are from those of the prompt run alone (no decoders,\n"
+           "chunked; max |delta log-prob| over that run's top %d) and how many of its N + 1\n"
+           "greedy tokens equal that run's. Exit status 1 when a segmented setting's first\n"
+           "token differs from the alone run's or its logits are further than\n"
+           "--max-dlogprob (chunked prefill is reported: its forwards share matrix shapes\n"
+           "with the decode rows). Prompts: random ordinary tokens (speed does not\n"
            "depend on the text for dense attention; sparse methods select on it). Writes\n"
            "DIR/bench-mix-<device>-<model>-<date>.md and the per-step times as .tsv\n"
            "(default DIR bench/results).\n"
@@ -66,10 +68,10 @@ typedef struct mix_row {
     double    itl_ms[4];       /* window: median, p90, p99, max */
     double    window_s, ttft_s, window_tps;
     long long window_steps;
-    bool      same;            /* the long request's tokens equal the first setting's */
-    long long n_same;          /* how many of them, from the first, are equal */
-    double    dlogprob;        /* its first token's logits vs the first setting's: max |delta
-                                  log-prob| over the first setting's top MIX_TOP tokens */
+    long long n_same;   /* how many of the long request's tokens, from the first, equal its
+                           tokens when alone */
+    double    dlogprob; /* its first token's logits vs alone: max |delta log-prob| over the
+                           alone run's top MIX_TOP tokens */
 } mix_row;
 
 static double pct(const double *sorted, long long n, double q) {
@@ -78,34 +80,23 @@ static double pct(const double *sorted, long long n, double q) {
     return sorted[i < n ? i : n - 1];
 }
 
-/* max |log_softmax(a) - log_softmax(b)| over the MIX_TOP largest entries of ref (= a) */
-static double top_logprob_diff(const float *a, const float *b, int32_t n) {
-    double ma = -1e300, mb = -1e300, sa = 0, sb = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (a[i] > ma) ma = a[i];
-        if (b[i] > mb) mb = b[i];
-    }
-    for (int32_t i = 0; i < n; i++) sa += exp((double)a[i] - ma), sb += exp((double)b[i] - mb);
-    const double la = ma + log(sa), lb = mb + log(sb);
-    int32_t top[MIX_TOP];
-    int     nt = 0;
-    for (int32_t i = 0; i < n; i++) { /* insertion into the top list, largest first */
-        int j = nt < MIX_TOP ? nt++ : MIX_TOP;
-        if (j == MIX_TOP && a[i] <= a[top[MIX_TOP - 1]]) continue;
-        if (j == MIX_TOP) j = MIX_TOP - 1;
-        while (j > 0 && a[top[j - 1]] < a[i]) top[j] = top[j - 1], j--;
-        top[j] = i;
-    }
-    double worst = 0;
+/* max |log_softmax(ref) - log_softmax(b)| over the MIX_TOP largest entries of ref */
+static double top_logprob_diff(const float *ref, const float *b, int32_t n) {
+    int32_t      top[MIX_TOP];
+    int          nt = 0;
+    const double la = cli_logsumexp_top(ref, n, MIX_TOP, top, &nt);
+    const double lb = cli_logsumexp_top(b, n, 0, NULL, NULL);
+    double       worst = 0;
     for (int k = 0; k < nt; k++) {
-        const double d = fabs(((double)a[top[k]] - la) - ((double)b[top[k]] - lb));
+        const double d = fabs(((double)ref[top[k]] - la) - ((double)b[top[k]] - lb));
         if (d > worst) worst = d;
     }
     return worst;
 }
 
-/* One setting: its own context, the decoders, then the long prompt. tokens_out: the long
- * request's first after + 1 tokens. The per-step times go to tsv. */
+/* One setting: its own context, the D decoders (none: the long prompt alone), then the long
+ * prompt. tokens_out: the long request's first after + 1 tokens; logits_out: the logits its
+ * first token was drawn from. The per-step times go to tsv (NULL: nowhere). */
 static int run_setting(const gen_opts *o, lc_model *m, const lc_model_info *info,
                        const int32_t *dec_prompt, long long P, long long D, const int32_t *lp,
                        long long L, long long after, long long tl, FILE *tsv, mix_row *row,
@@ -372,7 +363,6 @@ int cmd_bench_mix(int argc, char **argv) {
         long long e = 0;
         while (e < after + 1 && tok[e] == ref_tok[e]) e++;
         rows[k].n_same   = e;
-        rows[k].same     = e == after + 1;
         rows[k].dlogprob = top_logprob_diff(ref_lg, lg, info.n_vocab);
     }
     char attn_desc[640], table[8192];
@@ -389,7 +379,7 @@ int cmd_bench_mix(int argc, char **argv) {
     for (int k = 0; k < n_tls && tn < sizeof table; k++) {
         const mix_row *r = &rows[k];
         char           lps[16], same[48];
-        if (r->same) snprintf(same, sizeof same, "yes");
+        if (r->n_same == after + 1) snprintf(same, sizeof same, "yes");
         else snprintf(same, sizeof same, "first %lld of %lld", r->n_same, after + 1);
         if (r->layers_per_step) snprintf(lps, sizeof lps, "%d", r->layers_per_step);
         else snprintf(lps, sizeof lps, "all");
@@ -432,7 +422,7 @@ int cmd_bench_mix(int argc, char **argv) {
                     "(--max-dlogprob %.3g)\n", r->token_layers,
                     r->n_same ? "is the same" : "differs", r->dlogprob, max_dlp);
             rc = CLI_ERR;
-        } else if (bad || !r->same) {
+        } else if (bad || r->n_same < after + 1) {
             fprintf(stderr, "bench mix: token-layers %lld%s: %lld of the long request's %lld "
                     "tokens equal its alone run's, first-token logits %.3g from it\n",
                     r->token_layers, r->token_layers ? "" : " (chunked)", r->n_same, after + 1,

@@ -200,26 +200,9 @@ static void job_fail(job *j, int status, const char *msg) {
 
 /* log-softmax of the logits: the sampled token's and the top n ones */
 static void fill_logprobs(const float *logits, int32_t V, int32_t token, int n_top, piece *p) {
-    float mx = -INFINITY;
-    for (int32_t i = 0; i < V; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0;
-    for (int32_t i = 0; i < V; i++) sum += exp((double)(logits[i] - mx));
-    const double lse = (double)mx + log(sum);
+    const double lse = cli_logsumexp_top(logits, V, n_top, p->top_id, &p->n_top);
     p->logprob       = token >= 0 && token < V ? (float)(logits[token] - lse) : 0.0f;
-    p->n_top         = 0;
-    for (int32_t i = 0; i < V && n_top > 0; i++) { /* insertion into a short sorted list */
-        const float lp = (float)(logits[i] - lse);
-        if (p->n_top == n_top && lp <= p->top_lp[n_top - 1]) continue;
-        int at = p->n_top < n_top ? p->n_top++ : n_top - 1;
-        while (at > 0 && p->top_lp[at - 1] < lp) {
-            p->top_lp[at] = p->top_lp[at - 1];
-            p->top_id[at] = p->top_id[at - 1];
-            at--;
-        }
-        p->top_lp[at] = lp;
-        p->top_id[at] = i;
-    }
+    for (int k = 0; k < p->n_top; k++) p->top_lp[k] = (float)(logits[p->top_id[k]] - lse);
 }
 
 /* Append n bytes to a growable buffer (*buf, *len, *cap; capacity doubling from first_cap)
