@@ -687,12 +687,17 @@ typedef struct lc_context_params {
                               were recomputed. Nothing when the span is empty (0, 0) */
     int32_t prefill_token_layers; /* 0 (default): a prompt chunk (n_batch rows) runs every layer
                               in the step that takes it, beside the decode tokens (chunked
-                              prefill). N > 0: layer-segmented prefill (SparseServe): prompts
-                              advance one at a time in a forward of their own before the
-                              decode batch, a chunk of R rows through max(1, N / R) layers a step, its
-                              residual stream kept in backend memory between steps (n_batch x
-                              n_embd floats), so the decode tokens of a step wait for at most
-                              that much prompt work; the results are the same */
+                              prefill). N > 0: layer-segmented prefill (SparseServe), N the
+                              prompt work a step may add, in rows x layers: prompts whose whole
+                              remaining work fits what is left of N join the step's batch whole,
+                              in sequence order (a short prompt waits for no long one); then the
+                              first other prompt still prefilling advances in a forward of its
+                              own before the decode batch, a chunk of R rows through
+                              max(1, left / R) layers a step, its residual stream kept in backend
+                              memory between steps (n_batch x n_embd floats). So the decode tokens
+                              of a step wait for at most N + R token-layers of prompt work. A
+                              segmented prompt's results are exactly those of the prompt alone;
+                              an injected one shares the batch, as under chunked prefill */
     int32_t score_rows;    /* lc_context_score: at most this many logit rows per forward,
                               1 .. 512 (0: 512; fewer cut a short text into several forwards) */
     /* false (default): before allocating, what the context needs (the KV pages for kv_tokens,

@@ -6,8 +6,10 @@
  * five, all of them; dense and InfiniteHiP's sparse path; two prompts at once), and beside a
  * decoding request exactly the logits of the prompt alone (InfiniteHiP); the decode
  * tokens of another sequence go on while a long prompt is segmented (they all arrive before
- * its first token, where chunked prefill lets two through); a sequence removed with a chunk in
- * flight leaves nothing behind; a negative setting is refused.
+ * its first token, where chunked prefill lets two through); a short prompt whose whole work fits
+ * the step's budget is injected into the batch whole and answers in the first step while a long
+ * one is segmented; a sequence removed with a chunk in flight leaves nothing behind; a negative
+ * setting is refused.
  */
 #include "engine_run.h"
 
@@ -151,6 +153,62 @@ int main(void) {
                "prompt's first (%d layers)", seg_before, N_GEN, NL);
         CHECKF(chunk_before >= 0 && chunk_before < seg_before, "chunked: %d tokens before",
                chunk_before);
+    }
+
+    /* injection: a prompt whose whole work (rows x layers) fits the step's budget joins the
+     * batch whole — the short request added after a long one draws its first token in the
+     * first step, while the long prompt is segmented with what is left (one layer a step), and
+     * both give the tokens they give alone */
+    {
+        lc_context_params pi = seg(&f, 40 * NL + 512);
+        pi.n_seq_max         = 2;
+        lc_context *c        = NULL;
+        CHECK(lc_context_create(f.m, &pi, &c) == LC_OK);
+        int32_t *pr[2] = {f.pa, f.pb};
+        size_t   np[2] = {f.n_a, 40};
+        int32_t  id[2];
+        for (int i = 0; i < 2 && c; i++) {
+            lc_request r = {.prompt = pr[i], .n_prompt = np[i], .max_tokens = N_GEN,
+                            .sampling = lc_sampling_default(), .ignore_eos = true};
+            r.sampling.temperature = 0;
+            CHECK(lc_context_add(c, &r, &id[i]) == LC_OK);
+        }
+        int32_t toks[2][N_GEN];
+        int     got[2] = {0, 0}, first_step[2] = {-1, -1};
+        for (int step = 0; c && step < 4000 && (got[0] < N_GEN || got[1] < N_GEN); step++) {
+            lc_event ev[4];
+            size_t   n = 0;
+            if (lc_context_step(c, ev, 4, &n) != LC_OK || n == 0) break;
+            for (size_t e = 0; e < n; e++)
+                for (int i = 0; i < 2; i++)
+                    if (ev[e].seq_id == id[i] && ev[e].token >= 0 && got[i] < N_GEN) {
+                        if (got[i] == 0) first_step[i] = step;
+                        toks[i][got[i]++] = ev[e].token;
+                    }
+        }
+        lc_context_free(c);
+        CHECKF(first_step[1] == 0, "injected: the short prompt's first token at step %d",
+               first_step[1]);
+        /* the long prompt's steps by the rule: the short one's 40 x NL token-layers leave
+         * 512 (one layer) in step 0, then the whole budget, max(1, budget / rows) a step */
+        int expect = 0;
+        for (int64_t done = 0; done < (int64_t)f.n_a;) {
+            const int64_t R = (int64_t)f.n_a - done < pi.n_batch ? (int64_t)f.n_a - done : pi.n_batch;
+            for (int64_t l = 0; l < NL; expect++) {
+                const int64_t per = (pi.prefill_token_layers - (expect == 0 ? 40 * NL : 0)) / R;
+                l += per < 1 ? 1 : per;
+            }
+            done += R;
+        }
+        CHECKF(first_step[0] == expect - 1, "injected: the long prompt's first token at step %d, "
+               "not %d", first_step[0], expect - 1);
+        CHECKF(got[0] == N_GEN && !memcmp(toks[0], f.ref.tokens, sizeof toks[0]),
+               "injected: the long prompt's tokens are not its alone tokens");
+        run_out alone = {0};
+        size_t  n40   = 40;
+        CHECK(run(f.m, &f.dense, &f.pb, &n40, 1, &alone, NULL) == LC_OK);
+        CHECKF(got[1] == N_GEN && alone.n == N_GEN && !memcmp(toks[1], alone.tokens, sizeof toks[1]),
+               "injected: the short prompt's tokens are not its alone tokens");
     }
 
     /* removed with a chunk in flight; the next request is as if alone */

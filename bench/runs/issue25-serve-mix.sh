@@ -16,7 +16,7 @@ port=8091
 for TL in ${TLS:-0 2048 8192}; do
     port=$((port + 1))
     $B serve -m $M --port $port --parallel 16 -b 2048 --ctx-max $((LONG + 1024)) \
-        --prefill-token-layers $TL > $L/server-$TL.log 2>&1 &
+        --prefill-token-layers $TL ${KV:+--kv-tokens $KV} > $L/server-$TL.log 2>&1 &
     spid=$!
     up=0
     for i in $(seq 1 120); do

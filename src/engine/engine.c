@@ -79,6 +79,7 @@ struct lc_context {
     int32_t seg_seq;   /* the sequence (index into seqs) whose chunk it is, -1: none */
     int32_t seg_layer; /* the chunk's next layer (0: a new chunk is taken) */
     int32_t seg_rows;  /* the chunk's rows */
+    uint8_t *inject;   /* [n_seq_max] prompts injected whole into this step's batch */
 };
 
 int lc_context_attn_stats(const lc_context *c, lc_attn_stats *out) {
@@ -155,7 +156,7 @@ void lc_context_free(lc_context *c) {
     if (c->rope.sin) b->dealloc(b, c->rope.sin);
     if (c->seg_x) b->dealloc(b, c->seg_x);
     free(c->ids), free(c->pos), free(c->logit_rows), free(c->logit_seq), free(c->aseqs);
-    free(c->astates), free(c->aseq_idx), free(c->srows), free(c->sampled), free(c->pen);
+    free(c->astates), free(c->aseq_idx), free(c->inject), free(c->srows), free(c->sampled), free(c->pen);
     lc_model *m = c->model;
     free(c);
     lc_model_release(m);
@@ -330,10 +331,11 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     c->aseqs      = lc_malloc(sizeof(lc_attn_seq) * (size_t)p.n_seq_max, "batch");
     c->astates    = lc_malloc(sizeof(void **) * (size_t)p.n_seq_max, "batch");
     c->aseq_idx   = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
+    c->inject     = lc_calloc((size_t)p.n_seq_max, 1, "batch");
     c->srows      = lc_malloc(sizeof(lc_sample_row) * (size_t)p.n_seq_max, "batch");
     c->sampled    = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
     if (!c->seqs || !c->ids || !c->pos || !c->logit_rows || !c->logit_seq || !c->aseqs ||
-        !c->astates || !c->aseq_idx || !c->srows || !c->sampled) {
+        !c->astates || !c->aseq_idx || !c->inject || !c->srows || !c->sampled) {
         st = LC_ERR_NOMEM;
         goto fail;
     }
@@ -715,13 +717,15 @@ static int seq_take_sample(lc_context *c, lc_seq *s, int32_t tok) {
 }
 
 /* Layer-segmented prefill (p.prefill_token_layers > 0; SparseServe's, spec/tokenselect-and-
- * sparseserve.md B): the prompt chunk in flight — or a new one, of the first sequence still
- * prefilling — goes through its next layers in a forward of its own, its residual stream
- * kept in c->seg_x between steps; the chunk's KV of a layer is written when that layer runs.
- * When the last layer of the prompt's last chunk has run, the sequence draws its first token
- * (*final, the token in *tok; its logits stay readable). *seg_i: the sequence that took part
- * (-1: none). Another sequence's logits still in the workspace are copied out first. */
-static int segment_step(lc_context *c, int32_t *seg_i, bool *final, int32_t *tok) {
+ * sparseserve.md B.5): the prompt chunk in flight — or a new one, of the first sequence still
+ * prefilling that was not injected whole this step (c->inject) — goes through its next layers
+ * in a forward of its own, max(1, budget / rows) of them, its residual stream kept in c->seg_x
+ * between steps; the chunk's KV of a layer is written when that layer runs. When the last layer
+ * of the prompt's last chunk has run, the sequence draws its first token (*final, the token in
+ * *tok; its logits stay readable). *seg_i: the sequence that took part (-1: none). Another
+ * sequence's logits still in the workspace are copied out first. */
+static int segment_step(lc_context *c, int64_t budget, int32_t *seg_i, bool *final,
+                        int32_t *tok) {
     *seg_i = -1, *final = false, *tok = -1;
     if (c->p.prefill_token_layers <= 0) return LC_OK;
     const int32_t NL = c->model->hp.n_layer;
@@ -731,7 +735,8 @@ static int segment_step(lc_context *c, int32_t *seg_i, bool *final, int32_t *tok
         c->seg_seq = -1, c->seg_layer = 0;
         for (int32_t i = 0; i < c->p.n_seq_max && !s; i++) {
             lc_seq *t = &c->seqs[i];
-            if (t->live && t->finish == LC_FINISH_NONE && t->n_done < t->n_prompt)
+            if (t->live && t->finish == LC_FINISH_NONE && t->n_done < t->n_prompt &&
+                !c->inject[i])
                 s = t, c->seg_seq = i;
         }
         if (!s) return LC_OK;
@@ -751,7 +756,7 @@ static int segment_step(lc_context *c, int32_t *seg_i, bool *final, int32_t *tok
         c->seg_rows = (int32_t)take;
     }
     const int32_t R   = c->seg_rows;
-    int64_t       per = c->p.prefill_token_layers / R;
+    int64_t       per = budget / R;
     if (per < 1) per = 1;
     const int32_t l0   = c->seg_layer;
     const int32_t l1   = per >= NL - l0 ? NL : l0 + (int32_t)per;
@@ -826,13 +831,34 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
     const int rope_st = rope_cover_live(c); /* the table reaches every position of the step */
     if (rope_st != LC_OK) return rope_st;
     int32_t rows = 0, n_aseq = 0, n_logit = 0;
-    /* a segmented prompt's next layers first (p.prefill_token_layers), then the batch */
+    /* Layer-segmented prefill (p.prefill_token_layers): prompts whose whole remaining work
+     * (rows x layers) fits what is left of the step's budget join this step's batch whole, in
+     * sequence order (SparseServe's injection; a short prompt waits for no long one); then the
+     * first other prompt still prefilling runs its next layers with what is left (at least one
+     * layer), before the batch */
+    const bool    segmented = c->p.prefill_token_layers > 0;
+    const int32_t NL        = c->model->hp.n_layer;
+    int64_t       budget    = c->p.prefill_token_layers;
+    memset(c->inject, 0, (size_t)c->p.n_seq_max);
+    if (segmented) {
+        int64_t inj_rows = 0;
+        for (int32_t i = 0; i < c->p.n_seq_max; i++) {
+            const lc_seq *s = &c->seqs[i];
+            if (!s->live || s->finish != LC_FINISH_NONE || s->n_done >= s->n_prompt ||
+                i == c->seg_seq)
+                continue;
+            const int64_t rem = s->n_tokens - s->n_done;
+            if (rem * NL > budget || inj_rows + rem > c->p.n_batch) continue;
+            c->inject[i] = 1;
+            budget -= rem * NL;
+            inj_rows += rem;
+        }
+    }
     int32_t seg_i;
     bool    seg_final;
     int32_t seg_tok;
-    int     seg_st = segment_step(c, &seg_i, &seg_final, &seg_tok);
+    int     seg_st = segment_step(c, budget, &seg_i, &seg_final, &seg_tok);
     if (seg_st != LC_OK) return seg_st;
-    const bool segmented = c->p.prefill_token_layers > 0;
 
     /* pass 1: decode tokens; pass 2: prompt chunks */
     for (int pass = 0; pass < 2; pass++) {
@@ -840,7 +866,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             lc_seq *s = &c->seqs[i];
             if (!s->live || s->finish != LC_FINISH_NONE) continue;
             const bool decoding = s->n_done >= s->n_prompt;
-            if ((pass == 0) != decoding || (segmented && !decoding)) continue;
+            if ((pass == 0) != decoding || (segmented && !decoding && !c->inject[i])) continue;
             int64_t take = s->n_tokens - s->n_done;
             if (take <= 0) continue;
             if (take > c->p.n_batch - rows) take = c->p.n_batch - rows;
