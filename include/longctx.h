@@ -708,7 +708,26 @@ typedef struct lc_context_params {
      * allocate anyway (the CLI's --overcommit; on the CPU, KV pages are then backed by memory
      * only as they fill). */
     bool overcommit;
+    int64_t kv_host_tokens; /* of kv_tokens, how many the KV cache holds in pinned host memory
+                              (the host tier, issue 24; 0, the default: none). CUDA: the pools'
+                              first pages are GPU memory, the rest host memory the kernels read
+                              and write over PCIe at the same addresses; a sequence takes GPU
+                              pages first and host pages when none is left, so every method runs
+                              over it unchanged and gives the same results, slower by what it
+                              reads from the host. The GPU tier is rounded up to the mapping
+                              granularity (2 MiB per pool), so it may hold a few more tokens.
+                              CPU backend: all KV is host memory; the split is only counted.
+                              Needs a GPU and driver that map host memory through CUDA's
+                              virtual memory API (else lc_context_create fails, saying so) */
 } lc_context_params;
+
+/* Pages of a context's KV cache by tier (lc_context_params.kv_host_tokens), and in use. */
+typedef struct lc_kv_usage {
+    int32_t page_size;
+    int64_t gpu_pages, gpu_used;   /* the backend's memory (CPU backend: host memory too) */
+    int64_t host_pages, host_used; /* pinned host memory */
+} lc_kv_usage;
+int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out);
 
 lc_context_params lc_context_default_params(void);
 int               lc_context_create(lc_model *m, const lc_context_params *p, lc_context **out);

@@ -140,6 +140,7 @@ typedef struct server {
     /* metrics (under mu) */
     uint64_t m_requests, m_ok, m_errors, m_cancelled, m_prompt_tokens, m_gen_tokens;
     int64_t  m_kv_used;
+    lc_kv_usage m_kv; /* pages by tier */
     hist     h_ttft, h_tpot, h_e2e;
 } server;
 
@@ -389,8 +390,11 @@ static void *engine_main(void *arg) {
                 const int64_t l = lc_context_seq_length(s->ctx, run[i]->seq);
                 if (l > 0) used += l;
             }
+        lc_kv_usage ku;
+        const bool  have_ku = lc_context_kv_usage(s->ctx, &ku) == LC_OK;
         pthread_mutex_lock(&s->mu);
         s->m_kv_used = used;
+        if (have_ku) s->m_kv = ku;
         pthread_mutex_unlock(&s->mu);
     }
     /* shutting down: every request still here ends with 503 */
@@ -850,6 +854,15 @@ static enum MHD_Result route_metrics(server *s, struct MHD_Connection *c) {
     G("kv_tokens_used", "Tokens held in the KV cache by running sequences.", "gauge", s->m_kv_used);
     G("kv_tokens_total", "KV cache capacity in tokens (all sequences).", "gauge", s->kv_total);
 #undef G
+    fprintf(f, "# HELP longctx_kv_pages KV cache pages of %d tokens by tier (gpu: the backend's "
+               "memory; host: pinned host memory) and state.\n# TYPE longctx_kv_pages gauge\n",
+            s->m_kv.page_size);
+    fprintf(f, "longctx_kv_pages{tier=\"gpu\",state=\"total\"} %lld\n"
+               "longctx_kv_pages{tier=\"gpu\",state=\"used\"} %lld\n"
+               "longctx_kv_pages{tier=\"host\",state=\"total\"} %lld\n"
+               "longctx_kv_pages{tier=\"host\",state=\"used\"} %lld\n",
+            (long long)s->m_kv.gpu_pages, (long long)s->m_kv.gpu_used,
+            (long long)s->m_kv.host_pages, (long long)s->m_kv.host_used);
     hist_print(f, "longctx_time_to_first_token_seconds",
                "From arrival to the first generated token.", &s->h_ttft);
     hist_print(f, "longctx_time_per_output_token_seconds",
@@ -1220,6 +1233,7 @@ int cmd_serve(int argc, char **argv) {
     if (gen_load("serve", &o, &s->model) != CLI_OK) goto done;
     s->tok = lc_model_tokenizer(s->model);
     lc_context_params cp;
+    o.n_seq_max = cfg.parallel;
     if (gen_context_params("serve", &o, s->model, 0, &cp) != CLI_OK) goto done;
     cp.n_seq_max = cfg.parallel;
     if (cp.kv_tokens == 0) cp.kv_tokens = (int64_t)cp.n_ctx * cfg.parallel;
@@ -1230,6 +1244,7 @@ int cmd_serve(int argc, char **argv) {
     }
     s->n_ctx    = cp.n_ctx;
     s->kv_total = cp.kv_tokens;
+    lc_context_kv_usage(s->ctx, &s->m_kv);
     if (pthread_create(&engine, NULL, engine_main, s) != 0) {
         fprintf(stderr, "longctx serve: cannot start the engine thread\n");
         goto done;

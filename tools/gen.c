@@ -39,6 +39,13 @@ static const char *common_help(void) {
            "  --kv-tokens N           KV cache capacity in tokens, all sequences (default: the context)\n"
            "  --kv-gb X               KV cache capacity in GiB (the token count follows from the\n"
            "                          model: layers x KV heads x head dim x 2 x element size)\n"
+           "  --kv-host-gb X, --kv-host-tokens N  of the capacity, this much in pinned host\n"
+           "                          memory (the host tier; GPU: the kernels read it over PCIe,\n"
+           "                          same results, slower by what they read there; the GPU tier\n"
+           "                          is filled first). Default: none\n"
+           "  --kv-gpu-gb X, --kv-gpu-tokens N  the GPU tier: this much on the GPU, the rest of\n"
+           "                          the capacity in host memory; with a host tier given too, the\n"
+           "                          capacity is the two together\n"
            "  --overcommit            allocate even when the weights or the context (KV cache,\n"
            "                          RoPE table, workspace) do not fit the memory there is\n"
            "                          (default: refuse before allocating, with the numbers and\n"
@@ -154,6 +161,13 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--kv-gb")) {
         VAL();
         if (!cli_float(cmd, a, v, 0.001, 1e6, &o->kv_gb)) return -1;
+    } else if (!strcmp(a, "--kv-host-tokens") || !strcmp(a, "--kv-gpu-tokens")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, 1LL << 31, a[5] == 'h' ? &o->kv_host_tokens : &o->kv_gpu_tokens))
+            return -1;
+    } else if (!strcmp(a, "--kv-host-gb") || !strcmp(a, "--kv-gpu-gb")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 0, 1e6, a[5] == 'h' ? &o->kv_host_gb : &o->kv_gpu_gb)) return -1;
     } else if (!strcmp(a, "--overcommit")) {
         o->overcommit = true;
     } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
@@ -366,6 +380,9 @@ int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ct
     return gen_context_progress(cmd, o, m, need_ctx, NULL, NULL, ctx);
 }
 
+static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
+                        lc_context_params *cp);
+
 int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                        lc_context_params *out) {
     lc_context_params cp = lc_context_default_params();
@@ -390,7 +407,53 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
         }
         cp.kv_tokens = tokens > 2147483647.0 ? 2147483647 : (int64_t)tokens;
     }
+    if (o->n_seq_max > 0) cp.n_seq_max = o->n_seq_max;
+    if (gen_kv_tiers(cmd, o, &info, &cp) != CLI_OK) return CLI_ERR;
     *out = cp;
+    return CLI_OK;
+}
+
+/* The KV tiers (--kv-host-*, --kv-gpu-*) into cp.kv_tokens / cp.kv_host_tokens: a host tier
+ * alone is that much of the capacity; a GPU tier alone leaves the rest of the capacity to the
+ * host; both set the capacity to their sum (then --kv-tokens / --kv-gb may not be given). */
+static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
+                        lc_context_params *cp) {
+    const double per_token = 2.0 * info->n_layer * info->n_head_kv * info->head_dim *
+                             (info->device == LC_DEVICE_CUDA ? 2 : 4);
+    const bool host_set = o->kv_host_tokens > 0 || o->kv_host_gb > 0;
+    const bool gpu_set  = o->kv_gpu_tokens > 0 || o->kv_gpu_gb > 0;
+    if (!host_set && !gpu_set) return CLI_OK;
+    if ((o->kv_host_tokens > 0 && o->kv_host_gb > 0) || (o->kv_gpu_tokens > 0 && o->kv_gpu_gb > 0)) {
+        fprintf(stderr, "longctx %s: give a KV tier in tokens or in GiB, not both\n", cmd);
+        return CLI_ERR;
+    }
+    const double  host = o->kv_host_tokens > 0 ? (double)o->kv_host_tokens
+                                               : o->kv_host_gb * 1073741824.0 / per_token;
+    const double  gpu  = o->kv_gpu_tokens > 0 ? (double)o->kv_gpu_tokens
+                                              : o->kv_gpu_gb * 1073741824.0 / per_token;
+    const int64_t total_default = cp->kv_tokens > 0 ? cp->kv_tokens
+                                                    : (int64_t)cp->n_ctx * cp->n_seq_max;
+    if (host_set && gpu_set) {
+        if (o->kv_tokens > 0 || o->kv_gb > 0) {
+            fprintf(stderr, "longctx %s: with both KV tiers given the capacity is their sum: "
+                    "leave out --kv-tokens / --kv-gb\n", cmd);
+            return CLI_ERR;
+        }
+        const double t = host + gpu;
+        cp->kv_tokens      = t > 2147483647.0 ? 2147483647 : (int64_t)t;
+        cp->kv_host_tokens = (int64_t)host;
+    } else if (host_set) {
+        cp->kv_tokens      = total_default;
+        cp->kv_host_tokens = host >= (double)total_default ? total_default : (int64_t)host;
+    } else {
+        cp->kv_tokens      = total_default;
+        cp->kv_host_tokens = gpu >= (double)total_default ? 0 : total_default - (int64_t)gpu;
+    }
+    if (cp->kv_tokens < 1) {
+        fprintf(stderr, "longctx %s: the KV tiers hold no token of this model (%.0f bytes "
+                "each)\n", cmd, per_token);
+        return CLI_ERR;
+    }
     return CLI_OK;
 }
 

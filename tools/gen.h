@@ -19,6 +19,9 @@ typedef struct gen_opts {
     long long        page_size;
     long long        kv_tokens; /* KV capacity; 0: from kv_gb or n_ctx */
     double           kv_gb;     /* KV capacity in GiB; 0: unset */
+    long long        kv_host_tokens, kv_gpu_tokens; /* the KV tiers (--kv-host-*, --kv-gpu-*); */
+    double           kv_host_gb, kv_gpu_gb;          /* 0: unset */
+    int              n_seq_max; /* sequences of the context (serve: --parallel); 0: 1 */
     bool             overcommit; /* --overcommit: skip the memory checks of load and context */
     lc_sampling      sampling;
     lc_chat_template chat_template; /* NONE: the model's */

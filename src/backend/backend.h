@@ -77,6 +77,11 @@ typedef struct lc_rope_table {
                                kernels that compose two table rows divide one factor out */
 } lc_rope_table;
 
+/* One slab to move (op copy_slabs), in units of the call's slab size. */
+typedef struct lc_slab_copy {
+    int64_t src, dst;
+} lc_slab_copy;
+
 /* The paged KV pool of one layer, as kernels see it (DESIGN.md "KV pages"):
  * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE, elements of the
  * backend's kv_type (fp32 on the CPU, fp16 on CUDA). */
@@ -441,6 +446,14 @@ struct lc_backend {
     /* memory: buffers for activations, KV pools, tables */
     void *(*alloc)(lc_backend *b, size_t bytes, const char *what);
     void (*dealloc)(lc_backend *b, void *p);
+    /* A buffer in two tiers (the KV cache's host tier, kv.h): dev_bytes of backend memory,
+     * then host_bytes of pinned host memory, one address range the ops read and write alike
+     * (CUDA: a virtual range with device memory mapped at its start and host memory behind
+     * it). dev_bytes is a multiple of tier_align. Freed with dealloc_tiered. NULL ops: the
+     * backend's memory is host memory already (one alloc of both). */
+    void *(*alloc_tiered)(lc_backend *b, size_t dev_bytes, size_t host_bytes, const char *what);
+    void (*dealloc_tiered)(lc_backend *b, void *p);
+    size_t tier_align; /* bytes (CUDA: the mapping granularity, 2 MiB on an H100/H200) */
     /* Memory where alloc places buffers, in bytes: *free_bytes that can still be allocated
      * (CPU: the host's available memory; CUDA: cudaMemGetInfo's free), *total_bytes in all.
      * NULL: unknown (the memory checks then use the host's numbers). */
@@ -499,6 +512,13 @@ struct lc_backend {
                       float scale, float *out);
     /* dst = src, bytes in backend memory (stream-ordered on CUDA) */
     int (*copy)(lc_backend *b, void *dst, const void *src, size_t bytes);
+    /* n slabs of slab_bytes (a multiple of 16; both buffers 16-byte aligned) from src +
+     * copies[i].src x slab_bytes to dst + copies[i].dst x slab_bytes: the host tier's gather
+     * into GPU slots (FlashH2D) and the save of new KV into host slabs, one launch for the
+     * list (either buffer may be a tiered pool, alloc_tiered). copies [n] in backend memory;
+     * the destinations of one call are distinct and do not overlap the sources. */
+    int (*copy_slabs)(lc_backend *b, const void *src, void *dst, const lc_slab_copy *copies,
+                      int32_t n, size_t slab_bytes);
     /* One InfiniteHiP pruning stage (semantics above): q_raw = the un-rotated queries
      * [n_rows][n_head][head_dim]; qb [n_qb] in backend memory. */
     int (*prune_chunks)(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *seqs,

@@ -82,6 +82,17 @@ struct lc_context {
     uint8_t *inject;   /* [n_seq_max] prompts injected whole into this step's batch */
 };
 
+int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out) {
+    if (!c || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_kv_usage: NULL argument");
+    const lc_kv_cache *kv = c->kv;
+    out->page_size  = kv->page_size;
+    out->gpu_pages  = kv->n_dev_pages;
+    out->gpu_used   = kv->n_dev_pages - kv->n_free_dev;
+    out->host_pages = kv->n_pages - kv->n_dev_pages;
+    out->host_used  = out->host_pages - kv->n_free_host;
+    return LC_OK;
+}
+
 int lc_context_attn_stats(const lc_context *c, lc_attn_stats *out) {
     if (!c || !out) return lc_fail(LC_ERR_INVALID_ARG, "lc_context_attn_stats: NULL argument");
     memset(out, 0, sizeof *out);
@@ -280,6 +291,10 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     if (p.kv_tokens < 1)
         return lc_fail(LC_ERR_INVALID_ARG, "KV capacity %lld tokens out of range",
                        (long long)p.kv_tokens);
+    if (p.kv_host_tokens < 0 || p.kv_host_tokens > p.kv_tokens)
+        return lc_fail(LC_ERR_INVALID_ARG, "kv_host_tokens %lld out of range (0 .. the KV "
+                       "capacity, %lld tokens)", (long long)p.kv_host_tokens,
+                       (long long)p.kv_tokens);
     if (p.n_batch < p.n_seq_max) p.n_batch = p.n_seq_max; /* room for one decode token each */
     /* what the context needs against the memory there is, before anything is allocated */
     if (!p.overcommit) {
@@ -311,9 +326,14 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         c->attn_owned = am != &lc_attn_dense;
     }
     const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size;
+    const int64_t n_host  = lc_budget_kv_host_pages(&p);
     if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,
-                           &c->kv)) != LC_OK)
+                           n_host, &c->kv)) != LC_OK)
         goto fail;
+    if (n_host > 0)
+        lc_log(LC_LOG_INFO, "KV cache: %lld pages of %d tokens, %lld in %s memory and %lld in "
+               "pinned host memory", (long long)n_pages, p.page_size,
+               (long long)c->kv->n_dev_pages, b->name, (long long)(n_pages - c->kv->n_dev_pages));
     /* RoPE table for the first positions; grown as sequences reach further (rope_cover) */
     if ((st = rope_cover(c, lc_budget_rope_rows0(&p))) != LC_OK) goto fail;
     if ((st = lc_forward_ws_create(m, p.n_batch, p.n_seq_max, &c->ws)) != LC_OK) goto fail;

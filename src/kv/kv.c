@@ -1,15 +1,38 @@
 /*
- * kv.c — paged KV cache: page pool, free list, per-sequence page tables (see kv.h).
+ * kv.c — paged KV cache: page pool in one or two tiers, free lists, per-sequence page tables
+ * (see kv.h; DESIGN.md "KV pages", issue 24 item 1).
  */
 #include "kv/kv.h"
 #include "util/util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+static uint64_t gcd_u64(uint64_t a, uint64_t b) {
+    while (b) {
+        const uint64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+int64_t lc_kv_dev_pages(const lc_backend *b, uint64_t page_bytes_one_layer, int64_t n_pages,
+                        int64_t n_host_pages) {
+    int64_t dev = n_pages - n_host_pages;
+    if (n_host_pages <= 0 || dev <= 0) return n_host_pages <= 0 ? n_pages : 0;
+    const uint64_t align = b->tier_align > 1 ? (uint64_t)b->tier_align : 1;
+    const uint64_t unit  = align / gcd_u64(align, page_bytes_one_layer ? page_bytes_one_layer : 1);
+    dev = (int64_t)(((uint64_t)dev + unit - 1) / unit * unit);
+    return dev > n_pages ? n_pages : dev;
+}
+
 int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head_dim,
-                 int32_t page_size, int64_t n_pages, lc_kv_cache **out) {
+                 int32_t page_size, int64_t n_pages, int64_t n_host_pages, lc_kv_cache **out) {
     *out = NULL;
+    if (n_host_pages < 0 || n_host_pages > n_pages)
+        return lc_fail(LC_ERR_INVALID_ARG, "KV host tier of %lld pages out of range (0 .. %lld)",
+                       (long long)n_host_pages, (long long)n_pages);
     if (page_size <= 0 || (page_size & (page_size - 1)) != 0)
         return lc_fail(LC_ERR_INVALID_ARG, "KV page size %d is not a power of two", page_size);
     if (n_pages <= 0 || n_pages > INT32_MAX)
@@ -36,28 +59,52 @@ int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head
         lc_kv_free(kv);
         return lc_fail(LC_ERR_CONTEXT, "KV pool of %lld pages overflows", (long long)n_pages);
     }
+    const size_t page_bytes = pool_bytes / (size_t)n_pages;
+    kv->n_dev_pages         = lc_kv_dev_pages(b, page_bytes, n_pages, n_host_pages);
+    kv->tiered              = kv->n_dev_pages < n_pages && b->alloc_tiered;
+    const size_t dev_bytes  = (size_t)kv->n_dev_pages * page_bytes;
     for (int32_t l = 0; l < n_layer; l++) {
-        kv->k[l] = b->alloc(b, pool_bytes, "kv pool (K)");
-        kv->v[l] = b->alloc(b, pool_bytes, "kv pool (V)");
+        if (kv->tiered) {
+            kv->k[l] = b->alloc_tiered(b, dev_bytes, pool_bytes - dev_bytes, "kv pool (K)");
+            kv->v[l] = kv->k[l] ? b->alloc_tiered(b, dev_bytes, pool_bytes - dev_bytes,
+                                                  "kv pool (V)") : NULL;
+        } else {
+            kv->k[l] = b->alloc(b, pool_bytes, "kv pool (K)");
+            kv->v[l] = kv->k[l] ? b->alloc(b, pool_bytes, "kv pool (V)") : NULL;
+        }
         if (!kv->k[l] || !kv->v[l]) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", lc_last_error());
             lc_kv_free(kv);
             return lc_fail(LC_ERR_NOMEM, "out of memory for the KV cache: %d layers x %zu bytes "
-                           "x 2 (%lld pages of %d tokens); lower --ctx or --kv-tokens",
-                           n_layer, pool_bytes, (long long)n_pages, page_size);
+                           "x 2 (%lld pages of %d tokens, %lld of them in host memory); lower "
+                           "--ctx or --kv-tokens (%s)", n_layer, pool_bytes, (long long)n_pages,
+                           page_size, (long long)(n_pages - kv->n_dev_pages), msg);
         }
     }
-    for (int64_t i = 0; i < n_pages; i++) kv->free_pages[i] = (int32_t)(n_pages - 1 - i);
-    kv->n_free = n_pages;
+    /* two stacks, lowest id on top: device pages [0, n_dev), host pages from n_dev up */
+    const int64_t nd = kv->n_dev_pages, nh = n_pages - nd;
+    for (int64_t i = 0; i < nd; i++) kv->free_pages[i] = (int32_t)(nd - 1 - i);
+    for (int64_t i = 0; i < nh; i++) kv->free_pages[nd + i] = (int32_t)(n_pages - 1 - i);
+    kv->n_free_dev  = nd;
+    kv->n_free_host = nh;
+    kv->n_free      = n_pages;
     *out       = kv;
     return LC_OK;
 }
 
 void lc_kv_free(lc_kv_cache *kv) {
     if (!kv) return;
-    for (int32_t l = 0; l < kv->n_layer; l++) {
-        if (kv->k) kv->backend->dealloc(kv->backend, kv->k[l]);
-        if (kv->v) kv->backend->dealloc(kv->backend, kv->v[l]);
-    }
+    lc_backend *b = kv->backend;
+    for (int32_t l = 0; l < kv->n_layer; l++)
+        for (int part = 0; part < 2; part++) {
+            void **pools = part ? kv->v : kv->k;
+            if (!pools || !pools[l]) continue;
+            if (kv->tiered)
+                b->dealloc_tiered(b, pools[l]);
+            else
+                b->dealloc(b, pools[l]);
+        }
     free(kv->k);
     free(kv->v);
     free(kv->free_pages);
@@ -89,12 +136,24 @@ int lc_kv_seq_reserve(lc_kv_cache *kv, lc_kv_seq *seq, int64_t n_tokens) {
         seq->pages = p;
         seq->cap   = cap;
     }
-    while (seq->n_pages < need) seq->pages[seq->n_pages++] = kv->free_pages[--kv->n_free];
+    while (seq->n_pages < need) { /* device pages first (spill policy) */
+        seq->pages[seq->n_pages++] =
+            kv->n_free_dev > 0 ? kv->free_pages[--kv->n_free_dev]
+                               : kv->free_pages[kv->n_dev_pages + --kv->n_free_host];
+        kv->n_free--;
+    }
     return LC_OK;
 }
 
 void lc_kv_seq_release(lc_kv_cache *kv, lc_kv_seq *seq) {
-    for (int64_t i = seq->n_pages - 1; i >= 0; i--) kv->free_pages[kv->n_free++] = seq->pages[i];
+    for (int64_t i = seq->n_pages - 1; i >= 0; i--) {
+        const int32_t pg = seq->pages[i];
+        if (pg < kv->n_dev_pages)
+            kv->free_pages[kv->n_free_dev++] = pg;
+        else
+            kv->free_pages[kv->n_dev_pages + kv->n_free_host++] = pg;
+        kv->n_free++;
+    }
     free(seq->pages);
     memset(seq, 0, sizeof *seq);
 }

@@ -4,6 +4,13 @@
  * tokens of one sequence for every layer: each layer has its own K and V pools laid out
  * [page][kv_head][token][head_dim], so one (layer, page, kv_head) slab is contiguous — the
  * unit a later tier moves between GPU and host. Keys are stored before RoPE.
+ *
+ * Two tiers (issue 24 item 1): page ids [0, n_dev_pages) live in the backend's memory, ids
+ * [n_dev_pages, n_pages) in pinned host memory that the kernels read and write at the same
+ * addresses (backend alloc_tiered: on CUDA one virtual range, device memory with host memory
+ * mapped behind it), so a page id is an address in either tier and the kernels do not change.
+ * Policy: spill — a sequence takes free device pages first, host pages when none is left; a
+ * released page goes back to its tier's free stack.
  */
 #ifndef LC_KV_H
 #define LC_KV_H
@@ -11,6 +18,7 @@
 #include "backend/backend.h"
 #include "format/quant.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct lc_kv_cache {
@@ -20,11 +28,15 @@ typedef struct lc_kv_cache {
     int32_t     head_dim;
     int32_t     page_size;
     int64_t     n_pages;
-    int32_t     elem_bytes; /* of the backend's kv_type */
-    void      **k;          /* [n_layer] pools in backend memory */
+    int64_t     n_dev_pages; /* of n_pages, those in backend memory (ids below it) */
+    int32_t     elem_bytes;  /* of the backend's kv_type */
+    bool        tiered;      /* pools from alloc_tiered (freed with dealloc_tiered) */
+    void      **k;           /* [n_layer] pools: n_dev_pages in backend memory, then host pages */
     void      **v;
-    int32_t    *free_pages; /* stack of free page ids */
-    int64_t     n_free;
+    int32_t    *free_pages;  /* [0, n_free_dev): free device page ids (a stack); from
+                                n_dev_pages up, n_free_host free host page ids */
+    int64_t     n_free_dev, n_free_host;
+    int64_t     n_free;      /* n_free_dev + n_free_host */
 } lc_kv_cache;
 
 /* Per-sequence page table. */
@@ -34,8 +46,15 @@ typedef struct lc_kv_seq {
     int64_t  cap;
 } lc_kv_seq;
 
+/* n_pages in all, n_host_pages of them in the host tier (0: one tier). The device tier is
+ * rounded up to what the backend can map (lc_kv_dev_pages), so it may hold a few more. */
 int  lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head_dim,
-                  int32_t page_size, int64_t n_pages, lc_kv_cache **out);
+                  int32_t page_size, int64_t n_pages, int64_t n_host_pages, lc_kv_cache **out);
+/* The device pages of a pool of n_pages with n_host_pages asked for the host tier: n_pages -
+ * n_host_pages rounded up to a multiple of the pages in one unit of b->tier_align bytes (one
+ * page's pool bytes: page_bytes_one_layer), at most n_pages. */
+int64_t lc_kv_dev_pages(const lc_backend *b, uint64_t page_bytes_one_layer, int64_t n_pages,
+                        int64_t n_host_pages);
 void lc_kv_free(lc_kv_cache *kv);
 /* Bytes of one page over all layers, K and V. */
 uint64_t lc_kv_page_bytes(const lc_kv_cache *kv);

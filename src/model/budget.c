@@ -11,6 +11,9 @@
  * reclaims). On a GPU a fixed reserve stands for the scratch that grows with use.
  */
 #include "model/budget.h"
+#include "kv/kv.h"
+
+#include <sys/resource.h>
 #include "format/gguf.h"
 #include "format/quant.h"
 #include "util/sysmem.h"
@@ -139,6 +142,12 @@ int lc_budget_check_weights(const lc_model *m) {
 
 /* ---- context ----------------------------------------------------------------------------- */
 
+int64_t lc_budget_kv_host_pages(const lc_context_params *p) {
+    const int64_t n_pages = (p->kv_tokens + p->page_size - 1) / p->page_size;
+    const int64_t h       = (p->kv_host_tokens + p->page_size - 1) / p->page_size;
+    return h < 0 ? 0 : h > n_pages ? n_pages : h;
+}
+
 void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_budget *o) {
     const lc_hparams *hp = &m->hp;
     lc_backend       *b  = m->backend;
@@ -150,6 +159,13 @@ void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_bud
     const uint64_t pages = ((uint64_t)p->kv_tokens + (uint64_t)p->page_size - 1) /
                            (uint64_t)p->page_size;
     o->kv_bytes = sat_mul(sat_mul(pages, (uint64_t)p->page_size), o->kv_per_token);
+    /* the host tier: the pages lc_kv_create leaves outside the (rounded-up) device tier */
+    const int64_t  host_asked = lc_budget_kv_host_pages(p);
+    const uint64_t pool_page  = (uint64_t)p->page_size * (uint64_t)hp->n_head_kv *
+                               (uint64_t)hp->head_dim * elem; /* one page of one pool */
+    const int64_t  dev_pages  = lc_kv_dev_pages(b, pool_page, (int64_t)pages, host_asked);
+    o->kv_host_bytes = sat_mul((uint64_t)((int64_t)pages - dev_pages),
+                               sat_mul((uint64_t)p->page_size, o->kv_per_token));
     /* the RoPE table: cos and sin [rows][n_rot/2], grown by doubling up to n_ctx; a sequence
      * reaches no position past the KV capacity */
     o->rope_per_row       = (uint64_t)(hp->n_rot / 2) * sizeof(float) * 2;
@@ -238,13 +254,32 @@ int lc_budget_check_context(const lc_model *m, const lc_context_params *p) {
         return refuse(p, "host memory", h_avail, h_total, need, e.kv_bytes, fixed,
                       tok_backend + tok_ids, e.ws_bytes);
     }
-    uint64_t d_avail, d_total;
+    uint64_t       d_avail, d_total;
+    const uint64_t kv_dev = e.kv_bytes - e.kv_host_bytes;
     if (backend_memory(b, &d_avail, &d_total)) {
-        const uint64_t need = sat_add(sat_add(sat_add(e.kv_bytes, e.rope_bytes), e.ws_bytes),
+        const uint64_t need = sat_add(sat_add(sat_add(kv_dev, e.rope_bytes), e.ws_bytes),
                                       e.backend_reserve);
         if (need > d_avail)
-            return refuse(p, "GPU memory", d_avail, d_total, need, e.kv_bytes,
+            return refuse(p, "GPU memory", d_avail, d_total, need, kv_dev,
                           e.ws_bytes + rope0 + e.backend_reserve, tok_backend, e.ws_bytes);
+    }
+    if (host_known && e.kv_host_bytes > 0 && sat_add(e.host_bytes, e.kv_host_bytes) > h_avail) {
+        /* pinned memory cannot be paged out: refuse before the driver locks it */
+        char s_need[32], s_avail[32], s_total[32], s_tok[32], s_lock[48] = "";
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+            char s_l[32];
+            snprintf(s_lock, sizeof s_lock, "; the memlock limit is %s",
+                     lc_fmt_bytes((uint64_t)rl.rlim_cur, s_l, sizeof s_l));
+        }
+        lc_fmt_count((uint64_t)(e.kv_host_bytes / e.kv_per_token), s_tok, sizeof s_tok);
+        return lc_fail(LC_ERR_NOMEM, "the KV cache's host tier of %s tokens needs %s of pinned "
+                       "host memory (with the context's other host buffers) but %s of the "
+                       "host's %s is available%s; lower --kv-host-gb (or --kv-host-tokens), or "
+                       "pass --overcommit to allocate anyway", s_tok,
+                       lc_fmt_bytes(sat_add(e.host_bytes, e.kv_host_bytes), s_need, sizeof s_need),
+                       lc_fmt_bytes(h_avail, s_avail, sizeof s_avail),
+                       lc_fmt_bytes(h_total, s_total, sizeof s_total), s_lock);
     }
     if (host_known && e.host_bytes > h_avail) {
         /* the host's share: token ids and the table's staging copy grow with the tokens */

@@ -24,10 +24,15 @@ uint64_t lc_budget_weight_bytes(const lc_model *m);
  * backend. */
 int lc_budget_check_weights(const lc_model *m);
 
+/* Pages asked for the KV host tier: kv_host_tokens in pages, at most the capacity's. */
+int64_t lc_budget_kv_host_pages(const lc_context_params *p);
+
 /* What a context with the (defaulted, validated) params p needs. */
 typedef struct lc_ctx_budget {
     uint64_t kv_bytes;        /* KV page pools (backend memory) */
     uint64_t kv_per_token;    /* of them, per token of capacity */
+    uint64_t kv_host_bytes;   /* of kv_bytes, the pinned host tier (kv_host_tokens; on the CPU
+                                 backend counted in kv_bytes' host memory anyway) */
     uint64_t rope_bytes;      /* the RoPE table at its largest (backend memory) */
     uint64_t rope_per_row;
     uint64_t ws_bytes;        /* forward workspace (backend memory) */

@@ -46,6 +46,12 @@ static int cpu_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
     return LC_OK;
 }
 
+static int cpu_copy_slabs(lc_backend *b, const void *src, void *dst, const lc_slab_copy *copies,
+                          int32_t n, size_t slab_bytes) {
+    (void)b;
+    return lc_cpu_copy_slabs(src, dst, copies, n, slab_bytes);
+}
+
 static int cpu_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w) {
     const lc_type_traits *tr = lc_type_traits_get(t->type);
     if (!tr || !tr->to_float)
@@ -238,6 +244,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->kv_read     = cpu_kv_read;
     b->attn_dense  = cpu_attn_dense;
     b->copy        = cpu_copy;
+    b->copy_slabs  = cpu_copy_slabs;
     b->prune_chunks   = cpu_prune_chunks;
     b->attn_segments = cpu_attn_segments;
     b->select_tokens   = cpu_select_tokens;

@@ -20,6 +20,9 @@ int lc_cpu_rope(float *x, const int32_t *pos, int64_t n_rows, int32_t n_heads, i
                 const lc_rope_table *rope);
 int lc_cpu_silu_mul(const float *gate, const float *up, float *out, int64_t n);
 int lc_cpu_add(float *x, const float *y, int64_t n);
+/* copy_slabs (backend.h): the twin of the CUDA slab copy kernel (tiered_memory.cu). */
+int lc_cpu_copy_slabs(const void *src, void *dst, const lc_slab_copy *copies, int32_t n,
+                      size_t slab_bytes);
 int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                     const float *k, const float *v);
 /* kv_read (cpu_kv_read.c) for a pool of kv_type elements (LC_TYPE_F32, F16 or BF16; the CPU

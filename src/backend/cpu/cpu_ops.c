@@ -1,6 +1,6 @@
 /*
  * cpu_ops.c — elementwise and row-wise reference ops of the CPU backend: RMSNorm, bias, RoPE
- * (both pairings), SwiGLU, residual add. (Embedding and GEMM: cpu_matmul.c.)
+ * (both pairings), SwiGLU, residual add, slab copies. (Embedding and GEMM: cpu_matmul.c.)
  */
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
@@ -77,5 +77,19 @@ int lc_cpu_silu_mul(const float *gate, const float *up, float *out, int64_t n) {
 
 int lc_cpu_add(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
+    return LC_OK;
+}
+
+int lc_cpu_copy_slabs(const void *src, void *dst, const lc_slab_copy *copies, int32_t n,
+                      size_t slab_bytes) {
+    if (n <= 0) return LC_OK;
+    if (!src || !dst || !copies || slab_bytes == 0 || slab_bytes % 16 ||
+        ((uintptr_t)src | (uintptr_t)dst) % 16)
+        return lc_fail(LC_ERR_INVALID_ARG, "copy_slabs: bad arguments (slab of %zu bytes, a "
+                       "multiple of 16 on 16-byte aligned pools)", slab_bytes);
+#pragma omp parallel for schedule(static) if (n > 64)
+    for (int32_t i = 0; i < n; i++)
+        memcpy((uint8_t *)dst + (size_t)copies[i].dst * slab_bytes,
+               (const uint8_t *)src + (size_t)copies[i].src * slab_bytes, slab_bytes);
     return LC_OK;
 }

@@ -412,6 +412,20 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     return lc_cuda_attn_dense(kv, &bt, q, n_head, rope, scale, out);
 }
 
+static void *cuda_alloc_tiered(lc_backend *b, size_t dev_bytes, size_t host_bytes,
+                               const char *what) {
+    return lc_cuda_alloc_tiered(impl_of(b)->device, dev_bytes, host_bytes, what);
+}
+static void cuda_dealloc_tiered(lc_backend *b, void *p) {
+    use_stream(b);
+    lc_cuda_dealloc_tiered(p);
+}
+static int cuda_copy_slabs(lc_backend *b, const void *src, void *dst, const lc_slab_copy *copies,
+                           int32_t n, size_t slab_bytes) {
+    use_stream(b);
+    return lc_cuda_copy_slabs(src, dst, copies, n, slab_bytes);
+}
+
 static int cuda_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
     use_stream(b);
     if (bytes == 0) return LC_OK;
@@ -841,6 +855,9 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;
     b->mem_info    = cuda_mem_info;
+    b->alloc_tiered   = cuda_alloc_tiered;
+    b->dealloc_tiered = cuda_dealloc_tiered;
+    b->tier_align     = lc_cuda_tier_align(im->device);
     b->upload       = cuda_upload;
     b->upload_async = cuda_upload; /* the same: small copies never wait */
     b->download     = cuda_download;
@@ -858,6 +875,7 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->kv_read     = cuda_kv_read;
     b->attn_dense  = cuda_attn_dense;
     b->copy        = cuda_copy;
+    b->copy_slabs  = cuda_copy_slabs;
     b->prune_chunks   = cuda_prune_chunks;
     b->attn_segments = cuda_attn_segments;
     b->select_tokens   = cuda_select_tokens;

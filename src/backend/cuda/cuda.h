@@ -138,6 +138,15 @@ int    lc_cuda_sample(const float *logits, int64_t ld, int32_t n_rows, int32_t n
                       const lc_sample_row *rows, const int32_t *pen_tokens, int32_t *ids,
                       void *scratch, size_t scratch_bytes);
 
+/* (tiered_memory.cu) The KV cache's host tier: a range with dev_bytes of device memory and
+ * host_bytes of pinned host memory behind it (backend.h alloc_tiered); the mapping granularity
+ * (0: the device cannot map host memory through the virtual memory API); the slab copy op. */
+size_t lc_cuda_tier_align(int device);
+void  *lc_cuda_alloc_tiered(int device, size_t dev_bytes, size_t host_bytes, const char *what);
+void   lc_cuda_dealloc_tiered(void *p);
+int    lc_cuda_copy_slabs(const void *src, void *dst, const lc_slab_copy *copies, int32_t n,
+                          size_t slab_bytes);
+
 /* The cudaStream_t the ops run on (for timing with events from C). */
 void *lc_cuda_stream_handle(void);
 
