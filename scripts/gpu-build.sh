@@ -29,9 +29,12 @@ if ! pkg-config --exists libpcre2-8 libmicrohttpd jansson 2>/dev/null; then
     export PKG_CONFIG_PATH="$PFX/usr/lib/x86_64-linux-gnu/pkgconfig"
     export LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
     export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # and the binaries find them later without LD_LIBRARY_PATH (a later call's shell has none)
+    RPATH_ARG="-DCMAKE_BUILD_RPATH=$PFX/usr/lib/x86_64-linux-gnu"
 fi
 build() { cmake --build build-gpu -j"$(nproc)" 2>&1 | grep -E -A3 " error|Error |warning" || true; }
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80-real;90a-real" "$@" >/dev/null
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="80-real;90a-real" \
+    ${RPATH_ARG:-} "$@" >/dev/null
 build
 test -x build-gpu/longctx
 # the unpacked libmicrohttpd needs the machine's GnuTLS (libgnutls.so.30): without it the binary
