@@ -5,7 +5,8 @@
 # -c far past the prompt does not size the RoPE table by -c; input files are read with a limit
 # and checked as they are read (NUL bytes, invalid UTF-8, oversized files and endless streams
 # stop at the first bad byte with its offset); a FIFO with no writer says it is waiting; -t
-# past the core count warns. Usage: cli_memory.sh PATH/TO/longctx
+# past the core count warns; the KV tier options (--kv-host-*, --kv-gpu-*) refuse
+# contradictions and give the one-tier answer. Usage: cli_memory.sh PATH/TO/longctx
 set -u
 BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -142,6 +143,26 @@ if [ -f "$MODEL" ]; then
         CAP="ulimit -v unlimited"
         expect 0 "" -- "$BIN" run -m "$MODEL" -p hi -n 2 --temp 0 -c 2000000 --overcommit --device cpu
     fi
+fi
+# ---- the KV tiers' options: contradictions refused in one line; a host tier gives the same
+# answer (on the CPU the split is only counted, but the pages come from both stacks) ----
+if [ -f "$MODEL" ]; then
+    expect 1 "in tokens or in GiB, not both" -- "$BIN" run -m "$MODEL" -p hi -n 1 --device cpu \
+        --kv-host-gb 0.01 --kv-host-tokens 64
+    expect 1 "leave out --kv-tokens" -- "$BIN" run -m "$MODEL" -p hi -n 1 --device cpu \
+        --kv-host-tokens 512 --kv-gpu-tokens 512 --kv-tokens 4096
+    expect 2 "--kv-host-gb" -- "$BIN" run -m "$MODEL" -p hi -n 1 --device cpu --kv-host-gb abc
+    P="The capital of France is"
+    (eval "$CAP"; run_cmd "$BIN" run -m "$MODEL" -p "$P" -n 12 --temp 0 -c 256 --page-size 16 --device cpu)
+    cp "$TMP/out" "$TMP/one-tier.txt"
+    for t in "--kv-host-tokens 240" "--kv-gpu-tokens 16" "--kv-gpu-tokens 16 --kv-host-tokens 240"; do
+        (eval "$CAP"; run_cmd "$BIN" run -m "$MODEL" -p "$P" -n 12 --temp 0 -c 256 --page-size 16 --device cpu $t)
+        if [ $? -eq 0 ] && [ -s "$TMP/out" ] && cmp -s "$TMP/out" "$TMP/one-tier.txt"; then
+            pass=$((pass + 1))
+        else
+            fail=$((fail + 1)); echo "FAIL: run $t: not the one-tier answer" >&2; cat "$TMP/err" >&2
+        fi
+    done
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
