@@ -383,6 +383,12 @@ int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ct
 static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
                         lc_context_params *cp);
 
+/* KV bytes a token takes: fp16 on the GPU, fp32 on the CPU */
+static double kv_bytes_per_token(const lc_model_info *info) {
+    return 2.0 * info->n_layer * info->n_head_kv * info->head_dim *
+           (info->device == LC_DEVICE_CUDA ? 2 : 4);
+}
+
 int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,
                        lc_context_params *out) {
     lc_context_params cp = lc_context_default_params();
@@ -396,9 +402,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
     cp.overcommit = o->overcommit;
     if (o->kv_gb > 0) {
-        /* fp16 KV on the GPU, fp32 on the CPU */
-        const double per_token = 2.0 * info.n_layer * info.n_head_kv * info.head_dim *
-                                 (info.device == LC_DEVICE_CUDA ? 2 : 4);
+        const double per_token = kv_bytes_per_token(&info);
         const double tokens = o->kv_gb * 1073741824.0 / per_token;
         if (tokens < 1) {
             fprintf(stderr, "longctx %s: --kv-gb %g holds no token of this model (%.0f bytes "
@@ -418,8 +422,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
  * host; both set the capacity to their sum (then --kv-tokens / --kv-gb may not be given). */
 static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
                         lc_context_params *cp) {
-    const double per_token = 2.0 * info->n_layer * info->n_head_kv * info->head_dim *
-                             (info->device == LC_DEVICE_CUDA ? 2 : 4);
+    const double per_token = kv_bytes_per_token(info);
     const bool host_set = o->kv_host_tokens > 0 || o->kv_host_gb > 0;
     const bool gpu_set  = o->kv_gpu_tokens > 0 || o->kv_gpu_gb > 0;
     if (!host_set && !gpu_set) return CLI_OK;

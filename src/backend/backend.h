@@ -82,6 +82,10 @@ typedef struct lc_slab_copy {
     int64_t src, dst;
 } lc_slab_copy;
 
+/* copy_slabs' argument checks, shared by its twins (kv_args.c); n > 0. */
+int lc_copy_slabs_check(const void *src, const void *dst, const lc_slab_copy *copies,
+                        size_t slab_bytes);
+
 /* The paged KV pool of one layer, as kernels see it (DESIGN.md "KV pages"):
  * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE, elements of the
  * backend's kv_type (fp32 on the CPU, fp16 on CUDA). */

@@ -1,9 +1,21 @@
 /*
- * kv_args.c — the argument checks of the KV read-back op (kv_read; contract in backend.h) that
- * the CPU twin and the CUDA op share, so both refuse the same calls with the same message.
+ * kv_args.c — the argument checks of the KV read-back op (kv_read) and the slab copy op
+ * (copy_slabs; contracts in backend.h) that the CPU twin and the CUDA op share, so both refuse
+ * the same calls with the same message.
  */
 #include "backend/backend.h"
 #include "util/util.h"
+
+#include <stdint.h>
+
+int lc_copy_slabs_check(const void *src, const void *dst, const lc_slab_copy *copies,
+                        size_t slab_bytes) {
+    if (!src || !dst || !copies || slab_bytes == 0 || slab_bytes % 16 ||
+        ((uintptr_t)src | (uintptr_t)dst) % 16)
+        return lc_fail(LC_ERR_INVALID_ARG, "copy_slabs: bad arguments (slab of %zu bytes, a "
+                       "multiple of 16 on 16-byte aligned pools)", slab_bytes);
+    return LC_OK;
+}
 
 int lc_kv_read_check(const lc_kv_layer_view *kv, const int32_t *page_table, int64_t pos0,
                      int64_t n_rows, int32_t part, const float *out) {

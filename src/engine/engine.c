@@ -744,6 +744,10 @@ static int seq_take_sample(lc_context *c, lc_seq *s, int32_t tok) {
  * of the prompt's last chunk has run, the sequence draws its first token (*final, the token in
  * *tok; its logits stay readable). *seg_i: the sequence that took part (-1: none). Another
  * sequence's logits still in the workspace are copied out first. */
+static bool prefilling(const lc_seq *s) {
+    return s->live && s->finish == LC_FINISH_NONE && s->n_done < s->n_prompt;
+}
+
 static int segment_step(lc_context *c, int64_t budget, int32_t *seg_i, bool *final,
                         int32_t *tok) {
     *seg_i = -1, *final = false, *tok = -1;
@@ -755,9 +759,7 @@ static int segment_step(lc_context *c, int64_t budget, int32_t *seg_i, bool *fin
         c->seg_seq = -1, c->seg_layer = 0;
         for (int32_t i = 0; i < c->p.n_seq_max && !s; i++) {
             lc_seq *t = &c->seqs[i];
-            if (t->live && t->finish == LC_FINISH_NONE && t->n_done < t->n_prompt &&
-                !c->inject[i])
-                s = t, c->seg_seq = i;
+            if (prefilling(t) && !c->inject[i]) s = t, c->seg_seq = i;
         }
         if (!s) return LC_OK;
     }
@@ -864,9 +866,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
         int64_t inj_rows = 0;
         for (int32_t i = 0; i < c->p.n_seq_max; i++) {
             const lc_seq *s = &c->seqs[i];
-            if (!s->live || s->finish != LC_FINISH_NONE || s->n_done >= s->n_prompt ||
-                i == c->seg_seq)
-                continue;
+            if (!prefilling(s) || i == c->seg_seq) continue;
             const int64_t rem = s->n_tokens - s->n_done;
             if (rem * NL > budget || inj_rows + rem > c->p.n_batch) continue;
             c->inject[i] = 1;

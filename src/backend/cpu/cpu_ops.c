@@ -83,10 +83,8 @@ int lc_cpu_add(float *x, const float *y, int64_t n) {
 int lc_cpu_copy_slabs(const void *src, void *dst, const lc_slab_copy *copies, int32_t n,
                       size_t slab_bytes) {
     if (n <= 0) return LC_OK;
-    if (!src || !dst || !copies || slab_bytes == 0 || slab_bytes % 16 ||
-        ((uintptr_t)src | (uintptr_t)dst) % 16)
-        return lc_fail(LC_ERR_INVALID_ARG, "copy_slabs: bad arguments (slab of %zu bytes, a "
-                       "multiple of 16 on 16-byte aligned pools)", slab_bytes);
+    const int st = lc_copy_slabs_check(src, dst, copies, slab_bytes);
+    if (st != LC_OK) return st;
 #pragma omp parallel for schedule(static) if (n > 64)
     for (int32_t i = 0; i < n; i++)
         memcpy((uint8_t *)dst + (size_t)copies[i].dst * slab_bytes,

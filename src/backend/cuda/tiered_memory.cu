@@ -223,10 +223,8 @@ __global__ void copy_slabs_kernel(const uint4 *__restrict__ src, uint4 *__restri
 extern "C" int lc_cuda_copy_slabs(const void *src, void *dst, const lc_slab_copy *copies,
                                   int32_t n, size_t slab_bytes) {
     if (n <= 0) return LC_OK;
-    if (!src || !dst || !copies || slab_bytes == 0 || slab_bytes % 16 ||
-        ((uintptr_t)src | (uintptr_t)dst) % 16)
-        return lc_fail(LC_ERR_INVALID_ARG, "copy_slabs: bad arguments (slab of %zu bytes, a "
-                       "multiple of 16 on 16-byte aligned pools)", slab_bytes);
+    const int st = lc_copy_slabs_check(src, dst, copies, slab_bytes);
+    if (st != LC_OK) return st;
     copy_slabs_kernel<<<n, 256, 0, lc_cuda_stream()>>>((const uint4 *)src, (uint4 *)dst, copies,
                                                        (int64_t)(slab_bytes / 16));
     LC_CUDA_LAUNCHED();
