@@ -494,7 +494,10 @@ int lc_model_profile_reset(lc_model *m);
 
 typedef struct lc_memory_report {
     uint64_t weight_bytes; /* weights as the backend holds them */
-    uint64_t kv_bytes;     /* KV page pools live now (all layers, K and V) */
+    uint64_t kv_bytes;     /* KV page pools live now in backend memory (all layers, K and V;
+                              a tiered pool's GPU tier) */
+    uint64_t kv_host_bytes; /* the host tier of tiered KV pools live now (pinned host memory;
+                               not in peak_bytes, which counts backend memory) */
     uint64_t other_bytes;  /* other backend allocations live now: activations, tables */
     uint64_t peak_bytes;   /* the most of the three together at any time */
     /* GPU (0 on the CPU): the device as cudaMemGetInfo sees it, all processes and the CUDA

@@ -4,7 +4,8 @@
  * (prefill and decode); matmul and attn_dense are counted in both phases; times are >= 0 and
  * the categories add up to the total; memory counts the weights exactly as the model does and
  * the KV pools as exactly pages x page bytes, back to zero when the context is freed; the
- * wrapper copies the inner backend's fields and passes through ops it does not time;
+ * wrapper copies the inner backend's fields and passes through ops it does not time, and
+ * counts a tiered pool's two parts apart;
  * TokenSelect's select_tokens, HiP's select_blocks and the sampling op are timed; every op of struct
  * lc_backend is wrapped (a table-driven walk over its function pointers, so an op added to
  * backend.h and forgotten in profile.c fails here) and has its line in the report (kv_read
@@ -193,11 +194,31 @@ static void sparse_ops_timed(lc_model *prof) {
     }
 }
 
-/* The wrapper on its own: fields copied, untimed ops passed through, ownership of inner. */
+/* A tiered allocation for the CPU backend, which has none (its memory is host memory): one
+ * plain allocation of both parts, enough for the profiler's byte counts. */
+static int n_tiered_live;
+static void *stand_in_alloc_tiered(lc_backend *b, size_t dev_bytes, size_t host_bytes,
+                                   const char *what) {
+    (void)b;
+    (void)what;
+    n_tiered_live++;
+    return malloc(dev_bytes + host_bytes);
+}
+static void stand_in_dealloc_tiered(lc_backend *b, void *p) {
+    (void)b;
+    if (p) n_tiered_live--;
+    free(p);
+}
+
+/* The wrapper on its own: fields copied, untimed ops passed through, ownership of inner; a
+ * tiered KV pool counted as its GPU part in kv_bytes (and the peak) and its host part in
+ * kv_host_bytes. */
 static void wrapper_fields(void) {
     lc_backend *inner = NULL, *w = NULL;
     CHECK(lc_backend_cpu_create(2, &inner) == LC_OK);
     if (!inner) return;
+    inner->alloc_tiered   = stand_in_alloc_tiered;
+    inner->dealloc_tiered = stand_in_dealloc_tiered;
     CHECK(lc_backend_profile_wrap(inner, false, &w) == LC_OK);
     if (!w) {
         inner->free(inner);
@@ -218,6 +239,17 @@ static void wrapper_fields(void) {
     w->dealloc(w, x);
     CHECK(lc_backend_profile_memory(w, &mr) == LC_OK && mr.other_bytes == 0 &&
           mr.peak_bytes == 64 * sizeof(float));
+    CHECK(w->alloc_tiered != inner->alloc_tiered && w->dealloc_tiered != inner->dealloc_tiered);
+    void *pool = w->alloc_tiered(w, 4096, 3 * 4096, "kv pool K layer 0");
+    CHECK(pool != NULL && n_tiered_live == 1);
+    CHECKF(lc_backend_profile_memory(w, &mr) == LC_OK && mr.kv_bytes == 4096 &&
+           mr.kv_host_bytes == 3 * 4096 && mr.other_bytes == 0 && mr.peak_bytes == 4096,
+           "kv %llu host %llu peak %llu", (unsigned long long)mr.kv_bytes,
+           (unsigned long long)mr.kv_host_bytes, (unsigned long long)mr.peak_bytes);
+    w->dealloc_tiered(w, pool);
+    CHECK(n_tiered_live == 0);
+    CHECK(lc_backend_profile_memory(w, &mr) == LC_OK && mr.kv_bytes == 0 &&
+          mr.kv_host_bytes == 0);
     lc_profile_report r;
     CHECK(lc_backend_profile_get(w, &r) == LC_OK && r.total_s[LC_PROFILE_DECODE] == 0);
     CHECK(lc_backend_profile_get(inner, &r) == LC_ERR_INVALID_ARG);
@@ -246,7 +278,8 @@ static const size_t k_untimed[] = {
 static const size_t k_memory[] = {
     offsetof(lc_backend, free),        offsetof(lc_backend, alloc),
     offsetof(lc_backend, dealloc),     offsetof(lc_backend, weight_load),
-    offsetof(lc_backend, weight_free),
+    offsetof(lc_backend, weight_free), offsetof(lc_backend, alloc_tiered),
+    offsetof(lc_backend, dealloc_tiered),
 };
 
 static bool listed(const size_t *list, size_t n, size_t off) {

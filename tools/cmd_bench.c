@@ -378,10 +378,15 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
         sb_printf(t, "\nMemory after each context's runs (backend allocations; KV pool = pages x "
                   "page bytes, %.3f MiB per %lld-token page over all layers, K and V):\n\n",
                   (double)page_bytes / 1048576.0, page_size);
+        bool host_tier = false; /* a host KV tier in some row: its own column */
+        for (int i = 0; i < n_rows; i++)
+            if (rows[i].have_mem && rows[i].mem.kv_host_bytes) host_tier = true;
         sb_printf(t, "| context | weights GiB | KV pool GiB | KV pages | other GiB | backend peak GiB |");
+        if (host_tier) sb_printf(t, " KV host tier GiB |");
         if (gpu) sb_printf(t, " GPU used GiB (peak seen) |");
         if (hf) sb_printf(t, " transformers peak allocated GiB | transformers reserved GiB |");
         sb_printf(t, "\n|---:|---:|---:|---:|---:|---:|");
+        if (host_tier) sb_printf(t, "---:|");
         if (gpu) sb_printf(t, "---:|");
         if (hf) sb_printf(t, "---:|---:|");
         sb_printf(t, "\n");
@@ -389,14 +394,16 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
             const bench_row *r = &rows[i];
             if (!r->have_mem) continue;
             const lc_memory_report *m = &r->mem;
-            char pages[64];
-            if (page_bytes && m->kv_bytes % page_bytes == 0)
-                snprintf(pages, sizeof pages, "%llu", (unsigned long long)(m->kv_bytes / page_bytes));
+            char           pages[64];
+            const uint64_t kv_all = m->kv_bytes + m->kv_host_bytes; /* pages of both tiers */
+            if (page_bytes && kv_all % page_bytes == 0)
+                snprintf(pages, sizeof pages, "%llu", (unsigned long long)(kv_all / page_bytes));
             else
-                snprintf(pages, sizeof pages, "%.2f (not whole!)", (double)m->kv_bytes / (double)page_bytes);
+                snprintf(pages, sizeof pages, "%.2f (not whole!)", (double)kv_all / (double)page_bytes);
             sb_printf(t, "| %lld | %.3f | %.3f | %s | %.3f | %.3f |", r->ctx,
                       m->weight_bytes / GIB, m->kv_bytes / GIB, pages, m->other_bytes / GIB,
                       m->peak_bytes / GIB);
+            if (host_tier) sb_printf(t, " %.3f |", m->kv_host_bytes / GIB);
             if (gpu)
                 sb_printf(t, " %.3f (%.3f) |", m->device_used_bytes / GIB,
                           m->device_peak_used_bytes / GIB);

@@ -444,6 +444,9 @@ struct lc_backend {
     lc_tuning   tuning;
     /* forwards launched as graphs, captured or replayed (statistics; graph_begin / graph_end) */
     int64_t     graph_launches;
+    /* the unit of alloc_tiered's dev_bytes, in bytes (CUDA: the mapping granularity, 2 MiB on
+     * an H100/H200; 0 where alloc_tiered is NULL) */
+    size_t      tier_align;
     void       *impl;
     void (*free)(lc_backend *b);
 
@@ -457,7 +460,6 @@ struct lc_backend {
      * backend's memory is host memory already (one alloc of both). */
     void *(*alloc_tiered)(lc_backend *b, size_t dev_bytes, size_t host_bytes, const char *what);
     void (*dealloc_tiered)(lc_backend *b, void *p);
-    size_t tier_align; /* bytes (CUDA: the mapping granularity, 2 MiB on an H100/H200) */
     /* Memory where alloc places buffers, in bytes: *free_bytes that can still be allocated
      * (CPU: the host's available memory; CUDA: cudaMemGetInfo's free), *total_bytes in all.
      * NULL: unknown (the memory checks then use the host's numbers). */

@@ -47,6 +47,7 @@ typedef enum op_id {
     OP_SAMPLE,
     OP_UPLOAD_ASYNC,
     OP_KV_READ,
+    OP_COPY_SLABS,
     OP_N
 } op_id;
 
@@ -54,7 +55,7 @@ static const char *const k_op_names[OP_N] = {
     "attn_dense", "matmul", "embed", "rmsnorm", "add_bias", "rope",
     "kv_write",   "silu_mul", "add", "batch_begin", "upload", "download",
     "prune_chunks",  "attn_segments", "copy", "select_tokens", "select_blocks", "sample",
-    "upload_async", "kv_read",
+    "upload_async", "kv_read", "copy_slabs",
 };
 
 _Static_assert(OP_N <= LC_PROFILE_MAX_OPS, "LC_PROFILE_MAX_OPS too small");
@@ -68,7 +69,8 @@ static lc_profile_cat op_cat(op_id op) {
 
 typedef struct alloc_rec {
     void  *p;
-    size_t bytes;
+    size_t bytes;      /* backend memory */
+    size_t host_bytes; /* a tiered pool's host tier */
     bool   kv;
 } alloc_rec;
 
@@ -96,7 +98,7 @@ typedef struct prof_backend {
     /* memory */
     alloc_rec *recs;
     size_t     n_recs, cap_recs;
-    uint64_t   weight_bytes, kv_bytes, other_bytes, peak_bytes;
+    uint64_t   weight_bytes, kv_bytes, kv_host_bytes, other_bytes, peak_bytes;
     uint64_t   dev_total, dev_used, dev_peak;
 } prof_backend;
 
@@ -177,41 +179,70 @@ static int drain_events(prof_backend *p) {
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-static void *prof_alloc(lc_backend *b, size_t bytes, const char *what) {
-    prof_backend *p = P(b);
-    if (p->n_recs == p->cap_recs) {
-        const size_t cap = p->cap_recs ? 2 * p->cap_recs : 64;
-        alloc_rec   *r   = realloc(p->recs, cap * sizeof *r);
-        if (!r) {
-            lc_fail(LC_ERR_NOMEM, "out of memory for the profiler's allocation records");
-            return NULL;
-        }
-        p->recs     = r;
-        p->cap_recs = cap;
+/* Room for one more allocation record. */
+static bool reserve_rec(prof_backend *p) {
+    if (p->n_recs < p->cap_recs) return true;
+    const size_t cap = p->cap_recs ? 2 * p->cap_recs : 64;
+    alloc_rec   *r   = realloc(p->recs, cap * sizeof *r);
+    if (!r) {
+        lc_fail(LC_ERR_NOMEM, "out of memory for the profiler's allocation records");
+        return false;
     }
-    void *ptr = p->fn.alloc(b, bytes, what);
-    if (!ptr) return NULL;
+    p->recs     = r;
+    p->cap_recs = cap;
+    return true;
+}
+
+/* Counts a new allocation (reserve_rec first): bytes of backend memory, host_bytes of a
+ * tiered pool's host tier. */
+static void record(prof_backend *p, void *ptr, size_t bytes, size_t host_bytes, const char *what) {
     const bool kv = what && strncmp(what, "kv pool", 7) == 0;
-    p->recs[p->n_recs++] = (alloc_rec){ptr, bytes, kv};
+    p->recs[p->n_recs++] = (alloc_rec){ptr, bytes, host_bytes, kv};
     if (kv) p->kv_bytes += bytes;
     else p->other_bytes += bytes;
+    p->kv_host_bytes += host_bytes;
     note_peak(p);
     sample_device(p);
+}
+
+/* Forgets the allocation at ptr (NULL or unknown: nothing). */
+static void unrecord(prof_backend *p, const void *ptr) {
+    if (!ptr) return;
+    for (size_t i = p->n_recs; i-- > 0;) {
+        if (p->recs[i].p != ptr) continue;
+        if (p->recs[i].kv) p->kv_bytes -= p->recs[i].bytes;
+        else p->other_bytes -= p->recs[i].bytes;
+        p->kv_host_bytes -= p->recs[i].host_bytes;
+        p->recs[i] = p->recs[--p->n_recs];
+        return;
+    }
+}
+
+static void *prof_alloc(lc_backend *b, size_t bytes, const char *what) {
+    prof_backend *p = P(b);
+    if (!reserve_rec(p)) return NULL;
+    void *ptr = p->fn.alloc(b, bytes, what);
+    if (ptr) record(p, ptr, bytes, 0, what);
     return ptr;
 }
 
 static void prof_dealloc(lc_backend *b, void *ptr) {
+    unrecord(P(b), ptr);
+    P(b)->fn.dealloc(b, ptr);
+}
+
+static void *prof_alloc_tiered(lc_backend *b, size_t dev_bytes, size_t host_bytes,
+                               const char *what) {
     prof_backend *p = P(b);
-    if (ptr) {
-        for (size_t i = p->n_recs; i-- > 0;) {
-            if (p->recs[i].p != ptr) continue;
-            if (p->recs[i].kv) p->kv_bytes -= p->recs[i].bytes;
-            else p->other_bytes -= p->recs[i].bytes;
-            p->recs[i] = p->recs[--p->n_recs];
-            break;
-        }
-    }
-    p->fn.dealloc(b, ptr);
+    if (!reserve_rec(p)) return NULL;
+    void *ptr = p->fn.alloc_tiered(b, dev_bytes, host_bytes, what);
+    if (ptr) record(p, ptr, dev_bytes, host_bytes, what);
+    return ptr;
+}
+
+static void prof_dealloc_tiered(lc_backend *b, void *ptr) {
+    unrecord(P(b), ptr);
+    P(b)->fn.dealloc_tiered(b, ptr);
 }
 
 /* the bytes a weight holds: its rows in its type (a native block-type matrix: the file's
@@ -355,6 +386,11 @@ static int prof_copy(lc_backend *b, void *dst, const void *src, size_t bytes) {
     TIMED(OP_COPY, p_->fn.copy(b, dst, src, bytes));
 }
 
+static int prof_copy_slabs(lc_backend *b, const void *src, void *dst, const lc_slab_copy *copies,
+                           int32_t n, size_t slab_bytes) {
+    TIMED(OP_COPY_SLABS, p_->fn.copy_slabs(b, src, dst, copies, n, slab_bytes));
+}
+
 static int prof_sample(lc_backend *b, const float *logits, int64_t ld, int32_t n_rows,
                        int32_t n_vocab, const lc_sample_row *rows, const int32_t *pen_tokens,
                        int32_t *ids) {
@@ -389,6 +425,8 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
     b->dealloc     = prof_dealloc;
     b->weight_load = prof_weight_load;
     b->weight_free = prof_weight_free;
+    if (inner->alloc_tiered) b->alloc_tiered = prof_alloc_tiered;
+    if (inner->dealloc_tiered) b->dealloc_tiered = prof_dealloc_tiered;
     b->mem_info    = inner->mem_info; /* forwarded as it is (a query, not an op to time) */
     if (time_ops) {
         b->upload      = prof_upload;
@@ -408,6 +446,7 @@ int lc_backend_profile_wrap(lc_backend *inner, bool time_ops, lc_backend **out) 
         if (inner->prune_chunks) b->prune_chunks = prof_prune_chunks;
         if (inner->attn_segments) b->attn_segments = prof_attn_segments;
         if (inner->copy) b->copy = prof_copy;
+        if (inner->copy_slabs) b->copy_slabs = prof_copy_slabs;
         if (inner->select_tokens) b->select_tokens = prof_select_tokens;
         if (inner->select_blocks) b->select_blocks = prof_select_blocks;
         if (inner->sample) b->sample = prof_sample;
@@ -471,6 +510,7 @@ int lc_backend_profile_memory(lc_backend *b, lc_memory_report *out) {
     memset(out, 0, sizeof *out);
     out->weight_bytes           = p->weight_bytes;
     out->kv_bytes               = p->kv_bytes;
+    out->kv_host_bytes          = p->kv_host_bytes;
     out->other_bytes            = p->other_bytes;
     out->peak_bytes             = p->peak_bytes;
     out->device_total_bytes     = p->dev_total;
