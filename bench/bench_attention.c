@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attention: %s\n", lc_last_error());
         return 1;
     }
-    lc_kv_layer_view kv = {dk, dv, P, H, D};
+    lc_kv_layer_view kv = {dk, dv, P, H, D, NULL};
     const float      scale = 1.0f / sqrtf((float)D);
     bench_opcall call = {b, &kv, &seq, NULL, 0, dq, n_head, &rope, scale, dout, NULL, 0};
     bench_times  tm;

@@ -722,6 +722,15 @@ typedef struct lc_context_params {
                               CPU backend: all KV is host memory; the split is only counted.
                               Needs a GPU and driver that map host memory through CUDA's
                               virtual memory API (else lc_context_create fails, saying so) */
+    int64_t kv_slot_cache_tokens; /* with a host tier: tokens' worth of GPU pages, besides
+                              kv_tokens, set aside as the slot cache of the sparse attention's
+                              reads (issue 24; 0, the default: none). After each decode step the
+                              slabs (layer, page, KV head) of host pages that a sequence's
+                              freshly recomputed selection, sink and window read are copied into
+                              slots (least recently used evicted), and the following steps'
+                              sparse attention reads the copies; misses read the host page in
+                              place. Results are those without it, bit for bit. Methods whose
+                              decode keeps selections: infinitehip, hip (others: refused) */
 } lc_context_params;
 
 /* Pages of a context's KV cache by tier (lc_context_params.kv_host_tokens), and in use. */
@@ -729,6 +738,14 @@ typedef struct lc_kv_usage {
     int32_t page_size;
     int64_t gpu_pages, gpu_used;   /* the backend's memory (CPU backend: host memory too) */
     int64_t host_pages, host_used; /* pinned host memory */
+    /* the slot cache (kv_slot_cache_tokens; zeros without): slots per layer (pages x KV heads),
+     * slots in use over all layers, and since creation: slabs found, brought in (each a K and
+     * a V copy of slab_bytes), evicted, and asked for past a layer's slots in one step (read
+     * in place); bytes gathered into slots and of slab maps uploaded */
+    int32_t  slab_bytes;
+    int64_t  cache_slots, cache_used;
+    uint64_t cache_hits, cache_misses, cache_evictions, cache_overflow;
+    uint64_t cache_bytes_in, cache_map_bytes;
 } lc_kv_usage;
 int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out);
 

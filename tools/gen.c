@@ -46,6 +46,11 @@ static const char *common_help(void) {
            "  --kv-gpu-gb X, --kv-gpu-tokens N  the GPU tier: this much on the GPU, the rest of\n"
            "                          the capacity in host memory; with a host tier given too, the\n"
            "                          capacity is the two together\n"
+           "  --kv-slot-cache-gb X, --kv-slot-cache-tokens N  with a host tier: this much GPU\n"
+           "                          memory, besides the GPU tier, as the slot cache of the\n"
+           "                          sparse attention's host reads (infinitehip, hip): the slabs\n"
+           "                          a refreshed selection reads are copied into GPU slots (LRU)\n"
+           "                          and read there until it changes; same results. Default: none\n"
            "  --overcommit            allocate even when the weights or the context (KV cache,\n"
            "                          RoPE table, workspace) do not fit the memory there is\n"
            "                          (default: refuse before allocating, with the numbers and\n"
@@ -168,6 +173,12 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--kv-host-gb") || !strcmp(a, "--kv-gpu-gb")) {
         VAL();
         if (!cli_float(cmd, a, v, 0, 1e6, a[5] == 'h' ? &o->kv_host_gb : &o->kv_gpu_gb)) return -1;
+    } else if (!strcmp(a, "--kv-slot-cache-tokens")) {
+        VAL();
+        if (!cli_int(cmd, a, v, 0, 1LL << 31, &o->kv_slot_tokens)) return -1;
+    } else if (!strcmp(a, "--kv-slot-cache-gb")) {
+        VAL();
+        if (!cli_float(cmd, a, v, 0, 1e6, &o->kv_slot_gb)) return -1;
     } else if (!strcmp(a, "--overcommit")) {
         o->overcommit = true;
     } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
@@ -417,6 +428,25 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     return CLI_OK;
 }
 
+/* The slot cache (--kv-slot-cache-*) into cp.kv_slot_cache_tokens; it needs a host tier. */
+static int gen_kv_slot_cache(const char *cmd, const gen_opts *o, double per_token,
+                             lc_context_params *cp) {
+    if (o->kv_slot_tokens <= 0 && o->kv_slot_gb <= 0) return CLI_OK;
+    if (o->kv_slot_tokens > 0 && o->kv_slot_gb > 0) {
+        fprintf(stderr, "longctx %s: give the KV slot cache in tokens or in GiB, not both\n", cmd);
+        return CLI_ERR;
+    }
+    if (cp->kv_host_tokens <= 0) {
+        fprintf(stderr, "longctx %s: --kv-slot-cache-* caches the KV host tier: give one "
+                "(--kv-host-gb / --kv-gpu-gb)\n", cmd);
+        return CLI_ERR;
+    }
+    const double t = o->kv_slot_tokens > 0 ? (double)o->kv_slot_tokens
+                                           : o->kv_slot_gb * 1073741824.0 / per_token;
+    cp->kv_slot_cache_tokens = t > 2147483647.0 ? 2147483647 : t < 1 ? 1 : (int64_t)t;
+    return CLI_OK;
+}
+
 /* The KV tiers (--kv-host-*, --kv-gpu-*) into cp.kv_tokens / cp.kv_host_tokens: a host tier
  * alone is that much of the capacity; a GPU tier alone leaves the rest of the capacity to the
  * host; both set the capacity to their sum (then --kv-tokens / --kv-gb may not be given). */
@@ -425,7 +455,7 @@ static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info 
     const double per_token = kv_bytes_per_token(info);
     const bool host_set = o->kv_host_tokens > 0 || o->kv_host_gb > 0;
     const bool gpu_set  = o->kv_gpu_tokens > 0 || o->kv_gpu_gb > 0;
-    if (!host_set && !gpu_set) return CLI_OK;
+    if (!host_set && !gpu_set) return gen_kv_slot_cache(cmd, o, per_token, cp);
     if ((o->kv_host_tokens > 0 && o->kv_host_gb > 0) || (o->kv_gpu_tokens > 0 && o->kv_gpu_gb > 0)) {
         fprintf(stderr, "longctx %s: give a KV tier in tokens or in GiB, not both\n", cmd);
         return CLI_ERR;
@@ -457,7 +487,7 @@ static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info 
                 "each)\n", cmd, per_token);
         return CLI_ERR;
     }
-    return CLI_OK;
+    return gen_kv_slot_cache(cmd, o, per_token, cp);
 }
 
 int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,

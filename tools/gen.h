@@ -21,6 +21,8 @@ typedef struct gen_opts {
     double           kv_gb;     /* KV capacity in GiB; 0: unset */
     long long        kv_host_tokens, kv_gpu_tokens; /* the KV tiers (--kv-host-*, --kv-gpu-*); */
     double           kv_host_gb, kv_gpu_gb;          /* 0: unset */
+    long long        kv_slot_tokens; /* the slot cache (--kv-slot-cache-*); 0: unset */
+    double           kv_slot_gb;
     int              n_seq_max; /* sequences of the context (serve: --parallel); 0: 1 */
     bool             overcommit; /* --overcommit: skip the memory checks of load and context */
     lc_sampling      sampling;

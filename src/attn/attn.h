@@ -35,6 +35,21 @@ static inline int lc_attn_call_dense(lc_backend *b, const lc_attn_call *c) {
     return b->attn_dense(b, c->kv, c->seqs, c->n_seqs, c->q, c->n_head, c->rope, c->scale, c->out);
 }
 
+/* What the decode attention of the last forward read for one sequence at one layer
+ * (lc_attn_method.decode_reads): the slot cache of host-tier slabs learns a sequence's reads
+ * from it (kv/slab_bank.h). */
+typedef struct lc_decode_reads {
+    bool              fresh;    /* its selection was recomputed in that forward; false: nothing
+                                   else is set (the reads are those reported before) */
+    int32_t           n_groups; /* lists: 1 (every KV head reads list 0) or n_kv_head (head g
+                                   reads list g) */
+    int32_t           cap;      /* segments a list has room for */
+    const lc_segment *sel;      /* [n_groups][cap] host copies, valid until the next call */
+    const int32_t    *sel_n;    /* [n_groups] */
+    int32_t           n_sink;   /* besides the lists: keys [0, n_sink) and the n_stream last */
+    int32_t           n_stream;
+} lc_decode_reads;
+
 typedef struct lc_attn_method {
     const char *name;
     void       *impl;        /* the method's settings and workspace; NULL for dense */
@@ -62,6 +77,11 @@ typedef struct lc_attn_method {
     int (*last)(const struct lc_attn_method *m, struct lc_last_selection *out);
     /* Decode selection counters since creation; NULL: none kept. */
     int (*stats)(const struct lc_attn_method *m, lc_attn_stats *out);
+    /* *r = what the last forward's decode attention read for the sequence whose state of
+     * layer is `state` (lc_decode_reads; a download when fresh). NULL: the method's decode
+     * reads are not selections it keeps (dense; streaming). */
+    int (*decode_reads)(const struct lc_attn_method *m, int32_t layer, const void *state,
+                        lc_decode_reads *r);
 } lc_attn_method;
 
 extern const lc_attn_method lc_attn_dense;

@@ -95,6 +95,11 @@ typedef struct lc_kv_layer_view {
     int32_t page_size;
     int32_t n_kv_head;
     int32_t head_dim;
+    /* NULL, or [n_pages][n_kv_head] in backend memory: the slab (page x n_kv_head + head) whose
+     * copy op attn_segments reads in place of slab page x n_kv_head + head of both pools — the
+     * slot cache of host-tier slabs in GPU pages (kv/slab_bank.h). A copy holds the same bytes
+     * as its slab, so reading either gives the same result; the other ops read pages in place. */
+    const int32_t *slab_map;
 } lc_kv_layer_view;
 
 /* Which half of a KV pool (op kv_read). */

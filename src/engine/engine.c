@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "model/budget.h"
+#include "kv/slab_bank.h"
 #include "format/quant.h"
 #include "model/model.h"
 #include "util/util.h"
@@ -90,6 +91,17 @@ int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out) {
     out->gpu_used   = kv->n_dev_pages - kv->n_free_dev;
     out->host_pages = kv->n_pages - kv->n_dev_pages;
     out->host_used  = out->host_pages - kv->n_free_host;
+    out->slab_bytes = kv->page_size * kv->head_dim * kv->elem_bytes;
+    lc_slab_bank_stats bs;
+    lc_slab_bank_get_stats(kv->bank, &bs);
+    out->cache_slots     = bs.slots;
+    out->cache_used      = bs.used;
+    out->cache_hits      = bs.hits;
+    out->cache_misses    = bs.misses;
+    out->cache_evictions = bs.evictions;
+    out->cache_overflow  = bs.overflow;
+    out->cache_bytes_in  = bs.bytes_in;
+    out->cache_map_bytes = bs.map_bytes;
     return LC_OK;
 }
 
@@ -295,6 +307,13 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         return lc_fail(LC_ERR_INVALID_ARG, "kv_host_tokens %lld out of range (0 .. the KV "
                        "capacity, %lld tokens)", (long long)p.kv_host_tokens,
                        (long long)p.kv_tokens);
+    if (p.kv_slot_cache_tokens < 0 || p.kv_slot_cache_tokens > (int64_t)INT32_MAX * p.page_size)
+        return lc_fail(LC_ERR_INVALID_ARG, "kv_slot_cache_tokens %lld out of range",
+                       (long long)p.kv_slot_cache_tokens);
+    if (p.kv_slot_cache_tokens > 0 && p.kv_host_tokens == 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "a KV slot cache (kv_slot_cache_tokens %lld) caches "
+                       "the host tier, and there is none (kv_host_tokens 0)",
+                       (long long)p.kv_slot_cache_tokens);
     if (p.n_batch < p.n_seq_max) p.n_batch = p.n_seq_max; /* room for one decode token each */
     /* what the context needs against the memory there is, before anything is allocated */
     if (!p.overcommit) {
@@ -325,11 +344,23 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         c->attn       = am;
         c->attn_owned = am != &lc_attn_dense;
     }
-    const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size;
+    if (p.kv_slot_cache_tokens > 0 && !c->attn->decode_reads) {
+        st = lc_fail(LC_ERR_INVALID_ARG, "a KV slot cache serves the decode reads of the "
+                     "methods that keep selections (infinitehip, hip), not %s", c->attn->name);
+        goto fail;
+    }
+    const int64_t n_slot  = lc_budget_kv_slot_pages(&p);
+    const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size + n_slot;
     const int64_t n_host  = lc_budget_kv_host_pages(&p);
     if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,
                            n_host, &c->kv)) != LC_OK)
         goto fail;
+    if (n_slot > 0) {
+        lc_slab_bank *bank = NULL; /* owned by the KV cache */
+        if ((st = lc_slab_bank_create(c->kv, n_slot, &bank)) != LC_OK) goto fail;
+        lc_log(LC_LOG_INFO, "KV slot cache: %lld GPU pages, %lld slabs a layer",
+               (long long)n_slot, (long long)n_slot * hp->n_head_kv);
+    }
     if (n_host > 0)
         lc_log(LC_LOG_INFO, "KV cache: %lld pages of %d tokens, %lld in %s memory and %lld in "
                "pinned host memory", (long long)n_pages, p.page_size,
@@ -744,6 +775,36 @@ static int seq_take_sample(lc_context *c, lc_seq *s, int32_t tok) {
  * of the prompt's last chunk has run, the sequence draws its first token (*final, the token in
  * *tok; its logits stay readable). *seg_i: the sequence that took part (-1: none). Another
  * sequence's logits still in the workspace are copied out first. */
+/* The slot cache (kv/slab_bank.h) learns what this step's decode attention read: for each
+ * decode sequence and layer whose selection was recomputed in the forward, its lists with the
+ * sink and window; then one gather of the misses, which the next steps read. */
+static int slot_cache_learn(lc_context *c, int32_t n_aseq) {
+    lc_slab_bank *bk = c->kv->bank;
+    if (!bk || !c->attn->decode_reads) return LC_OK;
+    lc_slab_bank_step(bk);
+    const int32_t P = c->p.page_size;
+    for (int32_t a = 0; a < n_aseq; a++) {
+        if (c->aseqs[a].n_rows != 1) continue;
+        const lc_seq *s    = &c->seqs[c->aseq_idx[a]];
+        const int64_t keys = s->n_done, full = keys / P; /* pages every token of which is written */
+        for (int32_t l = 0; l < c->model->hp.n_layer; l++) {
+            lc_decode_reads r;
+            int st = c->attn->decode_reads(c->attn, l, s->attn_states[l], &r);
+            if (st != LC_OK) return st;
+            if (!r.fresh) continue;
+            const int64_t w0 = keys > r.n_stream ? keys - r.n_stream : 0;
+            const lc_segment ends[2] = {{0, (int32_t)(keys < r.n_sink ? keys : r.n_sink)},
+                                        {(int32_t)w0, (int32_t)(keys - w0)}};
+            st = lc_slab_bank_use(bk, l, s->kv.pages, full, ends, 2, -1);
+            for (int32_t g = 0; g < r.n_groups && st == LC_OK; g++)
+                st = lc_slab_bank_use(bk, l, s->kv.pages, full, r.sel + (size_t)g * (size_t)r.cap,
+                                      r.sel_n[g], r.n_groups == 1 ? -1 : g);
+            if (st != LC_OK) return st;
+        }
+    }
+    return lc_slab_bank_commit(bk);
+}
+
 static bool prefilling(const lc_seq *s) {
     return s->live && s->finish == LC_FINISH_NONE && s->n_done < s->n_prompt;
 }
@@ -968,6 +1029,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             lc_seq *s = &c->seqs[c->aseq_idx[a]];
             s->n_done += c->aseqs[a].n_rows;
         }
+        if ((st = slot_cache_learn(c, n_aseq)) != LC_OK) return st;
         /* the sampling op's free check: a row with NaN/Inf logits draws -1. Run the step again
          * with per-layer checks (no sampling) to name where the values first broke */
         bool nonfinite = false;

@@ -3,6 +3,7 @@
  * (see kv.h; DESIGN.md "KV pages", issue 24 item 1).
  */
 #include "kv/kv.h"
+#include "kv/slab_bank.h"
 #include "util/util.h"
 
 #include <stdio.h>
@@ -95,6 +96,7 @@ int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head
 
 void lc_kv_free(lc_kv_cache *kv) {
     if (!kv) return;
+    lc_slab_bank_free(kv->bank);
     lc_backend *b = kv->backend;
     for (int32_t l = 0; l < kv->n_layer; l++)
         for (int part = 0; part < 2; part++) {
@@ -146,6 +148,7 @@ int lc_kv_seq_reserve(lc_kv_cache *kv, lc_kv_seq *seq, int64_t n_tokens) {
 }
 
 void lc_kv_seq_release(lc_kv_cache *kv, lc_kv_seq *seq) {
+    if (kv->bank) lc_slab_bank_drop_pages(kv->bank, seq->pages, seq->n_pages);
     for (int64_t i = seq->n_pages - 1; i >= 0; i--) {
         const int32_t pg = seq->pages[i];
         if (pg < kv->n_dev_pages)
@@ -160,6 +163,6 @@ void lc_kv_seq_release(lc_kv_cache *kv, lc_kv_seq *seq) {
 
 lc_kv_layer_view lc_kv_layer(const lc_kv_cache *kv, int32_t layer) {
     lc_kv_layer_view v = {kv->k[layer], kv->v[layer], kv->page_size, kv->n_kv_head,
-                          kv->head_dim};
+                          kv->head_dim, lc_slab_bank_map(kv->bank, layer)};
     return v;
 }

@@ -37,6 +37,10 @@ typedef struct lc_kv_cache {
                                 n_dev_pages up, n_free_host free host page ids */
     int64_t     n_free_dev, n_free_host;
     int64_t     n_free;      /* n_free_dev + n_free_host */
+    /* NULL, or the slot cache of host-tier slabs in device pages (kv/slab_bank.h): lc_kv_layer
+     * gives its slab maps, lc_kv_seq_release drops the copies of released pages, lc_kv_free
+     * frees it */
+    struct lc_slab_bank *bank;
 } lc_kv_cache;
 
 /* Per-sequence page table. */

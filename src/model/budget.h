@@ -24,6 +24,8 @@ uint64_t lc_budget_weight_bytes(const lc_model *m);
  * backend. */
 int lc_budget_check_weights(const lc_model *m);
 
+/* Pages of the KV slot cache (kv_slot_cache_tokens; device pages besides kv_tokens'). */
+int64_t lc_budget_kv_slot_pages(const lc_context_params *p);
 /* Pages asked for the KV host tier: kv_host_tokens in pages, at most the capacity's. */
 int64_t lc_budget_kv_host_pages(const lc_context_params *p);
 

@@ -8,6 +8,7 @@
  * a decode step runs as one backend graph where the backend has them (lc_model_forward).
  */
 #include "model/model.h"
+#include "kv/slab_bank.h"
 #include "util/util.h"
 
 #include <math.h>
@@ -227,6 +228,8 @@ int lc_model_forward(lc_model *m, lc_forward_ws *ws, lc_kv_cache *kv, const lc_r
                                "tokens past the %d given", i, batch->n_pen);
         }
 
+    /* the slot cache's maps up to date first: copies of released pages must not be read */
+    if (kv->bank) TRY(lc_slab_bank_commit(kv->bank));
     /* inputs: the batch's sequences, ids, positions, logit rows, sampling rows */
     int (*up)(lc_backend *, void *, const void *, size_t) =
         b->upload_async ? b->upload_async : b->upload;

@@ -151,7 +151,7 @@ static int dense_make(op_env *e, const op_shape *sh, void **state) {
         pg += (cs[i][0] + cs[i][1] + P - 1) / P;
     }
     for (int64_t i = 0; i < s->qn; i++) s->q[i] = test_frand(&e->rng);
-    s->hv = (lc_kv_layer_view){s->kc, s->vc, P, s->H, s->D};
+    s->hv = (lc_kv_layer_view){s->kc, s->vc, P, s->H, s->D, NULL};
     rc    = e->cpu->attn_dense(e->cpu, &s->hv, s->seqs, s->n_seqs, s->q, s->n_head, &s->ht,
                                1.0f / sqrtf((float)s->D), s->ref);
     if (rc != LC_OK) return rc;
@@ -172,7 +172,7 @@ static int dense_reset(op_env *e, void *state) {
 static int dense_run(op_env *e, void *state) {
     dense_state     *s  = state;
     lc_rope_table    dt = {s->max_k, s->n_rot, s->ht.pairing, s->dcs, s->dsn, s->ht.mscale};
-    lc_kv_layer_view dv = {s->dk, s->dv, 64, s->H, s->D};
+    lc_kv_layer_view dv = {s->dk, s->dv, 64, s->H, s->D, NULL};
     return e->dev->attn_dense(e->dev, &dv, s->seqs, s->n_seqs, s->dq, s->n_head, &dt,
                               1.0f / sqrtf((float)s->D), s->dout);
 }

@@ -279,7 +279,7 @@ static int kvw_make(op_env *e, const op_shape *sh, void **state) {
         const int32_t half = s->n_pages / 2;
         s->seqs[0] = (lc_attn_seq){0, s->R, 100, s->pt, 0};
         s->seqs[1] = (lc_attn_seq){s->R, 5, 3, s->pt + half, 0};
-        lc_kv_layer_view hv = {kc, vc, s->P, s->KH, s->D};
+        lc_kv_layer_view hv = {kc, vc, s->P, s->KH, s->D, NULL};
         rc = e->cpu->kv_write(e->cpu, &hv, s->seqs, 2, s->k, s->v);
         for (int64_t i = 0; rc == LC_OK && i < s->pool; i++) {
             s->want_k[i] = lc_fp32_to_fp16(fmaxf(-65504.0f, fminf(65504.0f, kc[i])));
@@ -305,7 +305,7 @@ static int kvw_reset(op_env *e, void *state) { /* pages nobody writes stay zero,
 
 static int kvw_run(op_env *e, void *state) {
     kvw_state       *s  = state;
-    lc_kv_layer_view dv = {s->dk, s->dv, s->P, s->KH, s->D};
+    lc_kv_layer_view dv = {s->dk, s->dv, s->P, s->KH, s->D, NULL};
     return e->dev->kv_write(e->dev, &dv, s->seqs, 2, s->dks, s->dvs);
 }
 

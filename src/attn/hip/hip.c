@@ -72,6 +72,8 @@ static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_
     hipa_impl               *h = impl;
     const lc_hipattn_params *p = &h->p;
     h->any_refresh[layer] = false;
+    for (int32_t s = 0; s < n_seqs && states; s++)
+        if (states[s]) ((sel_slot_state *)states[s])->fresh = false;
     if (layer < p->dense_layers) return LC_OK;
     for (int32_t s = 0; s < n_seqs; s++)
         if (seqs[s].n_rows > 1 && states && states[s]) ((sel_slot_state *)states[s])->valid[0] = false;
@@ -91,6 +93,7 @@ static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_
             h->reused++;
         }
         hs->step++;
+        hs->fresh = refresh;
         list[j - h->ws.n_pre] = hs->slot;
         from[j - h->ws.n_pre] = refresh ? 0 : 1;
     }
@@ -209,11 +212,19 @@ static void hipa_destroy(lc_attn_method *m) {
     sel_method_free(m);
 }
 
+/* The decode attention reads sink, window and the block mask (list 0 of the pool). */
+static int hipa_decode_reads(const lc_attn_method *m, int32_t layer, const void *state,
+                             lc_decode_reads *r) {
+    hipa_impl *h = m->impl;
+    (void)layer;
+    return sel_decode_reads(&h->pool, 0, state, h->p.n_sink, h->p.n_stream, r);
+}
+
 static const lc_attn_method hipa_ops = {
     .name = "hip", .needs_raw_q = true, .graph_safe = true,
     .state_create = hipa_state_create, .state_free = hipa_state_free,
     .plan = hipa_plan, .forward = hipa_forward, .destroy = hipa_destroy,
-    .last = hipa_last, .stats = hipa_stats};
+    .last = hipa_last, .stats = hipa_stats, .decode_reads = hipa_decode_reads};
 
 int lc_attn_hipattn_create(lc_backend *b, const lc_attn_shape *shape, const lc_hipattn_params *p,
                            const lc_attn_diag *diag, lc_attn_method **out) {

@@ -258,6 +258,8 @@ static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_
     const int32_t N = p->n_stages;
     hip_layer_plan *lp = &h->lp[layer];
     lp->dense = true, lp->min_from = N;
+    for (int32_t s = 0; s < n_seqs && states; s++)
+        if (states[s]) ((sel_slot_state *)states[s])->fresh = false;
     if (layer < p->dense_layers) return LC_OK;
     for (int32_t s = 0; s < n_seqs; s++)
         if (seqs[s].n_rows > 1 && states && states[s]) {
@@ -281,6 +283,7 @@ static int plan_layer(void *impl, int32_t layer, const lc_attn_seq *seqs, int32_
             if (!hs->valid[i] || hs->step % p->refresh[i] == 0) f = i;
         for (int32_t i = f; i < N; i++) hs->valid[i] = true;
         hs->step++;
+        hs->fresh = f < N; /* every stage from f on, the last (the attention's list) too */
         list[j - h->ws.n_pre] = hs->slot;
         from[j - h->ws.n_pre] = f;
         if (f < lp->min_from) lp->min_from = f;
@@ -538,12 +541,20 @@ static void hip_destroy(lc_attn_method *m) {
     sel_method_free(m);
 }
 
+/* The decode attention reads sink, window and the last stage's list (hip_forward). */
+static int hip_decode_reads(const lc_attn_method *m, int32_t layer, const void *state,
+                            lc_decode_reads *r) {
+    hip_impl *h = m->impl;
+    (void)layer; /* the state knows its layer */
+    return sel_decode_reads(&h->pool, h->p.n_stages - 1, state, h->p.n_sink, h->p.n_stream, r);
+}
+
 /* (graph_safe: set per instance) */
 static const lc_attn_method hip_ops = {
     .name = "infinitehip", .needs_raw_q = true,
     .state_create = hip_state_create, .state_free = hip_state_free,
     .plan = hip_plan, .forward = hip_forward, .destroy = hip_destroy,
-    .last = lc_attn_infinitehip_last};
+    .last = lc_attn_infinitehip_last, .decode_reads = hip_decode_reads};
 
 int lc_attn_infinitehip_create(lc_backend *b, const lc_attn_shape *shape,
                                const lc_infinitehip_params *p, const lc_attn_diag *diag,

@@ -218,7 +218,9 @@ void sel_pool_release(sel_pool *p) {
     }
     pool_free_queries(b, p->n_layer, p->q, p->q_valid);
     free(p->cap), free(p->seg), free(p->n), free(p->used), free(p->q), free(p->q_valid);
+    free(p->h_reads), free(p->h_reads_n);
     p->cap = NULL, p->seg = NULL, p->n = NULL, p->used = NULL, p->q = NULL, p->q_valid = NULL;
+    p->h_reads = NULL, p->h_reads_n = NULL, p->h_reads_cap = 0;
     p->n_slots = 0;
 }
 
@@ -416,6 +418,47 @@ void sel_slot_state_free(sel_pool *pool, void *state) {
     if (!s) return;
     sel_pool_give(pool, s->layer, s->slot);
     free(s);
+}
+
+int sel_decode_reads(sel_pool *pool, int32_t list, const sel_slot_state *state, int32_t n_sink,
+                     int32_t n_stream, lc_decode_reads *r) {
+    memset(r, 0, sizeof *r);
+    if (!state || !state->fresh) return LC_OK;
+    if (list < 0 || list >= pool->n_lists || state->layer < 0 || state->layer >= pool->n_layer ||
+        state->slot < 0 || state->slot >= pool->n_slots)
+        return lc_fail(LC_ERR_INTERNAL, "decode reads: list %d of layer %d slot %d out of range",
+                       list, state->layer, state->slot);
+    const int32_t G   = pool->n_groups;
+    const int32_t cap = pool->cap[(size_t)state->layer * (size_t)pool->n_lists + (size_t)list];
+    const size_t  n   = (size_t)G * (size_t)cap;
+    if (n > pool->h_reads_cap) {
+        lc_segment *s = realloc(pool->h_reads, sizeof(lc_segment) * n);
+        if (!s) return lc_fail(LC_ERR_NOMEM, "out of memory for a decode selection copy");
+        pool->h_reads = s;
+        int32_t *c    = realloc(pool->h_reads_n, sizeof(int32_t) * (size_t)G);
+        if (!c) return lc_fail(LC_ERR_NOMEM, "out of memory for a decode selection copy");
+        pool->h_reads_n   = c;
+        pool->h_reads_cap = n;
+    }
+    lc_backend *b  = pool->b;
+    int         st = b->download(b, pool->h_reads, sel_pool_seg(pool, state->layer, list) +
+                                 (size_t)state->slot * n, sizeof(lc_segment) * n);
+    if (st == LC_OK)
+        st = b->download(b, pool->h_reads_n, sel_pool_n(pool, state->layer, list) +
+                         (size_t)state->slot * (size_t)G, sizeof(int32_t) * (size_t)G);
+    if (st != LC_OK) return st;
+    for (int32_t g = 0; g < G; g++) /* a count the host can trust */
+        if (pool->h_reads_n[g] < 0 || pool->h_reads_n[g] > cap)
+            return lc_fail(LC_ERR_INTERNAL, "decode reads: list %d of layer %d has %d segments "
+                           "(room for %d)", g, state->layer, pool->h_reads_n[g], cap);
+    r->fresh    = true;
+    r->n_groups = G;
+    r->cap      = cap;
+    r->sel      = pool->h_reads;
+    r->sel_n    = pool->h_reads_n;
+    r->n_sink   = n_sink;
+    r->n_stream = n_stream;
+    return LC_OK;
 }
 
 int sel_plan_layers(sel_ws *w, const lc_attn_seq *seqs, int32_t n_seqs, void **const *states,

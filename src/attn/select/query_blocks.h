@@ -67,6 +67,9 @@ typedef struct sel_pool {
     int32_t      q_len;   /* floats of a slot's fingerprint (0: none kept) */
     float      **q;       /* [n_layer] -> [n_slots][q_len] */
     int32_t    **q_valid; /* [n_layer] -> [n_slots]: the slot holds a fingerprint (zeroed on take) */
+    lc_segment  *h_reads;   /* sel_decode_reads' host copy: [n_groups][cap] */
+    int32_t     *h_reads_n; /* [n_groups] */
+    size_t       h_reads_cap;
 } sel_pool;
 int  sel_pool_init(sel_pool *p, lc_backend *b, int32_t n_layer, int32_t n_lists,
                    int32_t n_groups, const int32_t *cap);
@@ -172,6 +175,8 @@ typedef struct sel_slot_state {
     int32_t layer, slot;
     int64_t step;                  /* decode steps since the lists were last (re)computed */
     bool    valid[LC_HIP_MAX_STAGES];
+    bool    fresh;                 /* the last plan recomputes its final list in a decode forward
+                                      (lc_decode_reads.fresh) */
 } sel_slot_state;
 /* A state holding a slot of layer's pool (what: the allocation's name in a failure message);
  * LC_ERR_INVALID_ARG "<method>: layer L of N" for a layer the pool does not have. */
@@ -179,6 +184,10 @@ int  sel_slot_state_create(sel_pool *pool, const char *method, const char *what,
                            void **out);
 /* Give its slot back and free it (NULL: nothing). */
 void sel_slot_state_free(sel_pool *pool, void *state);
+/* lc_attn_method.decode_reads over a pool: list `list` of the state's slot (the list its decode
+ * attention reads), downloaded into the pool's host buffer when the state is fresh. */
+int  sel_decode_reads(sel_pool *pool, int32_t list, const sel_slot_state *state, int32_t n_sink,
+                      int32_t n_stream, lc_decode_reads *r);
 
 /* A method's plan of one layer of the planned batch (states: the batch's sequences' states of
  * that layer, NULL where none). */

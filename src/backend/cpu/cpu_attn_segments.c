@@ -160,7 +160,9 @@ static void run_unit(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, const 
         const int32_t nt = L.n - t0 < SP_TILE ? L.n - t0 : SP_TILE;
         for (int32_t j = 0; j < nt; j++) {
             const int32_t tok  = L.tok[t0 + j];
-            const int64_t off  = (((int64_t)pages[tok / P] * H + h) * P + tok % P) * D;
+            int64_t       slab = (int64_t)pages[tok / P] * H + h;
+            if (kv->slab_map) slab = kv->slab_map[slab]; /* a cached copy (slab_bank.h) */
+            const int64_t off = (slab * P + tok % P) * D;
             lc_cpu_rope_copy((const float *)kv->k + off, w->kr + (int64_t)j * D, D, L.pos[t0 + j],
                              rope);
             memcpy(w->vt + (int64_t)j * D, (const float *)kv->v + off, sizeof(float) * (size_t)D);

@@ -69,6 +69,7 @@ constexpr int PRE_NT = 256, PRE_TK = 64, PRE_BM = 128;
 
 struct sp_params {
     const lc_kv16       *kpool, *vpool; // [n_pages][H][P][D]
+    const int32_t       *slab_map;      // [n_pages][H] or NULL (lc_kv_layer_view.slab_map)
     const lc_attn_seq   *seqs;
     const lc_qblock *qb;
     const lc_segment    *sel;   // [n_qb][n_groups][sel_cap]
@@ -250,9 +251,12 @@ __device__ __forceinline__ int2 key_entry(const sp_params &a, const int32_t *pt,
     return make_int2(min(max(pos, 0), a.n_pos - 1), (int)phys);
 }
 // Row (element offset / D) of the page slot e.y for KV head h.
+// With a slab map (the slot cache of host-tier slabs, kv/slab_bank.h), the slab's cached copy.
 __device__ __forceinline__ int64_t slot_row(const sp_params &a, int slot, int h) {
     const uint32_t s = (uint32_t)slot, P = 1u << a.page_shift;
-    return (((int64_t)(s >> a.page_shift) * a.H + h) << a.page_shift) + (s & (P - 1));
+    int64_t slab = (int64_t)(s >> a.page_shift) * a.H + h;
+    if (a.slab_map) slab = __ldg(a.slab_map + slab);
+    return (slab << a.page_shift) + (s & (P - 1));
 }
 
 // Chunk c (16 bytes) of the key entry e: c < D/8: K; < D/4: V; then the table row's cos
@@ -1140,6 +1144,7 @@ extern "C" int lc_cuda_attn_segments(const lc_kv_layer_view *kv, const lc_attn_s
                        scratch_bytes, pl.total);
     sp_params p;
     p.kpool = (const lc_kv16 *)kv->k, p.vpool = (const lc_kv16 *)kv->v;
+    p.slab_map = kv->slab_map;
     p.seqs = seqs, p.qb = qb, p.sel = a->sel, p.sel_n = a->sel_n, p.q = q, p.out = out;
     p.list = a->list;
     p.cs = rope->cos, p.sn = rope->sin;
