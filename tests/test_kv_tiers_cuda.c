@@ -9,6 +9,9 @@
  *      between the tiers, or all in the host tier, gives bit for bit the logits and tokens of
  *      the all-GPU run, for every method (dense, InfiniteHiP, HiP, TokenSelect): the kernels
  *      read host pages at the same addresses, so the tier never changes a result;
+ *      With the slot cache of host reads (kv/slab_bank.h; InfiniteHiP, HiP; all KV on the
+ *      host, 16 slot pages) every token and the last step's logits are the all-GPU run's too,
+ *      and the cache took slabs in (item 5: the cache never changes a result);
  *   4. a host tier larger than the host's memory is refused before anything is pinned.
  * Skips (exit 77) without a GPU, or when the GPU cannot map host memory (said why).
  */
@@ -69,10 +72,11 @@ done:
 }
 
 #define N_PROMPT 10000
-#define N_OUT    8
+#define N_OUT    12
 
+/* greedy tokens, the first and (last non-NULL) the last token's logits, the KV usage after */
 static int generate(lc_model *m, const lc_context_params *cp, const int32_t *prompt,
-                    int32_t *toks, float *logits, lc_kv_usage *usage) {
+                    int32_t *toks, float *logits, lc_kv_usage *usage, float *last) {
     lc_context *c  = NULL;
     int         st = lc_context_create(m, cp, &c);
     if (st != LC_OK) return st;
@@ -90,11 +94,14 @@ static int generate(lc_model *m, const lc_context_params *cp, const int32_t *pro
                 if (n == 0) {
                     memcpy(logits, lc_context_logits(c, id),
                            sizeof(float) * (size_t)lc_context_n_vocab(c));
-                    if (usage) lc_context_kv_usage(c, usage);
                 }
+                if (n == N_OUT - 1 && last)
+                    memcpy(last, lc_context_logits(c, id),
+                           sizeof(float) * (size_t)lc_context_n_vocab(c));
                 toks[n++] = ev[e].token;
             }
     }
+    if (usage) lc_context_kv_usage(c, usage);
     lc_context_free(c);
     return st == LC_OK && n == N_OUT ? LC_OK : st != LC_OK ? st : LC_ERR_INTERNAL;
 }
@@ -118,8 +125,10 @@ static void engine_checks(void) {
     int32_t *prompt = malloc(sizeof(int32_t) * N_PROMPT);
     float   *l0 = malloc(sizeof(float) * (size_t)info.n_vocab);
     float   *l1 = malloc(sizeof(float) * (size_t)info.n_vocab);
-    CHECK(prompt && l0 && l1);
-    if (!prompt || !l0 || !l1) goto done;
+    float   *e0 = malloc(sizeof(float) * (size_t)info.n_vocab);
+    float   *e1 = malloc(sizeof(float) * (size_t)info.n_vocab);
+    CHECK(prompt && l0 && l1 && e0 && e1);
+    if (!prompt || !l0 || !l1 || !e0 || !e1) goto done;
     for (int i = 0; i < N_PROMPT; i++)
         prompt[i] = 3 + (int32_t)((i * 37u + (unsigned)(i * i) % 23u) % (unsigned)(info.n_vocab - 3));
     static const char *methods[] = {"dense", "infinitehip", "hip", "tokenselect"};
@@ -130,7 +139,7 @@ static void engine_checks(void) {
         cp.attn              = methods[mi];
         cp.sparse_always     = true;
         int32_t t0[N_OUT], t1[N_OUT];
-        CHECKF(generate(m, &cp, prompt, t0, l0, NULL) == LC_OK, "%s: %s", cp.attn,
+        CHECKF(generate(m, &cp, prompt, t0, l0, NULL, e0) == LC_OK, "%s: %s", cp.attn,
                lc_last_error());
         /* split: the GPU tier rounds up to one 2 MiB unit (128 pages of 16 KiB = 8192 tokens);
          * then everything in the host tier */
@@ -140,7 +149,7 @@ static void engine_checks(void) {
             lc_kv_usage u;
             memset(&u, 0, sizeof u);
             memset(l1, 0xff, sizeof(float) * (size_t)info.n_vocab); /* poison */
-            const int st = generate(m, &cp, prompt, t1, l1, &u);
+            const int st = generate(m, &cp, prompt, t1, l1, &u, NULL);
             CHECKF(st == LC_OK, "%s, host tier %lld: %s", cp.attn, (long long)host[hi],
                    lc_last_error());
             if (st != LC_OK) continue;
@@ -154,6 +163,24 @@ static void engine_checks(void) {
                        u.host_pages == 256 - gpu,
                    "%s: usage gpu %lld/%lld host %lld/%lld", cp.attn, (long long)u.gpu_used,
                    (long long)u.gpu_pages, (long long)u.host_used, (long long)u.host_pages);
+        }
+        /* the slot cache (kv/slab_bank.h) over the host tier: 16 slot pages; every token and the
+         * last step's logits as all on the GPU, and the cache was used */
+        if (mi == 1 || mi == 2) {
+            cp.kv_host_tokens       = 16384;
+            cp.kv_slot_cache_tokens = 1024;
+            lc_kv_usage u;
+            memset(&u, 0, sizeof u);
+            memset(e1, 0xff, sizeof(float) * (size_t)info.n_vocab); /* poison */
+            const int st = generate(m, &cp, prompt, t1, l1, &u, e1);
+            CHECKF(st == LC_OK, "%s, slot cache: %s", cp.attn, lc_last_error());
+            CHECKF(st == LC_OK && !memcmp(t0, t1, sizeof t0), "%s, slot cache: other tokens", cp.attn);
+            CHECKF(st == LC_OK && !memcmp(e0, e1, sizeof(float) * (size_t)info.n_vocab),
+                   "%s, slot cache: other logits at the last step", cp.attn);
+            CHECKF(u.cache_slots == 16 * info.n_head_kv && u.cache_misses > 0 && u.cache_used > 0,
+                   "%s: %lld slots, %llu misses, %lld used", cp.attn, (long long)u.cache_slots,
+                   (unsigned long long)u.cache_misses, (long long)u.cache_used);
+            cp.kv_slot_cache_tokens = 0;
         }
     }
     /* 4. a host tier beyond the host's memory: refused, naming pinned host memory */
@@ -169,7 +196,7 @@ static void engine_checks(void) {
         if (c) lc_context_free(c);
     }
 done:
-    free(prompt), free(l0), free(l1);
+    free(prompt), free(l0), free(l1), free(e0), free(e1);
     lc_model_free(m);
 }
 

@@ -119,6 +119,8 @@ typedef struct bench_row {
     int       hf_chunk;
     bool      have_mem;
     lc_memory_report mem; /* after this context's runs */
+    bool        have_kv;
+    lc_kv_usage kv;       /* the KV tiers and slot cache after this context's runs (cumulative) */
     /* --profile: one decode step (ms) and the prefill (s), split */
     bool   have_prof;
     double prof_step_ms, dec_ms[LC_PROFILE_N_CAT];
@@ -418,6 +420,29 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
         }
     }
 
+    /* the slot cache of host reads (--kv-slot-cache-*): counters since the context began */
+    bool any_cache = false;
+    for (int i = 0; i < n_rows; i++) any_cache |= rows[i].have_kv && rows[i].kv.cache_slots > 0;
+    if (any_cache) {
+        sb_printf(t, "\nKV slot cache after each context's runs (counters since the first; a "
+                  "lookup is a host-tier slab a recomputed decode selection read):\n\n"
+                  "| context | slots a layer | slots used | hits | misses | evictions | overflow "
+                  "| hit % | GiB gathered | map MiB uploaded |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < n_rows; i++) {
+            const lc_kv_usage *u = &rows[i].kv;
+            if (!rows[i].have_kv || !u->cache_slots) continue;
+            const double n = (double)(u->cache_hits + u->cache_misses + u->cache_overflow);
+            sb_printf(t, "| %lld | %lld | %lld | %llu | %llu | %llu | %llu | %.1f | %.3f | %.2f |\n",
+                      rows[i].ctx, (long long)u->cache_slots, (long long)u->cache_used,
+                      (unsigned long long)u->cache_hits, (unsigned long long)u->cache_misses,
+                      (unsigned long long)u->cache_evictions,
+                      (unsigned long long)u->cache_overflow,
+                      n > 0 ? 100.0 * (double)u->cache_hits / n : 0.0,
+                      (double)u->cache_bytes_in / GIB, (double)u->cache_map_bytes / 1048576.0);
+        }
+    }
+
     /* profile */
     const char *timing = NULL;
     for (int i = 0; i < n_rows; i++)
@@ -566,6 +591,16 @@ int cmd_bench(int argc, char **argv) {
             if (mtps > rows[ci].decode_med_tps) rows[ci].decode_med_tps = mtps;
         }
         rows[ci].have_mem = lc_model_memory(m, &rows[ci].mem) == LC_OK;
+        rows[ci].have_kv  = lc_context_kv_usage(ctx, &rows[ci].kv) == LC_OK;
+        if (rows[ci].have_kv && rows[ci].kv.cache_slots > 0) {
+            const lc_kv_usage *u = &rows[ci].kv;
+            fprintf(stderr, "bench: context %lld, KV slot cache (so far): %lld slots a layer, "
+                    "%lld used; %llu hits, %llu misses, %llu evictions, %llu overflow; %.3f GiB "
+                    "gathered\n", ctxs[ci], (long long)u->cache_slots, (long long)u->cache_used,
+                    (unsigned long long)u->cache_hits, (unsigned long long)u->cache_misses,
+                    (unsigned long long)u->cache_evictions, (unsigned long long)u->cache_overflow,
+                    (double)u->cache_bytes_in / GIB);
+        }
     }
     /* batched decode: n_seqs sequences of each length decoding together */
     double batched_tps[16] = {0};

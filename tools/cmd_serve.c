@@ -863,6 +863,32 @@ static enum MHD_Result route_metrics(server *s, struct MHD_Connection *c) {
                "longctx_kv_pages{tier=\"host\",state=\"used\"} %lld\n",
             (long long)s->m_kv.gpu_pages, (long long)s->m_kv.gpu_used,
             (long long)s->m_kv.host_pages, (long long)s->m_kv.host_used);
+    const lc_kv_usage *u = &s->m_kv; /* the slot cache of host reads (--kv-slot-cache-*) */
+    fprintf(f, "# HELP longctx_kv_slot_cache_slabs Slots of the KV slot cache (slabs of %d bytes, "
+               "K and V each) per layer, and slots in use over all layers.\n"
+               "# TYPE longctx_kv_slot_cache_slabs gauge\n"
+               "longctx_kv_slot_cache_slabs{state=\"per_layer\"} %lld\n"
+               "longctx_kv_slot_cache_slabs{state=\"used\"} %lld\n",
+            u->slab_bytes, (long long)u->cache_slots, (long long)u->cache_used);
+    fprintf(f, "# HELP longctx_kv_slot_cache_lookups_total Host-tier slabs a recomputed decode "
+               "selection read: found in the slot cache (hit), brought in (miss), past a "
+               "layer's slots in one step (overflow, read in place).\n"
+               "# TYPE longctx_kv_slot_cache_lookups_total counter\n"
+               "longctx_kv_slot_cache_lookups_total{result=\"hit\"} %llu\n"
+               "longctx_kv_slot_cache_lookups_total{result=\"miss\"} %llu\n"
+               "longctx_kv_slot_cache_lookups_total{result=\"overflow\"} %llu\n",
+            (unsigned long long)u->cache_hits, (unsigned long long)u->cache_misses,
+            (unsigned long long)u->cache_overflow);
+    fprintf(f, "# HELP longctx_kv_slot_cache_evictions_total Misses that displaced a cached slab.\n"
+               "# TYPE longctx_kv_slot_cache_evictions_total counter\n"
+               "longctx_kv_slot_cache_evictions_total %llu\n"
+               "# HELP longctx_kv_host_to_gpu_bytes_total Bytes copied from the host tier into "
+               "GPU slots, and of slot maps uploaded.\n"
+               "# TYPE longctx_kv_host_to_gpu_bytes_total counter\n"
+               "longctx_kv_host_to_gpu_bytes_total{what=\"slabs\"} %llu\n"
+               "longctx_kv_host_to_gpu_bytes_total{what=\"maps\"} %llu\n",
+            (unsigned long long)u->cache_evictions, (unsigned long long)u->cache_bytes_in,
+            (unsigned long long)u->cache_map_bytes);
     hist_print(f, "longctx_time_to_first_token_seconds",
                "From arrival to the first generated token.", &s->h_ttft);
     hist_print(f, "longctx_time_per_output_token_seconds",

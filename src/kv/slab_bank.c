@@ -27,7 +27,7 @@ struct lc_slab_bank {
     int64_t        *lo, *hi;      /* [n_layer] changed range of h_map not yet uploaded (lo > hi: none) */
     int64_t       **pend;         /* [n_layer] slabs used this step */
     int64_t        *n_pend, *cap_pend;
-    lc_slab_copy   *h_copies;     /* [n_layer][n_slots] */
+    lc_slab_copy   *h_copies;     /* a commit's copies, layer after layer (room n_layer x n_slots) */
     lc_slab_copy   *d_copies;
     int32_t        *n_copies;     /* [n_layer] of the commit under way */
     uint64_t        overflow, bytes_in, map_bytes;
@@ -196,7 +196,7 @@ int lc_slab_bank_commit(lc_slab_bank *bk) {
         n_copies[l]        = 0;
         int64_t      n     = bk->n_pend[l];
         int64_t     *pend  = bk->pend[l];
-        lc_slab_copy *cp   = bk->h_copies + (size_t)l * (size_t)bk->n_slots;
+        lc_slab_copy *cp   = bk->h_copies + total; /* the layers' lists one after another */
         if (n > 1) { /* each slab once */
             qsort(pend, (size_t)n, sizeof *pend, cmp_i64);
             int64_t u = 1;
@@ -227,12 +227,13 @@ int lc_slab_bank_commit(lc_slab_bank *bk) {
     }
     int st = LC_OK;
     if (total > 0) {
-        /* one upload of every layer's list (their regions are apart), then one gather per pool */
-        st = b->upload(b, bk->d_copies, bk->h_copies,
-                       sizeof(lc_slab_copy) * (size_t)bk->n_layer * (size_t)bk->n_slots);
+        /* one upload of every layer's list, then one gather per pool */
+        st = b->upload(b, bk->d_copies, bk->h_copies, sizeof(lc_slab_copy) * (size_t)total);
+        size_t off = 0;
         for (int32_t l = 0; l < bk->n_layer && st == LC_OK; l++) {
             if (!n_copies[l]) continue;
-            const lc_slab_copy *dc = bk->d_copies + (size_t)l * (size_t)bk->n_slots;
+            const lc_slab_copy *dc = bk->d_copies + off;
+            off += (size_t)n_copies[l];
             st = b->copy_slabs(b, bk->kv->k[l], bk->kv->k[l], dc, n_copies[l], bk->slab_bytes);
             if (st == LC_OK)
                 st = b->copy_slabs(b, bk->kv->v[l], bk->kv->v[l], dc, n_copies[l], bk->slab_bytes);
