@@ -167,6 +167,11 @@ static void engine_checks(void) {
         /* the slot cache (kv/slab_bank.h) over the host tier: 16 slot pages; every token and the
          * last step's logits as all on the GPU, and the cache was used */
         if (mi == 1 || mi == 2) {
+            /* (HiP's default keeps its first 3 layers dense: the model has 2) */
+            cp.attn_settings  = mi == 2 ? "dense-layers=0" : NULL;
+            cp.kv_host_tokens = 0;
+            CHECKF(generate(m, &cp, prompt, t0, l0, NULL, e0) == LC_OK, "%s: %s", cp.attn,
+                   lc_last_error());
             cp.kv_host_tokens       = 16384;
             cp.kv_slot_cache_tokens = 1024;
             lc_kv_usage u;
