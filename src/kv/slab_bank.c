@@ -25,7 +25,9 @@ struct lc_slab_bank {
     int32_t       **h_map;        /* [n_layer][n_pages x n_kv_head]: host mirror of d_map */
     int32_t       **d_map;        /* the maps in backend memory */
     int64_t        *lo, *hi;      /* [n_layer] changed range of h_map not yet uploaded (lo > hi: none) */
-    int64_t       **pend;         /* [n_layer] slabs used this step */
+    int64_t       **pend;         /* [n_layer] slabs used this step, each once */
+    uint32_t      **stamp;        /* [n_layer][n_pages x n_kv_head]: the step a slab was last pushed */
+    uint32_t        epoch;        /* this step's stamp */
     int64_t        *n_pend, *cap_pend;
     lc_slab_copy   *h_copies;     /* a commit's copies, layer after layer (room n_layer x n_slots) */
     lc_slab_copy   *d_copies;
@@ -53,8 +55,10 @@ void lc_slab_bank_free(lc_slab_bank *bk) {
         if (bk->h_map) free(bk->h_map[l]);
         if (bk->d_map && bk->d_map[l]) b->dealloc(b, bk->d_map[l]);
         if (bk->pend) free(bk->pend[l]);
+        if (bk->stamp) free(bk->stamp[l]);
     }
     free(bk->lru), free(bk->owner), free(bk->h_map), free(bk->d_map), free(bk->pend);
+    free(bk->stamp);
     free(bk->lo), free(bk->hi), free(bk->n_pend), free(bk->cap_pend), free(bk->h_copies);
     free(bk->n_copies);
     if (bk->d_copies) b->dealloc(b, bk->d_copies);
@@ -86,6 +90,7 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
     const int32_t L = kv->n_layer, H = kv->n_kv_head;
     bk->kv = kv, bk->b = b, bk->n_layer = L, bk->n_kv_head = H, bk->n_pages = kv->n_pages;
     bk->n_slots    = (int32_t)n_slots;
+    bk->epoch      = 1; /* (the stamps start at 0: no slab pushed yet) */
     bk->slab_bytes = (size_t)kv->page_size * (size_t)kv->head_dim * (size_t)kv->elem_bytes;
     bk->slot_pages = lc_malloc(sizeof(int32_t) * (size_t)n_slot_pages, "slot cache pages");
     if (!bk->slot_pages) {
@@ -103,6 +108,7 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
     bk->h_map    = lc_calloc((size_t)L, sizeof *bk->h_map, "slot cache");
     bk->d_map    = lc_calloc((size_t)L, sizeof *bk->d_map, "slot cache");
     bk->pend     = lc_calloc((size_t)L, sizeof *bk->pend, "slot cache");
+    bk->stamp    = lc_calloc((size_t)L, sizeof *bk->stamp, "slot cache");
     bk->lo       = lc_calloc((size_t)L, sizeof *bk->lo, "slot cache");
     bk->hi       = lc_calloc((size_t)L, sizeof *bk->hi, "slot cache");
     bk->n_pend   = lc_calloc((size_t)L, sizeof *bk->n_pend, "slot cache");
@@ -110,7 +116,7 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
     bk->n_copies = lc_calloc((size_t)L, sizeof *bk->n_copies, "slot cache");
     bk->h_copies = lc_malloc(sizeof(lc_slab_copy) * (size_t)L * (size_t)n_slots, "slot cache copies");
     bk->d_copies = b->alloc(b, sizeof(lc_slab_copy) * (size_t)L * (size_t)n_slots, "slot cache copies");
-    if (!bk->lru || !bk->owner || !bk->h_map || !bk->d_map || !bk->pend || !bk->lo || !bk->hi ||
+    if (!bk->lru || !bk->owner || !bk->h_map || !bk->d_map || !bk->pend || !bk->stamp || !bk->lo || !bk->hi ||
         !bk->n_pend || !bk->cap_pend || !bk->n_copies || !bk->h_copies || !bk->d_copies)
         st = LC_ERR_NOMEM;
     const int64_t n_map = kv->n_pages * H;
@@ -120,7 +126,8 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
         bk->owner[l] = lc_malloc(sizeof(int64_t) * (size_t)n_slots, "slot cache owners");
         bk->h_map[l] = lc_malloc(sizeof(int32_t) * (size_t)n_map, "slot cache slab map");
         bk->d_map[l] = b->alloc(b, sizeof(int32_t) * (size_t)n_map, "slot cache slab map");
-        if (!bk->owner[l] || !bk->h_map[l] || !bk->d_map[l]) {
+        bk->stamp[l] = lc_calloc((size_t)n_map, sizeof(uint32_t), "slot cache step stamps");
+        if (!bk->owner[l] || !bk->h_map[l] || !bk->d_map[l] || !bk->stamp[l]) {
             st = LC_ERR_NOMEM;
             break;
         }
@@ -145,9 +152,16 @@ const int32_t *lc_slab_bank_map(const lc_slab_bank *bk, int32_t layer) {
 
 void lc_slab_bank_step(lc_slab_bank *bk) {
     for (int32_t l = 0; l < bk->n_layer; l++) lc_slot_cache_step(bk->lru[l]);
+    if (++bk->epoch == 0) { /* (after 2^32 steps) the stamps start over */
+        for (int32_t l = 0; l < bk->n_layer; l++)
+            memset(bk->stamp[l], 0, sizeof(uint32_t) * (size_t)(bk->n_pages * bk->n_kv_head));
+        bk->epoch = 1;
+    }
 }
 
 static int pend_push(lc_slab_bank *bk, int32_t l, int64_t slab) {
+    if (bk->stamp[l][slab] == bk->epoch) return LC_OK; /* already asked for this step */
+    bk->stamp[l][slab] = bk->epoch;
     if (bk->n_pend[l] == bk->cap_pend[l]) {
         const int64_t cap = bk->cap_pend[l] ? 2 * bk->cap_pend[l] : 1024;
         int64_t      *p   = realloc(bk->pend[l], sizeof(int64_t) * (size_t)cap);
@@ -182,11 +196,6 @@ int lc_slab_bank_use(lc_slab_bank *bk, int32_t layer, const int32_t *page_table,
     return LC_OK;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int lc_slab_bank_commit(lc_slab_bank *bk) {
     lc_backend   *b = bk->b;
     const int32_t H = bk->n_kv_head;
@@ -194,16 +203,9 @@ int lc_slab_bank_commit(lc_slab_bank *bk) {
     int64_t       total    = 0;
     for (int32_t l = 0; l < bk->n_layer; l++) {
         n_copies[l]        = 0;
-        int64_t      n     = bk->n_pend[l];
-        int64_t     *pend  = bk->pend[l];
+        const int64_t n    = bk->n_pend[l]; /* (each slab once: pend_push) */
+        const int64_t *pend = bk->pend[l];
         lc_slab_copy *cp   = bk->h_copies + total; /* the layers' lists one after another */
-        if (n > 1) { /* each slab once */
-            qsort(pend, (size_t)n, sizeof *pend, cmp_i64);
-            int64_t u = 1;
-            for (int64_t i = 1; i < n; i++)
-                if (pend[i] != pend[u - 1]) pend[u++] = pend[i];
-            n = u;
-        }
         for (int64_t i = 0; i < n; i++) {
             const lc_slab s = {0, (int32_t)(pend[i] / H), (int32_t)(pend[i] % H)};
             int32_t       slot, nf = 0;
