@@ -5,8 +5,8 @@
 # -c far past the prompt does not size the RoPE table by -c; input files are read with a limit
 # and checked as they are read (NUL bytes, invalid UTF-8, oversized files and endless streams
 # stop at the first bad byte with its offset); a FIFO with no writer says it is waiting; -t
-# past the core count warns; the KV tier options (--kv-host-*, --kv-gpu-*) refuse
-# contradictions and give the one-tier answer. Usage: cli_memory.sh PATH/TO/longctx
+# past the core count warns; the KV tier options (--kv-host-*, --kv-gpu-*, --kv-slot-cache-*)
+# refuse contradictions and give the one-tier answer. Usage: cli_memory.sh PATH/TO/longctx
 set -u
 BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -163,6 +163,23 @@ if [ -f "$MODEL" ]; then
             fail=$((fail + 1)); echo "FAIL: run $t: not the one-tier answer" >&2; cat "$TMP/err" >&2
         fi
     done
+    # the slot cache of host reads: it needs a host tier and a method that keeps selections;
+    # with both, the answer without it
+    expect 1 "caches the KV host tier" -- "$BIN" run -m "$MODEL" -p hi -n 1 --device cpu \
+        --kv-slot-cache-tokens 64
+    expect 1 "not dense" -- "$BIN" run -m "$MODEL" -p hi -n 1 --device cpu --attn dense \
+        --kv-host-tokens 240 --kv-slot-cache-tokens 64
+    expect 1 "in tokens or in GiB, not both" -- "$BIN" run -m "$MODEL" -p hi -n 1 --device cpu \
+        --kv-host-tokens 240 --kv-slot-cache-tokens 64 --kv-slot-cache-gb 0.01
+    (eval "$CAP"; run_cmd "$BIN" run -m "$MODEL" -p "$P" -n 12 --temp 0 -c 256 --page-size 16 --device cpu --attn infinitehip)
+    cp "$TMP/out" "$TMP/ihip.txt"
+    (eval "$CAP"; run_cmd "$BIN" run -m "$MODEL" -p "$P" -n 12 --temp 0 -c 256 --page-size 16 \
+        --device cpu --attn infinitehip --kv-host-tokens 240 --kv-slot-cache-tokens 64)
+    if [ $? -eq 0 ] && [ -s "$TMP/out" ] && cmp -s "$TMP/out" "$TMP/ihip.txt"; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1)); echo "FAIL: run with a slot cache: not the answer without" >&2; cat "$TMP/err" >&2
+    fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
