@@ -731,6 +731,14 @@ typedef struct lc_context_params {
                               sparse attention reads the copies; misses read the host page in
                               place. Results are those without it, bit for bit. Methods whose
                               decode keeps selections: infinitehip, hip (others: refused) */
+    bool ws_batch_control; /* with a slot cache: SparseServe's working-set-aware batch size
+                              control. A decode sequence's working set is the host slabs its
+                              last recomputed selection read (with sink and window; the largest
+                              layer's); each step the decode sequences join in arrival order
+                              while the sum fits the slot cache's slots a layer, the first
+                              always, and the others wait a step with their KV where it is
+                              (nothing recomputed). One not measured yet counts as the largest
+                              measured. false (default): every decode sequence runs each step */
 } lc_context_params;
 
 /* Pages of a context's KV cache by tier (lc_context_params.kv_host_tokens), and in use. */
@@ -746,6 +754,10 @@ typedef struct lc_kv_usage {
     int64_t  cache_slots, cache_used;
     uint64_t cache_hits, cache_misses, cache_evictions, cache_overflow;
     uint64_t cache_bytes_in, cache_map_bytes;
+    /* working sets (ws_batch_control): the sum over generating sequences, in slabs, and the
+     * decode sequences the control held in the last step */
+    int64_t ws_slabs;
+    int32_t ws_held;
 } lc_kv_usage;
 int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out);
 

@@ -13,7 +13,11 @@
  *      cache was used (hits, misses and evictions counted), and a second request on pages a
  *      first one released gives what it gives in a new context (no stale copy is read);
  *   3. the settings: a slot cache without a host tier, or for a method whose decode keeps no
- *      selection (dense), is refused with a message naming it.
+ *      selection (dense), is refused with a message naming it;
+ *   4. SparseServe's working-set batch control (ws_batch_control): with slots for less than two
+ *      requests' working sets, three requests decode one at a time and finish in arrival
+ *      order; with slots for all, or with the control off, together, with the tokens of the
+ *      run without a cache.
  */
 #include "kv/slab_bank.h"
 #include "backend/cpu/cpu.h"
@@ -218,6 +222,116 @@ static bool same(const run_out *a, const run_out *b, int32_t n_vocab) {
            !memcmp(a->logits, b->logits, sizeof(float) * (size_t)N_OUT * (size_t)n_vocab);
 }
 
+/* Three requests in one context: each one's greedy tokens, the step each got its last token
+ * in, and the most sequences that got a decode token in one step (past their first three). */
+#define N_REQ 3
+static int run_three(lc_model *m, const lc_context_params *cp, int32_t *const *prompts,
+                     int32_t toks[N_REQ][N_OUT], int done_at[N_REQ], int *most_decoding,
+                     int *most_held) {
+    lc_context *c  = NULL;
+    int         st = lc_context_create(m, cp, &c);
+    if (st != LC_OK) return st;
+    int32_t ids[N_REQ], n[N_REQ] = {0};
+    for (int i = 0; i < N_REQ && st == LC_OK; i++) {
+        lc_request r = {.prompt = prompts[i], .n_prompt = N_PROMPT, .max_tokens = N_OUT,
+                        .sampling = lc_sampling_default(), .ignore_eos = true};
+        r.sampling.temperature = 0;
+        st = lc_context_add(c, &r, &ids[i]);
+    }
+    *most_decoding = 0, *most_held = 0;
+    for (int step = 0; st == LC_OK && step < 1000; step++) {
+        lc_event ev[N_REQ];
+        size_t   ne = 0;
+        if ((st = lc_context_step(c, ev, N_REQ, &ne)) != LC_OK || ne == 0) break;
+        int decoding = 0;
+        for (size_t e = 0; e < ne; e++)
+            for (int i = 0; i < N_REQ; i++)
+                if (ev[e].seq_id == ids[i] && ev[e].token >= 0 && n[i] < N_OUT) {
+                    toks[i][n[i]++] = ev[e].token;
+                    if (n[i] > 3) decoding++;
+                    if (n[i] == N_OUT) done_at[i] = step;
+                }
+        if (decoding > *most_decoding) *most_decoding = decoding;
+        lc_kv_usage u;
+        if (lc_context_kv_usage(c, &u) == LC_OK && u.ws_held > *most_held) *most_held = u.ws_held;
+    }
+    lc_context_free(c);
+    for (int i = 0; i < N_REQ; i++)
+        if (st == LC_OK && n[i] != N_OUT) st = LC_ERR_INTERNAL;
+    return st;
+}
+
+/* SparseServe's batch control. (The engine is not batch-invariant — a request batched with
+ * others may get other tokens than alone — so runs are compared under the same schedule.) With
+ * slots for less than two working sets the requests decode one at a time and finish in arrival
+ * order, none starved; with slots for all they decode together, as with the control off, and
+ * get the tokens of that run; the slot cache gives the tokens of no cache in either schedule;
+ * without a slot cache the control is refused. */
+static void ws_control(lc_model *m, int32_t V) {
+    int32_t *prompts[N_REQ];
+    bool     ok = true;
+    for (int i = 0; i < N_REQ; i++) {
+        prompts[i] = malloc(sizeof(int32_t) * N_PROMPT);
+        ok &= prompts[i] != NULL;
+        for (int t = 0; t < N_PROMPT && prompts[i]; t++)
+            prompts[i][t] = 3 + (t * (13 + 6 * i) + (t * t) % (29 + i)) % (V - 3);
+    }
+    lc_context_params cp = lc_context_default_params();
+    cp.n_ctx             = 1024;
+    cp.page_size         = 16;
+    cp.n_batch           = 128;
+    cp.n_seq_max         = N_REQ;
+    cp.kv_tokens         = N_REQ * 1024;
+    cp.attn              = "infinitehip";
+    cp.attn_settings     = "chunks=16,4 k=64,32 refresh=1,1 sink=4 stream=32 first-k=32 dense-layers=0";
+    cp.sparse_always     = true;
+    cp.kv_host_tokens    = N_REQ * 1024 - 64;
+    int32_t together[N_REQ][N_OUT], got[N_REQ][N_OUT];
+    int     done_at[N_REQ], most = 0, held = 0;
+    /* the reference schedule: no cache, every request each step */
+    CHECKF(ok && run_three(m, &cp, prompts, together, done_at, &most, &held) == LC_OK, "%s",
+           lc_last_error());
+    CHECK(most == N_REQ && held == 0);
+    const struct {
+        int64_t slot_tokens;
+        bool    control;
+        bool    one_at_a_time;
+    } cases[] = {{64, false, false}, {N_REQ * 1024, true, false}, {64, true, true}};
+    int32_t one_at_a_time_ref[N_REQ][N_OUT];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0] && ok; k++) {
+        cp.kv_slot_cache_tokens = cases[k].slot_tokens;
+        cp.ws_batch_control     = cases[k].control;
+        const int st = run_three(m, &cp, prompts, got, done_at, &most, &held);
+        CHECKF(st == LC_OK, "case %zu: %s", k, lc_last_error());
+        if (st != LC_OK) continue;
+        if (cases[k].one_at_a_time) {
+            CHECKF(most == 1 && held >= 1, "case %zu: %d requests decoded together, %d held",
+                   k, most, held);
+            CHECKF(done_at[0] < done_at[1] && done_at[1] < done_at[2],
+                   "case %zu: finished at steps %d, %d, %d: not in arrival order", k, done_at[0],
+                   done_at[1], done_at[2]);
+            memcpy(one_at_a_time_ref, got, sizeof got);
+        } else {
+            CHECKF(most == N_REQ && held == 0, "case %zu: at most %d requests decoded together, "
+                   "%d held", k, most, held);
+            CHECKF(!memcmp(got, together, sizeof got), "case %zu (slots %lld, control %d): other "
+                   "tokens than without a cache under the same schedule", k,
+                   (long long)cases[k].slot_tokens, cases[k].control);
+        }
+    }
+    /* the one-at-a-time schedule without the cache's slots: not possible (the control needs
+     * them), so the same schedule is the same run again: deterministic */
+    cp.kv_slot_cache_tokens = 64;
+    cp.ws_batch_control     = true;
+    CHECK(run_three(m, &cp, prompts, got, done_at, &most, &held) == LC_OK &&
+          !memcmp(got, one_at_a_time_ref, sizeof got));
+    cp.kv_slot_cache_tokens = 0;
+    lc_context *c           = NULL;
+    CHECK(lc_context_create(m, &cp, &c) == LC_ERR_INVALID_ARG && !c &&
+          strstr(lc_last_error(), "slot cache"));
+    for (int i = 0; i < N_REQ; i++) free(prompts[i]);
+}
+
 static void engine(void) {
     char path[] = "/tmp/lc_test_slab_bank_XXXXXX";
     int  fd     = mkstemp(path);
@@ -306,6 +420,8 @@ static void engine(void) {
         }
         cp.kv_slot_cache_tokens = 0;
     }
+    /* 4. the working-set batch control */
+    ws_control(m, V);
     /* 3. refusals */
     lc_context_params cp    = lc_context_default_params();
     cp.n_ctx                = 1024;

@@ -889,6 +889,15 @@ static enum MHD_Result route_metrics(server *s, struct MHD_Connection *c) {
                "longctx_kv_host_to_gpu_bytes_total{what=\"maps\"} %llu\n",
             (unsigned long long)u->cache_evictions, (unsigned long long)u->cache_bytes_in,
             (unsigned long long)u->cache_map_bytes);
+    fprintf(f, "# HELP longctx_working_set_bytes Working sets of the generating requests: the "
+               "host-tier K and V bytes their last recomputed selection read (largest layer).\n"
+               "# TYPE longctx_working_set_bytes gauge\n"
+               "longctx_working_set_bytes %llu\n"
+               "# HELP longctx_requests_held Decode requests the working-set batch control held "
+               "in the last step (--ws-batch-control).\n"
+               "# TYPE longctx_requests_held gauge\n"
+               "longctx_requests_held %d\n",
+            (unsigned long long)u->ws_slabs * 2ull * (unsigned long long)u->slab_bytes, u->ws_held);
     hist_print(f, "longctx_time_to_first_token_seconds",
                "From arrival to the first generated token.", &s->h_ttft);
     hist_print(f, "longctx_time_per_output_token_seconds",

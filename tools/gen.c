@@ -51,6 +51,9 @@ static const char *common_help(void) {
            "                          sparse attention's host reads (infinitehip, hip): the slabs\n"
            "                          a refreshed selection reads are copied into GPU slots (LRU)\n"
            "                          and read there until it changes; same results. Default: none\n"
+           "  --ws-batch-control      with a slot cache: decode sequences join a step in arrival\n"
+           "                          order while their working sets (the host slabs their last\n"
+           "                          selection read) fit the slots; the rest wait (SparseServe)\n"
            "  --overcommit            allocate even when the weights or the context (KV cache,\n"
            "                          RoPE table, workspace) do not fit the memory there is\n"
            "                          (default: refuse before allocating, with the numbers and\n"
@@ -179,6 +182,8 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--kv-slot-cache-gb")) {
         VAL();
         if (!cli_float(cmd, a, v, 0, 1e6, &o->kv_slot_gb)) return -1;
+    } else if (!strcmp(a, "--ws-batch-control")) {
+        o->ws_batch_control = true;
     } else if (!strcmp(a, "--overcommit")) {
         o->overcommit = true;
     } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
@@ -412,6 +417,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     gen_context_attn(o, &cp);
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
     cp.overcommit = o->overcommit;
+    cp.ws_batch_control = o->ws_batch_control;
     if (o->kv_gb > 0) {
         const double per_token = kv_bytes_per_token(&info);
         const double tokens = o->kv_gb * 1073741824.0 / per_token;

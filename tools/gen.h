@@ -25,6 +25,7 @@ typedef struct gen_opts {
     double           kv_slot_gb;
     int              n_seq_max; /* sequences of the context (serve: --parallel); 0: 1 */
     bool             overcommit; /* --overcommit: skip the memory checks of load and context */
+    bool             ws_batch_control; /* --ws-batch-control */
     lc_sampling      sampling;
     lc_chat_template chat_template; /* NONE: the model's */
     int              profile;       /* lc_profile_mode for the load (bench) */

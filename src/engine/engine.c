@@ -54,6 +54,9 @@ typedef struct lc_seq {
     float      *logits; /* [n_vocab] */
     lc_kv_seq   kv;
     void      **attn_states; /* [n_layer] */
+    int64_t     arrival;     /* admission order (FCFS of the working-set batch control) */
+    int64_t     ws_slabs;    /* working set: host slabs its last recomputed decode selection
+                                read, the largest layer's (-1: none measured yet) */
 } lc_seq;
 
 struct lc_context {
@@ -81,6 +84,9 @@ struct lc_context {
     int32_t seg_layer; /* the chunk's next layer (0: a new chunk is taken) */
     int32_t seg_rows;  /* the chunk's rows */
     uint8_t *inject;   /* [n_seq_max] prompts injected whole into this step's batch */
+    uint8_t *ws_hold;  /* [n_seq_max] decode sequences the working-set control holds this step */
+    int64_t  n_arrivals;
+    int32_t  n_ws_held; /* held in the last step */
 };
 
 int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out) {
@@ -102,6 +108,11 @@ int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out) {
     out->cache_overflow  = bs.overflow;
     out->cache_bytes_in  = bs.bytes_in;
     out->cache_map_bytes = bs.map_bytes;
+    out->ws_slabs        = 0;
+    for (int32_t i = 0; i < c->p.n_seq_max; i++)
+        if (c->seqs[i].live && c->seqs[i].finish == LC_FINISH_NONE && c->seqs[i].ws_slabs > 0)
+            out->ws_slabs += c->seqs[i].ws_slabs;
+    out->ws_held = c->n_ws_held;
     return LC_OK;
 }
 
@@ -179,7 +190,7 @@ void lc_context_free(lc_context *c) {
     if (c->rope.sin) b->dealloc(b, c->rope.sin);
     if (c->seg_x) b->dealloc(b, c->seg_x);
     free(c->ids), free(c->pos), free(c->logit_rows), free(c->logit_seq), free(c->aseqs);
-    free(c->astates), free(c->aseq_idx), free(c->inject), free(c->srows), free(c->sampled), free(c->pen);
+    free(c->astates), free(c->aseq_idx), free(c->inject), free(c->ws_hold), free(c->srows), free(c->sampled), free(c->pen);
     lc_model *m = c->model;
     free(c);
     lc_model_release(m);
@@ -310,6 +321,9 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     if (p.kv_slot_cache_tokens < 0 || p.kv_slot_cache_tokens > (int64_t)INT32_MAX * p.page_size)
         return lc_fail(LC_ERR_INVALID_ARG, "kv_slot_cache_tokens %lld out of range",
                        (long long)p.kv_slot_cache_tokens);
+    if (p.ws_batch_control && p.kv_slot_cache_tokens == 0)
+        return lc_fail(LC_ERR_INVALID_ARG, "ws_batch_control sizes decode batches by the KV "
+                       "slot cache, and there is none (kv_slot_cache_tokens 0)");
     if (p.kv_slot_cache_tokens > 0 && p.kv_host_tokens == 0)
         return lc_fail(LC_ERR_INVALID_ARG, "a KV slot cache (kv_slot_cache_tokens %lld) caches "
                        "the host tier, and there is none (kv_host_tokens 0)",
@@ -383,10 +397,11 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     c->astates    = lc_malloc(sizeof(void **) * (size_t)p.n_seq_max, "batch");
     c->aseq_idx   = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
     c->inject     = lc_calloc((size_t)p.n_seq_max, 1, "batch");
+    c->ws_hold    = lc_calloc((size_t)p.n_seq_max, 1, "batch");
     c->srows      = lc_malloc(sizeof(lc_sample_row) * (size_t)p.n_seq_max, "batch");
     c->sampled    = lc_malloc(sizeof(int32_t) * (size_t)p.n_seq_max, "batch");
     if (!c->seqs || !c->ids || !c->pos || !c->logit_rows || !c->logit_seq || !c->aseqs ||
-        !c->astates || !c->aseq_idx || !c->inject || !c->srows || !c->sampled) {
+        !c->astates || !c->aseq_idx || !c->inject || !c->ws_hold || !c->srows || !c->sampled) {
         st = LC_ERR_NOMEM;
         goto fail;
     }
@@ -499,6 +514,8 @@ int lc_context_add(lc_context *c, const lc_request *r, int32_t *seq_id) {
     s->last_sampled = -1;
     s->logits_row   = -1;
     s->id           = c->next_id++;
+    s->arrival      = c->n_arrivals++;
+    s->ws_slabs     = -1;
     if (c->next_id <= 0) c->next_id = 1;
     *seq_id = s->id;
     return LC_OK;
@@ -787,11 +804,13 @@ static int slot_cache_learn(lc_context *c, int32_t n_aseq) {
         if (c->aseqs[a].n_rows != 1) continue;
         const lc_seq *s    = &c->seqs[c->aseq_idx[a]];
         const int64_t keys = s->n_done, full = keys / P; /* pages every token of which is written */
+        int64_t ws = -1;
         for (int32_t l = 0; l < c->model->hp.n_layer; l++) {
             lc_decode_reads r;
             int st = c->attn->decode_reads(c->attn, l, s->attn_states[l], &r);
             if (st != LC_OK) return st;
             if (!r.fresh) continue;
+            const int64_t before = lc_slab_bank_pending(bk, l); /* (its pages are its own) */
             const int64_t w0 = keys > r.n_stream ? keys - r.n_stream : 0;
             const lc_segment ends[2] = {{0, (int32_t)(keys < r.n_sink ? keys : r.n_sink)},
                                         {(int32_t)w0, (int32_t)(keys - w0)}};
@@ -800,9 +819,50 @@ static int slot_cache_learn(lc_context *c, int32_t n_aseq) {
                 st = lc_slab_bank_use(bk, l, s->kv.pages, full, r.sel + (size_t)g * (size_t)r.cap,
                                       r.sel_n[g], r.n_groups == 1 ? -1 : g);
             if (st != LC_OK) return st;
+            const int64_t n = lc_slab_bank_pending(bk, l) - before;
+            if (n > ws) ws = n;
         }
+        if (ws >= 0) c->seqs[c->aseq_idx[a]].ws_slabs = ws;
     }
     return lc_slab_bank_commit(bk);
+}
+
+/* SparseServe's working-set-aware batch control (lc_context_params.ws_batch_control): the
+ * decode sequences join this step in arrival order while the sum of their working sets fits
+ * the slot cache's slots a layer; the first always joins, the rest wait (their KV stays where
+ * it is, nothing is recomputed). A sequence not measured yet counts as the largest working set
+ * measured among the others (0 if none). */
+static void ws_control(lc_context *c) {
+    memset(c->ws_hold, 0, (size_t)c->p.n_seq_max);
+    c->n_ws_held = 0;
+    if (!c->p.ws_batch_control || !c->kv->bank) return;
+    lc_slab_bank_stats bs;
+    lc_slab_bank_get_stats(c->kv->bank, &bs);
+    int64_t largest = 0;
+    for (int32_t i = 0; i < c->p.n_seq_max; i++)
+        if (c->seqs[i].live && c->seqs[i].ws_slabs > largest) largest = c->seqs[i].ws_slabs;
+    int64_t sum = 0, last = -1;
+    bool    any = false;
+    for (;;) { /* the next decode sequence in arrival order */
+        int32_t next = -1;
+        for (int32_t i = 0; i < c->p.n_seq_max; i++) {
+            const lc_seq *s = &c->seqs[i];
+            if (!s->live || s->finish != LC_FINISH_NONE || s->n_done < s->n_prompt ||
+                s->n_tokens <= s->n_done || s->arrival <= last)
+                continue;
+            if (next < 0 || s->arrival < c->seqs[next].arrival) next = i;
+        }
+        if (next < 0) break;
+        last               = c->seqs[next].arrival;
+        const int64_t ws   = c->seqs[next].ws_slabs >= 0 ? c->seqs[next].ws_slabs : largest;
+        if (any && sum + ws > bs.slots) {
+            c->ws_hold[next] = 1;
+            c->n_ws_held++;
+            continue;
+        }
+        sum += ws;
+        any = true;
+    }
 }
 
 static bool prefilling(const lc_seq *s) {
@@ -941,6 +1001,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
     int     seg_st = segment_step(c, budget, &seg_i, &seg_final, &seg_tok);
     if (seg_st != LC_OK) return seg_st;
 
+    ws_control(c);
     /* pass 1: decode tokens; pass 2: prompt chunks */
     for (int pass = 0; pass < 2; pass++) {
         for (int32_t i = 0; i < c->p.n_seq_max && rows < c->p.n_batch; i++) {
@@ -948,6 +1009,7 @@ int lc_context_step(lc_context *c, lc_event *events, size_t cap, size_t *n_event
             if (!s->live || s->finish != LC_FINISH_NONE) continue;
             const bool decoding = s->n_done >= s->n_prompt;
             if ((pass == 0) != decoding || (segmented && !decoding && !c->inject[i])) continue;
+            if (decoding && c->ws_hold[i]) continue; /* waits: the working sets are full */
             int64_t take = s->n_tokens - s->n_done;
             if (take <= 0) continue;
             if (take > c->p.n_batch - rows) take = c->p.n_batch - rows;

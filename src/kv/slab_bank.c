@@ -252,6 +252,10 @@ int lc_slab_bank_commit(lc_slab_bank *bk) {
     return st;
 }
 
+int64_t lc_slab_bank_pending(const lc_slab_bank *bk, int32_t layer) {
+    return bk && layer >= 0 && layer < bk->n_layer ? bk->n_pend[layer] : 0;
+}
+
 void lc_slab_bank_drop_pages(lc_slab_bank *bk, const int32_t *pages, int64_t n) {
     const int32_t H = bk->n_kv_head;
     for (int64_t i = 0; i < n; i++) {

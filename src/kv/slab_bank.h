@@ -69,6 +69,9 @@ void lc_slab_bank_step(lc_slab_bank *bk);
 int lc_slab_bank_use(lc_slab_bank *bk, int32_t layer, const int32_t *page_table,
                      int64_t n_full_pages, const lc_segment *segs, int32_t n_segs, int32_t head);
 
+/* Distinct slabs pending at layer in this step (lc_slab_bank_use so far). */
+int64_t lc_slab_bank_pending(const lc_slab_bank *bk, int32_t layer);
+
 /* Map every pending slab (hits refresh the LRU), gather the misses into their slots and upload
  * the maps' changed ranges. */
 int lc_slab_bank_commit(lc_slab_bank *bk);
