@@ -19,6 +19,7 @@
 #include "backend/cpu/cpu.h"
 #include "longctx.h"
 #include "test_util.h"
+#include "generated_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,18 +108,7 @@ static int generate(lc_model *m, const lc_context_params *cp, const int32_t *pro
 }
 
 static void engine_checks(void) {
-    char path[] = "/tmp/lc_test_kv_tiers_cuda_XXXXXX";
-    int  fd     = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return;
-    close(fd);
-    lc_gen_params gp = {.config = "tiny-hd64", .path = path, .type = LC_GEN_BF16, .seed = 9};
-    CHECKF(lc_model_generate(&gp) == LC_OK, "%s", lc_last_error());
-    lc_model_params mp = lc_model_default_params();
-    mp.device          = LC_DEVICE_CUDA;
-    lc_model *m        = NULL;
-    CHECKF(lc_model_load(path, &mp, &m) == LC_OK, "%s", lc_last_error());
-    unlink(path);
+    lc_model *m = load_generated("tiny-hd64", 9, LC_DEVICE_CUDA, 0);
     if (!m) return;
     lc_model_info info;
     lc_model_get_info(m, &info);

@@ -23,6 +23,7 @@
 #include "backend/cpu/cpu.h"
 #include "longctx.h"
 #include "test_util.h"
+#include "generated_model.h"
 #include "util/util.h"
 
 #include <stdio.h>
@@ -333,19 +334,7 @@ static void ws_control(lc_model *m, int32_t V) {
 }
 
 static void engine(void) {
-    char path[] = "/tmp/lc_test_slab_bank_XXXXXX";
-    int  fd     = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return;
-    close(fd);
-    lc_gen_params gp = {.config = "tiny", .path = path, .type = LC_GEN_BF16, .seed = 11};
-    CHECKF(lc_model_generate(&gp) == LC_OK, "%s", lc_last_error());
-    lc_model_params mp = lc_model_default_params();
-    mp.device          = LC_DEVICE_CPU;
-    mp.n_threads       = 2;
-    lc_model *m        = NULL;
-    CHECKF(lc_model_load(path, &mp, &m) == LC_OK, "%s", lc_last_error());
-    unlink(path);
+    lc_model *m = load_generated("tiny", 11, LC_DEVICE_CPU, 2);
     if (!m) return;
     lc_model_info info;
     lc_model_get_info(m, &info);
