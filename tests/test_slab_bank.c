@@ -10,8 +10,9 @@
  *   2. the engine: infinitehip and hip on a generated model with most of the KV in the host tier
  *      and a slot cache so small that every refresh evicts, and one that holds the working set:
  *      the greedy tokens and every step's logits are those without a cache (bit for bit), the
- *      cache was used (hits, misses and evictions counted), and a second request on pages a
- *      first one released gives what it gives in a new context (no stale copy is read);
+ *      cache was used (hits, misses and evictions counted), a second request on pages a first
+ *      one released gives what it gives in a new context, and a conversation rewound by
+ *      lc_context_continue over cached pages gives what it gives without (no stale copy is read);
  *   3. the settings: a slot cache without a host tier, or for a method whose decode keeps no
  *      selection (dense), is refused with a message naming it;
  *   4. SparseServe's working-set batch control (ws_batch_control): with slots for less than two
@@ -218,6 +219,37 @@ static int generate_in(lc_context *c, const int32_t *prompt, int32_t n_vocab, ru
     return st == LC_OK && n == N_OUT ? LC_OK : st != LC_OK ? st : LC_ERR_INTERNAL;
 }
 
+/* A conversation that rewinds: the prompt and N_OUT tokens, then lc_context_continue keeping
+ * the first n_keep tokens with 200 new ones, and N_OUT tokens more; all 2 x N_OUT tokens. */
+static int rewind_run(lc_model *m, const lc_context_params *cp, const int32_t *prompt,
+                      const int32_t *more, int64_t n_keep, int32_t toks[2 * N_OUT]) {
+    lc_context *c  = NULL;
+    int         st = lc_context_create(m, cp, &c);
+    if (st != LC_OK) return st;
+    lc_request r = {.prompt = prompt, .n_prompt = N_PROMPT, .max_tokens = N_OUT,
+                    .sampling = lc_sampling_default(), .ignore_eos = true};
+    r.sampling.temperature = 0;
+    int32_t id, n = 0;
+    st = lc_context_add(c, &r, &id);
+    for (int part = 0; part < 2 && st == LC_OK; part++) {
+        if (part == 1) {
+            lc_request r2 = r;
+            r2.prompt     = more;
+            r2.n_prompt   = 200;
+            st            = lc_context_continue(c, id, n_keep, &r2);
+        }
+        for (int guard = 0; st == LC_OK && guard < 400 && n < (part + 1) * N_OUT; guard++) {
+            lc_event ev[2];
+            size_t   ne = 0;
+            if ((st = lc_context_step(c, ev, 2, &ne)) != LC_OK || ne == 0) break;
+            for (size_t e = 0; e < ne; e++)
+                if (ev[e].token >= 0 && n < (part + 1) * N_OUT) toks[n++] = ev[e].token;
+        }
+    }
+    lc_context_free(c);
+    return st == LC_OK && n == 2 * N_OUT ? LC_OK : st != LC_OK ? st : LC_ERR_INTERNAL;
+}
+
 static bool same(const run_out *a, const run_out *b, int32_t n_vocab) {
     return !memcmp(a->toks, b->toks, sizeof a->toks) &&
            !memcmp(a->logits, b->logits, sizeof(float) * (size_t)N_OUT * (size_t)n_vocab);
@@ -407,6 +439,14 @@ static void engine(void) {
             CHECK(got2.usage.cache_used > 0);
             lc_context_free(c);
         }
+        /* a rewound conversation rewrites pages that held copies: as without the cache */
+        int32_t rw_ref[2 * N_OUT], rw_got[2 * N_OUT];
+        cp.kv_slot_cache_tokens = 0;
+        CHECKF(rewind_run(m, &cp, prompt, prompt2, 300, rw_ref) == LC_OK, "%s", lc_last_error());
+        cp.kv_slot_cache_tokens = 40 * 16;
+        CHECKF(rewind_run(m, &cp, prompt, prompt2, 300, rw_got) == LC_OK, "%s", lc_last_error());
+        CHECKF(!memcmp(rw_ref, rw_got, sizeof rw_ref), "%s: a rewound conversation differs with "
+               "the slot cache", cp.attn);
         cp.kv_slot_cache_tokens = 0;
     }
     /* 4. the working-set batch control */

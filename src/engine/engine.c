@@ -578,6 +578,12 @@ int lc_context_continue(lc_context *c, int32_t seq_id, int64_t n_keep, const lc_
     }
     lc_sampler_free(&s->sampler);
     s->sampler = ns;
+    /* the pages from n_keep's on are written again: their slot copies go (kv/slab_bank.h) */
+    if (c->kv->bank && n_keep < held) {
+        const int64_t p0 = n_keep / c->kv->page_size;
+        lc_slab_bank_drop_pages(c->kv->bank, s->kv.pages + p0, s->kv.n_pages - p0);
+    }
+    s->ws_slabs = -1;
     memcpy(s->tokens + n_keep, r->prompt, sizeof(int32_t) * r->n_prompt);
     s->n_tokens        = n_new;
     s->n_done          = n_keep;
