@@ -75,37 +75,6 @@ done:
 #define N_PROMPT 10000
 #define N_OUT    12
 
-/* greedy tokens, the first and (last non-NULL) the last token's logits, the KV usage after */
-static int generate(lc_model *m, const lc_context_params *cp, const int32_t *prompt,
-                    int32_t *toks, float *logits, lc_kv_usage *usage, float *last) {
-    lc_context *c  = NULL;
-    int         st = lc_context_create(m, cp, &c);
-    if (st != LC_OK) return st;
-    lc_request r = {.prompt = prompt, .n_prompt = N_PROMPT, .max_tokens = N_OUT,
-                    .sampling = lc_sampling_default(), .ignore_eos = true};
-    r.sampling.temperature = 0;
-    int32_t id, n = 0;
-    st = lc_context_add(c, &r, &id);
-    for (int guard = 0; st == LC_OK && guard < 400 && n < N_OUT; guard++) {
-        lc_event ev[2];
-        size_t   ne = 0;
-        if ((st = lc_context_step(c, ev, 2, &ne)) != LC_OK || ne == 0) break;
-        for (size_t e = 0; e < ne; e++)
-            if (ev[e].token >= 0) {
-                if (n == 0) {
-                    memcpy(logits, lc_context_logits(c, id),
-                           sizeof(float) * (size_t)lc_context_n_vocab(c));
-                }
-                if (n == N_OUT - 1 && last)
-                    memcpy(last, lc_context_logits(c, id),
-                           sizeof(float) * (size_t)lc_context_n_vocab(c));
-                toks[n++] = ev[e].token;
-            }
-    }
-    if (usage) lc_context_kv_usage(c, usage);
-    lc_context_free(c);
-    return st == LC_OK && n == N_OUT ? LC_OK : st != LC_OK ? st : LC_ERR_INTERNAL;
-}
 
 static void engine_checks(void) {
     lc_model *m = load_generated("tiny-hd64", 9, LC_DEVICE_CUDA, 0);
@@ -129,7 +98,7 @@ static void engine_checks(void) {
         cp.attn              = methods[mi];
         cp.sparse_always     = true;
         int32_t t0[N_OUT], t1[N_OUT];
-        CHECKF(generate(m, &cp, prompt, t0, l0, NULL, e0) == LC_OK, "%s: %s", cp.attn,
+        CHECKF(generate_greedy(m, &cp, prompt, N_PROMPT, N_OUT, t0, l0, e0, NULL) == LC_OK, "%s: %s", cp.attn,
                lc_last_error());
         /* split: the GPU tier rounds up to one 2 MiB unit (128 pages of 16 KiB = 8192 tokens);
          * then everything in the host tier */
@@ -139,7 +108,7 @@ static void engine_checks(void) {
             lc_kv_usage u;
             memset(&u, 0, sizeof u);
             memset(l1, 0xff, sizeof(float) * (size_t)info.n_vocab); /* poison */
-            const int st = generate(m, &cp, prompt, t1, l1, &u, NULL);
+            const int st = generate_greedy(m, &cp, prompt, N_PROMPT, N_OUT, t1, l1, NULL, &u);
             CHECKF(st == LC_OK, "%s, host tier %lld: %s", cp.attn, (long long)host[hi],
                    lc_last_error());
             if (st != LC_OK) continue;
@@ -160,14 +129,14 @@ static void engine_checks(void) {
             /* (HiP's default keeps its first 3 layers dense: the model has 2) */
             cp.attn_settings  = mi == 2 ? "dense-layers=0" : NULL;
             cp.kv_host_tokens = 0;
-            CHECKF(generate(m, &cp, prompt, t0, l0, NULL, e0) == LC_OK, "%s: %s", cp.attn,
+            CHECKF(generate_greedy(m, &cp, prompt, N_PROMPT, N_OUT, t0, l0, e0, NULL) == LC_OK, "%s: %s", cp.attn,
                    lc_last_error());
             cp.kv_host_tokens       = 16384;
             cp.kv_slot_cache_tokens = 1024;
             lc_kv_usage u;
             memset(&u, 0, sizeof u);
             memset(e1, 0xff, sizeof(float) * (size_t)info.n_vocab); /* poison */
-            const int st = generate(m, &cp, prompt, t1, l1, &u, e1);
+            const int st = generate_greedy(m, &cp, prompt, N_PROMPT, N_OUT, t1, l1, e1, &u);
             CHECKF(st == LC_OK, "%s, slot cache: %s", cp.attn, lc_last_error());
             CHECKF(st == LC_OK && !memcmp(t0, t1, sizeof t0), "%s, slot cache: other tokens", cp.attn);
             CHECKF(st == LC_OK && !memcmp(e0, e1, sizeof(float) * (size_t)info.n_vocab),
