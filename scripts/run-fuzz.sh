@@ -5,8 +5,9 @@
 #     A short run on scratch copies of the corpora kept in the repo: fuzz_gguf (fuzz/corpus/)
 #     and fuzz_model (fuzz/corpus-model/) for seconds/2 each, fuzz_tokenizer
 #     (fuzz/corpus-tokenizer/), fuzz_tokenizer_load (fuzz/corpus-tokenizer-load/) and
-#     fuzz_serve_request (fuzz/corpus-serve/: `longctx serve`'s request bodies) for seconds/4
-#     each; seconds defaults to 60 (105 s of fuzzing in all). Stops at the first
+#     fuzz_serve_request (fuzz/corpus-serve/: `longctx serve`'s request bodies) and
+#     fuzz_bench_client (fuzz/corpus-bench-client/: responses to `longctx bench serve`) for
+#     seconds/4 each; seconds defaults to 60 (120 s of fuzzing in all). Stops at the first
 #     crash, leak, sanitizer error, out-of-memory or broken invariant; the artifact lands in
 #     fuzz/ (crash-*, leak-*, oom-*, timeout-*).
 #   scripts/run-fuzz.sh --long [seconds] [extra libFuzzer flags...]    (make fuzz-long)
@@ -19,7 +20,7 @@
 #     inputs, and that directory replaces the corpus. Prints a table: executions, exec/s, coverage (cov: edges, ft:
 #     features) at the end of the run and of the merged corpus, corpus files and size, findings.
 #
-# $FUZZ_TARGETS (space-separated) limits the targets run (default: all five).
+# $FUZZ_TARGETS (space-separated) limits the targets run (default: all six).
 # fuzz_model runs with -malloc_limit_mb=256: a model that fits a 64 KiB input needs a few MB,
 # so a larger allocation means hyper-parameters were trusted before being checked against the
 # tensors (reported as an oom-* finding).
@@ -49,7 +50,7 @@ cmake -S "$ROOT" -B "$BUILD" -DLC_FUZZ=ON -DLC_CUDA=OFF -DCMAKE_C_COMPILER="$CC_
 # NAME:CORPUS:DIVISOR (the short run gives NAME seconds/DIVISOR)
 ALL_TARGETS=(fuzz_gguf:corpus:2 fuzz_tokenizer:corpus-tokenizer:4
              fuzz_tokenizer_load:corpus-tokenizer-load:4 fuzz_model:corpus-model:2
-             fuzz_serve_request:corpus-serve:4)
+             fuzz_serve_request:corpus-serve:4 fuzz_bench_client:corpus-bench-client:4)
 TARGETS=()
 for t in "${ALL_TARGETS[@]}"; do
     if [ -z "${FUZZ_TARGETS:-}" ] || [[ " $FUZZ_TARGETS " == *" ${t%%:*} "* ]]; then TARGETS+=("$t"); fi

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #if defined(LC_HAVE_SERVER)
+#include "http_client.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -128,35 +130,13 @@ static bool send_all(int fd, const char *p, size_t n) {
     return true;
 }
 
-/* A growing byte buffer. */
-typedef struct buf_t {
-    char  *p;
-    size_t n, cap;
-} buf_t;
-
-static bool buf_add(buf_t *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) return false;
-        b->p = q, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return true;
-}
-
-/* Called with each piece of the decoded body as it arrives. */
-typedef bool (*body_fn)(void *user, const char *p, size_t n);
 
 /* method path with body (or none); *status_out (when given) is set once the headers are read,
  * before the decoded body goes to fn (or, fn NULL, into *whole). Returns the HTTP status, or -1
  * with err set. */
 static int http_call(const url_t *u, const char *api_key, const char *method, const char *path,
-                     const char *body, double timeout_s, int *status_out, body_fn fn, void *user,
-                     buf_t *whole, char *err, size_t cap) {
+                     const char *body, double timeout_s, int *status_out, hc_body_fn fn, void *user,
+                     hc_buf *whole, char *err, size_t cap) {
     const int fd = tcp_connect(u, timeout_s, err, cap);
     if (fd < 0) return -1;
     char   head[1024];
@@ -173,12 +153,10 @@ static int http_call(const url_t *u, const char *api_key, const char *method, co
         close(fd);
         return -1;
     }
-    buf_t in = {0};
-    int   status = -1;
-    bool  chunked = false, headers_done = false, ok = true;
-    size_t pos = 0;           /* parse position in in.p */
-    long long chunk_left = -1; /* chunked: bytes left in the current chunk; -1 at a size line */
-    char   rb[16384];
+    hc_response resp;
+    hc_response_init(&resp, fn, user, whole);
+    bool ok = true;
+    char rb[16384];
     for (;;) {
         const ssize_t r = recv(fd, rb, sizeof rb, 0);
         if (r < 0 && errno == EINTR) continue;
@@ -190,64 +168,22 @@ static int http_call(const url_t *u, const char *api_key, const char *method, co
             break;
         }
         if (r == 0) break;
-        if (!buf_add(&in, rb, (size_t)r)) {
-            snprintf(err, cap, "out of memory for the response");
+        const bool had_headers = resp.headers_done;
+        if (!hc_response_feed(&resp, rb, (size_t)r)) {
+            snprintf(err, cap, "%s", resp.err);
             ok = false;
             break;
         }
-        if (!headers_done) {
-            char *e = strstr(in.p, "\r\n\r\n");
-            if (!e) continue;
-            *e = 0;
-            if (sscanf(in.p, "HTTP/1.%*d %d", &status) != 1) {
-                snprintf(err, cap, "not an HTTP response");
-                ok = false;
-                break;
-            }
-            for (char *l = strstr(in.p, "\r\n"); l; l = strstr(l + 2, "\r\n"))
-                if (!strncasecmp(l + 2, "transfer-encoding:", 18) && strstr(l + 20, "chunked"))
-                    chunked = true;
-            *e  = '\r';
-            pos = (size_t)(e - in.p) + 4;
-            if (status_out) *status_out = status;
-            headers_done = true;
-        }
-        /* hand on what is decoded */
-        while (ok && pos < in.n) {
-            const char *p = in.p + pos;
-            size_t      n = in.n - pos, take;
-            if (!chunked) {
-                take = n;
-            } else if (chunk_left < 0) {
-                const char *nl = memchr(p, '\n', n);
-                if (!nl) break;
-                chunk_left = strtoll(p, NULL, 16);
-                pos += (size_t)(nl - p) + 1;
-                if (chunk_left == 0) goto done;
-                continue;
-            } else if (chunk_left == 0) { /* the CRLF after a chunk */
-                if (n < 2) break;
-                pos += 2;
-                chunk_left = -1;
-                continue;
-            } else {
-                take = n < (size_t)chunk_left ? n : (size_t)chunk_left;
-                chunk_left -= (long long)take;
-            }
-            ok = fn ? fn(user, p, take) : buf_add(whole, p, take);
-            if (!ok) snprintf(err, cap, "could not handle the response body");
-            pos += take;
-        }
-        if (!ok) break;
-        if (pos == in.n) in.n = pos = 0; /* all consumed: reuse the buffer */
+        if (!had_headers && resp.headers_done && status_out) *status_out = resp.status;
+        if (resp.finished) break;
     }
-done:
     close(fd);
-    free(in.p);
-    if (ok && !headers_done) {
+    const int status = resp.status;
+    if (ok && !resp.headers_done) {
         snprintf(err, cap, "the server closed the connection without a response");
         ok = false;
     }
+    hc_response_free(&resp);
     return ok ? status : -1;
 }
 
@@ -257,87 +193,14 @@ typedef struct req_t {
     int32_t *ids;
     int      n_in, n_out_want;
     /* measured */
-    bool     ok;
-    char     error[256];
-    double   t_send, t_first, t_end;
-    double  *chunk_t; /* arrival of each content chunk */
-    int      n_chunks, cap_chunks;
-    int      n_out;   /* usage.completion_tokens, else the chunks */
-    int      n_in_usage;
-    buf_t    text;
-    /* SSE parsing */
-    buf_t    line;
-    bool     done_seen;
-    int      status;
-    buf_t    err_body;
+    bool      ok;
+    char      error[256];
+    double    t_send, t_first, t_end;
+    hc_stream sse;    /* the streamed answer: text, chunk arrival times, usage */
+    int       n_out;  /* usage.completion_tokens, else the chunks */
+    int       status;
+    hc_buf    err_body;
 } req_t;
-
-static bool sse_event(req_t *r, const char *data) {
-    if (!strcmp(data, "[DONE]")) {
-        r->done_seen = true;
-        return true;
-    }
-    json_error_t je;
-    json_t      *o = json_loads(data, 0, &je);
-    if (!o) return true; /* not JSON: ignored */
-    json_t *ch = json_object_get(o, "choices");
-    if (json_is_array(ch) && json_array_size(ch) > 0) {
-        json_t     *c0 = json_array_get(ch, 0);
-        json_t     *t  = json_object_get(c0, "text");
-        json_t     *d  = json_object_get(c0, "delta");
-        if (!t && d) t = json_object_get(d, "content");
-        const char *s = json_is_string(t) ? json_string_value(t) : NULL;
-        if (s && *s) {
-            const double now = cli_now();
-            if (r->n_chunks == r->cap_chunks) {
-                const int cap = r->cap_chunks ? 2 * r->cap_chunks : 64;
-                double   *q   = realloc(r->chunk_t, sizeof *q * (size_t)cap);
-                if (!q) {
-                    json_decref(o);
-                    return false;
-                }
-                r->chunk_t = q, r->cap_chunks = cap;
-            }
-            if (r->n_chunks == 0) r->t_first = now;
-            r->chunk_t[r->n_chunks++] = now;
-            buf_add(&r->text, s, strlen(s));
-        }
-    }
-    json_t *us = json_object_get(o, "usage");
-    if (json_is_object(us)) {
-        json_t *ct = json_object_get(us, "completion_tokens"), *pt = json_object_get(us, "prompt_tokens");
-        if (json_is_integer(ct)) r->n_out = (int)json_integer_value(ct);
-        if (json_is_integer(pt)) r->n_in_usage = (int)json_integer_value(pt);
-    }
-    json_t *er = json_object_get(o, "error");
-    if (er && !json_is_null(er)) {
-        json_t *m = json_object_get(er, "message");
-        snprintf(r->error, sizeof r->error, "error event: %s",
-                 json_is_string(m) ? json_string_value(m) : "(no message)");
-    }
-    json_decref(o);
-    return true;
-}
-
-static bool on_stream(void *user, const char *p, size_t n) {
-    req_t *r = user;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '\n') {
-            if (!buf_add(&r->line, p + i, 1)) return false;
-            continue;
-        }
-        char *l = r->line.p ? r->line.p : (char *)"";
-        if (r->line.n && l[r->line.n - 1] == '\r') l[--r->line.n] = 0;
-        if (!strncmp(l, "data:", 5)) {
-            const char *d = l + 5;
-            while (*d == ' ') d++;
-            if (!sse_event(r, d)) return false;
-        }
-        r->line.n = 0;
-        if (r->line.p) r->line.p[0] = 0;
-    }
-    return true;
-}
 
 typedef struct run_t {
     url_t       url;
@@ -364,7 +227,8 @@ static void http_error(req_t *r) {
 /* A 200 answer is an SSE stream, parsed as it comes; any other is kept whole for its error. */
 static bool on_body(void *user, const char *p, size_t n) {
     req_t *r = user;
-    return r->status == 200 ? on_stream(r, p, n) : buf_add(&r->err_body, p, n);
+    return r->status == 200 ? hc_stream_feed(&r->sse, p, n, cli_now())
+                            : hc_buf_add(&r->err_body, p, n);
 }
 
 static void run_one(run_t *R, req_t *r) {
@@ -394,13 +258,17 @@ static void run_one(run_t *R, req_t *r) {
         http_error(r);
         return;
     }
-    if (r->error[0]) return;
-    if (!r->done_seen) {
+    if (r->sse.error[0]) {
+        snprintf(r->error, sizeof r->error, "%s", r->sse.error);
+        return;
+    }
+    if (!r->sse.done_seen) {
         snprintf(r->error, sizeof r->error, "the stream ended without [DONE]");
         return;
     }
-    if (r->n_out <= 0) r->n_out = r->n_chunks;
-    if (r->n_chunks == 0) {
+    r->n_out = r->sse.n_out > 0 ? r->sse.n_out : r->sse.n_chunks;
+    if (r->sse.n_chunks > 0) r->t_first = r->sse.chunk_t[0];
+    if (r->sse.n_chunks == 0) {
         snprintf(r->error, sizeof r->error, "no token streamed");
         return;
     }
@@ -593,7 +461,7 @@ int cmd_bench_serve(int argc, char **argv) {
     char  *text     = cli_read_file(C, dataset, &text_len);
     if (!text) return CLI_ERR;
     char   err[256];
-    buf_t  resp = {0};
+    hc_buf resp = {0};
     json_t *tq  = json_pack("{s:s%, s:b, s:b}", "content", text, text_len, "add_special", 0,
                             "parse_special", 0);
     free(text);
@@ -622,7 +490,7 @@ int cmd_bench_serve(int argc, char **argv) {
     int32_t     *tok   = malloc(sizeof *tok * (n_tok ? n_tok : 1));
     for (size_t i = 0; tok && i < n_tok; i++)
         tok[i] = (int32_t)json_integer_value(json_array_get(toks, i));
-    json_decref(tr), free(resp.p), resp = (buf_t){0};
+    json_decref(tr), free(resp.p), resp = (hc_buf){0};
     if (!model) { /* the first served model */
         st = http_call(&R.url, api_key, "GET", "/v1/models", NULL, timeout_s, NULL, NULL, NULL,
                        &resp, err, sizeof err);
@@ -631,7 +499,7 @@ int cmd_bench_serve(int argc, char **argv) {
         static char model_buf[256];
         if (json_is_string(id)) snprintf(model_buf, sizeof model_buf, "%s", json_string_value(id));
         model = json_is_string(id) ? model_buf : NULL;
-        json_decref(mo), free(resp.p), resp = (buf_t){0};
+        json_decref(mo), free(resp.p), resp = (hc_buf){0};
     }
 
     /* requests: lengths, offsets, arrivals */
@@ -705,7 +573,7 @@ int cmd_bench_serve(int argc, char **argv) {
     double *e2el = calloc((size_t)R.n, sizeof *e2el);
     size_t  n_itl_all = 0;
     for (int i = 0; i < R.n; i++)
-        if (R.reqs[i].ok && R.reqs[i].n_chunks > 1) n_itl_all += (size_t)R.reqs[i].n_chunks - 1;
+        if (R.reqs[i].ok && R.reqs[i].sse.n_chunks > 1) n_itl_all += (size_t)R.reqs[i].sse.n_chunks - 1;
     double *itl = calloc(n_itl_all ? n_itl_all : 1, sizeof *itl);
     int     done = 0, n_tpot = 0, good = 0;
     long long tot_in = 0, tot_out = 0;
@@ -717,8 +585,9 @@ int cmd_bench_serve(int argc, char **argv) {
         const double tp = r->n_out > 1 ? (ee - tt) / (r->n_out - 1) : 0;
         ttft[done] = tt, e2el[done] = ee;
         if (r->n_out > 1) tpot[n_tpot++] = tp;
-        for (int c = 1; c < r->n_chunks; c++) itl[k_itl++] = (r->chunk_t[c] - r->chunk_t[c - 1]) * 1e3;
-        tot_in += r->n_in_usage > 0 ? r->n_in_usage : r->n_in;
+        for (int c = 1; c < r->sse.n_chunks; c++)
+            itl[k_itl++] = (r->sse.chunk_t[c] - r->sse.chunk_t[c - 1]) * 1e3;
+        tot_in += r->sse.n_in_usage > 0 ? r->sse.n_in_usage : r->n_in;
         tot_out += r->n_out;
         if ((slo[0] == 0 || tt <= slo[0]) && (slo[1] == 0 || tp <= slo[1]) &&
             (slo[2] == 0 || ee <= slo[2]))
@@ -740,10 +609,10 @@ int cmd_bench_serve(int argc, char **argv) {
             json_array_append_new(out_l, json_integer(r->ok ? r->n_out : 0));
             json_array_append_new(tt_l, json_real(r->ok ? r->t_first - r->t_send : 0));
             json_t *il = json_array();
-            for (int c = 1; r->ok && c < r->n_chunks; c++)
-                json_array_append_new(il, json_real(r->chunk_t[c] - r->chunk_t[c - 1]));
+            for (int c = 1; r->ok && c < r->sse.n_chunks; c++)
+                json_array_append_new(il, json_real(r->sse.chunk_t[c] - r->sse.chunk_t[c - 1]));
             json_array_append_new(itl_l, il);
-            json_array_append_new(txt_l, json_string(r->text.p && r->ok ? r->text.p : ""));
+            json_array_append_new(txt_l, json_string(r->sse.text.p && r->ok ? r->sse.text.p : ""));
             json_array_append_new(err_l, json_string(r->ok ? "" : r->error));
         }
         const stat_t s_tt = stats(ttft, done, ps, n_ps), s_tp = stats(tpot, n_tpot, ps, n_ps);
@@ -829,7 +698,7 @@ int cmd_bench_serve(int argc, char **argv) {
     }
     json_decref(res);
     for (int i = 0; i < R.n; i++) {
-        free(R.reqs[i].chunk_t), free(R.reqs[i].text.p), free(R.reqs[i].line.p);
+        hc_stream_free(&R.reqs[i].sse);
         free(R.reqs[i].err_body.p);
     }
     free(ttft), free(tpot), free(e2el), free(itl);
