@@ -12,8 +12,9 @@
  * row and a 64-row prefill block. Each case group runs as launched, then a reduced list with
  * the tuning sparse_prefill_mma and sparse_decode_prefill (the mma.sync kernel, decode calls
  * through it too), and with rotate_keys on (plain RoPE from keys and values rotated into fp16
- * tiles before the call). NMSE < 1e-5 per block; outputs poisoned (NaN) before each run; a
- * second run must give the same bits.
+ * tiles before the call), and through a slab map (the slot cache's, kv/slab_bank.h: about half
+ * the slabs moved to other pages, NaN left at home). NMSE < 1e-5 per block; outputs poisoned
+ * (NaN) before each run; a second run must give the same bits.
  */
 #include "attn_segments_world.h"
 #include "op_registry.h"
@@ -22,15 +23,34 @@
 
 static double worst_dec, worst_pre, worst_dense;
 
-/* The GPU op on w's inputs into got (poisoned first). */
+static bool g_slab_map; /* read K/V through a slab map (lc_kv_layer_view.slab_map) */
+
+/* The GPU op on w's inputs into got (poisoned first). With g_slab_map the pools have twice the
+ * pages and about half the slabs (page x H + head) are moved to the upper half, a NaN left at
+ * home, the map pointing at the copy: the op must read every key and value through the map. */
 static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
-    const tcase  *c    = &w->c;
-    const int64_t pool = (int64_t)w->n_pages * c->H * c->P * c->D;
-    const int64_t qn   = (int64_t)w->rows * w->n_head * c->D;
-    const size_t  half = (size_t)c->n_rot / 2;
-    uint16_t     *kb = malloc(2 * pool), *vb = malloc(2 * pool);
+    const tcase  *c     = &w->c;
+    const int64_t pool  = (int64_t)w->n_pages * c->H * c->P * c->D;
+    const int64_t slabs = (int64_t)w->n_pages * c->H, se = (int64_t)c->P * c->D;
+    const int64_t alloc = g_slab_map ? 2 * pool : pool;
+    const int64_t qn    = (int64_t)w->rows * w->n_head * c->D;
+    const size_t  half  = (size_t)c->n_rot / 2;
+    uint16_t     *kb = malloc(2 * alloc), *vb = malloc(2 * alloc);
+    int32_t      *map = g_slab_map ? malloc(sizeof(int32_t) * 2 * slabs) : NULL;
     for (int64_t i = 0; i < pool; i++) kb[i] = lc_fp32_to_fp16(w->k[i]), vb[i] = lc_fp32_to_fp16(w->v[i]);
-    void  *dk = b->alloc(b, 2 * pool, "k"), *dv = b->alloc(b, 2 * pool, "v");
+    if (map) {
+        memset(kb + pool, 0xff, 2 * pool), memset(vb + pool, 0xff, 2 * pool); /* NaN */
+        for (int64_t sl = 0; sl < 2 * slabs; sl++) map[sl] = (int32_t)sl;
+        for (int64_t sl = 0; sl < slabs; sl++) {
+            if ((((uint64_t)sl * 2654435761u) >> 7 & 1) == 0) continue; /* stays home */
+            const int64_t to = slabs + (slabs - 1 - sl);
+            memcpy(kb + to * se, kb + sl * se, 2 * se), memcpy(vb + to * se, vb + sl * se, 2 * se);
+            memset(kb + sl * se, 0xff, 2 * se), memset(vb + sl * se, 0xff, 2 * se);
+            map[sl] = (int32_t)to;
+        }
+    }
+    int32_t *dmap = map ? op_to_device(b, map, sizeof(int32_t) * 2 * slabs, "slab map") : NULL;
+    void  *dk = b->alloc(b, 2 * alloc, "k"), *dv = b->alloc(b, 2 * alloc, "v");
     float *dq = b->alloc(b, sizeof(float) * qn, "q"), *dout = b->alloc(b, sizeof(float) * qn, "out");
     float *dcs = b->alloc(b, sizeof(float) * w->max_pos * half, "cos");
     float *dsn = b->alloc(b, sizeof(float) * w->max_pos * half, "sin");
@@ -39,9 +59,9 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
     lc_segment    *dsel = b->alloc(b, sel_bytes, "sel");
     int32_t       *dseln = b->alloc(b, sizeof(int32_t) * w->n_qb * c->n_groups, "sel_n");
     int            st   = LC_ERR_NOMEM;
-    if (dk && dv && dq && dout && dcs && dsn && dqb && dsel && dseln) {
-        b->upload(b, dk, kb, 2 * pool);
-        b->upload(b, dv, vb, 2 * pool);
+    if (dk && dv && dq && dout && dcs && dsn && dqb && dsel && dseln && (dmap || !map)) {
+        b->upload(b, dk, kb, 2 * alloc);
+        b->upload(b, dv, vb, 2 * alloc);
         b->upload(b, dq, w->q, sizeof(float) * qn);
         b->upload(b, dcs, w->rope.cos, sizeof(float) * w->max_pos * half);
         b->upload(b, dsn, w->rope.sin, sizeof(float) * w->max_pos * half);
@@ -51,7 +71,7 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
         memset(got, 0xff, sizeof(float) * qn); /* poison: NaN */
         b->upload(b, dout, got, sizeof(float) * qn);
         lc_rope_table      dt  = {w->max_pos, c->n_rot, c->pairing, dcs, dsn, w->rope.mscale};
-        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D, NULL};
+        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D, dmap};
         lc_attn_segments_args da  = w->a;
         lc_rotated_keys    rk  = {0}; /* the caller's rotated keys (with tuning.rotate_keys) */
         da.sel = dsel, da.sel_n = dseln, da.rot = &rk;
@@ -65,7 +85,8 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
     }
     b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dout);
     b->dealloc(b, dcs), b->dealloc(b, dsn), b->dealloc(b, dqb), b->dealloc(b, dsel), b->dealloc(b, dseln);
-    free(kb), free(vb);
+    if (dmap) b->dealloc(b, dmap);
+    free(kb), free(vb), free(map);
     return st;
 }
 
@@ -194,14 +215,15 @@ static void run_cases(lc_backend *b, bool small, int32_t only_dim, int pass, int
 }
 
 /* n = {kernel path, part, head dim (0: both)} */
-enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED };
+enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED, SP_SLAB_MAP };
 #define SPARSE_PATH(p, pn)                                                                    \
     {pn "grid D64", {p, 0, 64}, false}, {pn "grid D128", {p, 0, 128}, false},                  \
     {pn "partial rotary + yarn, no sink, all window", {p, 1, 0}, false},                      \
     {pn "long: 8B shape at 128K keys", {p, 2, 0}, true}
 static const op_shape attn_segments_shapes[] = {SPARSE_PATH(SP_AS_LAUNCHED, ""),
                                               SPARSE_PATH(SP_MMA, "mma.sync prefill: "),
-                                              SPARSE_PATH(SP_ROTATED, "rotated tiles: ")};
+                                              SPARSE_PATH(SP_ROTATED, "rotated tiles: "),
+                                              SPARSE_PATH(SP_SLAB_MAP, "through a slab map: ")};
 
 static void attn_segments_check(op_env *e, const op_shape *sh, op_result *r) {
     lc_backend *b    = e->dev;
@@ -215,9 +237,16 @@ static void attn_segments_check(op_env *e, const op_shape *sh, op_result *r) {
     } else if (path == SP_ROTATED) {
         b->tuning.rotate_keys = LC_TUNE_ON;
         g_path = "rotated tiles: ";
+    } else if (path == SP_SLAB_MAP) {
+        /* (rotated tiles are built from the pages in place, which the contract allows: a copy
+         * holds its slab's bytes; here home holds NaN, so the tiles are off) */
+        b->tuning.rotate_keys = LC_TUNE_OFF;
+        g_slab_map            = true;
+        g_path                = "through a slab map: ";
     }
     run_cases(b, e->small, (int32_t)sh->n[2], path != SP_AS_LAUNCHED, (int)sh->n[1]);
-    b->tuning = e->tuning;
+    b->tuning  = e->tuning;
+    g_slab_map = false;
     r->err    = fmax(worst_dec, worst_pre);
     printf("  largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
            worst_dec, worst_pre, worst_dense);
