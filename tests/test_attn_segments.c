@@ -10,7 +10,8 @@
  * n_kv_head, head dims 64 and 128, GQA 1/3/4/8, both pairings, partial rotary with a YaRN
  * factor, empty selections, odd-length segments, positions before n_sink, rows left out of
  * every block (must stay untouched). Full coverage (one segment [n_sink, win0)) must equal
- * lc_cpu_attn_dense in both rope modes. Malformed selections must be refused.
+ * lc_cpu_attn_dense in both rope modes. With a slab map (the slot cache's) moving about half
+ * the slabs elsewhere, NaN at home, the same bits. Malformed selections must be refused.
  */
 #include "backend/cpu/cpu.h"
 #include "format/quant.h"
@@ -128,6 +129,31 @@ static void run_case(const char *what, const tcase *c, const tseq *ts, int32_t n
                 }
             }
     CHECK(!bad);
+    /* through a slab map (the slot cache's, kv/slab_bank.h): about half the slabs moved to
+     * pages past the pool, NaN at home; the same bits */
+    if (c->sel_mode == SEL_MIXED) {
+        const int64_t slabs = (int64_t)w.n_pages * c->H, se = (int64_t)c->P * D;
+        float        *k2 = malloc(sizeof(float) * 2 * slabs * se), *v2 = malloc(sizeof(float) * 2 * slabs * se);
+        int32_t      *map  = malloc(sizeof(int32_t) * 2 * slabs);
+        float        *out2 = malloc(sizeof(float) * qn);
+        memset(k2, 0xff, sizeof(float) * 2 * slabs * se), memset(v2, 0xff, sizeof(float) * 2 * slabs * se);
+        for (int64_t sl = 0; sl < 2 * slabs; sl++) map[sl] = (int32_t)sl;
+        for (int64_t sl = 0; sl < slabs; sl++) {
+            const bool    moved = (((uint64_t)sl * 2654435761u) >> 7 & 1) != 0;
+            const int64_t to    = moved ? slabs + (slabs - 1 - sl) : sl;
+            memcpy(k2 + to * se, (const float *)w.kv.k + sl * se, sizeof(float) * se);
+            memcpy(v2 + to * se, (const float *)w.kv.v + sl * se, sizeof(float) * se);
+            map[sl] = (int32_t)to;
+        }
+        lc_kv_layer_view kv2 = w.kv;
+        kv2.k = k2, kv2.v = v2, kv2.slab_map = map;
+        memset(out2, 0xff, sizeof(float) * qn);
+        CHECK(lc_cpu_attn_segments(&kv2, w.seqs, w.n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope,
+                                   scale, &w.a, out2) == LC_OK);
+        CHECKF(!memcmp(out, out2, sizeof(float) * qn), "%s D%d H%d G%d: other bits through a "
+               "slab map", what, D, c->H, c->G);
+        free(k2), free(v2), free(map), free(out2);
+    }
     /* rows in no block: untouched */
     for (int32_t row = 0; row < w.rows; row++)
         if (!row_covered(&w, row)) {
