@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 /* The loaded model, or NULL after a failed CHECK. n_threads 0: the default. */
-static lc_model *load_generated(const char *config, uint64_t seed, lc_device device,
+static inline lc_model *load_generated(const char *config, uint64_t seed, lc_device device,
                                 int32_t n_threads) {
     char path[] = "/tmp/lc_test_model_XXXXXX";
     int  fd     = mkstemp(path);
@@ -36,7 +36,7 @@ static lc_model *load_generated(const char *config, uint64_t seed, lc_device dev
 /* n_out greedy tokens of one prompt (EOS ignored) in a new context with cp: toks[n_out], the
  * logits at the first generated token (first) and at the last (last), and the KV usage at the
  * end (each NULL: not kept). */
-static int generate_greedy(lc_model *m, const lc_context_params *cp, const int32_t *prompt,
+static inline int generate_greedy(lc_model *m, const lc_context_params *cp, const int32_t *prompt,
                            int32_t n_prompt, int32_t n_out, int32_t *toks, float *first,
                            float *last, lc_kv_usage *usage) {
     lc_context *c  = NULL;
