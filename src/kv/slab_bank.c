@@ -33,6 +33,7 @@ struct lc_slab_bank {
     lc_slab_copy   *d_copies;
     int32_t        *n_copies;     /* [n_layer] of the commit under way */
     uint64_t        overflow, bytes_in, map_bytes;
+    bool            warned; /* the overflow warning was logged */
 };
 
 static int64_t slot_slab(const lc_slab_bank *bk, int32_t slot) {
@@ -214,6 +215,14 @@ int lc_slab_bank_commit(lc_slab_bank *bk) {
             if (st == LC_ERR_CONTEXT) { /* every slot is in use by this step: read the rest in place */
                 lc_clear_error();
                 bk->overflow += (uint64_t)(n - i);
+                if (!bk->warned) { /* once: what it would take */
+                    bk->warned = true;
+                    lc_log(LC_LOG_WARN, "the KV slot cache holds %d slabs a layer but a step read "
+                           "%lld host slabs of layer %d: the other %lld are read from host memory "
+                           "(slower, same results); a slot cache of %lld tokens would hold them",
+                           bk->n_slots, (long long)n, l, (long long)(n - i),
+                           (long long)((n + H - 1) / H) * bk->kv->page_size);
+                }
                 break;
             }
             if (st != LC_OK) return st;
