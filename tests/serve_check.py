@@ -314,7 +314,12 @@ check("non-streamed disconnect cancelled", metric("requests_cancelled_total") - 
 _, _, mtext, _ = request("GET", "/metrics", headers={})
 for name in ("longctx_time_to_first_token_seconds_bucket", "longctx_time_per_output_token_seconds_count",
              "longctx_e2e_request_latency_seconds_sum", "longctx_kv_tokens_total 2048",
-             "longctx_prompt_tokens_total", "longctx_generation_tokens_total"):
+             "longctx_prompt_tokens_total", "longctx_generation_tokens_total",
+             'longctx_kv_pages{tier="host",state="total"}',
+             'longctx_kv_slot_cache_slabs{state="per_layer"} 0',
+             'longctx_kv_slot_cache_lookups_total{result="hit"} 0',
+             'longctx_kv_host_to_gpu_bytes_total{what="slabs"} 0', "longctx_working_set_bytes 0",
+             "longctx_requests_held 0"):
     check(f"metrics has {name}", name in mtext, True)
 
 # ---- the official openai client ------------------------------------------------------------------
