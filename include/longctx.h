@@ -730,7 +730,9 @@ typedef struct lc_context_params {
                               slots (least recently used evicted), and the following steps'
                               sparse attention reads the copies; misses read the host page in
                               place. Results are those without it, bit for bit. Methods whose
-                              decode keeps selections: infinitehip, hip (others: refused) */
+                              decode reads are known after the step: infinitehip, hip (their
+                              kept selections), streaming (sink and window); dense and
+                              tokenselect are refused */
     bool ws_batch_control; /* with a slot cache: SparseServe's working-set-aware batch size
                               control. A decode sequence's working set is the host slabs its
                               last recomputed selection read (with sink and window; the largest

@@ -7,7 +7,7 @@
  *      stays cached, hits + misses + overflow count the distinct slabs
  *      asked for, a step past the slots overflows (counted, not an error) and released pages
  *      point home again;
- *   2. the engine: infinitehip and hip on a generated model with most of the KV in the host tier
+ *   2. the engine: infinitehip, hip and streaming on a generated model with most of the KV in the host tier
  *      and a slot cache so small that every refresh evicts, and one that holds the working set:
  *      the greedy tokens and every step's logits are those without a cache (bit for bit), the
  *      cache was used (hits, misses and evictions counted), a second request on pages a first
@@ -387,6 +387,7 @@ static void engine(void) {
         {"infinitehip", "chunks=16,4 k=64,32 refresh=3,3 sink=4 stream=32 first-k=32 dense-layers=0"},
         {"infinitehip", "chunks=16,4 k=64,32 refresh=1,1 sink=4 stream=32 first-k=32 dense-layers=0"},
         {"hip", "k=32 block-k=8 sink=4 stream=32 dense-layers=0 refresh=4"},
+        {"streaming", "sink=4 window=64 block=16"},
     };
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0] && ref.logits && got.logits &&
                         ref2.logits && got2.logits; mi++) {

@@ -44,7 +44,8 @@ typedef struct lc_decode_reads {
     int32_t           n_groups; /* lists: 1 (every KV head reads list 0) or n_kv_head (head g
                                    reads list g) */
     int32_t           cap;      /* segments a list has room for */
-    const lc_segment *sel;      /* [n_groups][cap] host copies, valid until the next call */
+    const lc_segment *sel;      /* [n_groups][cap] host copies, valid until the next call
+                                   (NULL: no lists, sink and window only) */
     const int32_t    *sel_n;    /* [n_groups] */
     int32_t           n_sink;   /* besides the lists: keys [0, n_sink) and the n_stream last */
     int32_t           n_stream;
@@ -79,7 +80,7 @@ typedef struct lc_attn_method {
     int (*stats)(const struct lc_attn_method *m, lc_attn_stats *out);
     /* *r = what the last forward's decode attention read for the sequence whose state of
      * layer is `state` (lc_decode_reads; a download when fresh). NULL: the method's decode
-     * reads are not selections it keeps (dense; streaming). */
+     * reads are not known ahead (dense reads every key). */
     int (*decode_reads)(const struct lc_attn_method *m, int32_t layer, const void *state,
                         lc_decode_reads *r);
 } lc_attn_method;

@@ -360,7 +360,8 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     }
     if (p.kv_slot_cache_tokens > 0 && !c->attn->decode_reads) {
         st = lc_fail(LC_ERR_INVALID_ARG, "a KV slot cache serves the decode reads of the "
-                     "methods that keep selections (infinitehip, hip), not %s", c->attn->name);
+                     "methods whose decode reads are known (infinitehip, hip, streaming), not "
+                     "%s", c->attn->name);
         goto fail;
     }
     const int64_t n_slot  = lc_budget_kv_slot_pages(&p);
@@ -821,7 +822,7 @@ static int slot_cache_learn(lc_context *c, int32_t n_aseq) {
             const lc_segment ends[2] = {{0, (int32_t)(keys < r.n_sink ? keys : r.n_sink)},
                                         {(int32_t)w0, (int32_t)(keys - w0)}};
             st = lc_slab_bank_use(bk, l, s->kv.pages, full, ends, 2, -1);
-            for (int32_t g = 0; g < r.n_groups && st == LC_OK; g++)
+            for (int32_t g = 0; g < r.n_groups && r.sel && st == LC_OK; g++)
                 st = lc_slab_bank_use(bk, l, s->kv.pages, full, r.sel + (size_t)g * (size_t)r.cap,
                                       r.sel_n[g], r.n_groups == 1 ? -1 : g);
             if (st != LC_OK) return st;

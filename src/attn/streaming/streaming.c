@@ -171,9 +171,25 @@ static void streaming_destroy(lc_attn_method *m) {
     sel_method_free(m);
 }
 
+/* Every decode step reads the sink and the window, nothing else: always fresh, no lists. */
+static int streaming_decode_reads(const lc_attn_method *m, int32_t layer, const void *state,
+                                  lc_decode_reads *r) {
+    static const int32_t no_segments = 0;
+    const streaming_impl *t          = m->impl;
+    (void)layer, (void)state;
+    memset(r, 0, sizeof *r);
+    r->fresh    = true;
+    r->n_groups = 1;
+    r->sel_n    = &no_segments;
+    r->n_sink   = t->p.n_sink;
+    r->n_stream = t->p.n_window;
+    return LC_OK;
+}
+
 static const lc_attn_method streaming_ops = {
     .name = "streaming", .needs_raw_q = false, .graph_safe = true, .plan = streaming_plan,
-    .forward = streaming_forward, .destroy = streaming_destroy, .last = streaming_last};
+    .forward = streaming_forward, .destroy = streaming_destroy, .last = streaming_last,
+    .decode_reads = streaming_decode_reads};
 
 static int create(lc_backend *b, const lc_attn_shape *shape, const void *settings,
                   const lc_attn_diag *diag, lc_attn_method **out) {
