@@ -791,14 +791,6 @@ static int seq_take_sample(lc_context *c, lc_seq *s, int32_t tok) {
     return LC_OK;
 }
 
-/* Layer-segmented prefill (p.prefill_token_layers > 0; SparseServe's, spec/tokenselect-and-
- * sparseserve.md B.5): the prompt chunk in flight — or a new one, of the first sequence still
- * prefilling that was not injected whole this step (c->inject) — goes through its next layers
- * in a forward of its own, max(1, budget / rows) of them, its residual stream kept in c->seg_x
- * between steps; the chunk's KV of a layer is written when that layer runs. When the last layer
- * of the prompt's last chunk has run, the sequence draws its first token (*final, the token in
- * *tok; its logits stay readable). *seg_i: the sequence that took part (-1: none). Another
- * sequence's logits still in the workspace are copied out first. */
 /* The slot cache (kv/slab_bank.h) learns what this step's decode attention read: for each
  * decode sequence and layer whose selection was recomputed in the forward, its lists with the
  * sink and window; then one gather of the misses, which the next steps read. */
@@ -876,6 +868,14 @@ static bool prefilling(const lc_seq *s) {
     return s->live && s->finish == LC_FINISH_NONE && s->n_done < s->n_prompt;
 }
 
+/* Layer-segmented prefill (p.prefill_token_layers > 0; SparseServe's, spec/tokenselect-and-
+ * sparseserve.md B.5): the prompt chunk in flight — or a new one, of the first sequence still
+ * prefilling that was not injected whole this step (c->inject) — goes through its next layers
+ * in a forward of its own, max(1, budget / rows) of them, its residual stream kept in c->seg_x
+ * between steps; the chunk's KV of a layer is written when that layer runs. When the last layer
+ * of the prompt's last chunk has run, the sequence draws its first token (*final, the token in
+ * *tok; its logits stay readable). *seg_i: the sequence that took part (-1: none). Another
+ * sequence's logits still in the workspace are copied out first. */
 static int segment_step(lc_context *c, int64_t budget, int32_t *seg_i, bool *final,
                         int32_t *tok) {
     *seg_i = -1, *final = false, *tok = -1;
