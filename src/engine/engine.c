@@ -10,6 +10,11 @@
  * Logits stay in the backend's workspace; lc_context_logits copies a sequence's row on first
  * use, and a step about to overwrite the workspace first copies the rows of sequences that
  * will not get new ones (finished or stalled), so every sequence's last logits stay readable.
+ *
+ * With a KV slot cache (kv/slab_bank.h, issue 24) the step ends by feeding it what each decode
+ * sequence's attention read (slot_cache_learn), which also measures the sequences' working sets;
+ * with ws_batch_control the next step's decode sequences join in arrival order while those fit
+ * the slots (ws_control; SparseServe's batch size control, issue 25).
  */
 #include "engine/engine.h"
 #include "engine/sampler.h"
