@@ -2,7 +2,8 @@
  * generated_model.h — what the engine tests over a generated model share (test_kv_tiers.c,
  * test_kv_tiers_cuda.c, test_slab_bank.c): a model of a gen-model config with random bf16
  * weights (lc_model_generate), written to a temporary file, loaded on a device and the file
- * removed at once; greedy generation of one prompt in a new context.
+ * removed at once; small-context settings for them; greedy generation of one prompt in a new
+ * context.
  */
 #ifndef LC_TEST_GENERATED_MODEL_H
 #define LC_TEST_GENERATED_MODEL_H
@@ -31,6 +32,19 @@ static inline lc_model *load_generated(const char *config, uint64_t seed, lc_dev
     CHECKF(lc_model_load(path, &mp, &m) == LC_OK, "%s", lc_last_error());
     unlink(path);
     return m;
+}
+
+/* Context settings for the generated tiny models: a 1024-token context in 16-token pages,
+ * 128-row batches, the method and its settings, never the dense shortcut. */
+static inline lc_context_params tiny_context_params(const char *attn, const char *settings) {
+    lc_context_params cp = lc_context_default_params();
+    cp.n_ctx             = 1024;
+    cp.page_size         = 16;
+    cp.n_batch           = 128;
+    cp.attn              = attn;
+    cp.attn_settings     = settings;
+    cp.sparse_always     = true;
+    return cp;
 }
 
 /* n_out greedy tokens of one prompt (EOS ignored) in a new context with cp: toks[n_out], the

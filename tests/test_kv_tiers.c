@@ -171,13 +171,7 @@ static void engine(void) {
                    {"infinitehip", "chunks=16,4 k=64,32 refresh=1,1 sink=4 stream=32 "
                                    "first-k=32 dense-layers=0"}};
     for (int mi = 0; mi < 2 && l1 && l2; mi++) {
-        lc_context_params cp = lc_context_default_params();
-        cp.n_ctx             = 1024;
-        cp.page_size         = 16;
-        cp.n_batch           = 128;
-        cp.attn              = methods[mi].attn;
-        cp.attn_settings     = methods[mi].settings;
-        cp.sparse_always     = true;
+        lc_context_params cp = tiny_context_params(methods[mi].attn, methods[mi].settings);
         int32_t t1[N_OUT], t2[N_OUT];
         CHECKF(generate_greedy(m, &cp, prompt, N_PROMPT, N_OUT, t1, l1, NULL, NULL) == LC_OK, "%s: %s", cp.attn, lc_last_error());
         cp.kv_host_tokens = 1024 - 160; /* 10 pages on the first tier, 54 in the host tier */

@@ -309,15 +309,10 @@ static void ws_control(lc_model *m, int32_t V) {
         for (int t = 0; t < N_PROMPT && prompts[i]; t++)
             prompts[i][t] = 3 + (t * (13 + 6 * i) + (t * t) % (29 + i)) % (V - 3);
     }
-    lc_context_params cp = lc_context_default_params();
-    cp.n_ctx             = 1024;
-    cp.page_size         = 16;
-    cp.n_batch           = 128;
+    lc_context_params cp = tiny_context_params("infinitehip", "chunks=16,4 k=64,32 refresh=1,1 "
+                                               "sink=4 stream=32 first-k=32 dense-layers=0");
     cp.n_seq_max         = N_REQ;
     cp.kv_tokens         = N_REQ * 1024;
-    cp.attn              = "infinitehip";
-    cp.attn_settings     = "chunks=16,4 k=64,32 refresh=1,1 sink=4 stream=32 first-k=32 dense-layers=0";
-    cp.sparse_always     = true;
     cp.kv_host_tokens    = N_REQ * 1024 - 64;
     int32_t together[N_REQ][N_OUT], got[N_REQ][N_OUT];
     int     done_at[N_REQ], most = 0, held = 0;
@@ -391,13 +386,7 @@ static void engine(void) {
     };
     for (size_t mi = 0; mi < sizeof methods / sizeof methods[0] && ref.logits && got.logits &&
                         ref2.logits && got2.logits; mi++) {
-        lc_context_params cp = lc_context_default_params();
-        cp.n_ctx             = 1024;
-        cp.page_size         = 16;
-        cp.n_batch           = 128;
-        cp.attn              = methods[mi].attn;
-        cp.attn_settings     = methods[mi].settings;
-        cp.sparse_always     = true;
+        lc_context_params cp = tiny_context_params(methods[mi].attn, methods[mi].settings);
         cp.kv_host_tokens    = 1024 - 64; /* 4 pages on the GPU tier, the rest on the host */
         /* the reference: the same tiers, no cache; then the second prompt in a fresh context */
         lc_context *c = NULL;

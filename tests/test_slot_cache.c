@@ -95,6 +95,17 @@ static void run_against_reference(int n_slots, int ws, int n_steps, uint64_t see
         CHECKF((st == LC_OK) == (rst == 0), "step %d: cache %d, reference %d", step, st, rst);
         if (st != LC_OK) break;
         steps_evicting += r->evictions > ev0;
+        /* each fill names what its slot held: gone from the table now, or a free slot */
+        int32_t n_evicted = 0;
+        for (int32_t f = 0; f < nf; f++) {
+            const lc_slab e = fills[f].evicted;
+            if (e.page < 0) continue;
+            n_evicted++;
+            state_bad += lc_slot_cache_lookup(c, e) >= 0 && lc_slot_cache_lookup(c, e) == fills[f].slot;
+        }
+        CHECKF((uint64_t)n_evicted == r->evictions - ev0, "step %d: %d fills name an evicted "
+               "slab, the reference evicted %llu", step, n_evicted,
+               (unsigned long long)(r->evictions - ev0));
         lc_slot_cache_gather(fills, nf, host, host_offset, NULL, bank, SLAB_BYTES);
         for (int i = 0; i < ws; i++)
             data_bad += memcmp(bank + (size_t)slots[i] * SLAB_BYTES,

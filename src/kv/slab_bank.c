@@ -21,7 +21,6 @@ struct lc_slab_bank {
     int32_t         n_slots;      /* per layer: n_slot_pages x n_kv_head */
     size_t          slab_bytes;
     lc_slot_cache **lru;          /* [n_layer], each over 1 layer x n_pages x n_kv_head */
-    int64_t       **owner;        /* [n_layer][n_slots]: the slab a slot holds, -1: none */
     int32_t       **h_map;        /* [n_layer][n_pages x n_kv_head]: host mirror of d_map */
     int32_t       **d_map;        /* the maps in backend memory */
     int64_t        *lo, *hi;      /* [n_layer] changed range of h_map not yet uploaded (lo > hi: none) */
@@ -52,13 +51,12 @@ void lc_slab_bank_free(lc_slab_bank *bk) {
     lc_backend  *b  = bk->b;
     for (int32_t l = 0; l < bk->n_layer; l++) {
         if (bk->lru) lc_slot_cache_free(bk->lru[l]);
-        if (bk->owner) free(bk->owner[l]);
         if (bk->h_map) free(bk->h_map[l]);
         if (bk->d_map && bk->d_map[l]) b->dealloc(b, bk->d_map[l]);
         if (bk->pend) free(bk->pend[l]);
         if (bk->stamp) free(bk->stamp[l]);
     }
-    free(bk->lru), free(bk->owner), free(bk->h_map), free(bk->d_map), free(bk->pend);
+    free(bk->lru), free(bk->h_map), free(bk->d_map), free(bk->pend);
     free(bk->stamp);
     free(bk->lo), free(bk->hi), free(bk->n_pend), free(bk->cap_pend), free(bk->h_copies);
     free(bk->n_copies);
@@ -105,7 +103,6 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
     bk->n_slot_pages = n_slot_pages;
     int st = LC_OK;
     bk->lru      = lc_calloc((size_t)L, sizeof *bk->lru, "slot cache");
-    bk->owner    = lc_calloc((size_t)L, sizeof *bk->owner, "slot cache");
     bk->h_map    = lc_calloc((size_t)L, sizeof *bk->h_map, "slot cache");
     bk->d_map    = lc_calloc((size_t)L, sizeof *bk->d_map, "slot cache");
     bk->pend     = lc_calloc((size_t)L, sizeof *bk->pend, "slot cache");
@@ -117,22 +114,20 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
     bk->n_copies = lc_calloc((size_t)L, sizeof *bk->n_copies, "slot cache");
     bk->h_copies = lc_malloc(sizeof(lc_slab_copy) * (size_t)L * (size_t)n_slots, "slot cache copies");
     bk->d_copies = b->alloc(b, sizeof(lc_slab_copy) * (size_t)L * (size_t)n_slots, "slot cache copies");
-    if (!bk->lru || !bk->owner || !bk->h_map || !bk->d_map || !bk->pend || !bk->stamp || !bk->lo || !bk->hi ||
+    if (!bk->lru || !bk->h_map || !bk->d_map || !bk->pend || !bk->stamp || !bk->lo || !bk->hi ||
         !bk->n_pend || !bk->cap_pend || !bk->n_copies || !bk->h_copies || !bk->d_copies)
         st = LC_ERR_NOMEM;
     const int64_t n_map = kv->n_pages * H;
     for (int32_t l = 0; l < L && st == LC_OK; l++) {
         st = lc_slot_cache_create(bk->n_slots, 1, kv->n_pages, H, &bk->lru[l]);
         if (st != LC_OK) break;
-        bk->owner[l] = lc_malloc(sizeof(int64_t) * (size_t)n_slots, "slot cache owners");
         bk->h_map[l] = lc_malloc(sizeof(int32_t) * (size_t)n_map, "slot cache slab map");
         bk->d_map[l] = b->alloc(b, sizeof(int32_t) * (size_t)n_map, "slot cache slab map");
         bk->stamp[l] = lc_calloc((size_t)n_map, sizeof(uint32_t), "slot cache step stamps");
-        if (!bk->owner[l] || !bk->h_map[l] || !bk->d_map[l] || !bk->stamp[l]) {
+        if (!bk->h_map[l] || !bk->d_map[l] || !bk->stamp[l]) {
             st = LC_ERR_NOMEM;
             break;
         }
-        for (int64_t i = 0; i < n_slots; i++) bk->owner[l][i] = -1;
         for (int64_t i = 0; i < n_map; i++) bk->h_map[l][i] = (int32_t)i; /* every slab home */
         st = b->upload(b, bk->d_map[l], bk->h_map[l], sizeof(int32_t) * (size_t)n_map);
         bk->lo[l] = n_map, bk->hi[l] = -1;
@@ -227,9 +222,11 @@ int lc_slab_bank_commit(lc_slab_bank *bk) {
             }
             if (st != LC_OK) return st;
             if (nf == 0) continue; /* a hit */
-            const int64_t old = bk->owner[l][slot], dst = slot_slab(bk, slot);
-            if (old >= 0) mark(bk, l, old, (int32_t)old); /* the evicted slab reads from home */
-            bk->owner[l][slot] = pend[i];
+            const int64_t dst = slot_slab(bk, slot);
+            if (fill.evicted.page >= 0) { /* the evicted slab reads from home again */
+                const int64_t old = (int64_t)fill.evicted.page * H + fill.evicted.head;
+                mark(bk, l, old, (int32_t)old);
+            }
             mark(bk, l, pend[i], (int32_t)dst);
             cp[n_copies[l]++] = (lc_slab_copy){pend[i], dst};
         }
@@ -272,9 +269,7 @@ void lc_slab_bank_drop_pages(lc_slab_bank *bk, const int32_t *pages, int64_t n) 
         if (pg < bk->kv->n_dev_pages || pg >= bk->n_pages) continue;
         for (int32_t l = 0; l < bk->n_layer; l++) {
             for (int32_t h = 0; h < H; h++) {
-                const int32_t slot = lc_slot_cache_lookup(bk->lru[l], (lc_slab){0, pg, h});
-                if (slot < 0) continue;
-                bk->owner[l][slot] = -1;
+                if (lc_slot_cache_lookup(bk->lru[l], (lc_slab){0, pg, h}) < 0) continue;
                 mark(bk, l, (int64_t)pg * H + h, pg * H + h);
             }
             lc_slot_cache_drop_page(bk->lru[l], pg);

@@ -26,7 +26,7 @@
  * Memory: GPU: the slot pages (n_pages of the pool each) and a map of one int32 per slab of
  * every layer (n_layer x n_pages x n_kv_head x 4 bytes); host: the map's mirror, the step
  * stamps that keep a slab asked for twice in a step one lookup, and the LRU's table (the same
- * again, three times) plus 32 bytes a slot. Llama-3.1-8B at 1M tokens in 64-token pages: 16,384
+ * again, three times) plus 24 bytes a slot. Llama-3.1-8B at 1M tokens in 64-token pages: 16,384
  * pages x 8 heads x 32 layers = 4.2M slabs: 16 MiB on the GPU, 48 MiB on the host.
  */
 #ifndef LC_SLAB_BANK_H

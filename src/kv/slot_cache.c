@@ -130,7 +130,12 @@ int lc_slot_cache_map(lc_slot_cache *c, const lc_slab *slabs, int32_t n, int32_t
                                "(layer %d, page %d, head %d) still has to come in (a larger GPU "
                                "KV cache, or smaller selection budgets, fit)", c->n_slots,
                                c->n_slots, slabs[i].layer, slabs[i].page, slabs[i].head);
+            lc_slab evicted = {-1, -1, -1};
             if (m->key >= 0) {
+                const int64_t per_layer = c->n_pages * c->n_kv_head;
+                evicted = (lc_slab){(int32_t)(m->key / per_layer),
+                                    (int32_t)(m->key % per_layer / c->n_kv_head),
+                                    (int32_t)(m->key % c->n_kv_head)};
                 c->table[m->key] = -1;
                 c->evictions++;
             } else {
@@ -139,7 +144,7 @@ int lc_slot_cache_map(lc_slot_cache *c, const lc_slab *slabs, int32_t n, int32_t
             m->key      = k;
             c->table[k] = s;
             c->misses[stage]++;
-            fills[(*n_fills)++] = (lc_slab_fill){.slab = slabs[i], .slot = s};
+            fills[(*n_fills)++] = (lc_slab_fill){.slab = slabs[i], .slot = s, .evicted = evicted};
         }
         c->slot[s].step = c->step;
         unlink_slot(c, s);

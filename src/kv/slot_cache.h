@@ -31,10 +31,12 @@ typedef struct lc_slab {
     int32_t layer, page, head;
 } lc_slab;
 
-/* One slab to bring into the bank: its host page/layer/head and the slot it goes to. */
+/* One slab to bring into the bank: its host page/layer/head, the slot it goes to, and the slab
+ * that slot held until now (evicted; page -1: the slot was free). */
 typedef struct lc_slab_fill {
     lc_slab slab;
     int32_t slot;
+    lc_slab evicted;
 } lc_slab_fill;
 
 typedef struct lc_slot_cache_stats {
