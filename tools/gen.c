@@ -399,6 +399,8 @@ int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ct
 
 static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
                         lc_context_params *cp);
+static int gen_kv_slot_cache(const char *cmd, const gen_opts *o, double per_token,
+                             lc_context_params *cp);
 
 /* KV bytes a token takes: fp16 on the GPU, fp32 on the CPU */
 static double kv_bytes_per_token(const lc_model_info *info) {
@@ -430,7 +432,9 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
         cp.kv_tokens = tokens > 2147483647.0 ? 2147483647 : (int64_t)tokens;
     }
     if (o->n_seq_max > 0) cp.n_seq_max = o->n_seq_max;
-    if (gen_kv_tiers(cmd, o, &info, &cp) != CLI_OK) return CLI_ERR;
+    if (gen_kv_tiers(cmd, o, &info, &cp) != CLI_OK ||
+        gen_kv_slot_cache(cmd, o, kv_bytes_per_token(&info), &cp) != CLI_OK)
+        return CLI_ERR;
     *out = cp;
     return CLI_OK;
 }
@@ -462,7 +466,7 @@ static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info 
     const double per_token = kv_bytes_per_token(info);
     const bool host_set = o->kv_host_tokens > 0 || o->kv_host_gb > 0;
     const bool gpu_set  = o->kv_gpu_tokens > 0 || o->kv_gpu_gb > 0;
-    if (!host_set && !gpu_set) return gen_kv_slot_cache(cmd, o, per_token, cp);
+    if (!host_set && !gpu_set) return CLI_OK;
     if ((o->kv_host_tokens > 0 && o->kv_host_gb > 0) || (o->kv_gpu_tokens > 0 && o->kv_gpu_gb > 0)) {
         fprintf(stderr, "longctx %s: give a KV tier in tokens or in GiB, not both\n", cmd);
         return CLI_ERR;
@@ -494,7 +498,7 @@ static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info 
                 "each)\n", cmd, per_token);
         return CLI_ERR;
     }
-    return gen_kv_slot_cache(cmd, o, per_token, cp);
+    return CLI_OK;
 }
 
 int gen_context_progress(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,

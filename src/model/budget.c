@@ -161,15 +161,14 @@ void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_bud
     const uint64_t elem = b->kv_type == LC_TYPE_BF16 || b->kv_type == LC_TYPE_F16 ? 2 : 4;
     o->kv_per_token     = sat_mul(2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv *
                                       (uint64_t)hp->head_dim, elem);
+    const uint64_t slot_pages = (uint64_t)lc_budget_kv_slot_pages(p); /* the slot cache's, on the GPU */
     const uint64_t pages = ((uint64_t)p->kv_tokens + (uint64_t)p->page_size - 1) /
-                               (uint64_t)p->page_size +
-                           (uint64_t)lc_budget_kv_slot_pages(p); /* the slot cache's, on the GPU */
+                               (uint64_t)p->page_size + slot_pages;
     o->kv_bytes = sat_mul(sat_mul(pages, (uint64_t)p->page_size), o->kv_per_token);
-    if (lc_budget_kv_slot_pages(p) > 0) /* its slab maps and copy lists (kv/slab_bank.h) */
+    if (slot_pages > 0) /* its slab maps and copy lists (kv/slab_bank.h) */
         o->kv_bytes = sat_add(o->kv_bytes,
                               sat_mul((uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv,
-                                      sat_add(sat_mul(pages, 4),
-                                              sat_mul((uint64_t)lc_budget_kv_slot_pages(p), 16))));
+                                      sat_add(sat_mul(pages, 4), sat_mul(slot_pages, 16))));
     /* the host tier: the pages lc_kv_create leaves outside the (rounded-up) device tier */
     const int64_t  host_asked = lc_budget_kv_host_pages(p);
     const uint64_t pool_page  = (uint64_t)p->page_size * (uint64_t)hp->n_head_kv *
