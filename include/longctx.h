@@ -380,16 +380,20 @@ typedef void (*lc_progress_fn)(int64_t done, int64_t total, void *user);
 
 /* How a backend holds weight matrices. */
 typedef enum lc_weight_format {
-    LC_WEIGHTS_AUTO   = 0, /* the backend's default (CPU: native; CUDA: bf16 for BF16 tensors,
-                              f16 for every other type, the closer 16-bit value) */
+    LC_WEIGHTS_AUTO   = 0, /* the backend's default: native (CPU without AVX-512: f32 where
+                              that copy fits) */
     LC_WEIGHTS_F32    = 1, /* CPU: dequantised once at load to fp32, the reference */
     LC_WEIGHTS_F16    = 2, /* CPU and CUDA: values rounded to fp16 (CPU: half the traffic of
                               f32) */
     LC_WEIGHTS_BF16   = 3, /* CUDA: every matrix rounded to bf16 */
-    LC_WEIGHTS_NATIVE = 4, /* CPU: every matrix in the file's own type, read from the file's
-                              mapped pages (no copy: resident memory is about the file's size);
+    LC_WEIGHTS_NATIVE = 4, /* every matrix in the file's own type. CPU: read from the file's
+                              mapped pages (no copy: resident memory is about the file's size),
                               the products dequantise rows or tiles as they go, so the values
-                              multiplied are those of f32 */
+                              multiplied are those of f32. CUDA: the file's bytes in GPU memory
+                              for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K (and F16,
+                              BF16), the others converted to f16 with a log line; decode
+                              products read the blocks (fp32 inputs, the exact weights), larger
+                              ones dequantise slices of rows to f16 for the tensor cores */
 } lc_weight_format;
 
 typedef struct lc_model_params {

@@ -49,7 +49,7 @@ typedef struct lc_backend lc_backend;
 typedef struct lc_weight {
     int64_t  rows;
     int64_t  cols;
-    uint32_t type;     /* storage type in the backend: LC_TYPE_F32 / F16 / BF16, or (CPU,
+    uint32_t type;     /* storage type in the backend: LC_TYPE_F32 / F16 / BF16, or (under
                           LC_WEIGHT_NATIVE) the file's own block type */
     void    *data;
     bool     borrowed; /* data points into the model file's mapping (not freed) */
@@ -440,6 +440,10 @@ struct lc_backend {
                                 or LC_WEIGHT_NATIVE) */
     bool        native_fast; /* its products over native (block-type) weights have vector
                                 kernels on this machine (CPU: AVX-512, detected at run time) */
+    uint64_t    native_types; /* under LC_WEIGHT_NATIVE, the tensor types a matrix is held in
+                                 as stored (bit t: LC_TYPE t; CPU: every type; CUDA: the block
+                                 types its kernels read, and F16 / BF16); matrices of other
+                                 types are converted as under the backend's auto weight type */
     uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / F16) */
     int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
     /* The kernel choices the ops follow (longctx.h; all zero, the defaults, from the

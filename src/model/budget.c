@@ -23,6 +23,8 @@
 #include <string.h>
 
 #define GPU_RESERVE (256ull << 20) /* cuBLASLt workspace, attention partials, method scratch */
+/* block-type weights: the f16 rows a prompt-sized product dequantises (backend_cuda.cu) */
+#define GPU_WDQ_RESERVE (128ull << 20)
 
 static uint64_t sat_mul(uint64_t a, uint64_t b) {
     uint64_t r;
@@ -56,11 +58,13 @@ static held_as held_of(const lc_backend *b) {
                                                 : HELD_16;
 }
 
-static uint64_t held_bytes(const lc_gguf_tensor *t, held_as as) {
+static uint64_t held_bytes(const lc_gguf_tensor *t, held_as as, uint64_t native_types) {
     const uint64_t rows = sat_mul(sat_mul(t->ne[1], t->ne[2]), t->ne[3]);
     uint64_t       row_bytes;
-    /* native: the mapped file pages (resident as they are read) */
-    if (as == HELD_NATIVE && rows > 1 && lc_type_row_bytes(t->type, t->ne[0], &row_bytes))
+    /* native: the file's bytes (CPU: the mapped pages, resident as they are read) where the
+     * backend keeps the type; other matrices are held in 16 bits */
+    if (as == HELD_NATIVE && rows > 1 && t->type < 64 && ((native_types >> t->type) & 1) &&
+        lc_type_row_bytes(t->type, t->ne[0], &row_bytes))
         return sat_mul(row_bytes, rows);
     /* vectors (norms, biases) stay f32 on every backend */
     return sat_mul(sat_mul(t->ne[0], rows), rows <= 1 || as == HELD_F32 ? 4 : 2);
@@ -90,12 +94,13 @@ static bool loaded_name(const char *name, int32_t n_layer) {
 /* The tensors load_weights reads, as the backend holds them (f32: 4 bytes a matrix element).
  * One pass over the tensor table: a hostile block_count costs nothing here. */
 static uint64_t weight_bytes(const lc_model *m, held_as as) {
+    const uint64_t native_types = m->backend->native_types;
     uint64_t      total = 0;
     const int64_t n     = lc_gguf_n_tensors(m->gguf);
     for (int64_t i = 0; i < n; i++) {
         const lc_gguf_tensor *t = lc_gguf_tensor_at(m->gguf, i);
         if (t && t->name && loaded_name(t->name, m->hp.n_layer))
-            total = sat_add(total, held_bytes(t, as));
+            total = sat_add(total, held_bytes(t, as, native_types));
     }
     return total;
 }
@@ -126,9 +131,10 @@ int lc_budget_check_weights(const lc_model *m) {
     lc_fmt_bytes(avail, n2, sizeof n2);
     lc_fmt_bytes(total, n3, sizeof n3);
     if (!on_host(b))
-        return lc_fail(LC_ERR_NOMEM, "the model's weights need %s of GPU memory (16 bits an "
-                       "element) but %s of the GPU's %s is free; free GPU memory, run on the CPU "
-                       "(--device cpu), or pass --overcommit to load anyway", n1, n2, n3);
+        return lc_fail(LC_ERR_NOMEM, "the model's weights need %s of GPU memory (%s) but %s of "
+                       "the GPU's %s is free; free GPU memory, run on the CPU (--device cpu), or "
+                       "pass --overcommit to load anyway", n1,
+                       as == HELD_NATIVE ? "as stored in the file" : "16 bits an element", n2, n3);
     const uint64_t native = weight_bytes(m, HELD_NATIVE);
     char           hint[96] = "";
     if (as != HELD_NATIVE && native <= avail)
@@ -200,7 +206,9 @@ void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_bud
                     nl * (3 * sizeof(int32_t) + sizeof(lc_attn_seq) + sizeof(void *) +
                           sizeof(lc_sample_row) + sizeof(int32_t));
     if (!on_host(b)) o->host_bytes = sat_add(o->host_bytes, o->rope_bytes);
-    o->backend_reserve = on_host(b) ? 0 : GPU_RESERVE;
+    o->backend_reserve = on_host(b)                          ? 0
+                         : b->weight_type == LC_WEIGHT_NATIVE ? GPU_RESERVE + GPU_WDQ_RESERVE
+                                                              : GPU_RESERVE;
 }
 
 /* Round down to 3 significant digits ("~483,000"). */

@@ -482,10 +482,9 @@ int lc_model_load(const char *path, const lc_model_params *params, lc_model **ou
         st = lc_backend_cuda_create(0, &m->backend);
         if (st != LC_OK && p->device == LC_DEVICE_CUDA) goto fail;
         if (st != LC_OK) lc_clear_error(); /* auto: no GPU, use the CPU */
-        if (st == LC_OK && (p->weights == LC_WEIGHTS_F32 || p->weights == LC_WEIGHTS_NATIVE)) {
-            st = lc_fail(LC_ERR_INVALID_ARG, "the CUDA backend holds weights in 16 bits "
-                         "(--weights auto, f16 or bf16); %s is a CPU option",
-                         p->weights == LC_WEIGHTS_F32 ? "f32" : "native");
+        if (st == LC_OK && p->weights == LC_WEIGHTS_F32) {
+            st = lc_fail(LC_ERR_INVALID_ARG, "the CUDA backend holds weights as stored or in 16 "
+                         "bits (--weights auto, native, f16 or bf16); f32 is a CPU option");
             goto fail;
         }
         if (st == LC_OK && p->weights == LC_WEIGHTS_F16) m->backend->weight_type = LC_TYPE_F16;

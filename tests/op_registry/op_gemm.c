@@ -205,7 +205,7 @@ static int prod_run(op_env *e, void *state) {
     (void)e;
     if (s->gemv) return lc_cuda_gemv16(s->ty, s->dw, s->m, s->k, s->dx, s->n, s->dy);
     const int rc = lc_cuda_f32_to_16(s->dx, s->ty, s->dxb, s->n * s->k);
-    return rc == LC_OK ? lc_cuda_gemm16(s->g, s->ty, s->dw, s->m, s->k, s->dxb, s->n, s->dy) : rc;
+    return rc == LC_OK ? lc_cuda_gemm16(s->g, s->ty, s->dw, s->m, s->k, s->dxb, s->n, s->dy, s->m) : rc;
 }
 
 /* NMSE of y against x · Wᵀ in double; gemm16: the converted input must equal the host's. */

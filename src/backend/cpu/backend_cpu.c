@@ -221,6 +221,7 @@ int lc_backend_cpu_create(int n_threads, lc_backend **out) {
     b->name        = "cpu";
     b->weight_type = LC_TYPE_F32;
     b->native_fast = lc_cpu_simd_avx512();
+    b->native_types = UINT64_MAX;
     b->kv_type     = LC_TYPE_F32;
     b->n_threads   = n_threads;
     b->device      = LC_DEVICE_CPU;

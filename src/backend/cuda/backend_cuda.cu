@@ -50,6 +50,9 @@ struct cuda_impl {
     size_t        staging_bytes;
     lc_bf16      *xb;      // bf16 copy of a GEMM input
     size_t        xb_bytes;
+    void         *wdq;     // f16 rows of a block-type matrix, dequantised for a GEMM
+    size_t        wdq_bytes;
+    uint32_t      logged_types[2]; // (bit masks) block types already reported as converted
     // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
     const lc_attn_seq *host_seqs;
     int32_t            n_seqs, n_dec, n_pre, max_rows, max_pre_rows;
@@ -200,12 +203,37 @@ static int cuda_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w
         w->rows = 1, w->cols = cols, w->type = LC_TYPE_F32;
         return LC_OK;
     }
-    // weight_type LC_TYPE_BF16 / LC_TYPE_F16 forces one type; LC_TYPE_COUNT (auto) keeps BF16
+    // native: a block type the kernels read stays as the file's bytes
+    if (b->weight_type == LC_WEIGHT_NATIVE && t->type < 64 && ((b->native_types >> t->type) & 1) &&
+        lc_cuda_blocks_type(t->type)) {
+        const int64_t rb = lc_cuda_blocks_row_bytes(t->type, cols);
+        if (rb == 0)
+            return lc_fail(LC_ERR_FORMAT, "tensor \"%s\": row of %lld elements is not whole blocks",
+                           t->name, (long long)cols);
+        const size_t bytes = (size_t)rb * (size_t)rows;
+        void        *data  = cuda_alloc(b, bytes, t->name);
+        if (!data) return LC_ERR_NOMEM;
+        const int st = cuda_upload(b, data, t->data, bytes);
+        if (st != LC_OK) {
+            cuda_dealloc(b, data);
+            return st;
+        }
+        w->rows = rows, w->cols = cols, w->type = t->type, w->data = data;
+        return LC_OK;
+    }
+    if (b->weight_type == LC_WEIGHT_NATIVE && t->type < 64 && !((im->logged_types[t->type >> 5] >> (t->type & 31)) & 1)) {
+        const lc_type_traits *tr = lc_type_traits_get(t->type);
+        im->logged_types[t->type >> 5] |= 1u << (t->type & 31);
+        if (t->type != LC_TYPE_F32)
+            lc_log(LC_LOG_INFO, "weights: %s tensors (first: %s) have no GPU kernel as stored; held as f16",
+                   tr ? tr->name : "?", t->name);
+    }
+    // weight_type LC_TYPE_BF16 / LC_TYPE_F16 forces one type; otherwise (native, auto) BF16
     // tensors in bf16 (exact) and stores every other type in fp16, whose 11-bit mantissa keeps
     // dequantised values (q * d + m) 8x closer than bf16 does
-    const uint32_t out_type = b->weight_type != LC_TYPE_COUNT ? b->weight_type
-                              : t->type == LC_TYPE_BF16      ? LC_TYPE_BF16
-                                                             : LC_TYPE_F16;
+    const uint32_t out_type = b->weight_type == LC_TYPE_BF16 || b->weight_type == LC_TYPE_F16 ? b->weight_type
+                              : t->type == LC_TYPE_BF16 ? LC_TYPE_BF16
+                                                        : LC_TYPE_F16;
     void *data = cuda_alloc(b, 2 * (size_t)rows * (size_t)cols, t->name);
     if (!data) return LC_ERR_NOMEM;
     int st = lc_cuda_weight_upload16(t, rows, cols, out_type, data, im->staging, im->staging_bytes);
@@ -242,8 +270,35 @@ static int grow_scratch(lc_backend *b, void **buf, size_t *cap, size_t need, con
     return LC_OK;
 }
 
+// a block-type matrix times n rows: our GEMV for decode-sized n; else rows of the matrix
+// dequantised to f16, WDQ_ELEMS at most at a time, and cuBLASLt on each slice of outputs
+#define WDQ_ELEMS (64ll << 20)
+static int matmul_blocks(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
+    cuda_impl *im = impl_of(b);
+    if (!b->tuning.no_gemv && n <= LC_CUDA_GEMV_BLOCKS_MAX_ROWS && ((uintptr_t)x & 15) == 0)
+        return lc_cuda_gemv_blocks(w->type, w->data, w->rows, w->cols, x, n, y);
+    const int64_t rb    = lc_cuda_blocks_row_bytes(w->type, w->cols);
+    int64_t       slice = WDQ_ELEMS / w->cols;
+    if (slice > w->rows) slice = w->rows;
+    if (slice < 1) slice = 1;
+    if (rb == 0) return lc_fail(LC_ERR_INTERNAL, "cuda matmul: block type %u", w->type);
+    int st = grow_scratch(b, &im->wdq, &im->wdq_bytes, 2 * (size_t)slice * (size_t)w->cols,
+                          "dequantised weight rows (f16)");
+    const size_t need = (size_t)n * (size_t)w->cols;
+    if (st == LC_OK) st = grow_scratch(b, (void **)&im->xb, &im->xb_bytes, need * 2, "GEMM input (16-bit)");
+    if (st == LC_OK) st = lc_cuda_f32_to_16(x, LC_TYPE_F16, im->xb, (int64_t)need);
+    for (int64_t r0 = 0; r0 < w->rows && st == LC_OK; r0 += slice) {
+        const int64_t nr = w->rows - r0 < slice ? w->rows - r0 : slice;
+        st = lc_cuda_dequant_blocks(w->type, (const uint8_t *)w->data + r0 * rb, nr, w->cols, LC_TYPE_F16, im->wdq);
+        if (st == LC_OK)
+            st = lc_cuda_gemm16(im->gemm, LC_TYPE_F16, im->wdq, nr, w->cols, im->xb, n, y + r0, w->rows);
+    }
+    return st;
+}
+
 static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
     cuda_impl *im = impl_of(b);
+    if (lc_cuda_blocks_type(w->type)) return matmul_blocks(b, w, x, y, n);
     if (w->type != LC_TYPE_BF16 && w->type != LC_TYPE_F16)
         return lc_fail(LC_ERR_UNSUPPORTED, "cuda matmul: weight type %u (bf16 or f16)", w->type);
     // decode-sized: our GEMV on the fp32 input (unless tuning.no_gemv)
@@ -254,12 +309,12 @@ static int cuda_matmul(lc_backend *b, const lc_weight *w, const float *x, float 
     if (st != LC_OK) return st;
     st = lc_cuda_f32_to_16(x, w->type, im->xb, (int64_t)need);
     if (st != LC_OK) return st;
-    return lc_cuda_gemm16(im->gemm, w->type, w->data, w->rows, w->cols, im->xb, n, y);
+    return lc_cuda_gemm16(im->gemm, w->type, w->data, w->rows, w->cols, im->xb, n, y, w->rows);
 }
 
 static int cuda_embed(lc_backend *b, const lc_weight *t, const int32_t *ids, int64_t n, float *o) {
     use_stream(b);
-    return lc_cuda_embed(t, ids, n, o);
+    return lc_cuda_blocks_type(t->type) ? lc_cuda_embed_blocks(t, ids, n, o) : lc_cuda_embed(t, ids, n, o);
 }
 static int cuda_rmsnorm(lc_backend *b, const float *x, const float *w, float *y, int64_t n,
                         int64_t dim, float eps) {
@@ -701,6 +756,7 @@ static void cuda_free(lc_backend *b) {
         lc_cuda_gemm_free(im->gemm);
         cudaFree(im->staging);
         cudaFree(im->xb);
+        cudaFree(im->wdq);
         cudaFree(im->part);
         cudaFree(im->samp);
         cudaFree(im->pre_scratch);
@@ -849,7 +905,10 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     b->name        = "cuda";
     b->device      = LC_DEVICE_CUDA;
     b->n_threads   = 1;
-    b->weight_type = LC_TYPE_COUNT; /* auto: per tensor, see cuda_weight_load */
+    b->weight_type = LC_WEIGHT_NATIVE; /* auto: block types as stored, others per tensor (cuda_weight_load) */
+    b->native_types = (1ull << LC_TYPE_F16) | (1ull << LC_TYPE_BF16);
+    for (uint32_t t = 0; t < 64; t++)
+        if (lc_cuda_blocks_type(t)) b->native_types |= 1ull << t;
     b->kv_type     = LC_TYPE_F16; /* lc_kv16, device_prims.cuh */
     b->page_size   = 64; /* one page = one key tile of the attention kernels (attention.cu) */
     b->alloc       = cuda_alloc;

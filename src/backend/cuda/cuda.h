@@ -113,13 +113,13 @@ int lc_cuda_weight_upload16(const lc_gguf_tensor *t, int64_t rows, int64_t cols,
                             uint32_t out_type, void *dst, void *staging, size_t staging_bytes);
 int lc_cuda_f32_to_16(const float *x, uint32_t type, void *y, int64_t n);
 
-/* cuBLASLt GEMM: y[n][m] (fp32) = x[n][k] · W[m][k]ᵀ with x and W of one 16-bit type (bf16 or
- * f16), fp32 accumulation; plans cached per shape. */
+/* cuBLASLt GEMM: y[n][m] (fp32, rows ldy floats apart, ldy >= m) = x[n][k] · W[m][k]ᵀ with x and
+ * W of one 16-bit type (bf16 or f16), fp32 accumulation; plans cached per shape. */
 typedef struct lc_cuda_gemm lc_cuda_gemm;
 int  lc_cuda_gemm_create(lc_cuda_gemm **out);
 void lc_cuda_gemm_free(lc_cuda_gemm *g);
 int  lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, int64_t k,
-                    const void *x, int64_t n, float *y);
+                    const void *x, int64_t n, float *y, int64_t ldy);
 
 /* Decode GEMV: y[n][m] (fp32) = x[n][k] (fp32) · W[m][k]ᵀ (W bf16 or f16), fp32 sums, for
  * 1..LC_CUDA_GEMV_MAX_ROWS rows; lc_cuda_gemv_fits says whether the shapes and alignment allow
@@ -129,6 +129,23 @@ int  lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, in
 bool lc_cuda_gemv_fits(int64_t k, int64_t n, const void *w, const float *x);
 int  lc_cuda_gemv16(uint32_t type, const void *w, int64_t m, int64_t k, const float *x, int64_t n,
                     float *y);
+
+/* Weights in their GGUF block type (weights_blocks.cu; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+ * Q5_K, Q6_K): W[m] rows of lc_cuda_blocks_row_bytes(type, k) bytes each, the file's bytes.
+ * lc_cuda_blocks_type: whether the GPU computes with the type; row_bytes 0 where it does not
+ * (or k is not whole blocks).
+ * gemv_blocks: y[n][m] = x[n][k] · Wᵀ for 1..LC_CUDA_GEMV_BLOCKS_MAX_ROWS fp32 rows (x 16-byte
+ * aligned), fp32 sums of the weights' exact values.
+ * dequant_blocks: dst[rows][k] (out_type f16, bf16 or f32) = the rows' values.
+ * embed_blocks: out[i][cols] = row ids[i] of a block-type table (zeros outside it). */
+#define LC_CUDA_GEMV_BLOCKS_MAX_ROWS 8
+bool    lc_cuda_blocks_type(uint32_t type);
+int64_t lc_cuda_blocks_row_bytes(uint32_t type, int64_t k);
+int     lc_cuda_gemv_blocks(uint32_t type, const void *w, int64_t m, int64_t k, const float *x,
+                            int64_t n, float *y);
+int     lc_cuda_dequant_blocks(uint32_t type, const void *w, int64_t rows, int64_t k,
+                               uint32_t out_type, void *dst);
+int     lc_cuda_embed_blocks(const lc_weight *table, const int32_t *ids, int64_t n_rows, float *out);
 
 /* Sampling (twin of lc_cpu_sample; backend/backend.h): rows, pen_tokens and ids in device
  * memory; scratch: device memory of lc_cuda_sample_scratch_bytes(n_rows, n_vocab) bytes (or

@@ -220,7 +220,7 @@ extern "C" int lc_cuda_f32_to_16(const float *x, uint32_t type, void *y, int64_t
 
 // One cached plan per GEMM shape (m = out features, n = rows, k = in features).
 struct lt_plan {
-    int64_t                m, n, k;
+    int64_t                m, n, k, ldy;
     uint32_t               type;
     cublasLtMatmulDesc_t   op;
     cublasLtMatrixLayout_t a, b, c;
@@ -272,10 +272,11 @@ extern "C" void lc_cuda_gemm_free(lc_cuda_gemm *g) {
     free(g);
 }
 
-static int plan_make(lc_cuda_gemm *g, lt_plan *p, uint32_t type, int64_t m, int64_t n, int64_t k) {
+static int plan_make(lc_cuda_gemm *g, lt_plan *p, uint32_t type, int64_t m, int64_t n, int64_t k,
+                     int64_t ldy) {
     const cudaDataType_t in = type == LC_TYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     // Row-major y[n][m] = x[n][k] · W[m][k]ᵀ is, column-major, Y(m×n) = Wᵀ · X with W stored
-    // k×m (ld k) and transposed, X stored k×n (ld k), Y m×n (ld m).
+    // k×m (ld k) and transposed, X stored k×n (ld k), Y m×n (ld ldy).
     memset(p, 0, sizeof *p);
     LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -283,7 +284,7 @@ static int plan_make(lc_cuda_gemm *g, lt_plan *p, uint32_t type, int64_t m, int6
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->a, in, (uint64_t)k, (uint64_t)m, k));
     LT_TRY(cublasLtMatrixLayoutCreate(&p->b, in, (uint64_t)k, (uint64_t)n, k));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)m, (uint64_t)n, m));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldy));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -294,7 +295,7 @@ static int plan_make(lc_cuda_gemm *g, lt_plan *p, uint32_t type, int64_t m, int6
                                                       1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     p->used = true;
-    p->m = m, p->n = n, p->k = k, p->type = type;
+    p->m = m, p->n = n, p->k = k, p->ldy = ldy, p->type = type;
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
         plan_destroy(p);
         return lc_fail(LC_ERR_INTERNAL, "cuBLASLt has no %s GEMM for %lld x %lld x %lld",
@@ -304,16 +305,18 @@ static int plan_make(lc_cuda_gemm *g, lt_plan *p, uint32_t type, int64_t m, int6
     return LC_OK;
 }
 
-// y[n][m] (fp32) = x[n][k] · W[m][k]ᵀ, both of type (bf16 or f16)
+// y[n][m] (fp32, row stride ldy) = x[n][k] · W[m][k]ᵀ, both of type (bf16 or f16)
 extern "C" int lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int64_t m, int64_t k,
-                              const void *x, int64_t n, float *y) {
+                              const void *x, int64_t n, float *y, int64_t ldy) {
     if (n <= 0) return LC_OK;
+    if (ldy < m) return lc_fail(LC_ERR_INVALID_ARG, "gemm: output rows %lld apart for %lld outputs",
+                                (long long)ldy, (long long)m);
     if (type != LC_TYPE_BF16 && type != LC_TYPE_F16)
         return lc_fail(LC_ERR_INVALID_ARG, "gemm: type %u is not bf16 or f16", type);
     lt_plan *p = nullptr;
     for (int i = 0; i < LT_PLANS; i++)
         if (g->plans[i].used && g->plans[i].m == m && g->plans[i].n == n && g->plans[i].k == k &&
-            g->plans[i].type == type) {
+            g->plans[i].ldy == ldy && g->plans[i].type == type) {
             p = &g->plans[i];
             break;
         }
@@ -325,7 +328,7 @@ extern "C" int lc_cuda_gemm16(lc_cuda_gemm *g, uint32_t type, const void *w, int
             g->next_evict = (g->next_evict + 1) % LT_PLANS;
             plan_destroy(p);
         }
-        int st = plan_make(g, p, type, m, n, k);
+        int st = plan_make(g, p, type, m, n, k, ldy);
         if (st != LC_OK) return st;
     }
     const float alpha = 1.0f, beta = 0.0f;
