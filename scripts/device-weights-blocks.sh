@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# device-weights-blocks.sh — issue 23 item 1 on the GPU machine, one call: build (Hopper only),
+# the op registry's block-weight entries (decode GEMV, f16-slice GEMM, block-table embed, each
+# against the CPU backend's native products) and the 16-bit weight entries, then `longctx
+# bench` dense decode and prompt on gen-model shapes with Q4_K_M weights, --weights native
+# (the blocks) against --weights f16 (dequantised at load), same GPU, one run. Writes into
+# $OUT (few files). Run from the repo root with LC_COMMIT set to this machine's commit.
+# Usage: scripts/device-weights-blocks.sh [CONFIG ...]   (default: llama-3.1-8b llama-3.2-1b)
+set -uo pipefail
+: "${OUT:?set OUT}"
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log" 2>&1 ||
+    { tail -40 "$OUT/build.log"; exit 1; }
+echo "build done at $(( $(date +%s) - t0 )) s"
+B=build-gpu
+{
+    for t in test_weights_blocks_cuda test_gemm_cuda test_ops_cuda; do
+        (cd $B && timeout 120 ctest -R "^$t\$" --output-on-failure 2>&1 | tail -30)
+    done
+} > "$OUT/tests.log" 2>&1
+grep -E "tests passed|failed|Passed|Failed" "$OUT/tests.log" | head -20
+echo "tests done at $(( $(date +%s) - t0 )) s"
+configs=("$@")
+[ ${#configs[@]} -eq 0 ] && configs=(llama-3.1-8b llama-3.2-1b)
+for cfg in "${configs[@]}"; do
+    $B/longctx gen-model --arch llama --config "$cfg" --type q4_k_m --out /tmp/$cfg.gguf >/dev/null 2>&1
+    echo "gen-model $cfg at $(( $(date +%s) - t0 )) s"
+    for w in native f16; do
+        d="$OUT/$cfg-$w"
+        mkdir -p "$d"
+        timeout 200 $B/longctx bench -m /tmp/$cfg.gguf --contexts 1024,32768 -c 33792 -b 8192 --gen 64 \
+            --attn dense --weights $w --out "$d" > "$d/stdout.log" 2> "$d/stderr.log"
+        echo "$cfg $w rc=$? at $(( $(date +%s) - t0 )) s"
+        grep -A4 "| context | prompt" "$d/stdout.log" | head -5
+    done
+    rm -f /tmp/$cfg.gguf
+done
