@@ -208,19 +208,20 @@ BU_FN void bu_nib5k_dot(const uint32_t q[4], const uint32_t qh4[4], int sl, cons
     *hi = 32.f * (ah - xs[1]);
 }
 
-/* Q4_K / Q5_K scale and min j (6 bits each) from the 12 packed bytes at byte 4 of the header
- * words hd[4] (bytes 0..15 of the block) */
+/* Q4_K / Q5_K scale and min j (6 bits each) from the header words hd[4] (bytes 0..15 of the
+ * block; the 12 packed bytes are hd[1..3]). Shifts only: no register array indexed at run time
+ * (which the compiler would put in local memory). */
 BU_FN void bu_scale_min_k(const uint32_t hd[4], int j, int *sc, int *mn) {
-    /* byte i of the block: (hd[i >> 2] >> 8 (i & 3)) & 255; scales[i] is block byte 4 + i */
-#define BU_SB(i) ((int)((hd[(4 + (i)) >> 2] >> (8 * ((4 + (i)) & 3))) & 255u))
+    const int sh = 8 * (j & 3);
+    const int b1 = (int)((hd[1] >> sh) & 255u), b2 = (int)((hd[2] >> sh) & 255u);
     if (j < 4) {
-        *sc = BU_SB(j) & 63;
-        *mn = BU_SB(j + 4) & 63;
+        *sc = b1 & 63;
+        *mn = b2 & 63;
     } else {
-        *sc = (BU_SB(j + 4) & 0x0f) | ((BU_SB(j - 4) >> 6) << 4);
-        *mn = (BU_SB(j + 4) >> 4) | ((BU_SB(j) >> 6) << 4);
+        const int b3 = (int)((hd[3] >> sh) & 255u);
+        *sc = (b3 & 0x0f) | ((b1 >> 6) << 4);
+        *mn = (b3 >> 4) | ((b2 >> 6) << 4);
     }
-#undef BU_SB
 }
 
 /* ---- the dot product of unit u of a row (the row's first byte) with its inputs ---- */
@@ -316,8 +317,8 @@ BU_FN float bu_dot(uint32_t type, const uint8_t *row, int64_t u, const float *xv
                     const uint32_t th = bu_shift(qh[w], 21 - 8 * i - 2 * t);
                     acc += bu_f32((tl & 0x001E0000u) | (th & 0x00600000u) | BU_ONE) * xv[16 * t + 4 * w + i];
                 }
-            const int   si = 2 * t + g; /* scale 8a + 2t + g */
-            const float s  = (float)(int8_t)((sc[si >> 2] >> (8 * (si & 3))) & 255u);
+            const int   si = 2 * t + g; /* scale 8a + 2t + g: byte si of sc[0..1] */
+            const float s  = (float)(int8_t)(((t < 2 ? sc[0] : sc[1]) >> (8 * (si & 3))) & 255u);
             r += s * (64.f * (acc - xs[t]) - 32.f * xs[t]);
         }
         return bu_half(bu_ld16(b + 208)) * r;

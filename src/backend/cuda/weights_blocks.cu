@@ -19,15 +19,21 @@ extern "C" {
 
 // ---- decode GEMV -----------------------------------------------------------------------------
 
+// A warp owns BGEMV_ROWS output rows and its lanes take the row's units in turn (neighbouring
+// lanes read neighbouring bytes of every row); each unit's inputs are loaded once for the rows;
+// the sums are reduced by shuffles, no shared memory. 4 warps a CUDA block.
 #define BGEMV_ROWS 4
+#define BGEMV_WARPS 4
 
 template <uint32_t TYPE, int NX>
-__global__ void __launch_bounds__(128) gemv_blocks_kernel(const uint8_t *__restrict__ w, int64_t row_bytes,
+__global__ void __launch_bounds__(32 * BGEMV_WARPS) gemv_blocks_kernel(const uint8_t *__restrict__ w, int64_t row_bytes,
                                                           int64_t m, int64_t units,
                                                           const float *__restrict__ x, int64_t k, int n,
                                                           float *__restrict__ y) {
     constexpr int  UE = TYPE == LC_TYPE_Q6_K ? 64 : 32, RUNS = UE / 16;
-    const int64_t  row0 = (int64_t)blockIdx.x * BGEMV_ROWS;
+    const int      lane = threadIdx.x & 31;
+    const int64_t  row0 = ((int64_t)blockIdx.x * BGEMV_WARPS + (threadIdx.x >> 5)) * BGEMV_ROWS;
+    if (row0 >= m) return;
     const uint8_t *rows[BGEMV_ROWS];
 #pragma unroll
     for (int r = 0; r < BGEMV_ROWS; r++) rows[r] = w + (row0 + r < m ? row0 + r : m - 1) * row_bytes;
@@ -36,7 +42,8 @@ __global__ void __launch_bounds__(128) gemv_blocks_kernel(const uint8_t *__restr
     for (int i = 0; i < NX; i++)
 #pragma unroll
         for (int r = 0; r < BGEMV_ROWS; r++) acc[i][r] = 0.f;
-    for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+#pragma unroll(TYPE == LC_TYPE_Q6_K || NX > 1 ? 1 : 2)
+    for (int64_t u = lane; u < units; u += 32) {
 #pragma unroll
         for (int i = 0; i < NX; i++) {
             if (i >= n) break;
@@ -46,8 +53,6 @@ __global__ void __launch_bounds__(128) gemv_blocks_kernel(const uint8_t *__restr
             for (int r = 0; r < BGEMV_ROWS; r++) acc[i][r] += bu_dot(TYPE, rows[r], u, xv, xs);
         }
     }
-    __shared__ float part[NX * BGEMV_ROWS][4];
-    const int        warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
 #pragma unroll
     for (int i = 0; i < NX; i++)
 #pragma unroll
@@ -55,30 +60,23 @@ __global__ void __launch_bounds__(128) gemv_blocks_kernel(const uint8_t *__restr
             float v = acc[i][r];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0) part[i * BGEMV_ROWS + r][warp] = v;
+            if (lane == 0 && i < n && row0 + r < m) y[(int64_t)i * m + row0 + r] = v;
         }
-    __syncthreads();
-    if (threadIdx.x < NX * BGEMV_ROWS) {
-        const int i = threadIdx.x / BGEMV_ROWS, r = threadIdx.x % BGEMV_ROWS;
-        float     v = 0.f;
-        for (int j = 0; j < n_warps; j++) v += part[threadIdx.x][j];
-        if (i < n && row0 + r < m) y[(int64_t)i * m + row0 + r] = v;
-    }
 }
 
 template <uint32_t TYPE>
 static void gemv_blocks_launch(const uint8_t *w, int64_t row_bytes, int64_t m, int64_t k, const float *x,
                                int n, float *y) {
-    const int64_t units   = k / bu_unit_elems(TYPE);
-    const int     threads = units >= 128 ? 128 : units > 64 ? 96 : units > 32 ? 64 : 32;
-    const dim3    grid((unsigned)((m + BGEMV_ROWS - 1) / BGEMV_ROWS));
+    const int64_t units = k / bu_unit_elems(TYPE);
+    const int64_t per   = BGEMV_ROWS * BGEMV_WARPS;
+    const dim3    grid((unsigned)((m + per - 1) / per)), block(32 * BGEMV_WARPS);
     cudaStream_t  s = lc_cuda_stream();
     switch (n) {
-    case 1: gemv_blocks_kernel<TYPE, 1><<<grid, threads, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
-    case 2: gemv_blocks_kernel<TYPE, 2><<<grid, threads, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
-    case 3: gemv_blocks_kernel<TYPE, 3><<<grid, threads, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
-    case 4: gemv_blocks_kernel<TYPE, 4><<<grid, threads, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
-    default: gemv_blocks_kernel<TYPE, 8><<<grid, threads, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
+    case 1: gemv_blocks_kernel<TYPE, 1><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
+    case 2: gemv_blocks_kernel<TYPE, 2><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
+    case 3: gemv_blocks_kernel<TYPE, 3><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
+    case 4: gemv_blocks_kernel<TYPE, 4><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
+    default: gemv_blocks_kernel<TYPE, 8><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
     }
 }
 
@@ -132,8 +130,22 @@ extern "C" int lc_cuda_gemv_blocks(uint32_t type, const void *w, int64_t m, int6
 template <typename T> __device__ __forceinline__ T to16(float v);
 template <> __device__ __forceinline__ __half to16<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ lc_bf16 to16<lc_bf16>(float v) { return __float2bfloat16_rn(v); }
-template <typename T> __device__ __forceinline__ void put(T *o, float v) { *o = to16<T>(v); }
-template <> __device__ __forceinline__ void put<float>(float *o, float v) { *o = v; }
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b) {
+    const T lo = to16<T>(a), hi = to16<T>(b);
+    return (uint32_t)*(const unsigned short *)&lo | ((uint32_t)*(const unsigned short *)&hi << 16);
+}
+// 16 values to o (16-bit: 32 bytes; fp32: 64 bytes), o 16-byte aligned (runs start at multiples
+// of 16 elements, rows are whole units)
+template <typename T> __device__ __forceinline__ void store16(T *o, const float *v) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        ((uint4 *)o)[h] = make_uint4(pack2<T>(v[8 * h], v[8 * h + 1]), pack2<T>(v[8 * h + 2], v[8 * h + 3]),
+                                     pack2<T>(v[8 * h + 4], v[8 * h + 5]), pack2<T>(v[8 * h + 6], v[8 * h + 7]));
+}
+template <> __device__ __forceinline__ void store16<float>(float *o, const float *v) {
+#pragma unroll
+    for (int q = 0; q < 4; q++) ((float4 *)o)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+}
 
 // dst[r][cols] (T) = the rows' values; one thread per unit
 template <uint32_t TYPE, typename T>
@@ -146,11 +158,8 @@ __global__ void dequant_blocks_kernel(const uint8_t *__restrict__ w, int64_t row
         float         v[UE];
         bu_dequant(TYPE, w + r * row_bytes, u, v);
 #pragma unroll
-        for (int j = 0; j < UE / 16; j++) {
-            T *o = dst + r * cols + bu_run_pos(TYPE, u, j);
-#pragma unroll
-            for (int i = 0; i < 16; i++) put<T>(o + i, v[16 * j + i]);
-        }
+        for (int j = 0; j < UE / 16; j++) // a run: 16 values, 16-byte stores
+            store16<T>(dst + r * cols + bu_run_pos(TYPE, u, j), v + 16 * j);
     }
 }
 
