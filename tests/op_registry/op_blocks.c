@@ -29,7 +29,14 @@
     {name " m5 k14336 n2", {LC_TYPE_##t, 5, 14336, 2}, false}
 static const op_shape gemv_shapes[] = {GEMV_T(Q4_0, "q4_0"), GEMV_T(Q4_1, "q4_1"), GEMV_T(Q5_0, "q5_0"),
                                        GEMV_T(Q5_1, "q5_1"), GEMV_T(Q8_0, "q8_0"), GEMV_T(Q4_K, "q4_K"),
-                                       GEMV_T(Q5_K, "q5_K"), GEMV_T(Q6_K, "q6_K")};
+                                       GEMV_T(Q5_K, "q5_K"), GEMV_T(Q6_K, "q6_K"),
+                                       /* the Llama-3.1-8B shapes (perf mode's rows) */
+                                       {"q4_K m14336 k4096 n1", {LC_TYPE_Q4_K, 14336, 4096, 1}, true},
+                                       {"q4_K m4096 k4096 n1", {LC_TYPE_Q4_K, 4096, 4096, 1}, true},
+                                       {"q6_K m4096 k14336 n1", {LC_TYPE_Q6_K, 4096, 14336, 1}, true},
+                                       {"q4_0 m14336 k4096 n1", {LC_TYPE_Q4_0, 14336, 4096, 1}, true},
+                                       {"q8_0 m14336 k4096 n1", {LC_TYPE_Q8_0, 14336, 4096, 1}, true},
+                                       {"q4_K m14336 k4096 n4", {LC_TYPE_Q4_K, 14336, 4096, 4}, true}};
 
 /* n[4] = 1: tuning.no_gemv (a 2-row product through the GEMM path) */
 #define GEMM_T(t, name)                                                                        \

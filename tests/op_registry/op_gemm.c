@@ -133,7 +133,8 @@ static const op_shape gemm_shapes[] = {GEMM_T(LC_TYPE_BF16, "bf16"), GEMM_T(LC_T
 #define GEMV_T(ty, tn)                                                                        \
     GEMV_N(ty, tn, 577, 576), GEMV_N(ty, tn, 1536, 72), GEMV_N(ty, tn, 576, 1536),             \
     GEMV_N(ty, tn, 4096, 4104), GEMV_N(ty, tn, 1024, 14336)
-static const op_shape gemv_shapes[] = {GEMV_T(LC_TYPE_BF16, "bf16"), GEMV_T(LC_TYPE_F16, "f16")};
+static const op_shape gemv_shapes[] = {GEMV_T(LC_TYPE_BF16, "bf16"), GEMV_T(LC_TYPE_F16, "f16"),
+                                       {"f16 m14336 k4096 n1", {LC_TYPE_F16, 14336, 4096, 1}, true}};
 
 typedef struct prod_state {
     uint32_t      ty;
