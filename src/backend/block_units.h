@@ -295,7 +295,10 @@ BU_FN float bu_dot(uint32_t type, const uint8_t *row, int64_t u, const float *xv
         bu_scale_min_k(hd, 2 * p, &s0, &m0);
         bu_scale_min_k(hd, 2 * p + 1, &s1, &m1);
         const float d = bu_half(hd[0]), dmin = bu_half(hd[0] >> 16);
-        return d * ((float)s0 * lo + (float)s1 * hi) - dmin * ((float)m0 * xs[0] + (float)m1 * xs[1]);
+        /* the 6-bit scales as floats without a conversion instruction (as the values) */
+        const float f0 = bu_f32(0x4B000000u | (uint32_t)s0) - 8388608.f, f1 = bu_f32(0x4B000000u | (uint32_t)s1) - 8388608.f;
+        const float g0 = bu_f32(0x4B000000u | (uint32_t)m0) - 8388608.f, g1 = bu_f32(0x4B000000u | (uint32_t)m1) - 8388608.f;
+        return d * (f0 * lo + f1 * hi) - dmin * (g0 * xs[0] + g1 * xs[1]);
     }
     case LC_TYPE_Q6_K: {
         const uint8_t *b = row + 210 * (u >> 2);

@@ -26,7 +26,9 @@ extern "C" {
 #define BGEMV_WARPS 4
 
 template <uint32_t TYPE, int NX>
-__global__ void __launch_bounds__(32 * BGEMV_WARPS) gemv_blocks_kernel(const uint8_t *__restrict__ w, int64_t row_bytes,
+// (one input row: at most 80 registers, so that 6 CUDA blocks, 24 warps, hide an SM's latency;
+// Q5_K, which needs more, 4; Q6_K as many as its registers allow)
+__global__ void __launch_bounds__(32 * BGEMV_WARPS, NX > 1 || TYPE == LC_TYPE_Q6_K ? 1 : TYPE == LC_TYPE_Q5_K ? 4 : 6) gemv_blocks_kernel(const uint8_t *__restrict__ w, int64_t row_bytes,
                                                           int64_t m, int64_t units,
                                                           const float *__restrict__ x, int64_t k, int n,
                                                           float *__restrict__ y) {
