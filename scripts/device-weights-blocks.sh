@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # device-weights-blocks.sh — issue 23 item 1 on the GPU machine, one call: build (Hopper only),
-# the op registry's block-weight entries (decode GEMV, f16-slice GEMM, block-table embed, each
+# the op registry's block-weight entries and their 8B-shape timings (perf mode), SmolLM2 end to
+# end on the GPU (test_forward_cuda: the native default against the CPU, when models/ has it),
+# then (decode GEMV, f16-slice GEMM, block-table embed, each
 # against the CPU backend's native products) and the 16-bit weight entries, then `longctx
 # bench` dense decode and prompt on gen-model shapes with Q4_K_M weights, --weights native
 # (the blocks) against --weights f16 (dequantised at load), same GPU, one run. Writes into
@@ -15,12 +17,14 @@ bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log"
 echo "build done at $(( $(date +%s) - t0 )) s"
 B=build-gpu
 {
-    for t in test_weights_blocks_cuda test_gemm_cuda test_ops_cuda; do
+    for t in test_weights_blocks_cuda test_gemm_cuda test_ops_cuda test_forward_cuda; do
         (cd $B && timeout 120 ctest -R "^$t\$" --output-on-failure 2>&1 | tail -30)
     done
 } > "$OUT/tests.log" 2>&1
 grep -E "tests passed|failed|Passed|Failed" "$OUT/tests.log" | head -20
 echo "tests done at $(( $(date +%s) - t0 )) s"
+$B/tests/test_op_registry perf matmul_blocks gemv16 2>&1 | grep -E "median|m14336|m4096 k4096|k14336 n1" > "$OUT/perf.txt"
+cat "$OUT/perf.txt"
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(llama-3.1-8b llama-3.2-1b)
 for cfg in "${configs[@]}"; do
