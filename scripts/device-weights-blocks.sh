@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# device-weights-blocks.sh — issue 23 item 1 on the GPU machine, one call: build (Hopper only),
-# the op registry's block-weight entries and their 8B-shape timings (perf mode), SmolLM2 end to
-# end on the GPU (test_forward_cuda: the native default against the CPU, when models/ has it),
-# then (decode GEMV, f16-slice GEMM, block-table embed, each
-# against the CPU backend's native products) and the 16-bit weight entries, then `longctx
-# bench` dense decode and prompt on gen-model shapes with Q4_K_M weights, --weights native
-# (the blocks) against --weights f16 (dequantised at load), same GPU, one run. Writes into
-# $OUT (few files). Run from the repo root with LC_COMMIT set to this machine's commit.
+# device-weights-blocks.sh — issue 23 item 1 on the GPU machine, one call (bench/NOTES.md §62):
+# build (Hopper only); the op registry's block-weight entries (decode GEMV, f16-slice GEMM,
+# block-table embed, each against the CPU backend's native products), the 16-bit weight and
+# pointwise entries, and SmolLM2 end to end (test_forward_cuda, when models/ has it: the native
+# default against the CPU); the 8B-shape op timings (perf mode); then `longctx bench` dense
+# decode and prompt on gen-model shapes with Q4_K_M weights, --weights native (the blocks)
+# against --weights f16 (dequantised at load), same GPU, one run. Writes into $OUT (few files).
+# Run from the repo root with LC_COMMIT set to this machine's commit.
 # Usage: scripts/device-weights-blocks.sh [CONFIG ...]   (default: llama-3.1-8b llama-3.2-1b)
 set -uo pipefail
 : "${OUT:?set OUT}"

@@ -648,11 +648,12 @@ int cmd_bench(int argc, char **argv) {
     const char *wname = o.weights == LC_WEIGHTS_F16    ? "f16"
                         : o.weights == LC_WEIGHTS_BF16 ? "bf16"
                         : o.weights == LC_WEIGHTS_F32    ? "f32"
-                        : !gpu                           ? "native"
-                                                         : "auto";
+                                                         : "native";
     if (gpu)
-        snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s (auto: bf16 tensors in "
-                 "bf16, others in f16), fp16 KV", dev_name, cpu, wname);
+        snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s%s, fp16 KV", dev_name, cpu,
+                 wname, o.weights == LC_WEIGHTS_F16 || o.weights == LC_WEIGHTS_BF16
+                            ? " (dequantised at load)"
+                            : " (block types as stored, others in f16)");
     else
         snprintf(host_dev, sizeof host_dev, "cpu: %s, %d threads, %s weights", cpu,
                  info.n_threads, wname);
