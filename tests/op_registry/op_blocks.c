@@ -2,8 +2,8 @@
  * op_blocks.c — registry entries of the CUDA products over weights kept in their GGUF block type
  * (weight_type LC_WEIGHT_NATIVE; cuda/weights_blocks.cu), against the CPU twin: the CPU
  * backend's matmul and embed over the same blocks (its native path, the exact weights).
- *   matmul_blocks: the decode GEMV, 1..8 fp32 rows, fp32 sums of the exact weights (NMSE
- *     1e-10); m not a multiple of the 4 rows a CUDA block owns, k an odd number of blocks;
+ *   matmul_blocks: the decode GEMV, 1..4 fp32 rows, fp32 sums of the exact weights (NMSE
+ *     1e-10); m not a multiple of the 4 rows a warp owns, k an odd number of blocks;
  *   matmul_blocks_gemm: prompt-sized products (and, with tuning.no_gemv, small ones): rows
  *     dequantised to f16 slices and cuBLASLt on f16 inputs (NMSE 1e-5: two 11-bit roundings),
  *     one shape past the 64M-element slice so that the output is written in two column slices;
@@ -23,8 +23,6 @@
     {name " m37 k odd n1", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 1}, false},         \
     {name " m37 k odd n3", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 3}, false},         \
     {name " m37 k odd n4", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 4}, false},         \
-    {name " m37 k odd n5", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 5}, false},         \
-    {name " m37 k odd n8", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 8}, false},         \
     {name " m1536 k4096 n1", {LC_TYPE_##t, 1536, 4096, 1}, false},                            \
     {name " m5 k14336 n2", {LC_TYPE_##t, 5, 14336, 2}, false}
 static const op_shape gemv_shapes[] = {GEMV_T(Q4_0, "q4_0"), GEMV_T(Q4_1, "q4_1"), GEMV_T(Q5_0, "q5_0"),
@@ -40,14 +38,17 @@ static const op_shape gemv_shapes[] = {GEMV_T(Q4_0, "q4_0"), GEMV_T(Q4_1, "q4_1"
 
 /* n[4] = 1: tuning.no_gemv (a 2-row product through the GEMM path) */
 #define GEMM_T(t, name)                                                                        \
-    {name " m37 k odd n9", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 9}, false},         \
+    {name " m37 k odd n5", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 5}, false},         \
+    {name " m37 k odd n17", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 17}, false},       \
     {name " m300 k1024 n77", {LC_TYPE_##t, 300, 1024, 77}, false},                            \
     {name " m37 k odd n2 no_gemv", {LC_TYPE_##t, 37, KB(LC_TYPE_##t) ? 768 : 544, 2, 1}, false}
 static const op_shape gemm_shapes[] = {GEMM_T(Q4_0, "q4_0"), GEMM_T(Q4_1, "q4_1"), GEMM_T(Q5_0, "q5_0"),
                                        GEMM_T(Q5_1, "q5_1"), GEMM_T(Q8_0, "q8_0"), GEMM_T(Q4_K, "q4_K"),
                                        GEMM_T(Q5_K, "q5_K"), GEMM_T(Q6_K, "q6_K"),
                                        /* 70000 x 1024 = 71.7M elements: two slices */
-                                       {"q4_K m70000 k1024 n17 (two slices)", {LC_TYPE_Q4_K, 70000, 1024, 17}, true}};
+                                       {"q4_K m70000 k1024 n17 (two slices)", {LC_TYPE_Q4_K, 70000, 1024, 17}, true},
+                                       {"q4_K m14336 k4096 n5", {LC_TYPE_Q4_K, 14336, 4096, 5}, true},
+                                       {"q4_K m14336 k4096 n17", {LC_TYPE_Q4_K, 14336, 4096, 17}, true}};
 
 static const op_shape embed_shapes[] = {
     {"q4_0 v300 d544", {LC_TYPE_Q4_0, 300, 544, 0}, false}, {"q4_1 v300 d544", {LC_TYPE_Q4_1, 300, 544, 0}, false},
@@ -169,7 +170,7 @@ static int blk_compare(op_env *e, void *state, op_result *r) {
     return rc;
 }
 
-const op_entry op_matmul_blocks = {"matmul_blocks", "decode GEMV over GGUF blocks (1..8 fp32 rows) vs the "
+const op_entry op_matmul_blocks = {"matmul_blocks", "decode GEMV over GGUF blocks (1..4 fp32 rows) vs the "
                                    "CPU backend's native matmul", gemv_shapes, OP_N_SHAPES(gemv_shapes),
                                    1e-10, true, blk_make, blk_reset, blk_run, blk_compare, blk_free, NULL};
 const op_entry op_matmul_blocks_gemm = {"matmul_blocks_gemm", "GGUF blocks dequantised to f16 slices + cuBLASLt "

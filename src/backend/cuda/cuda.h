@@ -138,7 +138,7 @@ int  lc_cuda_gemv16(uint32_t type, const void *w, int64_t m, int64_t k, const fl
  * aligned), fp32 sums of the weights' exact values.
  * dequant_blocks: dst[rows][k] (out_type f16, bf16 or f32) = the rows' values.
  * embed_blocks: out[i][cols] = row ids[i] of a block-type table (zeros outside it). */
-#define LC_CUDA_GEMV_BLOCKS_MAX_ROWS 8
+#define LC_CUDA_GEMV_BLOCKS_MAX_ROWS 4
 bool    lc_cuda_blocks_type(uint32_t type);
 int64_t lc_cuda_blocks_row_bytes(uint32_t type, int64_t k);
 int     lc_cuda_gemv_blocks(uint32_t type, const void *w, int64_t m, int64_t k, const float *x,

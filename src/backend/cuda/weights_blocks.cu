@@ -1,6 +1,6 @@
 // weights_blocks.cu — weight matrices kept on the GPU in their GGUF block type (Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; issue 23 item 1), the bytes of the file as they are:
-//   - decode products (1..LC_CUDA_GEMV_BLOCKS_MAX_ROWS input rows) read the blocks directly:
+//   - decode products (1..LC_CUDA_GEMV_BLOCKS_MAX_ROWS = 4 input rows) read the blocks directly:
 //     a CUDA block owns 4 output rows, its threads split the row into units (block_units.h) and
 //     each unit's inputs are read once for the 4 rows; fp32 inputs and sums, the weights' exact
 //     values (no 8-bit activations);
@@ -77,8 +77,7 @@ static void gemv_blocks_launch(const uint8_t *w, int64_t row_bytes, int64_t m, i
     case 1: gemv_blocks_kernel<TYPE, 1><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
     case 2: gemv_blocks_kernel<TYPE, 2><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
     case 3: gemv_blocks_kernel<TYPE, 3><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
-    case 4: gemv_blocks_kernel<TYPE, 4><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
-    default: gemv_blocks_kernel<TYPE, 8><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
+    default: gemv_blocks_kernel<TYPE, 4><<<grid, block, 0, s>>>(w, row_bytes, m, units, x, k, n, y); break;
     }
 }
 
