@@ -10,6 +10,7 @@
  */
 #include "backend/block_units.h"
 #include "format/quant.h"
+#include "random_blocks.h"
 #include "test_util.h"
 #include "util/util.h"
 
@@ -23,24 +24,6 @@ static const uint32_t k_types[] = {LC_TYPE_Q4_0, LC_TYPE_Q4_1, LC_TYPE_Q5_0, LC_
                                    LC_TYPE_Q8_0, LC_TYPE_Q4_K, LC_TYPE_Q5_K, LC_TYPE_Q6_K};
 
 static bool k_type(uint32_t t) { return t == LC_TYPE_Q4_K || t == LC_TYPE_Q5_K || t == LC_TYPE_Q6_K; }
-
-/* random block bytes with finite scales */
-static void random_row(uint64_t *rng, uint32_t type, uint8_t *buf, int64_t cols) {
-    const lc_type_traits *tr = lc_type_traits_get(type);
-    const int64_t         nb = cols / tr->blck_size;
-    for (int64_t i = 0; i < nb * (int64_t)tr->type_size; i++) buf[i] = (uint8_t)test_u32(rng);
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t       *blk = buf + b * tr->type_size;
-        const uint16_t d = lc_fp32_to_fp16(0.05f * test_frand(rng)), m = lc_fp32_to_fp16(0.1f * test_frand(rng));
-        if (type == LC_TYPE_Q6_K) {
-            memcpy(blk + 208, &d, 2);
-        } else {
-            memcpy(blk, &d, 2);
-            if (type == LC_TYPE_Q4_1 || type == LC_TYPE_Q5_1 || type == LC_TYPE_Q4_K || type == LC_TYPE_Q5_K)
-                memcpy(blk + 2, &m, 2);
-        }
-    }
-}
 
 static void check_cover(uint32_t type, int64_t cols) {
     const int     ue = bu_unit_elems(type);
@@ -103,7 +86,6 @@ static void check_type(uint64_t *rng, uint32_t type) {
     const int64_t         cols = k_type(type) ? 3 * 256 : 17 * 32;
     const lc_type_traits *tr = lc_type_traits_get(type);
     const int64_t         rb = cols / tr->blck_size * tr->type_size;
-    CHECK(bu_block_bytes(type) == (int)tr->type_size);
     check_cover(type, cols);
     uint8_t *row = malloc((size_t)rb);
     float   *ref = malloc(sizeof(float) * (size_t)cols), *got = malloc(sizeof(float) * (size_t)cols);
@@ -111,7 +93,7 @@ static void check_type(uint64_t *rng, uint32_t type) {
     int      bad_deq = 0, bad_dot = 0;
     double   worst = 0;
     for (int trial = 0; trial < 40; trial++) {
-        random_row(rng, type, row, cols);
+        test_random_blocks(rng, type, row, cols);
         CHECK(lc_dequantize(type, row, ref, cols) == LC_OK);
         units_dequant(type, row, cols, got);
         for (int64_t i = 0; i < cols; i++) bad_deq += f2u(got[i]) != f2u(ref[i]);

@@ -103,19 +103,6 @@ BU_FN bool bu_type_ok(uint32_t type) {
     }
 }
 BU_FN int bu_unit_elems(uint32_t type) { return type == LC_TYPE_Q6_K ? 64 : 32; }
-BU_FN int bu_block_bytes(uint32_t type) {
-    switch (type) {
-    case LC_TYPE_Q4_0: return 18;
-    case LC_TYPE_Q4_1: return 20;
-    case LC_TYPE_Q5_0: return 22;
-    case LC_TYPE_Q5_1: return 24;
-    case LC_TYPE_Q8_0: return 34;
-    case LC_TYPE_Q4_K: return 144;
-    case LC_TYPE_Q5_K: return 176;
-    case LC_TYPE_Q6_K: return 210;
-    default: return 0;
-    }
-}
 /* the alignment a row's start needs for these loads (bytes) */
 BU_FN int bu_row_align(uint32_t type) {
     return type == LC_TYPE_Q4_K || type == LC_TYPE_Q5_K ? 16

@@ -13,6 +13,7 @@
  */
 #include "format/quant.h"
 #include "op_registry.h"
+#include "random_blocks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,24 +57,6 @@ static const op_shape embed_shapes[] = {
     {"q8_0 v300 d544", {LC_TYPE_Q8_0, 300, 544, 0}, false}, {"q4_K v300 d768", {LC_TYPE_Q4_K, 300, 768, 0}, false},
     {"q5_K v300 d768", {LC_TYPE_Q5_K, 300, 768, 0}, false}, {"q6_K v300 d768", {LC_TYPE_Q6_K, 300, 768, 0}, false}};
 
-/* random block bytes with finite scales */
-static void random_blocks(uint64_t *rng, uint32_t type, uint8_t *buf, int64_t n_elems) {
-    const lc_type_traits *tr = lc_type_traits_get(type);
-    const int64_t         nb = n_elems / tr->blck_size;
-    for (int64_t i = 0; i < nb * (int64_t)tr->type_size; i++) buf[i] = (uint8_t)test_u32(rng);
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t       *blk = buf + b * tr->type_size;
-        const uint16_t d = lc_fp32_to_fp16(0.05f * test_frand(rng)), m = lc_fp32_to_fp16(0.1f * test_frand(rng));
-        if (type == LC_TYPE_Q6_K) {
-            memcpy(blk + 208, &d, 2);
-        } else {
-            memcpy(blk, &d, 2);
-            if (type == LC_TYPE_Q4_1 || type == LC_TYPE_Q5_1 || type == LC_TYPE_Q4_K || type == LC_TYPE_Q5_K)
-                memcpy(blk + 2, &m, 2);
-        }
-    }
-}
-
 typedef struct blk_state {
     uint32_t       type;
     int64_t        m, k, n;
@@ -111,7 +94,7 @@ static int blk_make_as(op_env *e, const op_shape *sh, bool embed, void **state) 
     s->ref = malloc(sizeof(float) * out), s->got = malloc(sizeof(float) * out);
     s->ids = malloc(sizeof(int32_t) * (size_t)s->n);
     if (!s->raw || !s->x || !s->ref || !s->got || !s->ids) return LC_ERR_NOMEM;
-    random_blocks(&e->rng, s->type, s->raw, s->m * s->k);
+    test_random_blocks(&e->rng, s->type, s->raw, s->m * s->k);
     for (int64_t i = 0; i < s->n * s->k; i++) s->x[i] = 2.0f * test_frand(&e->rng);
     for (int64_t i = 0; i < s->n; i++) s->ids[i] = (int32_t)test_irand(&e->rng, (uint32_t)s->m);
     if (embed) s->ids[3] = -1, s->ids[6] = (int32_t)s->m;

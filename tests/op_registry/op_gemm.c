@@ -9,6 +9,7 @@
  */
 #include "format/quant.h"
 #include "op_registry.h"
+#include "random_blocks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,30 +19,6 @@
 #define DEQ(t) {#t " -> bf16", {LC_TYPE_##t, LC_TYPE_BF16}, false}, {#t " -> f16", {LC_TYPE_##t, LC_TYPE_F16}, false}
 static const op_shape dequant_shapes[] = {DEQ(F32),  DEQ(F16),  DEQ(BF16), DEQ(Q8_0), DEQ(Q4_0),
                                           DEQ(Q4_1), DEQ(Q5_0), DEQ(Q5_1), DEQ(Q6_K)};
-
-/* random block bytes with sane scales (finite fp16 d / m fields) */
-static void random_blocks(uint64_t *rng, uint32_t type, uint8_t *buf, int64_t n_elems) {
-    const lc_type_traits *tr = lc_type_traits_get(type);
-    const int64_t         nb = n_elems / tr->blck_size;
-    for (int64_t i = 0; i < nb * (int64_t)tr->type_size; i++) buf[i] = (uint8_t)test_u32(rng);
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *blk = buf + b * tr->type_size;
-        if (type == LC_TYPE_F32) {
-            float f = test_frand(rng);
-            memcpy(blk, &f, 4);
-        } else if (type == LC_TYPE_F16 || type == LC_TYPE_BF16) {
-            const uint16_t h = type == LC_TYPE_F16 ? lc_fp32_to_fp16(test_frand(rng)) : lc_fp32_to_bf16(test_frand(rng));
-            memcpy(blk, &h, 2);
-        } else if (type == LC_TYPE_Q6_K) {
-            const uint16_t d = lc_fp32_to_fp16(0.01f * test_frand(rng));
-            memcpy(blk + 208, &d, 2);
-        } else {
-            const uint16_t d = lc_fp32_to_fp16(0.05f * test_frand(rng)), m = lc_fp32_to_fp16(0.1f * test_frand(rng));
-            memcpy(blk, &d, 2);
-            if (type == LC_TYPE_Q4_1 || type == LC_TYPE_Q5_1) memcpy(blk + 2, &m, 2);
-        }
-    }
-}
 
 typedef struct deq_state {
     uint32_t  type, out;
@@ -73,7 +50,7 @@ static int deq_make(op_env *e, const op_shape *sh, void **state) {
     s->raw = malloc((size_t)(row_bytes * rows)), s->ref = malloc(sizeof(float) * (size_t)s->n);
     s->got = malloc(2 * (size_t)s->n);
     if (!s->raw || !s->ref || !s->got) return LC_ERR_NOMEM;
-    random_blocks(&e->rng, s->type, s->raw, s->n);
+    test_random_blocks(&e->rng, s->type, s->raw, s->n);
     s->t = (lc_gguf_tensor){"test", 2, {(uint64_t)cols, (uint64_t)rows, 1, 1}, s->type, 0,
                             row_bytes * rows, s->raw};
     return lc_dequantize(s->type, s->raw, s->ref, s->n);

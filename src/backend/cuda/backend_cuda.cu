@@ -52,7 +52,7 @@ struct cuda_impl {
     size_t        xb_bytes;
     void         *wdq;     // f16 rows of a block-type matrix, dequantised for a GEMM
     size_t        wdq_bytes;
-    uint32_t      logged_types[2]; // (bit masks) block types already reported as converted
+    uint64_t      logged_types; // (bit t: LC_TYPE t) types already reported as converted to f16
     // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
     const lc_attn_seq *host_seqs;
     int32_t            n_seqs, n_dec, n_pre, max_rows, max_pre_rows;
@@ -221,9 +221,9 @@ static int cuda_weight_load(lc_backend *b, const lc_gguf_tensor *t, lc_weight *w
         w->rows = rows, w->cols = cols, w->type = t->type, w->data = data;
         return LC_OK;
     }
-    if (b->weight_type == LC_WEIGHT_NATIVE && t->type < 64 && !((im->logged_types[t->type >> 5] >> (t->type & 31)) & 1)) {
+    if (b->weight_type == LC_WEIGHT_NATIVE && t->type < 64 && !((im->logged_types >> t->type) & 1)) {
         const lc_type_traits *tr = lc_type_traits_get(t->type);
-        im->logged_types[t->type >> 5] |= 1u << (t->type & 31);
+        im->logged_types |= 1ull << t->type;
         if (t->type != LC_TYPE_F32)
             lc_log(LC_LOG_INFO, "weights: %s tensors (first: %s) have no GPU kernel as stored; held as f16",
                    tr ? tr->name : "?", t->name);

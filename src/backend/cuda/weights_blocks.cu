@@ -84,9 +84,8 @@ static void gemv_blocks_launch(const uint8_t *w, int64_t row_bytes, int64_t m, i
 extern "C" bool lc_cuda_blocks_type(uint32_t type) { return bu_type_ok(type); }
 
 extern "C" int64_t lc_cuda_blocks_row_bytes(uint32_t type, int64_t cols) {
-    const int64_t per = type == LC_TYPE_Q4_K || type == LC_TYPE_Q5_K || type == LC_TYPE_Q6_K ? 256 : 32;
-    if (!bu_type_ok(type) || cols <= 0 || cols % per) return 0;
-    return cols / per * bu_block_bytes(type);
+    uint64_t rb;
+    return bu_type_ok(type) && cols > 0 && lc_type_row_bytes(type, (uint64_t)cols, &rb) ? (int64_t)rb : 0;
 }
 
 // the weights' rows must start at the alignment the unit loads need; x at 16 bytes
