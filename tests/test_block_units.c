@@ -10,6 +10,7 @@
  */
 #include "backend/block_units.h"
 #include "format/quant.h"
+#include "quant_fixture.h"
 #include "random_blocks.h"
 #include "test_util.h"
 #include "util/util.h"
@@ -58,28 +59,17 @@ static uint32_t f2u(float f) {
     return u;
 }
 
-/* the gguf package's values (test_quant's fixture format: "LCQF", version, type, n, raw bytes,
- * flags, raw blocks, n fp32 values) */
+/* the gguf package's values (test_quant's fixtures, quant_fixture.h) */
 static void check_fixture(const char *file, uint32_t type) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/fixtures/quant/%s", LC_SOURCE_DIR, file);
-    FILE *f = fopen(path, "rb");
-    CHECKF(f != NULL, "cannot open %s", path);
-    if (!f) return;
-    uint8_t hdr[24];
-    CHECK(fread(hdr, 1, 24, f) == 24 && memcmp(hdr, "LCQF", 4) == 0);
-    uint32_t t, n, raw_bytes;
-    memcpy(&t, hdr + 8, 4), memcpy(&n, hdr + 12, 4), memcpy(&raw_bytes, hdr + 16, 4);
-    CHECK(t == type);
-    uint8_t *raw = malloc(raw_bytes);
-    float   *ref = malloc(4 * (size_t)n), *got = malloc(4 * (size_t)n);
-    CHECK(fread(raw, 1, raw_bytes, f) == raw_bytes && fread(ref, 4, n, f) == n);
-    fclose(f);
-    units_dequant(type, raw, n, got);
+    quant_fixture q;
+    if (!quant_fixture_load(file, type, &q)) return;
+    float *ref = malloc(4 * (size_t)q.n), *got = malloc(4 * (size_t)q.n);
+    memcpy(ref, q.ref, 4 * (size_t)q.n);
+    units_dequant(type, q.raw, q.n, got);
     int bad = 0;
-    for (uint32_t i = 0; i < n; i++) bad += f2u(got[i]) != f2u(ref[i]);
-    CHECKF(bad == 0, "%s: %d of %u values differ from the gguf package's", file, bad, n);
-    free(raw), free(ref), free(got);
+    for (uint32_t i = 0; i < q.n; i++) bad += f2u(got[i]) != f2u(ref[i]);
+    CHECKF(bad == 0, "%s: %d of %u values differ from the gguf package's", file, bad, q.n);
+    free(q.buf), free(ref), free(got);
 }
 
 static void check_type(uint64_t *rng, uint32_t type) {

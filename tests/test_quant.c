@@ -8,6 +8,7 @@
  * and against a slow nearest-even reference for fp32 inputs.
  */
 #include "format/quant.h"
+#include "quant_fixture.h"
 #include "test_util.h"
 #include "util/util.h"
 
@@ -30,39 +31,15 @@ static float u2f(uint32_t u) {
 
 /* ---- fixtures --------------------------------------------------------------------------- */
 
-static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
 static void check_fixture(const char *file, uint32_t want_type) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/fixtures/quant/%s", LC_SOURCE_DIR, file);
-    FILE *f = fopen(path, "rb");
-    CHECKF(f != NULL, "cannot open %s", path);
-    if (!f) return;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)size);
-    CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size);
-    fclose(f);
-    CHECK(size >= 24 && memcmp(buf, "LCQF", 4) == 0 && le32(buf + 4) == 1);
-    uint32_t type = le32(buf + 8), n = le32(buf + 12), raw_bytes = le32(buf + 16);
-    uint32_t flags = le32(buf + 20);
-    CHECK(type == want_type);
-    size_t need = 24 + (size_t)raw_bytes + 4 * (size_t)n * ((flags & 1) ? 2 : 1);
-    CHECKF((size_t)size == need, "%s: size %ld, header says %zu", file, size, need);
-    if ((size_t)size != need || type != want_type) {
-        free(buf);
-        return;
-    }
-    uint64_t rb = 0;
-    CHECK(lc_type_row_bytes(type, n, &rb) && rb == raw_bytes);
+    quant_fixture q;
+    if (!quant_fixture_load(file, want_type, &q)) return;
+    const uint32_t type = q.type, n = q.n, raw_bytes = q.raw_bytes, flags = q.flags;
     /* copy the parts to separate (exactly sized, unaligned-start) buffers for ASan */
     uint8_t *raw = malloc(raw_bytes + 1);
-    memcpy(raw + 1, buf + 24, raw_bytes);
+    memcpy(raw + 1, q.raw, raw_bytes);
     float *ref = malloc(4 * (size_t)n), *out = malloc(4 * (size_t)n);
-    memcpy(ref, buf + 24 + raw_bytes, 4 * (size_t)n);
+    memcpy(ref, q.ref, 4 * (size_t)n);
     int st = lc_dequantize(type, raw + 1, out, n);
     CHECKF(st == LC_OK, "%s: %s", file, lc_last_error());
     int bad = 0;
@@ -76,7 +53,7 @@ static void check_fixture(const char *file, uint32_t want_type) {
     CHECKF(bad == 0, "%s: %d of %u elements differ from the reference", file, bad, n);
     if (flags & 1) {
         /* F16/BF16: the reference's quantisation of src must equal our conversion */
-        const uint8_t *src = buf + 24 + raw_bytes + 4 * (size_t)n;
+        const uint8_t *src = q.src;
         int cb = 0;
         for (uint32_t i = 0; i < n; i++) {
             float s;
@@ -92,7 +69,7 @@ static void check_fixture(const char *file, uint32_t want_type) {
     free(raw);
     free(ref);
     free(out);
-    free(buf);
+    free(q.buf);
 }
 
 /* ---- conversions ------------------------------------------------------------------------ */
