@@ -58,6 +58,10 @@ typedef struct lc_weight {
 /* lc_backend.weight_type: hold every matrix in its file type where the backend computes with
  * that type (CPU: every type lc_dequantize reads), the mapped file pages used as they are. */
 #define LC_WEIGHT_NATIVE 0xffffffffu
+/* A backend holding block-type weights (CUDA) dequantises at most this many elements of a
+ * matrix at a time, to 16 bits, for a prompt-sized product (its scratch: twice this in bytes;
+ * the context budget reserves it). */
+#define LC_WEIGHT_SLICE_ELEMS (64ll << 20)
 
 /* RoPE pairing conventions (spec/ecosystem-and-style.md §1.4). */
 typedef enum lc_rope_pairing {

@@ -23,8 +23,8 @@
 #include <string.h>
 
 #define GPU_RESERVE (256ull << 20) /* cuBLASLt workspace, attention partials, method scratch */
-/* block-type weights: the f16 rows a prompt-sized product dequantises (backend_cuda.cu) */
-#define GPU_WDQ_RESERVE (128ull << 20)
+/* block-type weights: the f16 rows a prompt-sized product dequantises */
+#define GPU_WDQ_RESERVE (2ull * (uint64_t)LC_WEIGHT_SLICE_ELEMS)
 
 static uint64_t sat_mul(uint64_t a, uint64_t b) {
     uint64_t r;

@@ -271,8 +271,7 @@ static int grow_scratch(lc_backend *b, void **buf, size_t *cap, size_t need, con
 }
 
 // a block-type matrix times n rows: our GEMV for decode-sized n; else rows of the matrix
-// dequantised to f16, WDQ_ELEMS at most at a time, and cuBLASLt on each slice of outputs
-#define WDQ_ELEMS (64ll << 20)
+// dequantised to f16, LC_WEIGHT_SLICE_ELEMS at most at a time, and cuBLASLt on each slice of outputs
 static int matmul_blocks(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
     cuda_impl *im = impl_of(b);
     // (the GEMV up to 4 rows: on an H200 at 14336 x 4096 q4_K, 4 rows take 77 us, 8 rows 135 us,
@@ -280,7 +279,7 @@ static int matmul_blocks(lc_backend *b, const lc_weight *w, const float *x, floa
     if (!b->tuning.no_gemv && n <= LC_CUDA_GEMV_BLOCKS_MAX_ROWS && ((uintptr_t)x & 15) == 0)
         return lc_cuda_gemv_blocks(w->type, w->data, w->rows, w->cols, x, n, y);
     const int64_t rb    = lc_cuda_blocks_row_bytes(w->type, w->cols);
-    int64_t       slice = WDQ_ELEMS / w->cols;
+    int64_t       slice = LC_WEIGHT_SLICE_ELEMS / w->cols;
     if (slice > w->rows) slice = w->rows;
     if (slice < 1) slice = 1;
     if (rb == 0) return lc_fail(LC_ERR_INTERNAL, "cuda matmul: block type %u", w->type);
