@@ -52,6 +52,8 @@ struct cuda_impl {
     size_t        xb_bytes;
     void         *wdq;     // f16 rows of a block-type matrix, dequantised for a GEMM
     size_t        wdq_bytes;
+    void         *xsplit;  // a block GEMV's inputs split into two f16 values
+    size_t        xsplit_bytes;
     uint64_t      logged_types; // (bit t: LC_TYPE t) types already reported as converted to f16
     // the current batch (batch_begin): host copy and device image [seqs][dec][pre][pages]
     const lc_attn_seq *host_seqs;
@@ -274,10 +276,14 @@ static int grow_scratch(lc_backend *b, void **buf, size_t *cap, size_t need, con
 // dequantised to f16, LC_WEIGHT_SLICE_ELEMS at most at a time, and cuBLASLt on each slice of outputs
 static int matmul_blocks(lc_backend *b, const lc_weight *w, const float *x, float *y, int64_t n) {
     cuda_impl *im = impl_of(b);
-    // (the GEMV up to 4 rows: on an H200 at 14336 x 4096 q4_K, 4 rows take 77 us, 8 rows 135 us,
-    // the GEMM path 120 us for 17; bench/NOTES.md §62)
-    if (!b->tuning.no_gemv && n <= LC_CUDA_GEMV_BLOCKS_MAX_ROWS && ((uintptr_t)x & 15) == 0)
-        return lc_cuda_gemv_blocks(w->type, w->data, w->rows, w->cols, x, n, y);
+    // (the GEMV up to 4 rows: on an H200 at 14336 x 4096 q4_K, 4 rows take 34 us on tensor
+    // cores, the GEMM path 120 us for 17; bench/NOTES.md §62, §63)
+    if (!b->tuning.no_gemv && n <= LC_CUDA_GEMV_BLOCKS_MAX_ROWS && ((uintptr_t)x & 15) == 0) {
+        const size_t sb = lc_cuda_gemv_blocks_scratch_bytes(w->type, n, w->cols);
+        int          st = sb ? grow_scratch(b, &im->xsplit, &im->xsplit_bytes, sb, "GEMV input (split f16)") : LC_OK;
+        return st == LC_OK ? lc_cuda_gemv_blocks(w->type, w->data, w->rows, w->cols, x, n, y, im->xsplit, im->xsplit_bytes)
+                           : st;
+    }
     const int64_t rb    = lc_cuda_blocks_row_bytes(w->type, w->cols);
     int64_t       slice = LC_WEIGHT_SLICE_ELEMS / w->cols;
     if (slice > w->rows) slice = w->rows;
@@ -758,6 +764,7 @@ static void cuda_free(lc_backend *b) {
         cudaFree(im->staging);
         cudaFree(im->xb);
         cudaFree(im->wdq);
+        cudaFree(im->xsplit);
         cudaFree(im->part);
         cudaFree(im->samp);
         cudaFree(im->pre_scratch);

@@ -135,14 +135,17 @@ int  lc_cuda_gemv16(uint32_t type, const void *w, int64_t m, int64_t k, const fl
  * lc_cuda_blocks_type: whether the GPU computes with the type; row_bytes 0 where it does not
  * (or k is not whole blocks).
  * gemv_blocks: y[n][m] = x[n][k] · Wᵀ for 1..LC_CUDA_GEMV_BLOCKS_MAX_ROWS fp32 rows (x 16-byte
- * aligned), fp32 sums of the weights' exact values.
+ * aligned), fp32 sums of the weights' exact values; Q4_K on tensor cores, the inputs split into
+ * two f16 values (22 bits; |x| below 65504) in a device scratch of
+ * lc_cuda_gemv_blocks_scratch_bytes (0: none needed; 16-byte aligned).
  * dequant_blocks: dst[rows][k] (out_type f16, bf16 or f32) = the rows' values.
  * embed_blocks: out[i][cols] = row ids[i] of a block-type table (zeros outside it). */
 #define LC_CUDA_GEMV_BLOCKS_MAX_ROWS 4
 bool    lc_cuda_blocks_type(uint32_t type);
 int64_t lc_cuda_blocks_row_bytes(uint32_t type, int64_t k);
+size_t  lc_cuda_gemv_blocks_scratch_bytes(uint32_t type, int64_t n, int64_t k);
 int     lc_cuda_gemv_blocks(uint32_t type, const void *w, int64_t m, int64_t k, const float *x,
-                            int64_t n, float *y);
+                            int64_t n, float *y, void *scratch, size_t scratch_bytes);
 int     lc_cuda_dequant_blocks(uint32_t type, const void *w, int64_t rows, int64_t k,
                                uint32_t out_type, void *dst);
 int     lc_cuda_embed_blocks(const lc_weight *table, const int32_t *ids, int64_t n_rows, float *out);
