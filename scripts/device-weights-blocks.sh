@@ -8,6 +8,7 @@
 # against --weights f16 (dequantised at load), same GPU, one run. Writes into $OUT (few files).
 # Run from the repo root with LC_COMMIT set to this machine's commit.
 # Usage: scripts/device-weights-blocks.sh [CONFIG ...]   (default: llama-3.1-8b llama-3.2-1b)
+# A short kernel iteration: TESTS=test_weights_blocks_cuda BENCH=0 (stop after the perf rows).
 set -uo pipefail
 : "${OUT:?set OUT}"
 t0=$(date +%s)
@@ -17,7 +18,7 @@ bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log"
 echo "build done at $(( $(date +%s) - t0 )) s"
 B=build-gpu
 {
-    for t in test_weights_blocks_cuda test_gemm_cuda test_ops_cuda test_forward_cuda; do
+    for t in ${TESTS:-test_weights_blocks_cuda test_gemm_cuda test_ops_cuda test_forward_cuda}; do
         (cd $B && timeout 120 ctest -R "^$t\$" --output-on-failure 2>&1 | tail -30)
     done
 } > "$OUT/tests.log" 2>&1
@@ -25,6 +26,7 @@ grep -E "tests passed|failed|Passed|Failed" "$OUT/tests.log" | head -20
 echo "tests done at $(( $(date +%s) - t0 )) s"
 $B/tests/test_op_registry perf matmul_blocks gemv16 2>&1 | grep -E "median|m14336|m4096 k4096|k14336 n1" > "$OUT/perf.txt"
 cat "$OUT/perf.txt"
+[ "${BENCH:-1}" = 0 ] && { echo "total $(( $(date +%s) - t0 )) s"; exit 0; }
 configs=("$@")
 [ ${#configs[@]} -eq 0 ] && configs=(llama-3.1-8b llama-3.2-1b)
 for cfg in "${configs[@]}"; do

@@ -3,7 +3,9 @@
  * (weight_type LC_WEIGHT_NATIVE; cuda/weights_blocks.cu), against the CPU twin: the CPU
  * backend's matmul and embed over the same blocks (its native path, the exact weights).
  *   matmul_blocks: the decode GEMV, 1..4 fp32 rows, fp32 sums of the exact weights (NMSE
- *     1e-10); m not a multiple of the 4 rows a warp owns, k an odd number of blocks;
+ *     1e-10); m not a multiple of the 4 rows a warp owns (nor, m37, of the 16 rows a block of
+ *     the Q4_K tensor-core kernel owns), k an odd number of blocks (k768: 3 super-blocks, so one
+ *     of that kernel's 4 warps has none and adds zeros to the reduction);
  *   matmul_blocks_gemm: prompt-sized products (and, with tuning.no_gemv, small ones): rows
  *     dequantised to f16 slices and cuBLASLt on f16 inputs (NMSE 1e-5: two 11-bit roundings),
  *     one shape past the 64M-element slice so that the output is written in two column slices;

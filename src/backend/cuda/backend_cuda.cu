@@ -279,8 +279,10 @@ static int matmul_blocks(lc_backend *b, const lc_weight *w, const float *x, floa
     // (the GEMV up to 4 rows: on an H200 at 14336 x 4096 q4_K, 4 rows take 34 us on tensor
     // cores, the GEMM path 120 us for 17; bench/NOTES.md §62, §63)
     if (!b->tuning.no_gemv && n <= LC_CUDA_GEMV_BLOCKS_MAX_ROWS && ((uintptr_t)x & 15) == 0) {
-        const size_t sb = lc_cuda_gemv_blocks_scratch_bytes(w->type, n, w->cols);
-        int          st = sb ? grow_scratch(b, &im->xsplit, &im->xsplit_bytes, sb, "GEMV input (split f16)") : LC_OK;
+        const size_t split_bytes = lc_cuda_gemv_blocks_scratch_bytes(w->type, n, w->cols);
+        int          st          = split_bytes ? grow_scratch(b, &im->xsplit, &im->xsplit_bytes, split_bytes,
+                                                              "GEMV input (split f16)")
+                                               : LC_OK;
         return st == LC_OK ? lc_cuda_gemv_blocks(w->type, w->data, w->rows, w->cols, x, n, y, im->xsplit, im->xsplit_bytes)
                            : st;
     }
