@@ -5,7 +5,9 @@ query over N keys) and causal prefill (N queries over N keys), bf16, Llama-3.1-8
 (32 query / 8 KV heads, dim 128) and SmolLM2 shape (9 / 3, dim 64). Also measures the copy
 bandwidth and the bf16 GEMM rate so each number can be read against the physical limit.
 
-usage: attention_vs_sdpa.py BUILD_DIR [--out FILE] [--quick] [--modes decode,prefill]
+usage: attention_vs_sdpa.py BUILD_DIR [--out FILE] [--quick] [--modes decode,prefill] [--fp8]
+--fp8 also times ours over the fp8 KV layout (bench_attention kv=e4m3; issue 23) at every shape:
+its time, its speed over our fp16 pools, and its bytes (codes + scales) against the copy rate.
 Writes a markdown table (GPU, date, commit from $LC_COMMIT) to --out and prints it.
 """
 import argparse
@@ -72,9 +74,9 @@ def sdpa_us(backend, mode, h, g, d, n, reps):
     return us
 
 
-def ours_us(build, mode, h, g, d, n, reps):
+def ours_us(build, mode, h, g, d, n, reps, kv="f16"):
     r = subprocess.run([os.path.join(build, "bench_attention"), mode, str(h), str(g), str(d),
-                        str(n), str(reps)], capture_output=True, text=True)
+                        str(n), str(reps), "kv=" + kv], capture_output=True, text=True)
     if r.returncode != 0:
         print(f"  ours {mode} n={n}: failed: {r.stderr.strip()}", file=sys.stderr)
         return None
@@ -87,6 +89,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--modes", default="decode,prefill", help="comma-separated: decode, prefill")
+    ap.add_argument("--fp8", action="store_true", help="also ours over the fp8 KV layout")
     a = ap.parse_args()
     gpu = torch.cuda.get_device_name(0)
     bw = copy_bandwidth()
@@ -103,12 +106,14 @@ def main():
             for n in ns:
                 reps = 50 if mode == "decode" else (3 if n >= 128 * K else 10)
                 ours = ours_us(a.build, mode, h, g, d, n, reps)
+                ours8 = ours_us(a.build, mode, h, g, d, n, reps, "e4m3") if a.fp8 else None
                 cud = sdpa_us(SDPBackend.CUDNN_ATTENTION, mode, h, g, d, n, reps)
                 fla = sdpa_us(SDPBackend.FLASH_ATTENTION, mode, h, g, d, n, reps)
                 kv_bytes = 2 * n * h * d * 2
                 flops = 4 * h * g * d * n * (1 if mode == "decode" else n / 2)
-                rows.append((name, mode, n, ours, cud, fla, kv_bytes, flops))
-                print(f"{name} {mode} {n}: ours {ours} cudnn {cud} flash {fla}", file=sys.stderr)
+                rows.append((name, mode, n, ours, cud, fla, kv_bytes, flops, ours8, 2 * n * h * (d + 4)))
+                print(f"{name} {mode} {n}: ours {ours} cudnn {cud} flash {fla} ours fp8 {ours8}",
+                      file=sys.stderr)
 
     def f(x, spec="{:.1f}"):
         return "n/a" if x is None else spec.format(x)
@@ -127,9 +132,14 @@ def main():
              "rotates them in the kernel; SDPA reads contiguous, already-rotated keys.",
              "",
              "| shape | mode | keys | ours µs | cuDNN µs | flash µs | ours / cuDNN speed | "
-             "ours TB/s or TFLOP/s | of limit |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, mode, n, ours, cud, fla, kvb, flops in rows:
+             "ours TB/s or TFLOP/s | of limit |" + (" ours fp8 µs | fp8 / f16 speed | fp8 of "
+                                                   "limit |" if a.fp8 else ""),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if a.fp8 else "")]
+    if a.fp8:
+        lines.insert(-2, "fp8: our kernel over the fp8 layout (e4m3 codes + an fp32 scale per "
+                     "token and head: 2·N·heads·(dim + 4) bytes); decode's limit is those bytes "
+                     "over the copy rate, prefill's the GEMM rate.\n")
+    for name, mode, n, ours, cud, fla, kvb, flops, ours8, b8 in rows:
         ratio = (cud / ours) if (ours and cud) else None
         if mode == "decode":
             rate = kvb / (ours * 1e-6) / 1e12 if ours else None
@@ -137,8 +147,16 @@ def main():
         else:
             rate = flops / (ours * 1e-6) / 1e12 if ours else None
             lim = (flops / (ours * 1e-6)) / fl if ours else None
-        lines.append(f"| {name} | {mode} | {n // K}K | {f(ours)} | {f(cud)} | {f(fla)} | "
-                     f"{f(ratio, '{:.2f}x')} | {f(rate, '{:.2f}')} | {f(lim, '{:.0%}')} |")
+        line = (f"| {name} | {mode} | {n // K}K | {f(ours)} | {f(cud)} | {f(fla)} | "
+                f"{f(ratio, '{:.2f}x')} | {f(rate, '{:.2f}')} | {f(lim, '{:.0%}')} |")
+        if a.fp8:
+            sp = (ours / ours8) if (ours and ours8) else None
+            if mode == "decode":
+                lim8 = (b8 / (ours8 * 1e-6)) / bw if ours8 else None
+            else:
+                lim8 = (flops / (ours8 * 1e-6)) / fl if ours8 else None
+            line += f" {f(ours8)} | {f(sp, '{:.2f}x')} | {f(lim8, '{:.0%}')} |"
+        lines.append(line)
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

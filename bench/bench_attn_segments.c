@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
     }
     if (bench_rope_upload(max_ctx, D, dcs, dsn)) return 1;
     x.rope  = (lc_rope_table){(int32_t)max_ctx, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
-    x.kv    = (lc_kv_layer_view){dk, dv, P, H, D, NULL};
+    x.kv    = (lc_kv_layer_view){dk, dv, P, H, D, NULL, false, NULL};
     x.pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) x.pages[i] = (int32_t)i;
 

@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     }
     if (bench_rope_upload(n_pos, D, dcs, dsn)) return 1;
     env.rope  = (lc_rope_table){n_pos, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
-    env.kv    = (lc_kv_layer_view){dk, dk, P, H, D, NULL};
+    env.kv    = (lc_kv_layer_view){dk, dk, P, H, D, NULL, false, NULL};
     env.pages = malloc(sizeof(int32_t) * (size_t)n_pages);
     for (int64_t i = 0; i < n_pages; i++) /* scattered: a fixed odd stride through the pool */
         env.pages[i] = (int32_t)((i * 40503) % n_pages);

@@ -366,7 +366,7 @@ static inline int bench_layer_init(bench_layer *L, lc_backend *b, int32_t H, int
     L->rope = (lc_rope_table){(int32_t)keys, D, LC_ROPE_NORM, L->dcs, L->dsn, 1.0f};
     for (int64_t i = 0; i < n_pages; i++) L->pages[i] = (int32_t)i;
     L->seq   = (lc_attn_seq){0, rows, (int32_t)(keys - rows), L->pages, 0};
-    L->kv    = (lc_kv_layer_view){L->dk, L->dv, P, H, D, NULL};
+    L->kv    = (lc_kv_layer_view){L->dk, L->dv, P, H, D, NULL, false, NULL};
     L->scale = 1.0f / sqrtf((float)D);
     return 0;
 }

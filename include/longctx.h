@@ -663,6 +663,16 @@ int lc_eval_attn_fidelity(lc_model *m, const int32_t *tokens, int64_t n_tokens,
 
 typedef struct lc_context lc_context;
 
+/* How a context's KV cache holds keys and values (lc_context_params.kv_type). */
+typedef enum lc_kv_type {
+    LC_KV_AUTO = 0, /* the backend's own element type: fp32 on the CPU, fp16 on CUDA */
+    LC_KV_FP8  = 1, /* CUDA: fp8 e4m3 codes with one fp32 scale per (token, KV head), keys
+                       centred on the layer's key bias: 132 bytes a token and head at head dim
+                       128, against fp16's 256, so about 1.94x the tokens in the same memory.
+                       Lossy (NOTES section 64 has its accuracy); dense attention only so far
+                       (the sparse methods refuse it at lc_context_create) */
+} lc_kv_type;
+
 typedef struct lc_context_params {
     int32_t        n_ctx;     /* max tokens per sequence; 0: the model's trained context */
     int32_t        n_seq_max; /* sequences alive at once */
@@ -737,6 +747,7 @@ typedef struct lc_context_params {
                               decode reads are known after the step: infinitehip, hip (their
                               kept selections), streaming (sink and window); dense and
                               tokenselect are refused */
+    lc_kv_type kv_type;    /* the KV cache's element type (LC_KV_AUTO, the default) */
     bool ws_batch_control; /* with a slot cache: SparseServe's working-set-aware batch size
                               control. A decode sequence's working set is the host slabs its
                               last recomputed selection read (with sink and window; the largest

@@ -132,7 +132,7 @@ static void build(world *w, const tcase *c, const tseq *ts, int32_t n_seqs) {
     const int64_t qn = (int64_t)w->rows * w->n_head * D;
     w->q = malloc(sizeof(float) * qn);
     for (int64_t i = 0; i < qn; i++) w->q[i] = test_frand(&rng);
-    w->kv = (lc_kv_layer_view){w->k, w->v, P, H, D, NULL};
+    w->kv = (lc_kv_layer_view){w->k, w->v, P, H, D, NULL, false, NULL};
     /* blocks of up to bq rows; rows [skip_from, skip_to) of a sequence in none */
     w->qb = malloc(sizeof(lc_qblock) * n_qb);
     int32_t max_rows = 1, max_window = 0;

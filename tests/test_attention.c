@@ -35,7 +35,7 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
     int64_t pages_total = 0;
     for (int32_t s = 0; s < n_seqs; s++) pages_total += (pos0[s] + n_rows[s] + P - 1) / P;
     lc_kv_cache *kv;
-    CHECK(lc_kv_create(b, 1, n_kv_head, D, P, pages_total + 3, 0, &kv) == LC_OK);
+    CHECK(lc_kv_create(b, 1, n_kv_head, D, P, pages_total + 3, 0, false, &kv) == LC_OK);
     /* shuffle the free list so page tables are scattered */
     for (int64_t i = kv->n_free - 1; i > 0; i--) {
         int64_t j = test_irand(&rng, (uint32_t)(i + 1));

@@ -34,7 +34,7 @@ static void write_then_read(lc_backend *b) {
     float       *out = malloc(sizeof(float) * row * (size_t)(w.n_pos + 1)); /* + a guard row */
     CHECK(kp && vp && out);
     if (!kp || !vp || !out) goto done;
-    const lc_kv_layer_view kv = {kp, vp, w.P, w.H, w.D, NULL};
+    const lc_kv_layer_view kv = {kp, vp, w.P, w.H, w.D, NULL, false, NULL};
     /* written in ragged pieces, as prefill chunks and decode steps are: two batches of
      * several pieces each (a piece's rows start at row0 of its batch's k, v arrays) */
     static const int32_t cuts[] = {0, 5, 8, 9, 30, 31, 47, 70};
@@ -78,7 +78,7 @@ static void half_pools(lc_backend *b) {
     for (size_t t = 0; t < 3 && got && want; t++) {
         void *kp = kvw_pool(&w, k_types[t], LC_KV_KEYS), *vp = kvw_pool(&w, k_types[t], LC_KV_VALUES);
         CHECK(kp && vp);
-        const lc_kv_layer_view kv = {kp, vp, w.P, w.H, w.D, NULL};
+        const lc_kv_layer_view kv = {kp, vp, w.P, w.H, w.D, NULL, false, NULL};
         b->kv_type = k_types[t]; /* the pools' type as the op sees it */
         for (size_t c = 0; c < sizeof kvw_cases / sizeof kvw_cases[0] && kp && vp; c++)
             for (int32_t part = LC_KV_KEYS; part <= LC_KV_VALUES; part++) {
@@ -149,7 +149,7 @@ static void rotated_keys_unchanged(lc_backend *b) {
                 void *kp = kvw_pool(&w, k_types[t], LC_KV_KEYS);
                 CHECK(kp != NULL);
                 if (!kp) continue;
-                const lc_kv_layer_view kv = {kp, kp, w.P, w.H, w.D, NULL};
+                const lc_kv_layer_view kv = {kp, kp, w.P, w.H, w.D, NULL, false, NULL};
                 b->kv_type = k_types[t];
                 hand_decode(b, &kv, k_types[t], w.table, w.n_pos, &rope, ref);
                 CHECK(b->kv_read(b, &kv, w.table, 0, w.n_pos, LC_KV_KEYS, got) == LC_OK);
@@ -183,7 +183,7 @@ static void expect_invalid(int st, const char *what, const char *words) {
 static void bad_arguments(lc_backend *b) {
     float                  pool[2 * 2 * 8 * 4] = {0}, out[64];
     const int32_t          table[2]         = {1, 0};
-    const lc_kv_layer_view kv               = {pool, pool, 8, 2, 4, NULL};
+    const lc_kv_layer_view kv               = {pool, pool, 8, 2, 4, NULL, false, NULL};
     lc_kv_layer_view       bad              = kv;
     expect_invalid(b->kv_read(b, NULL, table, 0, 1, LC_KV_KEYS, out), "no view", "view");
     bad.page_size = 0;

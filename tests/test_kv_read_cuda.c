@@ -42,8 +42,8 @@ static void compare_reads(lc_backend *b, const kv_world *w, uint32_t type, bool 
     float       *got = malloc(sizeof(float) * cap), *want = malloc(sizeof(float) * cap);
     float       *out_d = b->alloc(b, sizeof(float) * cap, "kv_read output");
     CHECK(got && want && out_d);
-    const lc_kv_layer_view kv_d = {(void *)kd, (void *)vd, w->P, w->H, w->D, NULL};
-    const lc_kv_layer_view kv_h = {(void *)kh, (void *)vh, w->P, w->H, w->D, NULL};
+    const lc_kv_layer_view kv_d = {(void *)kd, (void *)vd, w->P, w->H, w->D, NULL, false, NULL};
+    const lc_kv_layer_view kv_h = {(void *)kh, (void *)vh, w->P, w->H, w->D, NULL, false, NULL};
     for (size_t c = 0; c < sizeof kvw_cases / sizeof kvw_cases[0] && got && want && out_d; c++)
         for (int32_t part = LC_KV_KEYS; part <= LC_KV_VALUES; part++) {
             const int64_t pos0 = kvw_cases[c][0], n = kvw_cases[c][1];
@@ -97,7 +97,7 @@ static void backend_round_trip(lc_backend *b) {
     float   *got = malloc(sizeof(float) * n), *out_d = b->alloc(b, sizeof(float) * n, "output");
     CHECK(kd && vd && kh && vh && k_d && v_d && table_d && got && out_d);
     if (!kd || !vd || !kh || !vh || !k_d || !v_d || !table_d || !got || !out_d) goto done;
-    const lc_kv_layer_view kv = {kd, vd, w.P, w.H, w.D, NULL};
+    const lc_kv_layer_view kv = {kd, vd, w.P, w.H, w.D, NULL, false, NULL};
     const lc_attn_seq      sq = {.row0 = 0, .n_rows = w.n_pos, .pos0 = 0, .page_table = w.table};
     if (b->batch_begin) CHECK(b->batch_begin(b, &sq, 1, w.P) == LC_OK);
     CHECKF(b->kv_write(b, &kv, &sq, 1, k_d, v_d) == LC_OK, "%s", lc_last_error());
@@ -125,7 +125,7 @@ done:
 static void bad_arguments(void) {
     float                  dummy[4];
     const int32_t          table[1] = {0};
-    const lc_kv_layer_view kv       = {dummy, dummy, 8, 2, 4, NULL};
+    const lc_kv_layer_view kv       = {dummy, dummy, 8, 2, 4, NULL, false, NULL};
     CHECK(lc_cuda_kv_read(&kv, LC_TYPE_F16, table, 0, 1, 2, dummy) == LC_ERR_INVALID_ARG);
     CHECK(lc_cuda_kv_read(&kv, LC_TYPE_F16, table, -1, 1, LC_KV_KEYS, dummy) == LC_ERR_INVALID_ARG);
     CHECK(lc_cuda_kv_read(NULL, LC_TYPE_F16, table, 0, 1, LC_KV_KEYS, dummy) == LC_ERR_INVALID_ARG);

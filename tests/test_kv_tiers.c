@@ -59,9 +59,9 @@ static int32_t model_take(model_pool *m) {
 
 static void spill(lc_backend *b) {
     lc_kv_cache *kv = NULL;
-    CHECK(lc_kv_create(b, 2, 2, 16, 16, 40, 41, &kv) == LC_ERR_INVALID_ARG && !kv);
-    CHECK(lc_kv_create(b, 2, 2, 16, 16, 40, -1, &kv) == LC_ERR_INVALID_ARG && !kv);
-    CHECK(lc_kv_create(b, 2, 2, 16, 16, 40, 25, &kv) == LC_OK && kv);
+    CHECK(lc_kv_create(b, 2, 2, 16, 16, 40, 41, false, &kv) == LC_ERR_INVALID_ARG && !kv);
+    CHECK(lc_kv_create(b, 2, 2, 16, 16, 40, -1, false, &kv) == LC_ERR_INVALID_ARG && !kv);
+    CHECK(lc_kv_create(b, 2, 2, 16, 16, 40, 25, false, &kv) == LC_OK && kv);
     if (!kv) return;
     CHECK(kv->n_dev_pages == 15 && kv->n_free_dev == 15 && kv->n_free_host == 25 &&
           kv->n_free == 40 && !kv->tiered);

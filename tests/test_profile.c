@@ -350,7 +350,7 @@ static void every_op_wrapped(void) {
     }
     float                  pool[2 * 8 * 4] = {0}, out[2 * 4];
     const int32_t          table[1]        = {0};
-    const lc_kv_layer_view kv              = {pool, pool, 8, 2, 4, NULL};
+    const lc_kv_layer_view kv              = {pool, pool, 8, 2, 4, NULL, false, NULL};
     CHECK(w->kv_read(w, &kv, table, 3, 1, LC_KV_VALUES, out) == LC_OK);
     CHECK(lc_backend_profile_get(w, &r) == LC_OK);
     int cat = -1;

@@ -21,7 +21,7 @@ static const char *mode_name[] = {"plain", "relative", "chunk"};
 
 /* Run the CPU stage on (world, stage) and check it; returns the swaps. */
 static int64_t cpu_case(const hs_world *w, hs_stage *st, int exact, const char *what) {
-    lc_kv_layer_view kv = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D, NULL};
+    lc_kv_layer_view kv = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D, NULL, false, NULL};
     const int        rc = lc_cpu_prune_chunks(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q,
                                            w->n_head, &w->rope, &st->a);
     CHECKF(rc == LC_OK, "%s: %s", what, lc_last_error());
@@ -129,7 +129,7 @@ int main(void) {
         hs_world_make(&cs, &w);
         hs_stage st;
         hs_stage_make(&w, &st, 8, 4, 4, LC_SCAN_RELATIVE, 1, 0, NULL, NULL, 0);
-        lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D, NULL};
+        lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D, NULL, false, NULL};
         st.a.max_chunks--;
         CHECK(lc_cpu_prune_chunks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &st.a) ==
               LC_ERR_INVALID_ARG);

@@ -35,7 +35,7 @@ static void run_case(const hm_case *cs, int32_t k, int32_t block_k, int32_t q_st
              cs->D, cs->H, cs->G, hm_mode_name[cs->mode],
              cs->pairing == LC_ROPE_NEOX ? "neox" : "norm", cs->n_rot, hm_keys_name[cs->keys], k,
              block_k, q_stride, k_stride, n_groups, cs->b_q);
-    lc_kv_layer_view kv = {w.k, w.k, cs->P, cs->H, cs->D, NULL};
+    lc_kv_layer_view kv = {w.k, w.k, cs->P, cs->H, cs->D, NULL, false, NULL};
     const int rc = lc_cpu_select_blocks(&kv, w.seqs, cs->n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &x.a);
     CHECKF(rc == LC_OK, "%s: %s", what, lc_last_error());
     if (rc == LC_OK)
@@ -58,7 +58,7 @@ static void bad_args(void) {
     hm_world_make(&cs, &w);
     hm_args x;
     hm_args_make(&w, &x, 16, 4, 1, 1, 1);
-    lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D, NULL};
+    lc_kv_layer_view kv = {w.k, w.k, cs.P, cs.H, cs.D, NULL, false, NULL};
     lc_select_blocks_args a  = x.a;
     a.k                 = 18; /* not a multiple of block_k */
     CHECK(lc_cpu_select_blocks(&kv, w.seqs, 1, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &a) == LC_ERR_INVALID_ARG);

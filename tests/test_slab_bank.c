@@ -44,7 +44,7 @@ static uint32_t next_u32(void) {
 static void check_maps(const lc_kv_cache *kv, const lc_slab_bank *bk, int64_t n_full_host_min,
                        const char *when) {
     const int32_t H = kv->n_kv_head;
-    const size_t  sb = (size_t)kv->page_size * (size_t)kv->head_dim * (size_t)kv->elem_bytes;
+    const size_t  sb = kv->slab_bytes;
     const int64_t n  = kv->n_pages * H;
     int64_t       cached = 0;
     uint8_t      *taken  = calloc((size_t)n, 1);
@@ -83,7 +83,7 @@ static void bank_model(void) {
     const int32_t L = 2, H = 2, D = 8, P = 16;
     const int64_t n_pages = 40, n_host = 30; /* pages 0..9 device, 10..39 host */
     lc_kv_cache *kv = NULL;
-    CHECKF(lc_kv_create(b, L, H, D, P, n_pages, n_host, &kv) == LC_OK, "%s", lc_last_error());
+    CHECKF(lc_kv_create(b, L, H, D, P, n_pages, n_host, false, &kv) == LC_OK, "%s", lc_last_error());
     if (!kv) {
         b->free(b);
         return;

@@ -39,6 +39,10 @@ static const char *common_help(void) {
            "  --kv-tokens N           KV cache capacity in tokens, all sequences (default: the context)\n"
            "  --kv-gb X               KV cache capacity in GiB (the token count follows from the\n"
            "                          model: layers x KV heads x head dim x 2 x element size)\n"
+           "  --kv-type auto|f16|f32|fp8  KV element type (default auto: f16 on CUDA, f32 on the\n"
+           "                          CPU). fp8: CUDA, e4m3 with a scale per token and head\n"
+           "                          (about 1.94x the tokens per GiB at head dim 128; lossy,\n"
+           "                          see bench/NOTES.md section 64); dense attention only so far\n"
            "  --kv-host-gb X, --kv-host-tokens N  of the capacity, this much in pinned host\n"
            "                          memory (the host tier; GPU: the kernels read it over PCIe,\n"
            "                          same results, slower by what they read there; the GPU tier\n"
@@ -170,6 +174,18 @@ int gen_opts_parse(gen_opts *o, const char *cmd, int argc, char **argv, int *i) 
     } else if (!strcmp(a, "--kv-tokens")) {
         VAL();
         if (!cli_int(cmd, a, v, 1, 1LL << 31, &o->kv_tokens)) return -1;
+    } else if (!strcmp(a, "--kv-type")) {
+        VAL();
+        if (!strcmp(v, "auto") || !strcmp(v, "f16") || !strcmp(v, "f32")) {
+            o->kv_type = LC_KV_AUTO; /* the backend's own; checked against it below */
+            o->kv_type_name = v;
+        } else if (!strcmp(v, "fp8")) {
+            o->kv_type = LC_KV_FP8, o->kv_type_name = v;
+        } else {
+            fprintf(stderr, "longctx %s: --kv-type: '%s' (auto, f16 on CUDA, f32 on the CPU, or "
+                    "fp8; the CUDA pools hold f16 since NOTES section 36, not bf16)\n", cmd, v);
+            return -1;
+        }
     } else if (!strcmp(a, "--kv-gb")) {
         VAL();
         if (!cli_float(cmd, a, v, 0.001, 1e6, &o->kv_gb)) return -1;
@@ -406,7 +422,9 @@ static int gen_kv_slot_cache(const char *cmd, const gen_opts *o, double per_toke
                              lc_context_params *cp);
 
 /* KV bytes a token takes: fp16 on the GPU, fp32 on the CPU */
-static double kv_bytes_per_token(const lc_model_info *info) {
+static double kv_bytes_per_token(const lc_model_info *info, lc_kv_type kv_type) {
+    if (kv_type == LC_KV_FP8) /* a code per element, a 4-byte scale per (token, head) */
+        return 2.0 * info->n_layer * info->n_head_kv * (info->head_dim + 4.0);
     return 2.0 * info->n_layer * info->n_head_kv * info->head_dim *
            (info->device == LC_DEVICE_CUDA ? 2 : 4);
 }
@@ -422,10 +440,18 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     cp.page_size = (int32_t)o->page_size;
     gen_context_attn(o, &cp);
     if (o->kv_tokens > 0) cp.kv_tokens = o->kv_tokens;
+    if (o->kv_type_name && (!strcmp(o->kv_type_name, "f16") || !strcmp(o->kv_type_name, "f32")) &&
+        !strcmp(o->kv_type_name, "f16") == (info.device != LC_DEVICE_CUDA)) {
+        fprintf(stderr, "longctx %s: --kv-type %s: the %s backend holds KV in %s (or fp8 on "
+                "CUDA)\n", cmd, o->kv_type_name, info.device == LC_DEVICE_CUDA ? "CUDA" : "CPU",
+                info.device == LC_DEVICE_CUDA ? "f16" : "f32");
+        return CLI_ERR;
+    }
+    cp.kv_type    = o->kv_type;
     cp.overcommit = o->overcommit;
     cp.ws_batch_control = o->ws_batch_control;
     if (o->kv_gb > 0) {
-        const double per_token = kv_bytes_per_token(&info);
+        const double per_token = kv_bytes_per_token(&info, o->kv_type);
         const double tokens = o->kv_gb * 1073741824.0 / per_token;
         if (tokens < 1) {
             fprintf(stderr, "longctx %s: --kv-gb %g holds no token of this model (%.0f bytes "
@@ -436,7 +462,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     }
     if (o->n_seq_max > 0) cp.n_seq_max = o->n_seq_max;
     if (gen_kv_tiers(cmd, o, &info, &cp) != CLI_OK ||
-        gen_kv_slot_cache(cmd, o, kv_bytes_per_token(&info), &cp) != CLI_OK)
+        gen_kv_slot_cache(cmd, o, kv_bytes_per_token(&info, o->kv_type), &cp) != CLI_OK)
         return CLI_ERR;
     *out = cp;
     return CLI_OK;
@@ -466,7 +492,7 @@ static int gen_kv_slot_cache(const char *cmd, const gen_opts *o, double per_toke
  * host; both set the capacity to their sum (then --kv-tokens / --kv-gb may not be given). */
 static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
                         lc_context_params *cp) {
-    const double per_token = kv_bytes_per_token(info);
+    const double per_token = kv_bytes_per_token(info, o->kv_type);
     const bool host_set = o->kv_host_tokens > 0 || o->kv_host_gb > 0;
     const bool gpu_set  = o->kv_gpu_tokens > 0 || o->kv_gpu_gb > 0;
     if (!host_set && !gpu_set) return CLI_OK;

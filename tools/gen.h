@@ -19,6 +19,8 @@ typedef struct gen_opts {
     long long        page_size;
     long long        kv_tokens; /* KV capacity; 0: from kv_gb or n_ctx */
     double           kv_gb;     /* KV capacity in GiB; 0: unset */
+    lc_kv_type       kv_type;   /* --kv-type (LC_KV_AUTO: the backend's) */
+    const char      *kv_type_name; /* as given (NULL: not given), checked against the device */
     long long        kv_host_tokens, kv_gpu_tokens; /* the KV tiers (--kv-host-*, --kv-gpu-*); */
     double           kv_host_gb, kv_gpu_gb;          /* 0: unset */
     long long        kv_slot_tokens; /* the slot cache (--kv-slot-cache-*); 0: unset */

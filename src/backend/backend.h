@@ -91,8 +91,19 @@ int lc_copy_slabs_check(const void *src, const void *dst, const lc_slab_copy *co
                         size_t slab_bytes);
 
 /* The paged KV pool of one layer, as kernels see it (DESIGN.md "KV pages"):
- * K, V: [n_pages][n_kv_head][page_size][head_dim], keys stored before RoPE, elements of the
- * backend's kv_type (fp32 on the CPU, fp16 on CUDA). */
+ * K, V: [n_pages][n_kv_head] slabs of one page of one KV head, keys stored before RoPE. A slab
+ * holds [page_size][head_dim] elements of the backend's kv_type (fp32 on the CPU, fp16 on
+ * CUDA), or, where e4m3 is set, the fp8 layout LC_KV_E4M3:
+ *   [page_size][head_dim] e4m3 codes (format/quant.h), then [page_size] fp32 scales s, one per
+ *   token; lc_kv_slab_bytes. Element d of token t stands for
+ *     value = fp16(fp16(256 s) * code / 256 + fp16(centre[d]))    (one rounding: an fp16 FMA)
+ *   with centre = k_centre + head * head_dim for keys (zero where k_centre is NULL) and zero
+ *   for values: every reader dequantises so (lc_kv_e4m3_value is the host's copy). kv_write
+ *   centres a key on fp16(centre) (the layer's key bias, so that the codes spend their 3
+ *   mantissa bits on what varies between tokens: NOTES section 35), scales each (token, head)
+ *   row by its largest |x| to 448 and rounds to nearest even.
+ * Readers of the fp8 layout so far: kv_write, kv_read, attn_dense (CUDA); the other ops
+ * refuse a view with e4m3 set (LC_ERR_UNSUPPORTED). */
 typedef struct lc_kv_layer_view {
     void   *k;
     void   *v;
@@ -104,7 +115,22 @@ typedef struct lc_kv_layer_view {
      * slot cache of host-tier slabs in GPU pages (kv/slab_bank.h). A copy holds the same bytes
      * as its slab, so reading either gives the same result; the other ops read pages in place. */
     const int32_t *slab_map;
+    bool           e4m3;     /* the pools hold the fp8 layout above */
+    const float   *k_centre; /* e4m3: NULL or [n_kv_head][head_dim] in backend memory */
 } lc_kv_layer_view;
+
+/* Bytes of one slab (one page of one KV head in one pool): page_size x head_dim elements of
+ * kv_type, or the fp8 layout's page_size x (head_dim + 4) where e4m3. */
+size_t lc_kv_slab_bytes(bool e4m3, uint32_t kv_type, int32_t page_size, int32_t head_dim);
+/* The value an fp8 element stands for (the layout above), as the kernels compute it: code,
+ * its token's scale, its centre (0 for values). */
+float lc_kv_e4m3_value(uint8_t code, float scale, float centre);
+/* The fp8 quantisation of one (token, head) row x[0..n) after centring (kv_write's, on the
+ * host): codes[0..n) and the scale. Returns the scale. */
+float lc_kv_e4m3_quantize(const float *x, const float *centre, int32_t n, uint8_t *codes);
+/* LC_ERR_UNSUPPORTED, naming op and backend, for a view in the fp8 layout: the check of the
+ * ops that do not read it. */
+int lc_kv_plain_check(const lc_kv_layer_view *kv, const char *op, const char *backend);
 
 /* Which half of a KV pool (op kv_read). */
 typedef enum lc_kv_part {
@@ -449,6 +475,8 @@ struct lc_backend {
                                  types its kernels read, and F16 / BF16); matrices of other
                                  types are converted as under the backend's auto weight type */
     uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / F16) */
+    bool        kv_e4m3;     /* its kernels read the fp8 KV layout (LC_KV_E4M3; kv_write,
+                                kv_read, attn_dense) */
     int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
     /* The kernel choices the ops follow (longctx.h; all zero, the defaults, from the
      * constructors): lc_model_load copies lc_model_params.tuning here. Ops read the struct

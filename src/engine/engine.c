@@ -102,7 +102,7 @@ int lc_context_kv_usage(const lc_context *c, lc_kv_usage *out) {
     out->gpu_used   = kv->n_dev_pages - kv->n_free_dev;
     out->host_pages = kv->n_pages - kv->n_dev_pages;
     out->host_used  = out->host_pages - kv->n_free_host;
-    out->slab_bytes = kv->page_size * kv->head_dim * kv->elem_bytes;
+    out->slab_bytes = (int32_t)kv->slab_bytes;
     lc_slab_bank_stats bs;
     lc_slab_bank_get_stats(kv->bank, &bs);
     out->cache_slots     = bs.slots;
@@ -333,6 +333,13 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         return lc_fail(LC_ERR_INVALID_ARG, "a KV slot cache (kv_slot_cache_tokens %lld) caches "
                        "the host tier, and there is none (kv_host_tokens 0)",
                        (long long)p.kv_slot_cache_tokens);
+    if (p.kv_type != LC_KV_AUTO && p.kv_type != LC_KV_FP8)
+        return lc_fail(LC_ERR_INVALID_ARG, "kv_type %d (LC_KV_AUTO 0 or LC_KV_FP8 1)",
+                       (int)p.kv_type);
+    if (p.kv_type == LC_KV_FP8 && !m->backend->kv_e4m3)
+        return lc_fail(LC_ERR_UNSUPPORTED, "an fp8 KV cache (--kv-type fp8) is read by the CUDA "
+                       "backend's kernels; the %s backend keeps its KV in fp32",
+                       m->backend->name);
     if (p.n_batch < p.n_seq_max) p.n_batch = p.n_seq_max; /* room for one decode token each */
     /* what the context needs against the memory there is, before anything is allocated */
     if (!p.overcommit) {
@@ -363,6 +370,12 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         c->attn       = am;
         c->attn_owned = am != &lc_attn_dense;
     }
+    if (p.kv_type == LC_KV_FP8 && c->attn != &lc_attn_dense) {
+        st = lc_fail(LC_ERR_UNSUPPORTED, "an fp8 KV cache is read by dense attention only so "
+                     "far; %s's kernels read fp16 (use --kv-type auto, or --attn dense)",
+                     c->attn->name);
+        goto fail;
+    }
     if (p.kv_slot_cache_tokens > 0 && !c->attn->decode_reads) {
         st = lc_fail(LC_ERR_INVALID_ARG, "a KV slot cache serves the decode reads of the "
                      "methods whose decode reads are known (infinitehip, hip, streaming), not "
@@ -373,8 +386,10 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
     const int64_t n_pages = (p.kv_tokens + p.page_size - 1) / p.page_size + n_slot;
     const int64_t n_host  = lc_budget_kv_host_pages(&p);
     if ((st = lc_kv_create(b, hp->n_layer, hp->n_head_kv, hp->head_dim, p.page_size, n_pages,
-                           n_host, &c->kv)) != LC_OK)
+                           n_host, p.kv_type == LC_KV_FP8, &c->kv)) != LC_OK)
         goto fail;
+    for (int32_t l = 0; l < hp->n_layer; l++) /* fp8 keys are centred on the key bias */
+        lc_kv_set_key_centre(c->kv, l, (const float *)m->layers[l].bk.data);
     if (n_slot > 0) {
         lc_slab_bank *bank = NULL; /* owned by the KV cache */
         if ((st = lc_slab_bank_create(c->kv, n_slot, &bank)) != LC_OK) goto fail;

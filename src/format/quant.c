@@ -11,6 +11,8 @@
  */
 #include "format/quant.h"
 
+#include <math.h>
+
 #include "util/util.h"
 
 #include <string.h>
@@ -66,6 +68,31 @@ uint16_t lc_fp32_to_fp16(float f) {
     uint32_t odd = (x >> 13) & 1u;
     x += 0xc8000fffu + odd; /* ((15 - 127) << 23) + 0xfff, modulo 2^32 */
     return (uint16_t)(sign | (x >> 13));
+}
+
+float lc_e4m3_to_fp32(uint8_t c) {
+    const int   e = (c >> 3) & 15, m = c & 7;
+    const float a = (c & 0x7f) == 0x7f ? NAN
+                    : e == 0           ? ldexpf((float)m, -9)
+                                       : ldexpf((float)(8 + m), e - 10);
+    return c & 0x80 ? -a : a;
+}
+
+uint8_t lc_fp32_to_e4m3(float f) {
+    if (isnan(f)) return 0x7f;
+    const uint8_t sign = signbit(f) ? 0x80 : 0;
+    const float   a    = fabsf(f);
+    if (a >= 448.0f) return sign | 0x7e; /* saturate (464 and up would round past 448) */
+    int e;
+    frexpf(a, &e); /* a = fr * 2^e, fr in [0.5, 1): a's exponent is e - 1 */
+    if (a == 0.0f || e - 1 < -6) { /* subnormal: steps of 2^-9, 8 of them reach 2^-6 */
+        const int m = (int)rintf(ldexpf(a, 9)); /* exact scaling, round half to even */
+        return (uint8_t)(sign | m);             /* m = 8 is 0x08, the smallest normal */
+    }
+    /* normal: 8 + m = a / 2^(e - 4) in [8, 16), rounded half to even; 16 carries into the
+     * exponent, which the bit layout does by itself */
+    const int q = (int)rintf(ldexpf(a, 4 - e));
+    return (uint8_t)(sign | (((e - 1 + 7) << 3) + (q - 8)));
 }
 
 float lc_bf16_to_fp32(uint16_t h) {

@@ -60,4 +60,11 @@ uint16_t lc_fp32_to_fp16(float f);
 float    lc_bf16_to_fp32(uint16_t h);
 uint16_t lc_fp32_to_bf16(float f); /* round to nearest even */
 
+/* fp8 e4m3 (OCP "E4M3FN": 1 sign, 4 exponent bits biased by 7, 3 mantissa bits; no infinities,
+ * 0x7f / 0xff are NaN, largest finite 448), the element of the fp8 KV cache (backend.h
+ * "LC_KV_E4M3"). lc_fp32_to_e4m3 rounds to nearest even and saturates to +-448 (NaN gives 0x7f),
+ * as CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE does. */
+float   lc_e4m3_to_fp32(uint8_t c);
+uint8_t lc_fp32_to_e4m3(float f);
+
 #endif

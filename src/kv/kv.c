@@ -29,8 +29,13 @@ int64_t lc_kv_dev_pages(const lc_backend *b, uint64_t page_bytes_one_layer, int6
 }
 
 int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head_dim,
-                 int32_t page_size, int64_t n_pages, int64_t n_host_pages, lc_kv_cache **out) {
+                 int32_t page_size, int64_t n_pages, int64_t n_host_pages, bool e4m3,
+                 lc_kv_cache **out) {
     *out = NULL;
+    if (e4m3 && !b->kv_e4m3)
+        return lc_fail(LC_ERR_UNSUPPORTED, "an fp8 KV cache (--kv-type fp8) needs a backend "
+                       "whose kernels read it (CUDA); the %s backend keeps its KV in its own "
+                       "type", b->name);
     if (n_host_pages < 0 || n_host_pages > n_pages)
         return lc_fail(LC_ERR_INVALID_ARG, "KV host tier of %lld pages out of range (0 .. %lld)",
                        (long long)n_host_pages, (long long)n_pages);
@@ -47,16 +52,18 @@ int lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head
     kv->page_size  = page_size;
     kv->n_pages    = n_pages;
     kv->elem_bytes = b->kv_type == LC_TYPE_BF16 || b->kv_type == LC_TYPE_F16 ? 2 : 4;
+    kv->e4m3       = e4m3;
+    kv->slab_bytes = lc_kv_slab_bytes(e4m3, b->kv_type, page_size, head_dim);
     kv->k          = lc_calloc((size_t)n_layer, sizeof(void *), "kv pools");
     kv->v          = lc_calloc((size_t)n_layer, sizeof(void *), "kv pools");
+    kv->k_centre   = lc_calloc((size_t)n_layer, sizeof(float *), "kv key centres");
     kv->free_pages = lc_malloc(sizeof(int32_t) * (size_t)n_pages, "kv free list");
-    if (!kv->k || !kv->v || !kv->free_pages) {
+    if (!kv->k || !kv->v || !kv->k_centre || !kv->free_pages) {
         lc_kv_free(kv);
         return LC_ERR_NOMEM;
     }
     size_t pool_bytes;
-    if (!lc_mul_size((size_t)n_pages, (size_t)page_size * (size_t)n_kv_head * (size_t)head_dim *
-                     (size_t)kv->elem_bytes, &pool_bytes)) {
+    if (!lc_mul_size((size_t)n_pages, kv->slab_bytes * (size_t)n_kv_head, &pool_bytes)) {
         lc_kv_free(kv);
         return lc_fail(LC_ERR_CONTEXT, "KV pool of %lld pages overflows", (long long)n_pages);
     }
@@ -109,13 +116,17 @@ void lc_kv_free(lc_kv_cache *kv) {
         }
     free(kv->k);
     free(kv->v);
+    free(kv->k_centre);
     free(kv->free_pages);
     free(kv);
 }
 
 uint64_t lc_kv_page_bytes(const lc_kv_cache *kv) {
-    return 2ull * (uint64_t)kv->n_layer * (uint64_t)kv->page_size * (uint64_t)kv->n_kv_head *
-           (uint64_t)kv->head_dim * (uint64_t)kv->elem_bytes;
+    return 2ull * (uint64_t)kv->n_layer * (uint64_t)kv->n_kv_head * (uint64_t)kv->slab_bytes;
+}
+
+void lc_kv_set_key_centre(lc_kv_cache *kv, int32_t layer, const float *centre) {
+    if (kv->e4m3 && layer >= 0 && layer < kv->n_layer) kv->k_centre[layer] = centre;
 }
 
 int64_t lc_kv_pages_for(const lc_kv_cache *kv, int64_t n_tokens) {
@@ -163,6 +174,7 @@ void lc_kv_seq_release(lc_kv_cache *kv, lc_kv_seq *seq) {
 
 lc_kv_layer_view lc_kv_layer(const lc_kv_cache *kv, int32_t layer) {
     lc_kv_layer_view v = {kv->k[layer], kv->v[layer], kv->page_size, kv->n_kv_head,
-                          kv->head_dim, lc_slab_bank_map(kv->bank, layer)};
+                          kv->head_dim, lc_slab_bank_map(kv->bank, layer), kv->e4m3,
+                          kv->e4m3 ? kv->k_centre[layer] : NULL};
     return v;
 }

@@ -29,7 +29,12 @@ typedef struct lc_kv_cache {
     int32_t     page_size;
     int64_t     n_pages;
     int64_t     n_dev_pages; /* of n_pages, those in backend memory (ids below it) */
-    int32_t     elem_bytes;  /* of the backend's kv_type */
+    int32_t     elem_bytes;  /* of the backend's kv_type (unused where e4m3) */
+    bool        e4m3;        /* the pools hold the fp8 layout (backend.h LC_KV_E4M3) */
+    size_t      slab_bytes;  /* of one page of one KV head in one pool (lc_kv_slab_bytes) */
+    /* e4m3: [n_layer] the layers' key centres ([n_kv_head][head_dim] in backend memory, NULL:
+     * none; not owned: the model's key biases, lc_kv_set_key_centre) */
+    const float **k_centre;
     bool        tiered;      /* pools from alloc_tiered (freed with dealloc_tiered) */
     void      **k;           /* [n_layer] pools: n_dev_pages in backend memory, then host pages */
     void      **v;
@@ -51,9 +56,14 @@ typedef struct lc_kv_seq {
 } lc_kv_seq;
 
 /* n_pages in all, n_host_pages of them in the host tier (0: one tier). The device tier is
- * rounded up to what the backend can map (lc_kv_dev_pages), so it may hold a few more. */
+ * rounded up to what the backend can map (lc_kv_dev_pages), so it may hold a few more. e4m3:
+ * the fp8 layout (LC_ERR_UNSUPPORTED where the backend's kernels do not read it), else the
+ * backend's kv_type. */
 int  lc_kv_create(lc_backend *b, int32_t n_layer, int32_t n_kv_head, int32_t head_dim,
-                  int32_t page_size, int64_t n_pages, int64_t n_host_pages, lc_kv_cache **out);
+                  int32_t page_size, int64_t n_pages, int64_t n_host_pages, bool e4m3,
+                  lc_kv_cache **out);
+/* The key centre of a layer of an fp8 cache (see k_centre); ignored for other caches. */
+void lc_kv_set_key_centre(lc_kv_cache *kv, int32_t layer, const float *centre);
 /* The device pages of a pool of n_pages with n_host_pages asked for the host tier: n_pages -
  * n_host_pages rounded up to a multiple of the pages in one unit of b->tier_align bytes (one
  * page's pool bytes: page_bytes_one_layer), at most n_pages. */

@@ -90,7 +90,7 @@ int lc_slab_bank_create(lc_kv_cache *kv, int64_t n_slot_pages, lc_slab_bank **ou
     bk->kv = kv, bk->b = b, bk->n_layer = L, bk->n_kv_head = H, bk->n_pages = kv->n_pages;
     bk->n_slots    = (int32_t)n_slots;
     bk->epoch      = 1; /* (the stamps start at 0: no slab pushed yet) */
-    bk->slab_bytes = (size_t)kv->page_size * (size_t)kv->head_dim * (size_t)kv->elem_bytes;
+    bk->slab_bytes = kv->slab_bytes;
     bk->slot_pages = lc_malloc(sizeof(int32_t) * (size_t)n_slot_pages, "slot cache pages");
     if (!bk->slot_pages) {
         free(bk);

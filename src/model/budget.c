@@ -164,9 +164,10 @@ void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_bud
     lc_backend       *b  = m->backend;
     memset(o, 0, sizeof *o);
     /* lc_kv_create: every layer a K and a V pool of n_pages pages */
-    const uint64_t elem = b->kv_type == LC_TYPE_BF16 || b->kv_type == LC_TYPE_F16 ? 2 : 4;
-    o->kv_per_token     = sat_mul(2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv *
-                                      (uint64_t)hp->head_dim, elem);
+    const uint64_t slab = lc_kv_slab_bytes(p->kv_type == LC_KV_FP8, b->kv_type, p->page_size,
+                                           hp->head_dim); /* one page of one head and pool */
+    o->kv_per_token     = sat_mul(2ull * (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv, slab) /
+                      (uint64_t)p->page_size;
     const uint64_t slot_pages = (uint64_t)lc_budget_kv_slot_pages(p); /* the slot cache's, on the GPU */
     const uint64_t pages = ((uint64_t)p->kv_tokens + (uint64_t)p->page_size - 1) /
                                (uint64_t)p->page_size + slot_pages;
@@ -177,8 +178,7 @@ void lc_budget_context(const lc_model *m, const lc_context_params *p, lc_ctx_bud
                                       sat_add(sat_mul(pages, 4), sat_mul(slot_pages, 16))));
     /* the host tier: the pages lc_kv_create leaves outside the (rounded-up) device tier */
     const int64_t  host_asked = lc_budget_kv_host_pages(p);
-    const uint64_t pool_page  = (uint64_t)p->page_size * (uint64_t)hp->n_head_kv *
-                               (uint64_t)hp->head_dim * elem; /* one page of one pool */
+    const uint64_t pool_page  = (uint64_t)hp->n_head_kv * slab; /* one page of one pool */
     const int64_t  dev_pages  = lc_kv_dev_pages(b, pool_page, (int64_t)pages, host_asked);
     o->kv_host_bytes = sat_mul((uint64_t)((int64_t)pages - dev_pages),
                                sat_mul((uint64_t)p->page_size, o->kv_per_token));

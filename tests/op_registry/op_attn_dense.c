@@ -6,6 +6,12 @@
  * 200K (big), scattered page tables, batches mixing decode rows with prefill chunks after a
  * history. The NMSE limit holds per sequence (both kernels multiply in fp16); where a decode
  * row fails, both sides are also compared with the naive reference (attention_naive.h).
+ *
+ * attn_dense_e4m3: the same op over pools in the fp8 layout (backend.h LC_KV_E4M3): random
+ * keys around a per-(head, dim) centre of up to +-40 (as Qwen2's key bias) and values,
+ * quantised on the host (lc_kv_e4m3_quantize, kv_write's twin); the CPU twin reads the values
+ * the codes stand for (lc_kv_e4m3_value), so both sides see the same keys and values and the
+ * NMSE limit is the fp16 one.
  */
 #include "attention_naive.h"
 #include "format/quant.h"
@@ -49,7 +55,25 @@ static const op_shape dense_shapes[] = {
     {"long D64 H3 G3 norm (200K decode, 512 after 20K)", {64, 3, 3, LC_ROPE_NORM, 0, 0, DENSE_LONG, 0}, true},
 };
 
+/* the e4m3 entry's shapes: both head dims and pairings, GQA 1 / 4 / 8, every batch kind */
+#define E8_LENS(D, H, G, pr, prn)                                                              \
+    {"e4m3 decode D" #D " H" #H " G" #G " " prn " keys 65", {D, H, G, pr, 0, 0, DENSE_DECODE, 2}, false},  \
+    {"e4m3 decode D" #D " H" #H " G" #G " " prn " keys 4097", {D, H, G, pr, 0, 0, DENSE_DECODE, 3}, false},\
+    {"e4m3 prefill D" #D " H" #H " G" #G " " prn " rows 63", {D, H, G, pr, 0, 0, DENSE_PREFILL, 1}, false},\
+    {"e4m3 mix D" #D " H" #H " G" #G " " prn, {D, H, G, pr, 0, 0, DENSE_MIX, 0}, false}
+static const op_shape e8_shapes[] = {
+    E8_LENS(64, 4, 1, LC_ROPE_NORM, "norm"),   E8_LENS(64, 2, 8, LC_ROPE_NEOX, "neox"),
+    E8_LENS(128, 2, 4, LC_ROPE_NORM, "norm"),  E8_LENS(128, 2, 6, LC_ROPE_NEOX, "neox"),
+    E8_LENS(128, 8, 1, LC_ROPE_NEOX, "neox"),
+    {"e4m3 partial-rotary D128 H2 G4 norm", {128, 2, 4, LC_ROPE_NORM, 1, 0, DENSE_MIX, 0}, false},
+    {"e4m3 long D128 H2 G6 neox (200K decode, 512 after 20K)", {128, 2, 6, LC_ROPE_NEOX, 0, 0, DENSE_LONG, 0}, true},
+};
+
 typedef struct dense_state {
+    bool             e8;   /* the fp8 layout: dk, dv hold slabs, dcen the key centres */
+    float           *cen;  /* [H][D] host key centres (e8) */
+    unsigned char   *k8, *v8;
+    void            *dcen;
     int32_t          D, H, G, n_head, n_rot, n_seqs, max_k, n_pages;
     int64_t          pool, qn;
     lc_rope_table    ht;
@@ -66,15 +90,17 @@ static void dense_free(op_env *e, void *state) {
     if (!s) return;
     lc_backend *b = e->dev;
     b->dealloc(b, s->dk), b->dealloc(b, s->dv), b->dealloc(b, s->dq), b->dealloc(b, s->dout);
-    b->dealloc(b, s->dcs), b->dealloc(b, s->dsn);
+    b->dealloc(b, s->dcs), b->dealloc(b, s->dsn), b->dealloc(b, s->dcen);
+    free(s->cen), free(s->k8), free(s->v8);
     free(s->ht.cos), free(s->ht.sin), free(s->kc), free(s->vc), free(s->kb), free(s->vb);
     free(s->perm), free(s->q), free(s->ref), free(s->got), free(s);
 }
 
-static int dense_make(op_env *e, const op_shape *sh, void **state) {
+static int dense_make_any(op_env *e, const op_shape *sh, void **state, bool e8) {
     dense_state *s = calloc(1, sizeof *s);
     if (!s) return LC_ERR_NOMEM;
     *state = s;
+    s->e8 = e8;
     s->D = (int32_t)sh->n[0], s->H = (int32_t)sh->n[1], s->G = (int32_t)sh->n[2];
     const lc_rope_pairing pairing = (lc_rope_pairing)sh->n[3];
     const int32_t         li      = (int32_t)sh->n[7], P = 64;
@@ -134,9 +160,35 @@ static int dense_make(op_env *e, const op_shape *sh, void **state) {
         return LC_ERR_NOMEM;
     int rc = lc_rope_table_fill(&hp, NULL, s->max_k, s->ht.cos, s->ht.sin);
     if (rc != LC_OK) return rc;
-    for (int64_t i = 0; i < s->pool; i++) {
-        s->kb[i] = lc_fp32_to_fp16(2.0f * test_frand(&e->rng)), s->vb[i] = lc_fp32_to_fp16(test_frand(&e->rng));
-        s->kc[i] = lc_fp16_to_fp32(s->kb[i]), s->vc[i] = lc_fp16_to_fp32(s->vb[i]);
+    const size_t sb = lc_kv_slab_bytes(true, LC_TYPE_F16, P, s->D), slabs = (size_t)s->n_pages * (size_t)s->H;
+    if (e8) {
+        /* slabs of codes and scales; the CPU twin's pools the values they stand for */
+        s->cen = malloc(sizeof(float) * (size_t)(s->H * s->D));
+        s->k8 = malloc(slabs * sb), s->v8 = malloc(slabs * sb);
+        float *row = malloc(sizeof(float) * (size_t)s->D);
+        if (!s->cen || !s->k8 || !s->v8 || !row) return free(row), LC_ERR_NOMEM;
+        for (int32_t i = 0; i < s->H * s->D; i++) s->cen[i] = 40.0f * test_frand(&e->rng);
+        for (size_t sl = 0; sl < slabs; sl++) {
+            const int32_t h = (int32_t)(sl % (size_t)s->H);
+            for (int32_t t = 0; t < P; t++)
+                for (int part = 0; part < 2; part++) {
+                    unsigned char *slab = (part ? s->v8 : s->k8) + sl * sb;
+                    const float   *c    = part ? NULL : s->cen + (int64_t)h * s->D;
+                    float         *ref  = (part ? s->vc : s->kc) + ((int64_t)sl * P + t) * s->D;
+                    for (int32_t d = 0; d < s->D; d++)
+                        row[d] = (part ? 1.0f : 2.0f) * test_frand(&e->rng) + (c ? c[d] : 0.0f);
+                    const float sc = lc_kv_e4m3_quantize(row, c, s->D, slab + (size_t)t * (size_t)s->D);
+                    memcpy(slab + (size_t)P * (size_t)s->D + sizeof(float) * (size_t)t, &sc, sizeof sc);
+                    for (int32_t d = 0; d < s->D; d++)
+                        ref[d] = lc_kv_e4m3_value(slab[(size_t)t * (size_t)s->D + (size_t)d], sc, c ? c[d] : 0.0f);
+                }
+        }
+        free(row);
+    } else {
+        for (int64_t i = 0; i < s->pool; i++) {
+            s->kb[i] = lc_fp32_to_fp16(2.0f * test_frand(&e->rng)), s->vb[i] = lc_fp32_to_fp16(test_frand(&e->rng));
+            s->kc[i] = lc_fp16_to_fp32(s->kb[i]), s->vc[i] = lc_fp16_to_fp32(s->vb[i]);
+        }
     }
     /* scattered page tables: a random permutation of the pool */
     for (int32_t i = 0; i < s->n_pages; i++) s->perm[i] = i;
@@ -151,16 +203,29 @@ static int dense_make(op_env *e, const op_shape *sh, void **state) {
         pg += (cs[i][0] + cs[i][1] + P - 1) / P;
     }
     for (int64_t i = 0; i < s->qn; i++) s->q[i] = test_frand(&e->rng);
-    s->hv = (lc_kv_layer_view){s->kc, s->vc, P, s->H, s->D, NULL};
+    s->hv = (lc_kv_layer_view){s->kc, s->vc, P, s->H, s->D, NULL, false, NULL};
     rc    = e->cpu->attn_dense(e->cpu, &s->hv, s->seqs, s->n_seqs, s->q, s->n_head, &s->ht,
                                1.0f / sqrtf((float)s->D), s->ref);
     if (rc != LC_OK) return rc;
     lc_backend *b = e->dev;
-    s->dk = op_to_device(b, s->kb, 2 * (size_t)s->pool, "k"), s->dv = op_to_device(b, s->vb, 2 * (size_t)s->pool, "v");
+    if (e8) {
+        s->dk   = op_to_device(b, s->k8, slabs * sb, "k slabs"), s->dv = op_to_device(b, s->v8, slabs * sb, "v slabs");
+        s->dcen = op_to_device(b, s->cen, sizeof(float) * (size_t)(s->H * s->D), "key centres");
+        if (!s->dcen) return LC_ERR_NOMEM;
+    } else {
+        s->dk = op_to_device(b, s->kb, 2 * (size_t)s->pool, "k"), s->dv = op_to_device(b, s->vb, 2 * (size_t)s->pool, "v");
+    }
     s->dq = op_to_device(b, s->q, sizeof(float) * (size_t)s->qn, "q");
     s->dout = b->alloc(b, sizeof(float) * (size_t)s->qn, "out");
     s->dcs = op_to_device(b, s->ht.cos, tb, "cos"), s->dsn = op_to_device(b, s->ht.sin, tb, "sin");
     return s->dk && s->dv && s->dq && s->dout && s->dcs && s->dsn ? LC_OK : LC_ERR_NOMEM;
+}
+
+static int dense_make(op_env *e, const op_shape *sh, void **state) {
+    return dense_make_any(e, sh, state, false);
+}
+static int dense_make_e8(op_env *e, const op_shape *sh, void **state) {
+    return dense_make_any(e, sh, state, true);
 }
 
 static int dense_reset(op_env *e, void *state) {
@@ -172,7 +237,7 @@ static int dense_reset(op_env *e, void *state) {
 static int dense_run(op_env *e, void *state) {
     dense_state     *s  = state;
     lc_rope_table    dt = {s->max_k, s->n_rot, s->ht.pairing, s->dcs, s->dsn, s->ht.mscale};
-    lc_kv_layer_view dv = {s->dk, s->dv, 64, s->H, s->D, NULL};
+    lc_kv_layer_view dv = {s->dk, s->dv, 64, s->H, s->D, NULL, s->e8, s->e8 ? s->dcen : NULL};
     return e->dev->attn_dense(e->dev, &dv, s->seqs, s->n_seqs, s->dq, s->n_head, &dt,
                               1.0f / sqrtf((float)s->D), s->dout);
 }
@@ -208,3 +273,9 @@ const op_entry op_attn_dense = {"attn_dense", "causal attention of a batch over 
                                 "pages vs the CPU twin on the same values, per sequence",
                                 dense_shapes, OP_N_SHAPES(dense_shapes), 1e-4, true, dense_make,
                                 dense_reset, dense_run, dense_compare, dense_free, NULL};
+
+const op_entry op_attn_dense_e4m3 = {"attn_dense_e4m3", "causal attention of a batch over scattered "
+                                     "pages in the fp8 layout vs the CPU twin on the values the "
+                                     "codes stand for, per sequence",
+                                     e8_shapes, OP_N_SHAPES(e8_shapes), 1e-4, true, dense_make_e8,
+                                     dense_reset, dense_run, dense_compare, dense_free, NULL};

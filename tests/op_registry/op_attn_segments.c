@@ -71,7 +71,7 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
         memset(got, 0xff, sizeof(float) * qn); /* poison: NaN */
         b->upload(b, dout, got, sizeof(float) * qn);
         lc_rope_table      dt  = {w->max_pos, c->n_rot, c->pairing, dcs, dsn, w->rope.mscale};
-        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D, dmap};
+        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D, dmap, false, NULL};
         lc_attn_segments_args da  = w->a;
         lc_rotated_keys    rk  = {0}; /* the caller's rotated keys (with tuning.rotate_keys) */
         da.sel = dsel, da.sel_n = dseln, da.rot = &rk;

@@ -279,7 +279,7 @@ static int kvw_make(op_env *e, const op_shape *sh, void **state) {
         const int32_t half = s->n_pages / 2;
         s->seqs[0] = (lc_attn_seq){0, s->R, 100, s->pt, 0};
         s->seqs[1] = (lc_attn_seq){s->R, 5, 3, s->pt + half, 0};
-        lc_kv_layer_view hv = {kc, vc, s->P, s->KH, s->D, NULL};
+        lc_kv_layer_view hv = {kc, vc, s->P, s->KH, s->D, NULL, false, NULL};
         rc = e->cpu->kv_write(e->cpu, &hv, s->seqs, 2, s->k, s->v);
         for (int64_t i = 0; rc == LC_OK && i < s->pool; i++) {
             s->want_k[i] = lc_fp32_to_fp16(fmaxf(-65504.0f, fminf(65504.0f, kc[i])));
@@ -305,7 +305,7 @@ static int kvw_reset(op_env *e, void *state) { /* pages nobody writes stay zero,
 
 static int kvw_run(op_env *e, void *state) {
     kvw_state       *s  = state;
-    lc_kv_layer_view dv = {s->dk, s->dv, s->P, s->KH, s->D, NULL};
+    lc_kv_layer_view dv = {s->dk, s->dv, s->P, s->KH, s->D, NULL, false, NULL};
     return e->dev->kv_write(e->dev, &dv, s->seqs, 2, s->dks, s->dvs);
 }
 
@@ -327,3 +327,129 @@ const op_entry op_kv_write = {"kv_write", "two sequences' rows into scattered pa
                               "vs the CPU pool saturated and rounded to fp16, bit for bit",
                               kv_write_shapes, OP_N_SHAPES(kv_write_shapes), 0, true, kvw_make,
                               kvw_reset, kvw_run, kvw_compare, kvw_free, NULL};
+
+/* ---- kv_write into the fp8 layout (backend.h LC_KV_E4M3): n = {rows of sequence 0, page
+ * size, kv heads, head dim}, sequences as kv_write's; keys around a centre of up to +-40 per
+ * (head, dim), some values past fp16's range, one key row equal to its centre (scale 0). The
+ * slabs (codes and scales) must equal the CPU twin's bit for bit (CUDA's e4m3 conversion
+ * against lc_fp32_to_e4m3), and kv_read of both (the CUDA dequantisation against
+ * lc_kv_e4m3_value) agree within one fp16 rounding ---- */
+
+static const op_shape kv_e8_shapes[] = {
+    {"e4m3 rows 1+5 P64 kv 3 dim 64", {1, 64, 3, 64}, false},
+    {"e4m3 rows 63+5 P16 kv 3 dim 128", {63, 16, 3, 128}, false},
+    {"e4m3 rows 65+5 P64 kv 8 dim 64", {65, 64, 8, 64}, false},
+    {"e4m3 rows 4097+5 P64 kv 2 dim 128", {4097, 64, 2, 128}, false},
+};
+
+typedef struct kv8_state {
+    int32_t       R, P, KH, D, n_pages;
+    size_t        pool_bytes;
+    int64_t       rows;
+    float        *k, *v, *cen, *want_k, *want_v, *got_f; /* want: CPU kv_read of sequence 0 */
+    unsigned char *hk, *hv, *got;                       /* the CPU twin's pools; a download */
+    int32_t      *pt;
+    void         *dk, *dv, *dks, *dvs, *dcen, *dpt, *dout;
+    lc_attn_seq   seqs[2];
+} kv8_state;
+
+static void kv8_free(op_env *e, void *state) {
+    kv8_state *s = state;
+    if (!s) return;
+    lc_backend *b = e->dev;
+    b->dealloc(b, s->dk), b->dealloc(b, s->dv), b->dealloc(b, s->dks), b->dealloc(b, s->dvs);
+    b->dealloc(b, s->dcen), b->dealloc(b, s->dpt), b->dealloc(b, s->dout);
+    free(s->k), free(s->v), free(s->cen), free(s->want_k), free(s->want_v), free(s->got_f);
+    free(s->hk), free(s->hv), free(s->got), free(s->pt), free(s);
+}
+
+static int kv8_make(op_env *e, const op_shape *sh, void **state) {
+    kv8_state *s = calloc(1, sizeof *s);
+    if (!s) return LC_ERR_NOMEM;
+    *state = s;
+    s->R = (int32_t)sh->n[0], s->P = (int32_t)sh->n[1], s->KH = (int32_t)sh->n[2], s->D = (int32_t)sh->n[3];
+    s->n_pages    = 2 * ((s->R + 100 + s->P - 1) / s->P) + 2;
+    s->pool_bytes = (size_t)s->n_pages * (size_t)s->KH * lc_kv_slab_bytes(true, LC_TYPE_F16, s->P, s->D);
+    s->rows       = s->R + 5;
+    const int64_t KD = (int64_t)s->KH * s->D, n0 = (int64_t)(100 + s->R) * KD; /* sequence 0 read back */
+    s->pt  = malloc(sizeof(int32_t) * (size_t)s->n_pages);
+    s->k   = malloc(sizeof(float) * (size_t)(s->rows * KD)), s->v = malloc(sizeof(float) * (size_t)(s->rows * KD));
+    s->cen = malloc(sizeof(float) * (size_t)KD);
+    s->hk  = calloc(s->pool_bytes, 1), s->hv = calloc(s->pool_bytes, 1), s->got = malloc(s->pool_bytes);
+    s->want_k = malloc(sizeof(float) * (size_t)n0), s->want_v = malloc(sizeof(float) * (size_t)n0);
+    s->got_f  = malloc(sizeof(float) * (size_t)n0);
+    if (!s->pt || !s->k || !s->v || !s->cen || !s->hk || !s->hv || !s->got || !s->want_k || !s->want_v || !s->got_f)
+        return LC_ERR_NOMEM;
+    for (int32_t i = 0; i < s->n_pages; i++) s->pt[i] = s->n_pages - 1 - i;
+    for (int64_t i = 0; i < KD; i++) s->cen[i] = 40.0f * test_frand(&e->rng);
+    for (int64_t i = 0; i < s->rows * KD; i++)
+        s->k[i] = 3.0f * test_frand(&e->rng) + s->cen[i % KD], s->v[i] = test_frand(&e->rng);
+    s->k[0] = 1e6f, s->k[1] = -65520.0f, s->v[2] = -3e9f; /* past fp16's range */
+    for (int64_t i = 0; i < s->D; i++) s->k[KD + i] = s->cen[i]; /* row 1, head 0: its centre */
+    const int32_t half = s->n_pages / 2;
+    s->seqs[0] = (lc_attn_seq){0, s->R, 100, s->pt, 0};
+    s->seqs[1] = (lc_attn_seq){s->R, 5, 3, s->pt + half, 0};
+    lc_kv_layer_view hv = {s->hk, s->hv, s->P, s->KH, s->D, NULL, true, s->cen};
+    int rc = e->cpu->kv_write(e->cpu, &hv, s->seqs, 2, s->k, s->v);
+    /* sequence 0's positions before its rows were never written: zero pages there */
+    if (rc == LC_OK) rc = e->cpu->kv_read(e->cpu, &hv, s->pt, 0, 100 + s->R, LC_KV_KEYS, s->want_k);
+    if (rc == LC_OK) rc = e->cpu->kv_read(e->cpu, &hv, s->pt, 0, 100 + s->R, LC_KV_VALUES, s->want_v);
+    if (rc != LC_OK) return rc;
+    lc_backend *b = e->dev;
+    s->dk   = b->alloc(b, s->pool_bytes, "k slabs"), s->dv = b->alloc(b, s->pool_bytes, "v slabs");
+    s->dks  = op_to_device(b, s->k, sizeof(float) * (size_t)(s->rows * KD), "k");
+    s->dvs  = op_to_device(b, s->v, sizeof(float) * (size_t)(s->rows * KD), "v");
+    s->dcen = op_to_device(b, s->cen, sizeof(float) * (size_t)KD, "key centres");
+    s->dpt  = op_to_device(b, s->pt, sizeof(int32_t) * (size_t)s->n_pages, "page table");
+    s->dout = b->alloc(b, sizeof(float) * (size_t)n0, "kv_read out");
+    if (!s->dk || !s->dv || !s->dks || !s->dvs || !s->dcen || !s->dpt || !s->dout) return LC_ERR_NOMEM;
+    return b->batch_begin(b, s->seqs, 2, s->P);
+}
+
+static int kv8_reset(op_env *e, void *state) {
+    kv8_state *s  = state;
+    int        rc = op_fill_device(e->dev, s->dk, 0, s->pool_bytes);
+    if (rc == LC_OK) rc = op_fill_device(e->dev, s->dv, 0, s->pool_bytes);
+    return rc == LC_OK ? e->dev->batch_begin(e->dev, s->seqs, 2, s->P) : rc;
+}
+
+static int kv8_run(op_env *e, void *state) {
+    kv8_state       *s  = state;
+    lc_kv_layer_view dv = {s->dk, s->dv, s->P, s->KH, s->D, NULL, true, s->dcen};
+    return e->dev->kv_write(e->dev, &dv, s->seqs, 2, s->dks, s->dvs);
+}
+
+static int kv8_compare(op_env *e, void *state, op_result *r) {
+    kv8_state *s = state;
+    r->hash      = OP_HASH_START;
+    for (int kv = 0; kv < 2; kv++) {
+        const int rc = e->dev->download(e->dev, s->got, kv ? s->dv : s->dk, s->pool_bytes);
+        if (rc != LC_OK) return rc;
+        const unsigned char *want = kv ? s->hv : s->hk;
+        int64_t              bad  = 0;
+        for (size_t i = 0; i < s->pool_bytes; i++) bad += s->got[i] != want[i];
+        if (bad) fprintf(stderr, "  %s slabs: %lld bytes differ from the CPU twin's\n", kv ? "V" : "K", (long long)bad);
+        r->bad += bad;
+        r->hash = op_hash(r->hash, s->got, s->pool_bytes);
+    }
+    const int64_t    n  = (int64_t)(100 + s->R) * s->KH * s->D;
+    lc_kv_layer_view dv = {s->dk, s->dv, s->P, s->KH, s->D, NULL, true, s->dcen};
+    for (int kv = 0; kv < 2; kv++) {
+        int rc = e->dev->kv_read(e->dev, &dv, s->dpt, 0, 100 + s->R, kv ? LC_KV_VALUES : LC_KV_KEYS, s->dout);
+        if (rc == LC_OK) rc = e->dev->download(e->dev, s->got_f, s->dout, sizeof(float) * (size_t)n);
+        if (rc != LC_OK) return rc;
+        const float *want = kv ? s->want_v : s->want_k;
+        int64_t      bad  = 0;
+        for (int64_t i = 0; i < n; i++) /* one fp16 rounding (the host's double rounding) */
+            bad += !(fabsf(s->got_f[i] - want[i]) <= ldexpf(fabsf(want[i]), -10) + 0x1p-24f);
+        if (bad) fprintf(stderr, "  kv_read %s: %lld of %lld elements differ\n", kv ? "V" : "K", (long long)bad, (long long)n);
+        r->bad += bad;
+    }
+    return LC_OK;
+}
+
+const op_entry op_kv_write_e4m3 = {"kv_write_e4m3", "two sequences' rows into scattered pages in "
+                                   "the fp8 layout vs the CPU twin's slabs bit for bit; kv_read "
+                                   "of both within one fp16 rounding",
+                                   kv_e8_shapes, OP_N_SHAPES(kv_e8_shapes), 0, true, kv8_make,
+                                   kv8_reset, kv8_run, kv8_compare, kv8_free, NULL};

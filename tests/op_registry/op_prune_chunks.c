@@ -79,7 +79,7 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
     lc_rotated_keys   rk = {0}; /* the caller's rotated keys (used with tuning.rotate_keys) */
     da.in = din, da.in_n = din_n, da.out = dout, da.out_n = dout_n, da.rot = &rk;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
-    lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D, NULL};
+    lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D, NULL, false, NULL};
     int              rc   = LC_OK;
     for (int run = 0; run < 2 && rc == LC_OK; run++) {
         lc_segment *o  = malloc(ob);
@@ -117,7 +117,7 @@ static void run_stage(lc_backend *b, const hs_world *w, const dev_world *d, hs_s
                       lc_segment *gout, int32_t *gout_n, const char *what, int exact) {
     const lc_prune_chunks_args *a       = &st->a;
     const int32_t            n_pairs = w->n_qb * a->n_groups;
-    lc_kv_layer_view         kv      = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D, NULL};
+    lc_kv_layer_view         kv      = {w->k, w->k, w->cs.P, w->cs.H, w->cs.D, NULL, false, NULL};
     double                   t0      = lc_time_s();
     const int rc = lc_cpu_prune_chunks(&kv, w->seqs, w->cs.n_seqs, w->qb, w->n_qb, w->q, w->n_head,
                                     &w->rope, a);

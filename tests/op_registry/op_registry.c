@@ -28,7 +28,7 @@ int lc_test_failures = 0, lc_test_checks = 0; /* test_util.h: shared by the entr
 
 static const op_entry *const entries[] = {
     &op_rmsnorm, &op_silu_mul, &op_add,        &op_add_bias,  &op_embed,     &op_rope,
-    &op_kv_write, &op_attn_dense, &op_dequant, &op_gemm16,    &op_gemv16,    &op_sample,
+    &op_kv_write, &op_kv_write_e4m3, &op_attn_dense, &op_attn_dense_e4m3, &op_dequant, &op_gemm16,    &op_gemv16,    &op_sample,
     &op_attn_segments, &op_prune_chunks, &op_select_blocks, &op_select_tokens,
     &op_matmul_blocks, &op_matmul_blocks_gemm, &op_embed_blocks,
 };

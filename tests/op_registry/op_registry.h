@@ -72,7 +72,7 @@ typedef struct op_entry {
 
 /* The entries (op_*.c). */
 extern const op_entry op_rmsnorm, op_silu_mul, op_add, op_add_bias, op_embed, op_rope, op_kv_write;
-extern const op_entry op_attn_dense, op_dequant, op_gemm16, op_gemv16, op_sample;
+extern const op_entry op_attn_dense, op_attn_dense_e4m3, op_kv_write_e4m3, op_dequant, op_gemm16, op_gemv16, op_sample;
 extern const op_entry op_attn_segments, op_prune_chunks, op_select_blocks, op_select_tokens;
 extern const op_entry op_matmul_blocks, op_matmul_blocks_gemm, op_embed_blocks;
 

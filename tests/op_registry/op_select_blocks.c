@@ -45,7 +45,7 @@ static int gpu_mask(lc_backend *b, const hm_world *w, const hm_args *x, lc_segme
     lc_select_blocks_args da   = x->a;
     da.out                = dout, da.out_n = dout_n;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, dcs, dsn, w->rope.mscale};
-    lc_kv_layer_view kv   = {dk, dk, cs->P, cs->H, cs->D, NULL};
+    lc_kv_layer_view kv   = {dk, dk, cs->P, cs->H, cs->D, NULL, false, NULL};
     lc_segment      *o    = malloc(ob);
     int32_t         *on   = malloc(nb);
     for (int run = 0; run < 2 && rc == LC_OK; run++) {
@@ -97,7 +97,7 @@ static void run_case(lc_backend *b, const hm_case *cs, int32_t k, int32_t block_
     snprintf(what, sizeof what, "D%d H%d G%d %s %s rot%d %s keys, k %d b_k %d b_sq %d b_sk %d groups %d b_q %d",
              cs->D, cs->H, cs->G, hm_mode_name[cs->mode], cs->pairing == LC_ROPE_NEOX ? "neox" : "norm",
              cs->n_rot, hm_keys_name[cs->keys], k, block_k, q_stride, k_stride, n_groups, cs->b_q);
-    lc_kv_layer_view kv = {w.k, w.k, cs->P, cs->H, cs->D, NULL};
+    lc_kv_layer_view kv = {w.k, w.k, cs->P, cs->H, cs->D, NULL, false, NULL};
     const double     t0 = lc_time_s();
     const int        rc = lc_cpu_select_blocks(&kv, w.seqs, cs->n_seqs, w.qb, w.n_qb, w.q, w.n_head, &w.rope, &x.a);
     CHECKF(rc == LC_OK, "%s: CPU: %s", what, lc_last_error());

@@ -66,7 +66,7 @@ static int gpu_run(lc_backend *b, const world *w, const dev_world *d, const lc_s
     lc_select_tokens_args x = *a;
     x.out = d->out, x.out_n = d->out_n;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
-    lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D, NULL};
+    lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D, NULL, false, NULL};
     CHECK(b->batch_begin(b, w->seqs, w->n_seqs, w->c.P) == LC_OK);
     int rc = b->select_tokens(b, &kv, w->seqs, w->n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, &x);
     if (rc == LC_OK) rc = lc_cuda_sync();
@@ -254,7 +254,7 @@ static int   dev_run(void *ctx, const world *w, const lc_select_tokens_args *a) 
     const dev_ctx   *c = ctx;
     const dev_world *d = c->d;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
-    lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D, NULL};
+    lc_kv_layer_view kv   = {d->k, d->k, w->c.P, w->c.H, w->c.D, NULL, false, NULL};
     int rc = c->b->batch_begin(c->b, w->seqs, w->n_seqs, w->c.P);
     if (rc == LC_OK) rc = c->b->select_tokens(c->b, &kv, w->seqs, w->n_seqs, d->qb, w->n_qb, d->q, w->n_head, &rope, a);
     return rc == LC_OK ? lc_cuda_sync() : rc;

@@ -151,29 +151,34 @@ static int cpu_kv_read(lc_backend *b, const lc_kv_layer_view *kv, const int32_t 
 static int cpu_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                           int32_t n, const float *q, int32_t nh, const lc_rope_table *r,
                           float scale, float *out) {
+    if (kv->e4m3) return lc_kv_plain_check(kv, "attn_dense", "cpu");
     return lc_cpu_attn_dense(kv, s, n, q, nh, r, scale, out);
 }
 static int cpu_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                          int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
                          int32_t nh, const lc_rope_table *r, const lc_prune_chunks_args *a) {
+    if (kv->e4m3) return lc_kv_plain_check(kv, "prune_chunks", "cpu");
     return lc_cpu_prune_chunks(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
 static int cpu_select_tokens(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                          int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
                          int32_t nh, const lc_rope_table *r, const lc_select_tokens_args *a) {
     (void)b;
+    if (kv->e4m3) return lc_kv_plain_check(kv, "select_tokens", "cpu");
     return lc_cpu_select_tokens(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
 static int cpu_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                         int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q_raw,
                         int32_t nh, const lc_rope_table *r, const lc_select_blocks_args *a) {
     (void)b;
+    if (kv->e4m3) return lc_kv_plain_check(kv, "select_blocks", "cpu");
     return lc_cpu_select_blocks(kv, s, n, qb, n_qb, q_raw, nh, r, a);
 }
 static int cpu_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const lc_attn_seq *s,
                            int32_t n, const lc_qblock *qb, int32_t n_qb, const float *q,
                            int32_t nh, const lc_rope_table *r, float scale,
                            const lc_attn_segments_args *a, float *out) {
+    if (kv->e4m3) return lc_kv_plain_check(kv, "attn_segments", "cpu");
     return lc_cpu_attn_segments(kv, s, n, qb, n_qb, q, nh, r, scale, a, out);
 }
 

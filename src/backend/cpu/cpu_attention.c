@@ -6,9 +6,12 @@
  * threads (FlashDecoding) and merges the partial softmaxes.
  *
  * Layouts: q, out: [n_rows][n_head][head_dim]; pages: [page][kv_head][page_size][head_dim].
- * GQA: query head h reads KV head h / (n_head / n_kv_head).
+ * GQA: query head h reads KV head h / (n_head / n_kv_head). kv_write also writes the fp8
+ * layout (backend.h LC_KV_E4M3: the twin of the CUDA op's quantisation); attention reads fp32
+ * pools only (backend_cpu.c refuses an fp8 view).
  */
 #include "backend/cpu/cpu.h"
+#include "format/quant.h"
 #include "util/util.h"
 
 #include <cblas.h>
@@ -26,6 +29,7 @@
 int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t n_seqs,
                     const float *k, const float *v) {
     const int32_t P = kv->page_size, H = kv->n_kv_head, D = kv->head_dim;
+    const size_t  sb = lc_kv_slab_bytes(true, LC_TYPE_F32, P, D); /* fp8 layout's slab */
     for (int32_t s = 0; s < n_seqs; s++) {
         const lc_attn_seq *sq = &seqs[s];
         for (int32_t r = 0; r < sq->n_rows; r++) {
@@ -33,8 +37,19 @@ int lc_cpu_kv_write(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32_t
             const int64_t page = sq->page_table[pos / P];
             const int32_t slot = pos % P;
             for (int32_t h = 0; h < H; h++) {
-                const int64_t dst = ((page * H + h) * P + slot) * (int64_t)D;
                 const int64_t src = ((int64_t)(sq->row0 + r) * H + h) * D;
+                if (kv->e4m3) { /* backend.h LC_KV_E4M3: codes of the slot, then its scale */
+                    unsigned char *ks = (unsigned char *)kv->k + (size_t)(page * H + h) * sb;
+                    unsigned char *vs = (unsigned char *)kv->v + (size_t)(page * H + h) * sb;
+                    const float    sk = lc_kv_e4m3_quantize(
+                        k + src, kv->k_centre ? kv->k_centre + (int64_t)h * D : NULL, D,
+                        ks + (size_t)slot * (size_t)D);
+                    const float sv = lc_kv_e4m3_quantize(v + src, NULL, D, vs + (size_t)slot * (size_t)D);
+                    memcpy(ks + (size_t)P * (size_t)D + sizeof(float) * (size_t)slot, &sk, sizeof sk);
+                    memcpy(vs + (size_t)P * (size_t)D + sizeof(float) * (size_t)slot, &sv, sizeof sv);
+                    continue;
+                }
+                const int64_t dst = ((page * H + h) * P + slot) * (int64_t)D;
                 memcpy((float *)kv->k + dst, k + src, sizeof(float) * (size_t)D);
                 memcpy((float *)kv->v + dst, v + src, sizeof(float) * (size_t)D);
             }

@@ -1,6 +1,9 @@
 // attention.cu — dense causal attention over the paged fp16 KV cache, the GPU twin of the CPU
 // backend's lc_cpu_attn_dense (backend/cpu/cpu_attention.c); the dense baseline the sparse
-// methods (HiP, InfiniteHiP, TokenSelect) are measured against and built from.
+// methods (HiP, InfiniteHiP, TokenSelect) are measured against and built from. It also reads
+// the fp8 layout (backend.h LC_KV_E4M3, issue 23): decode streams the slabs as stored and
+// dequantises each page once in shared memory, prefill's rotation pass dequantises on the way
+// into its fp16 scratch; the products are the fp16 path's from there on.
 //
 // Keys are stored before RoPE (DESIGN.md "Pre-RoPE keys"), so both paths rotate them with
 // their true positions on the way in.
@@ -39,7 +42,8 @@
 #define PAGE 64
 
 struct attn_common {
-    const lc_kv16     *kpool, *vpool; // [n_pages][H][PAGE][D]
+    const lc_kv16     *kpool, *vpool; // [n_pages][H][PAGE][D], or the fp8 layout's slabs
+    const float       *kc;            // fp8 layout: the key centres [H][D] (NULL: zero)
     int32_t            H, G, n_head;
     const lc_attn_seq *seqs;
     const float       *q;             // [rows][n_head][D], rotated
@@ -71,24 +75,33 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
 // registers for the whole kernel since its slots never change. The queries carry R(-ps) for
 // the page's first position ps (R(ps + j) = R(ps) R(j)), rebuilt once per page from one table
 // row. Products in fp16 with fp32 accumulation, as the prefill kernel.
-template <int D> struct decode_cfg {
-    static constexpr int NS   = D == 128 ? 3 : 5; // pipeline stages
+// E8: the pools hold the fp8 layout. Then the ring's stages hold a page's K and V slabs as
+// stored (codes and scales, half the bytes: one more stage in flight for the same shared
+// memory), and each page is dequantised once into a single fp16 K / V stage that the
+// ldmatrix reads below take as they take an fp16 page.
+template <int D, bool E8 = false> struct decode_cfg {
+    static constexpr int NS   = E8 ? (D == 128 ? 4 : 6) : (D == 128 ? 3 : 5); // pipeline stages
     static constexpr int LD   = D + 8;            // smem row pitch (fp16): conflict-free ldmatrix
-    static constexpr int KV   = 2 * NS * PAGE * LD * 2;
+    static constexpr int SB8  = kv8_slab_bytes(PAGE, D);      // one fp8 slab
+    static constexpr int RING = E8 ? NS * 2 * SB8 : 0;        // fp8 stages (K slab, V slab)
+    static constexpr int KV   = RING + 2 * (E8 ? 1 : NS) * PAGE * LD * 2;
     static constexpr int SMEM = KV + 16 * D * 4 + NS * D * 4; // + fp32 queries [16][D] + the
                                                             // pages' cos/sin rows [NS][2][D/2]
 };
 
-template <int D, bool NEOX>
+template <int D, bool NEOX, bool E8>
 __global__ void __launch_bounds__(128, 2)
     attn_decode_kernel(attn_common a, const int32_t *__restrict__ dec_list, int32_t n_splits,
                        float *__restrict__ part) {
-    constexpr int NS = decode_cfg<D>::NS, LD = decode_cfg<D>::LD, KS = D / 16, DT = D / 8;
-    constexpr int NT = 4 * KS; // table entries per thread (registers, see above)
+    using cfg = decode_cfg<D, E8>;
+    constexpr int NS = cfg::NS, LD = cfg::LD, KS = D / 16, DT = D / 8, SB8 = cfg::SB8;
+    constexpr int NT = 4 * KS;          // table entries per thread (registers, see above)
+    constexpr int KB = E8 ? 1 : NS;     // fp16 K / V stages
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    lc_kv16 *Ks = (lc_kv16 *)smem_raw;           // [NS][PAGE][LD]
-    lc_kv16 *Vs = Ks + NS * PAGE * LD;           // [NS][PAGE][LD]
-    float   *qs = (float *)(Vs + NS * PAGE * LD); // [16][D], rows >= G zero
+    unsigned char *R8 = smem_raw;                  // E8: [NS][K slab | V slab]
+    lc_kv16 *Ks = (lc_kv16 *)(smem_raw + cfg::RING); // [KB][PAGE][LD]
+    lc_kv16 *Vs = Ks + KB * PAGE * LD;           // [KB][PAGE][LD]
+    float   *qs = (float *)(Vs + KB * PAGE * LD); // [16][D], rows >= G zero
     float   *rs = qs + 16 * D;                    // [NS][cos HR | sin HR] of each page's row ps
 
     const int         h = blockIdx.x, split = blockIdx.y;
@@ -113,6 +126,17 @@ __global__ void __launch_bounds__(128, 2)
             const int    c   = tid % (HR / 4) * 4;
             const float *src = (tid < HR / 4 ? a.cs : a.sn) + (int64_t)pg * PAGE * HR + c;
             cp_async16(rs + stage * D + (tid < HR / 4 ? 0 : HR) + c, src);
+        }
+        if (E8) { // the two slabs as stored; rows past the end are zeroed when dequantised
+            const int64_t        sb = ((int64_t)phys * a.H + h) * SB8;
+            const unsigned char *kg = (const unsigned char *)a.kpool + sb;
+            const unsigned char *vg = (const unsigned char *)a.vpool + sb;
+            unsigned char       *kd = R8 + stage * 2 * SB8, *vd = kd + SB8;
+            for (int i = tid; i < SB8 / 16; i += 128) {
+                cp_async16(kd + 16 * i, kg + 16 * i);
+                cp_async16(vd + 16 * i, vg + 16 * i);
+            }
+            return;
         }
         const lc_kv16 *kg = a.kpool + base, *vg = a.vpool + base;
         lc_kv16       *kd = Ks + stage * PAGE * LD, *vd = Vs + stage * PAGE * LD;
@@ -153,6 +177,15 @@ __global__ void __launch_bounds__(128, 2)
         ts[e]          = rot ? a.sn[j * HR + pair] : 0.0f;
     }
 
+    // E8: this thread dequantises the 16-dim column chunk dc of rows c8_row0 + (128 / CPR) i
+    // of every page; the chunk's fp16 key centres stay in registers
+    constexpr int CPR = D / 16; // 16-byte code chunks per row
+    const int     dc = (tid % CPR) * 16, c8_row0 = tid / CPR;
+    __half2       kcen[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) kcen[j] = E8 ? kv8_centre2(a.kc ? a.kc + h * D : NULL, dc + 2 * j)
+                                             : __floats2half2_rn(0.f, 0.f);
+
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
     float o[DT][4];
 #pragma unroll
@@ -168,7 +201,39 @@ __global__ void __launch_bounds__(128, 2)
         cp_async_commit();
 
         const int      stage = it % NS, ps = (pg0 + it) * PAGE, n_in = min(PAGE, L - ps);
-        const lc_kv16 *kst = Ks + stage * PAGE * LD, *vst = Vs + stage * PAGE * LD;
+        if (E8) { // the stage's slabs -> the fp16 K / V stage (rows past the end: zeros)
+            const unsigned char *k8 = R8 + stage * 2 * SB8, *v8 = k8 + SB8;
+            const float         *ksc = (const float *)(k8 + PAGE * D), *vsc = (const float *)(v8 + PAGE * D);
+            const __half2        zero2 = __floats2half2_rn(0.f, 0.f);
+#pragma unroll
+            for (int i = 0; i < PAGE * CPR / 128; i++) {
+                const int row = c8_row0 + (128 / CPR) * i;
+                uint32_t  ko[8], vo[8];
+                if (row < n_in) {
+                    const uint4   kq = *(const uint4 *)(k8 + row * D + dc);
+                    const uint4   vq = *(const uint4 *)(v8 + row * D + dc);
+                    const __half2 sk = __float2half2_rn(ksc[row] * 256.0f);
+                    const __half2 sv = __float2half2_rn(vsc[row] * 256.0f);
+                    kv8_dequant4(kq.x, sk, kcen[0], kcen[1], ko[0], ko[1]);
+                    kv8_dequant4(kq.y, sk, kcen[2], kcen[3], ko[2], ko[3]);
+                    kv8_dequant4(kq.z, sk, kcen[4], kcen[5], ko[4], ko[5]);
+                    kv8_dequant4(kq.w, sk, kcen[6], kcen[7], ko[6], ko[7]);
+                    kv8_dequant4(vq.x, sv, zero2, zero2, vo[0], vo[1]);
+                    kv8_dequant4(vq.y, sv, zero2, zero2, vo[2], vo[3]);
+                    kv8_dequant4(vq.z, sv, zero2, zero2, vo[4], vo[5]);
+                    kv8_dequant4(vq.w, sv, zero2, zero2, vo[6], vo[7]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; j++) ko[j] = vo[j] = 0u;
+                }
+                *(uint4 *)(Ks + row * LD + dc)     = make_uint4(ko[0], ko[1], ko[2], ko[3]);
+                *(uint4 *)(Ks + row * LD + dc + 8) = make_uint4(ko[4], ko[5], ko[6], ko[7]);
+                *(uint4 *)(Vs + row * LD + dc)     = make_uint4(vo[0], vo[1], vo[2], vo[3]);
+                *(uint4 *)(Vs + row * LD + dc + 8) = make_uint4(vo[4], vo[5], vo[6], vo[7]);
+            }
+            __syncthreads();
+        }
+        const lc_kv16 *kst = Ks + (E8 ? 0 : stage) * PAGE * LD, *vst = Vs + (E8 ? 0 : stage) * PAGE * LD;
 
         // queries rotated back by R(-ps) (pairs past the rotated dims: scaled by the table
         // factor, so that every dim carries it), fp16 A fragments; rows lane/4 and + 8
@@ -333,8 +398,9 @@ __global__ void attn_decode_merge_kernel(attn_common a, const int32_t *__restric
 // operand, V as an MN-major one), so the wgmma kernel copies a tile with one bulk copy, and the
 // mma.sync kernel's ldmatrix reads of the copy are free of bank conflicts.
 
+// E8: the pools hold the fp8 layout; keys and values are dequantised on the way (kv8_row8).
 // grid (tile strides, H, n_pre); block 128
-template <int D, bool NEOX>
+template <int D, bool NEOX, bool E8>
 __global__ void __launch_bounds__(128)
     attn_prefill_rotate_kernel(attn_common a, const int32_t *__restrict__ pre_list,
                                __half *__restrict__ ks, __half *__restrict__ vs) {
@@ -343,10 +409,26 @@ __global__ void __launch_bounds__(128)
     const int         L = sq.pos0 + sq.n_rows, n_tiles = (L + PAGE - 1) / PAGE, HR = a.half_rot;
     const int64_t     base = tile64_first(a.seqs, pre_list, blockIdx.z);
     constexpr int     CPR = NEOX ? D / 16 : D / 8; // K work items per key: 8-dim chunks (pairs)
+    constexpr int     SB8 = kv8_slab_bytes(PAGE, D);
+    const float      *kcen = a.kc ? a.kc + h * D : NULL;
     for (int kt = blockIdx.x; kt < n_tiles; kt += gridDim.x) {
         const int64_t  src = ((int64_t)sq.page_table[kt] * a.H + h) * PAGE * D;
         const int64_t  dst = ((base + kt) * a.H + h) * PAGE * D;
         const lc_kv16 *kg = a.kpool + src, *vg = a.vpool + src;
+        const unsigned char *k8 = (const unsigned char *)a.kpool + ((int64_t)sq.page_table[kt] * a.H + h) * SB8;
+        const unsigned char *v8 = (const unsigned char *)a.vpool + ((int64_t)sq.page_table[kt] * a.H + h) * SB8;
+        // 8 elements of key / value j from dim c as fp16 (fp16 pages: as stored)
+        auto k_chunk = [&](int j, int c) -> uint4 {
+            if (!E8) return *(const uint4 *)(kg + j * D + c);
+            const __half2 cc[4] = {kv8_centre2(kcen, c), kv8_centre2(kcen, c + 2),
+                                   kv8_centre2(kcen, c + 4), kv8_centre2(kcen, c + 6)};
+            return kv8_row8(k8 + j * D + c, ((const float *)(k8 + PAGE * D))[j], cc);
+        };
+        auto v_chunk = [&](int j, int c) -> uint4 {
+            if (!E8) return *(const uint4 *)(vg + j * D + c);
+            const __half2 z = __floats2half2_rn(0.f, 0.f), cc[4] = {z, z, z, z};
+            return kv8_row8(v8 + j * D + c, ((const float *)(v8 + PAGE * D))[j], cc);
+        };
         const int      n_in = min(PAGE, L - kt * PAGE);
         for (int i = threadIdx.x; i < PAGE * CPR; i += 128) {
             const int j = i / CPR, c0 = (i % CPR) * 8;
@@ -357,7 +439,7 @@ __global__ void __launch_bounds__(128)
             }
             const int64_t pos = (int64_t)kt * PAGE + j;
             if (NEOX) {
-                const uint4     xa = *(const uint4 *)(kg + j * D + c0), xb = *(const uint4 *)(kg + j * D + c0 + D / 2);
+                const uint4     xa = k_chunk(j, c0), xb = k_chunk(j, c0 + D / 2);
                 const uint32_t *ua = (const uint32_t *)&xa, *ub = (const uint32_t *)&xb;
                 uint32_t        ra[4], rb[4];
 #pragma unroll
@@ -373,7 +455,7 @@ __global__ void __launch_bounds__(128)
                 *(uint4 *)(ks + dst + tile64_off(j, c0))         = make_uint4(ra[0], ra[1], ra[2], ra[3]);
                 *(uint4 *)(ks + dst + tile64_off(j, c0 + D / 2)) = make_uint4(rb[0], rb[1], rb[2], rb[3]);
             } else {
-                const uint4     xk = *(const uint4 *)(kg + j * D + c0);
+                const uint4     xk = k_chunk(j, c0);
                 const uint32_t *uk = (const uint32_t *)&xk;
                 uint32_t        rk[4];
                 const int       p0 = c0 / 2;
@@ -390,7 +472,7 @@ __global__ void __launch_bounds__(128)
         }
         for (int i = threadIdx.x; i < PAGE * (D / 8); i += 128) { // V: as the pages hold it
             const int j = i / (D / 8), c0 = (i % (D / 8)) * 8;
-            const uint4 r = j < n_in ? *(const uint4 *)(vg + j * D + c0) : make_uint4(0, 0, 0, 0);
+            const uint4 r = j < n_in ? v_chunk(j, c0) : make_uint4(0, 0, 0, 0);
             *(uint4 *)(vs + dst + tile64_off(j, c0)) = r;
         }
     }
@@ -564,11 +646,11 @@ __global__ void __launch_bounds__(384, 1)
 
 // ---- launchers -----------------------------------------------------------------------------
 
-template <int D, bool NEOX> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
-    const int smem = decode_cfg<D>::SMEM;
-    LC_CUDA_SMEM_ONCE(smem, attn_decode_kernel<D, NEOX>);
+template <int D, bool NEOX, bool E8> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
+    const int smem = decode_cfg<D, E8>::SMEM;
+    LC_CUDA_SMEM_ONCE(smem, attn_decode_kernel<D, NEOX, E8>);
     dim3 grid((unsigned)a.H, (unsigned)bt->n_splits, (unsigned)bt->n_dec);
-    attn_decode_kernel<D, NEOX><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
+    attn_decode_kernel<D, NEOX, E8><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
     return LC_OK;
 }
 
@@ -579,7 +661,7 @@ extern "C" size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv,
 // Prefill kernel choice: the warp-specialised wgmma kernel on compute capability 9.x (it needs
 // sm_90a's wgmma and bulk copies: lc_cuda_have_wgmma), the mma.sync kernel elsewhere and
 // wherever the batch asks for it (bt->prefill_mma, the backend's tuning.prefill_mma).
-template <int D, bool NEOX> static int launch_prefill(const attn_common &a, const lc_cuda_attn_batch *bt) {
+template <int D, bool NEOX, bool E8> static int launch_prefill(const attn_common &a, const lc_cuda_attn_batch *bt) {
     const int smem = prefill_cfg<D>::SMEM;
     LC_CUDA_SMEM_ONCE(smem, attn_prefill_kernel<D, NEOX>);
     if (!bt->scratch)
@@ -587,7 +669,7 @@ template <int D, bool NEOX> static int launch_prefill(const attn_common &a, cons
                        (long long)bt->pre_tiles);
     __half *ks = (__half *)bt->scratch, *vs = ks + (size_t)bt->pre_tiles * a.H * PAGE * D;
     const int strides = (4 * lc_cuda_sm_count() + a.H * bt->n_pre - 1) / (a.H * bt->n_pre);
-    attn_prefill_rotate_kernel<D, NEOX><<<dim3((unsigned)strides, (unsigned)a.H, (unsigned)bt->n_pre), 128, 0,
+    attn_prefill_rotate_kernel<D, NEOX, E8><<<dim3((unsigned)strides, (unsigned)a.H, (unsigned)bt->n_pre), 128, 0,
                                           lc_cuda_stream()>>>(a, bt->pre, ks, vs);
     LC_CUDA_LAUNCHED();
     const int blocks = (bt->max_pre_rows * a.G + prefill_cfg<D>::BM - 1) / prefill_cfg<D>::BM;
@@ -631,6 +713,8 @@ extern "C" int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn
     const float mscale = rope->mscale > 0.f ? rope->mscale : 1.0f;
     attn_common a;
     a.kpool = (const lc_kv16 *)kv->k, a.vpool = (const lc_kv16 *)kv->v;
+    a.kc    = kv->e4m3 ? kv->k_centre : NULL;
+    const bool e8 = kv->e4m3;
     a.H = H, a.G = n_head / H, a.n_head = n_head;
     a.seqs = bt->seqs, a.q = q, a.out = out, a.cs = rope->cos, a.sn = rope->sin;
     a.half_rot = rope->n_rot / 2, a.mscale = mscale, a.n_pos = rope->n_pos;
@@ -643,8 +727,10 @@ extern "C" int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn
         if (a.G > 16)
             return lc_fail(LC_ERR_UNSUPPORTED, "cuda attention: %d query heads per KV head "
                            "(1..16 supported)", a.G);
-        int st = D == 64 ? (neox ? launch_decode<64, true>(a, bt) : launch_decode<64, false>(a, bt))
-                         : (neox ? launch_decode<128, true>(a, bt) : launch_decode<128, false>(a, bt));
+        int st = e8 ? (D == 64 ? (neox ? launch_decode<64, true, true>(a, bt) : launch_decode<64, false, true>(a, bt))
+                               : (neox ? launch_decode<128, true, true>(a, bt) : launch_decode<128, false, true>(a, bt)))
+                    : (D == 64 ? (neox ? launch_decode<64, true, false>(a, bt) : launch_decode<64, false, false>(a, bt))
+                               : (neox ? launch_decode<128, true, false>(a, bt) : launch_decode<128, false, false>(a, bt)));
         if (st != LC_OK) return st;
         LC_CUDA_LAUNCHED();
         if (bt->n_splits > 1) {
@@ -657,8 +743,10 @@ extern "C" int lc_cuda_attn_dense(const lc_kv_layer_view *kv, const lc_cuda_attn
         // the prefill kernel's key rotation composes two factors (R(ps) R(j)) and divides one
         // out itself, so its scores carry the factor twice, as the CPU twin's
         a.scale_log2 = scale * 1.4426950408889634f;
-        int st = D == 64 ? (neox ? launch_prefill<64, true>(a, bt) : launch_prefill<64, false>(a, bt))
-                         : (neox ? launch_prefill<128, true>(a, bt) : launch_prefill<128, false>(a, bt));
+        int st = e8 ? (D == 64 ? (neox ? launch_prefill<64, true, true>(a, bt) : launch_prefill<64, false, true>(a, bt))
+                               : (neox ? launch_prefill<128, true, true>(a, bt) : launch_prefill<128, false, true>(a, bt)))
+                    : (D == 64 ? (neox ? launch_prefill<64, true, false>(a, bt) : launch_prefill<64, false, false>(a, bt))
+                               : (neox ? launch_prefill<128, true, false>(a, bt) : launch_prefill<128, false, false>(a, bt)));
         if (st != LC_OK) return st;
         LC_CUDA_LAUNCHED();
     }

@@ -556,6 +556,7 @@ static int cuda_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
                           const lc_prune_chunks_args *a) {
     cuda_impl *im = impl_of(b);
+    if (kv->e4m3) return lc_kv_plain_check(kv, "prune_chunks", "cuda");
     int        st = begin_scratch_op(b, seqs, n_seqs, "prune_chunks", &im->hip_scratch, &im->hip_scratch_bytes,
                                      lc_cuda_prune_chunks_scratch_bytes(n_qb, n_head, a), "InfiniteHiP stage scratch");
     if (st != LC_OK) return st;
@@ -578,6 +579,7 @@ static int cuda_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const l
                             int32_t n_head, const lc_rope_table *rope, float scale,
                             const lc_attn_segments_args *a, float *out) {
     cuda_impl *im = impl_of(b);
+    if (kv->e4m3) return lc_kv_plain_check(kv, "attn_segments", "cuda");
     int        st = begin_scratch_op(b, seqs, n_seqs, "attn_segments", &im->sparse_scratch, &im->sparse_scratch_bytes,
                                      lc_cuda_attn_segments_scratch_bytes(n_qb, n_head, a, &b->tuning), "sparse attention scratch");
     if (st != LC_OK) return st;
@@ -603,6 +605,7 @@ static int cuda_select_tokens(lc_backend *b, const lc_kv_layer_view *kv, const l
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
                           const lc_select_tokens_args *a) {
     cuda_impl *im = impl_of(b);
+    if (kv->e4m3) return lc_kv_plain_check(kv, "select_tokens", "cuda");
     int        st = check_batch(im, seqs, n_seqs, "select_tokens");
     if (st != LC_OK) return st;
     const size_t need = lc_cuda_select_tokens_scratch_bytes(kv, n_qb, n_head, a, &b->tuning);
@@ -618,6 +621,7 @@ static int cuda_select_blocks(lc_backend *b, const lc_kv_layer_view *kv, const l
                          const float *q_raw, int32_t n_head, const lc_rope_table *rope,
                          const lc_select_blocks_args *a) {
     cuda_impl *im = impl_of(b);
+    if (kv->e4m3) return lc_kv_plain_check(kv, "select_blocks", "cuda");
     int        st = begin_scratch_op(b, seqs, n_seqs, "select_blocks", &im->sel_scratch, &im->sel_scratch_bytes,
                                      lc_cuda_select_blocks_scratch_bytes(kv, n_qb, n_head, a), "HiP mask scratch");
     if (st != LC_OK) return st;
@@ -920,6 +924,7 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     for (uint32_t t = 0; t < 64; t++)
         if (lc_cuda_blocks_type(t)) b->native_types |= 1ull << t;
     b->kv_type     = LC_TYPE_F16; /* lc_kv16, device_prims.cuh */
+    b->kv_e4m3     = true;        /* kv_write, kv_read, attn_dense read the fp8 layout */
     b->page_size   = 64; /* one page = one key tile of the attention kernels (attention.cu) */
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;

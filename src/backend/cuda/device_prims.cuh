@@ -72,6 +72,45 @@ __device__ __forceinline__ float kv_f32(uint16_t h) { return kv_lo(h); }
 __device__ __forceinline__ lc_kv16 kv_from_f32(float x) {
     return __float2half_rn(fabsf(x) > 65504.0f ? copysignf(65504.0f, x) : x);
 }
+// ---- the fp8 KV layout (backend.h LC_KV_E4M3) ----
+// A slab (one page of one KV head): [PAGE][D] e4m3 codes, then [PAGE] fp32 scales. Element =
+// fp16(fp16(256 s) * code / 256 + fp16(centre)): code / 256 is the code's bits moved into an
+// fp16 (exponent bias 15 for 7, so the value divided by 2^8; subnormals map to subnormals,
+// exact), and one fp16 FMA applies scale and centre; the host's copy is lc_kv_e4m3_value.
+__host__ __device__ constexpr int kv8_slab_bytes(int page, int d) { return page * (d + 4); }
+// the two codes that __byte_perm selector sel moves into the high bytes of the two halves,
+// as an f16x2 of code / 256 each (sel 0x1404: bytes 0, 1 of x; 0x3424: bytes 2, 3)
+__device__ __forceinline__ __half2 kv8_pair(uint32_t x, uint32_t sel) {
+    const uint32_t y = __byte_perm(x, 0u, sel);
+    const uint32_t h = (y & 0x80008000u) | ((y >> 1) & 0x3f803f80u);
+    return *(const __half2 *)&h;
+}
+// one code as an fp16 of code / 256
+__device__ __forceinline__ __half kv8_one(uint8_t c) {
+    return __ushort_as_half((unsigned short)(((c & 0x80u) << 8) | ((c & 0x7fu) << 7)));
+}
+// 4 codes (a 32-bit word, lowest byte first) -> 2 f16x2 words of elements: s256 = fp16(256 s),
+// c01 / c23 the fp16 centres of the 4 elements
+__device__ __forceinline__ void kv8_dequant4(uint32_t w, __half2 s256, __half2 c01, __half2 c23,
+                                             uint32_t &lo, uint32_t &hi) {
+    const __half2 a = __hfma2(kv8_pair(w, 0x1404u), s256, c01);
+    const __half2 b = __hfma2(kv8_pair(w, 0x3424u), s256, c23);
+    lo = *(const uint32_t *)&a, hi = *(const uint32_t *)&b;
+}
+// 8 consecutive elements of one token (8 codes at p, 8-byte aligned; the token's scale; the
+// 8 centres as 4 f16x2, zero for values) as 8 fp16 (a uint4, lowest element first)
+__device__ __forceinline__ uint4 kv8_row8(const unsigned char *p, float scale, const __half2 *c) {
+    const uint2   q    = *(const uint2 *)p;
+    const __half2 s256 = __float2half2_rn(scale * 256.0f);
+    uint4         r;
+    kv8_dequant4(q.x, s256, c[0], c[1], r.x, r.y);
+    kv8_dequant4(q.y, s256, c[2], c[3], r.z, r.w);
+    return r;
+}
+// fp16 centres of dims [d, d + 2) of a centre row (NULL: zeros)
+__device__ __forceinline__ __half2 kv8_centre2(const float *centre, int d) {
+    return centre ? __floats2half2_rn(centre[d], centre[d + 1]) : __floats2half2_rn(0.f, 0.f);
+}
 // wgmma shared-memory descriptor, 128-byte swizzle: lbo / sbo in bytes
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *p, uint32_t lbo, uint32_t sbo) {
     const uint64_t addr = smem_u32(p);
