@@ -8,7 +8,8 @@
  *      kv_write_e4m3 entry of test_ops_cuda.)
  *   2. lc_kv_e4m3_quantize / lc_kv_e4m3_value on random rows around a centre: every element
  *      within e4m3's half step (2^-4 relative, or half a subnormal step of the row's scale)
- *      plus fp16 roundings; a row equal to its centre comes back as the centre (scale 0).
+ *      plus fp16 roundings; a row equal to its centre comes back as the centre (scale 0);
+ *      values past the range are clamped to LC_KV_E4M3_MAX and read back finite.
  *   3. the CPU backend's kv_write and kv_read over the fp8 layout give those same codes and
  *      values, at the slab offsets of the layout.
  *   4. a context with an fp8 KV cache on the CPU backend is refused before allocation, with a
@@ -82,6 +83,11 @@ static void check_rows(void) {
     CHECKF(bad == 0, "%d of %d dequantised elements outside e4m3's half step", bad, ROWS * D);
     fprintf(stderr, "e4m3 rows: worst relative error of the larger elements %.4f (half step 0.0625)\n",
             worst_rel);
+    /* past the range: clamped to LC_KV_E4M3_MAX, and read back finite (not fp16's inf) */
+    for (int d = 0; d < D; d++) x[d] = d == 5 ? -1e6f : d == 6 ? 3e9f : (float)d;
+    const float sb = lc_kv_e4m3_quantize(x, NULL, D, q);
+    CHECK(sb == LC_KV_E4M3_MAX / 448.0f);
+    CHECK(lc_kv_e4m3_value(q[5], sb, 0) == -65408.0f && lc_kv_e4m3_value(q[6], sb, 0) == 65408.0f);
     for (int d = 0; d < D; d++) c[d] = x[d] = 17.0f + (float)d;
     const float s = lc_kv_e4m3_quantize(x, c, D, q);
     CHECK(s == 0.0f);

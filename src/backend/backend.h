@@ -100,8 +100,8 @@ int lc_copy_slabs_check(const void *src, const void *dst, const lc_slab_copy *co
  *   with centre = k_centre + head * head_dim for keys (zero where k_centre is NULL) and zero
  *   for values: every reader dequantises so (lc_kv_e4m3_value is the host's copy). kv_write
  *   centres a key on fp16(centre) (the layer's key bias, so that the codes spend their 3
- *   mantissa bits on what varies between tokens: NOTES section 35), scales each (token, head)
- *   row by its largest |x| to 448 and rounds to nearest even.
+ *   mantissa bits on what varies between tokens: NOTES section 35), clamps to +-LC_KV_E4M3_MAX,
+ *   scales each (token, head) row by its largest |x| to 448 and rounds to nearest even.
  * Readers of the fp8 layout so far: kv_write, kv_read, attn_dense (CUDA); the other ops
  * refuse a view with e4m3 set (LC_ERR_UNSUPPORTED). */
 typedef struct lc_kv_layer_view {
@@ -118,6 +118,11 @@ typedef struct lc_kv_layer_view {
     bool           e4m3;     /* the pools hold the fp8 layout above */
     const float   *k_centre; /* e4m3: NULL or [n_kv_head][head_dim] in backend memory */
 } lc_kv_layer_view;
+
+/* The largest |x| kv_write stores in the fp8 layout (centred keys, values; beyond it a row is
+ * clamped, as the fp16 pools saturate at 65,504): the largest code (448) times fp16(256 s) / 256
+ * then stays below fp16's overflow, where amax = 65,504 could round 256 s up and give inf. */
+#define LC_KV_E4M3_MAX 65408.0f
 
 /* Bytes of one slab (one page of one KV head in one pool): page_size x head_dim elements of
  * kv_type, or the fp8 layout's page_size x (head_dim + 4) where e4m3. */

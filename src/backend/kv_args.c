@@ -62,14 +62,14 @@ float lc_kv_e4m3_quantize(const float *x, const float *centre, int32_t n, uint8_
     for (int32_t d = 0; d < n; d++) {
         const float c = centre ? lc_fp16_to_fp32(lc_fp32_to_fp16(centre[d])) : 0.0f;
         float       y = x[d] - c;
-        y             = y > 65504.0f ? 65504.0f : y < -65504.0f ? -65504.0f : y;
+        y             = y > LC_KV_E4M3_MAX ? LC_KV_E4M3_MAX : y < -LC_KV_E4M3_MAX ? -LC_KV_E4M3_MAX : y;
         amax          = fabsf(y) > amax ? fabsf(y) : amax;
     }
     const float inv = amax > 0.0f ? 448.0f / amax : 0.0f;
     for (int32_t d = 0; d < n; d++) {
         const float c = centre ? lc_fp16_to_fp32(lc_fp32_to_fp16(centre[d])) : 0.0f;
         float       y = x[d] - c;
-        y             = y > 65504.0f ? 65504.0f : y < -65504.0f ? -65504.0f : y;
+        y             = y > LC_KV_E4M3_MAX ? LC_KV_E4M3_MAX : y < -LC_KV_E4M3_MAX ? -LC_KV_E4M3_MAX : y;
         codes[d]      = lc_fp32_to_e4m3(y * inv);
     }
     return amax / 448.0f;

@@ -78,7 +78,7 @@ __global__ void kv_write_kernel(lc_kv16 *__restrict__ kpool, lc_kv16 *__restrict
 
 // The fp8 layout's write: one block of 128 threads per (sequence row, kv head), thread d takes
 // element d (head_dim <= 128). A row is centred (keys: on fp16(centre), the reader adds the
-// same back), clamped to +-65504 (as the fp16 pools saturate), scaled by 448 / its largest |x|
+// same back), clamped to +-LC_KV_E4M3_MAX (backend.h), scaled by 448 / its largest |x|
 // and rounded to e4m3 by CUDA's conversion (nearest even, saturating); the scale amax / 448 is
 // stored after the page's codes. The host's twin: lc_kv_e4m3_quantize.
 __device__ __forceinline__ float kv8_block_amax(float x, float *red) {
@@ -92,7 +92,7 @@ __device__ __forceinline__ float kv8_block_amax(float x, float *red) {
     return m;
 }
 __device__ __forceinline__ float kv8_clamp(float x) { // NaN stays NaN
-    return x > 65504.0f ? 65504.0f : x < -65504.0f ? -65504.0f : x;
+    return x > LC_KV_E4M3_MAX ? LC_KV_E4M3_MAX : x < -LC_KV_E4M3_MAX ? -LC_KV_E4M3_MAX : x;
 }
 __global__ void __launch_bounds__(128)
     kv_write_e4m3_kernel(unsigned char *__restrict__ kpool, unsigned char *__restrict__ vpool,
