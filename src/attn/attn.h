@@ -57,6 +57,8 @@ typedef struct lc_attn_method {
     bool        needs_raw_q; /* forward must pass the queries before RoPE too */
     bool        graph_safe;  /* a decode step may be captured and replayed as a graph (its
                                 forwards issue device work only, fixed by plan's key) */
+    bool        kv_fp8;      /* every op it runs reads the fp8 KV layout (backend.h
+                                LC_KV_E4M3): an fp8 KV cache may serve it */
     /* Per-(sequence, layer) state; may be NULL for stateless methods. */
     int (*state_create)(const struct lc_attn_method *m, int32_t layer, void **state);
     void (*state_free)(const struct lc_attn_method *m, void *state);

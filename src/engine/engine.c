@@ -338,8 +338,9 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
                        (int)p.kv_type);
     if (p.kv_type == LC_KV_FP8 && !m->backend->kv_e4m3)
         return lc_fail(LC_ERR_UNSUPPORTED, "an fp8 KV cache (--kv-type fp8) is read by the CUDA "
-                       "backend's kernels; the %s backend keeps its KV in fp32",
-                       m->backend->name);
+                       "backend's kernels on a GPU of compute capability 8.9 or newer (fp8 "
+                       "conversions); the %s backend here keeps its KV in %s", m->backend->name,
+                       m->backend->device == LC_DEVICE_CUDA ? "fp16" : "fp32");
     if (p.n_batch < p.n_seq_max) p.n_batch = p.n_seq_max; /* room for one decode token each */
     /* what the context needs against the memory there is, before anything is allocated */
     if (!p.overcommit) {
@@ -370,10 +371,10 @@ int lc_context_create_with_method(lc_model *m, const lc_context_params *params,
         c->attn       = am;
         c->attn_owned = am != &lc_attn_dense;
     }
-    if (p.kv_type == LC_KV_FP8 && c->attn != &lc_attn_dense) {
-        st = lc_fail(LC_ERR_UNSUPPORTED, "an fp8 KV cache is read by dense attention only so "
-                     "far; %s's kernels read fp16 (use --kv-type auto, or --attn dense)",
-                     c->attn->name);
+    if (p.kv_type == LC_KV_FP8 && !c->attn->kv_fp8) {
+        st = lc_fail(LC_ERR_UNSUPPORTED, "an fp8 KV cache is read by the dense, infinitehip and "
+                     "streaming methods so far; %s's kernels read fp16 (use --kv-type auto, or "
+                     "another --attn)", c->attn->name);
         goto fail;
     }
     if (p.kv_slot_cache_tokens > 0 && !c->attn->decode_reads) {

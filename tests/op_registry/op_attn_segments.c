@@ -14,7 +14,12 @@
  * through it too), and with rotate_keys on (plain RoPE from keys and values rotated into fp16
  * tiles before the call), and through a slab map (the slot cache's, kv/slab_bank.h: about half
  * the slabs moved to other pages, NaN left at home). NMSE < 1e-5 per block; outputs poisoned
- * (NaN) before each run; a second run must give the same bits.
+ * (NaN) before each run; a second run must give the same bits. The fp8 paths ("fp8 KV: ...")
+ * run the case lists over pools in the fp8 layout (backend.h LC_KV_E4M3): the world's keys (offset
+ * by a random centre per KV head and dim) and values quantised on the host
+ * (lc_kv_e4m3_quantize, kv_write's twin), the CPU twin given the values the codes stand for
+ * (lc_kv_e4m3_value), so both sides attend over the same numbers: as launched, through the
+ * mma.sync prefill and with rotated tiles.
  */
 #include "attn_segments_world.h"
 #include "op_registry.h"
@@ -24,6 +29,41 @@
 static double worst_dec, worst_pre, worst_dense;
 
 static bool g_slab_map; /* read K/V through a slab map (lc_kv_layer_view.slab_map) */
+
+/* The fp8 layout (g_e8): the world's slabs of codes and scales, its key centres [H][D] */
+static bool           g_e8;
+static unsigned char *g_k8, *g_v8;
+static float         *g_cen;
+
+/* Quantise w's pools into g_k8 / g_v8 (keys centred on g_cen, offset by it first) and replace
+ * w's keys and values by what the codes stand for. */
+static void e8_quantise(world *w) {
+    const tcase  *c  = &w->c;
+    const int32_t P = c->P, D = c->D, H = c->H;
+    const size_t  sb = lc_kv_slab_bytes(true, LC_TYPE_F16, P, D), slabs = (size_t)w->n_pages * (size_t)H;
+    g_k8 = malloc(slabs * sb), g_v8 = malloc(slabs * sb), g_cen = malloc(sizeof(float) * (size_t)(H * D));
+    float *row = malloc(sizeof(float) * (size_t)D);
+    CHECK(g_k8 && g_v8 && g_cen && row);
+    if (!g_k8 || !g_v8 || !g_cen || !row) return free(row);
+    for (int32_t i = 0; i < H * D; i++) g_cen[i] = 8.0f * test_frand(&rng);
+    for (size_t sl = 0; sl < slabs; sl++)
+        for (int32_t t = 0; t < P; t++)
+            for (int part = 0; part < 2; part++) {
+                unsigned char *slab = (part ? g_v8 : g_k8) + sl * sb;
+                const float   *cen  = part ? NULL : g_cen + (int64_t)(sl % (size_t)H) * D;
+                float         *x    = (part ? w->v : w->k) + ((int64_t)sl * P + t) * D;
+                for (int32_t d = 0; d < D; d++) row[d] = x[d] + (cen ? cen[d] : 0.0f);
+                const float sc = lc_kv_e4m3_quantize(row, cen, D, slab + (size_t)t * (size_t)D);
+                memcpy(slab + (size_t)P * (size_t)D + sizeof(float) * (size_t)t, &sc, sizeof sc);
+                for (int32_t d = 0; d < D; d++)
+                    x[d] = lc_kv_e4m3_value(slab[(size_t)t * (size_t)D + (size_t)d], sc, cen ? cen[d] : 0.0f);
+            }
+    free(row);
+}
+static void e8_free(void) {
+    free(g_k8), free(g_v8), free(g_cen);
+    g_k8 = g_v8 = NULL, g_cen = NULL;
+}
 
 /* The GPU op on w's inputs into got (poisoned first). With g_slab_map the pools have twice the
  * pages and about half the slabs (page x H + head) are moved to the upper half, a NaN left at
@@ -50,7 +90,10 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
         }
     }
     int32_t *dmap = map ? op_to_device(b, map, sizeof(int32_t) * 2 * slabs, "slab map") : NULL;
-    void  *dk = b->alloc(b, 2 * alloc, "k"), *dv = b->alloc(b, 2 * alloc, "v");
+    const size_t sb8 = lc_kv_slab_bytes(true, LC_TYPE_F16, c->P, c->D);
+    const size_t pool_bytes = g_e8 ? (size_t)slabs * sb8 : 2 * (size_t)alloc;
+    void  *dk = b->alloc(b, pool_bytes, "k"), *dv = b->alloc(b, pool_bytes, "v");
+    float *dcen = g_e8 ? op_to_device(b, g_cen, sizeof(float) * (size_t)(c->H * c->D), "key centres") : NULL;
     float *dq = b->alloc(b, sizeof(float) * qn, "q"), *dout = b->alloc(b, sizeof(float) * qn, "out");
     float *dcs = b->alloc(b, sizeof(float) * w->max_pos * half, "cos");
     float *dsn = b->alloc(b, sizeof(float) * w->max_pos * half, "sin");
@@ -59,9 +102,9 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
     lc_segment    *dsel = b->alloc(b, sel_bytes, "sel");
     int32_t       *dseln = b->alloc(b, sizeof(int32_t) * w->n_qb * c->n_groups, "sel_n");
     int            st   = LC_ERR_NOMEM;
-    if (dk && dv && dq && dout && dcs && dsn && dqb && dsel && dseln && (dmap || !map)) {
-        b->upload(b, dk, kb, 2 * alloc);
-        b->upload(b, dv, vb, 2 * alloc);
+    if (dk && dv && dq && dout && dcs && dsn && dqb && dsel && dseln && (dmap || !map) && (dcen || !g_e8)) {
+        b->upload(b, dk, g_e8 ? (const void *)g_k8 : kb, pool_bytes);
+        b->upload(b, dv, g_e8 ? (const void *)g_v8 : vb, pool_bytes);
         b->upload(b, dq, w->q, sizeof(float) * qn);
         b->upload(b, dcs, w->rope.cos, sizeof(float) * w->max_pos * half);
         b->upload(b, dsn, w->rope.sin, sizeof(float) * w->max_pos * half);
@@ -71,7 +114,7 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
         memset(got, 0xff, sizeof(float) * qn); /* poison: NaN */
         b->upload(b, dout, got, sizeof(float) * qn);
         lc_rope_table      dt  = {w->max_pos, c->n_rot, c->pairing, dcs, dsn, w->rope.mscale};
-        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D, dmap, false, NULL};
+        lc_kv_layer_view   dkv = {dk, dv, c->P, c->H, c->D, dmap, g_e8, dcen};
         lc_attn_segments_args da  = w->a;
         lc_rotated_keys    rk  = {0}; /* the caller's rotated keys (with tuning.rotate_keys) */
         da.sel = dsel, da.sel_n = dseln, da.rot = &rk;
@@ -86,6 +129,7 @@ static int gpu_run(lc_backend *b, const world *w, float scale, float *got) {
     b->dealloc(b, dk), b->dealloc(b, dv), b->dealloc(b, dq), b->dealloc(b, dout);
     b->dealloc(b, dcs), b->dealloc(b, dsn), b->dealloc(b, dqb), b->dealloc(b, dsel), b->dealloc(b, dseln);
     if (dmap) b->dealloc(b, dmap);
+    if (dcen) b->dealloc(b, dcen);
     free(kb), free(vb), free(map);
     return st;
 }
@@ -99,6 +143,7 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
     const char *what = tag;
     world       w;
     build(&w, c, ts, n_seqs);
+    if (g_e8) e8_quantise(&w);
     const int32_t D     = c->D;
     const float   scale = 1.0f / sqrtf((float)D);
     const int64_t qn    = (int64_t)w.rows * w.n_head * D;
@@ -147,6 +192,7 @@ static void run_case(lc_backend *b, const char *what_, const tcase *c, const tse
         }
     free(ref), free(got), free(again), free(dense);
     world_free(&w);
+    e8_free();
 }
 
 /* The case list, part 0: the grid (one head dim: only_dim), 1: partial rotary / no sink /
@@ -215,7 +261,7 @@ static void run_cases(lc_backend *b, bool small, int32_t only_dim, int pass, int
 }
 
 /* n = {kernel path, part, head dim (0: both)} */
-enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED, SP_SLAB_MAP };
+enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED, SP_SLAB_MAP, SP_E8, SP_E8_MMA, SP_E8_ROTATED };
 #define SPARSE_PATH(p, pn)                                                                    \
     {pn "grid D64", {p, 0, 64}, false}, {pn "grid D128", {p, 0, 128}, false},                  \
     {pn "partial rotary + yarn, no sink, all window", {p, 1, 0}, false},                      \
@@ -223,20 +269,27 @@ enum { SP_AS_LAUNCHED, SP_MMA, SP_ROTATED, SP_SLAB_MAP };
 static const op_shape attn_segments_shapes[] = {SPARSE_PATH(SP_AS_LAUNCHED, ""),
                                               SPARSE_PATH(SP_MMA, "mma.sync prefill: "),
                                               SPARSE_PATH(SP_ROTATED, "rotated tiles: "),
-                                              SPARSE_PATH(SP_SLAB_MAP, "through a slab map: ")};
+                                              SPARSE_PATH(SP_SLAB_MAP, "through a slab map: "),
+                                              SPARSE_PATH(SP_E8, "fp8 KV: "),
+                                              SPARSE_PATH(SP_E8_MMA, "fp8 KV, mma.sync prefill: "),
+                                              SPARSE_PATH(SP_E8_ROTATED, "fp8 KV, rotated tiles: ")};
 
 static void attn_segments_check(op_env *e, const op_shape *sh, op_result *r) {
     lc_backend *b    = e->dev;
-    const int   path = (int)sh->n[0];
+    const int   path0 = (int)sh->n[0];
     rng              = e->rng;
     worst_dec = worst_pre = worst_dense = 0;
     g_path = "";
+    g_e8   = path0 >= SP_E8;
+    /* the fp8 paths as their fp16 counterparts */
+    const int path = path0 == SP_E8 ? SP_AS_LAUNCHED : path0 == SP_E8_MMA ? SP_MMA
+                     : path0 == SP_E8_ROTATED ? SP_ROTATED : path0;
     if (path == SP_MMA) {
         b->tuning.sparse_prefill_mma = true, b->tuning.sparse_decode_prefill = true;
-        g_path = "mma.sync prefill: ";
+        g_path = g_e8 ? "fp8 KV, mma.sync prefill: " : "mma.sync prefill: ";
     } else if (path == SP_ROTATED) {
         b->tuning.rotate_keys = LC_TUNE_ON;
-        g_path = "rotated tiles: ";
+        g_path = g_e8 ? "fp8 KV, rotated tiles: " : "rotated tiles: ";
     } else if (path == SP_SLAB_MAP) {
         /* (rotated tiles are built from the pages in place, which the contract allows: a copy
          * holds its slab's bytes; here home holds NaN, so the tiles are off) */
@@ -244,9 +297,10 @@ static void attn_segments_check(op_env *e, const op_shape *sh, op_result *r) {
         g_slab_map            = true;
         g_path                = "through a slab map: ";
     }
+    if (path0 == SP_E8) g_path = "fp8 KV: ";
     run_cases(b, e->small, (int32_t)sh->n[2], path != SP_AS_LAUNCHED, (int)sh->n[1]);
     b->tuning  = e->tuning;
-    g_slab_map = false;
+    g_slab_map = false, g_e8 = false;
     r->err    = fmax(worst_dec, worst_pre);
     printf("  largest nmse vs the CPU twin: decode %.3g, prefill %.3g; full selection vs dense %.3g\n",
            worst_dec, worst_pre, worst_dense);

@@ -22,6 +22,10 @@
  *     RoPE (per query head and per KV head), chunk-indexed stage 1, plain RoPE (and with
  *     rotated keys); 8B decode (big): two decode rows at 128K and 70K keys, three stages, per
  *     query head, per KV head, 2 tiles a warp.
+ * The "fp8 KV" shapes run groups over a key pool in the fp8 layout (backend.h LC_KV_E4M3): the
+ * world's keys, offset by a random centre per KV head and dim, quantised on the host
+ * (lc_kv_e4m3_quantize, kv_write's twin) and replaced by the values the codes stand for, which
+ * the CPU twin and the reference then read.
  * Outputs are poisoned before each run; a second run must give the same bytes.
  */
 #include "prune_chunks_world.h"
@@ -33,22 +37,60 @@ static lc_tuning base_tuning; /* the command line's: put back after a pass chang
 static const double tol_cpu = 1e-5, tol_gpu = 2e-3;
 static int64_t      total_diff, total_kept;
 
+static bool g_e8; /* the "fp8 KV" shapes: the key pool in the fp8 layout */
+
 typedef struct dev_world {
     void          *k;
+    float         *cen; /* g_e8: the key centres [H][D] */
     float         *q, *cs, *sn;
     lc_qblock *qb;
 } dev_world;
 
-static void dev_world_make(lc_backend *b, const hs_world *w, dev_world *d) {
+/* g_e8: w's keys quantised into slabs (returned, malloc'd) and replaced by their values */
+static unsigned char *e8_quantise(hs_world *w, float **cen_out, size_t *bytes) {
+    const int32_t P = w->cs.P, D = w->cs.D, H = w->cs.H;
+    const size_t  sb = lc_kv_slab_bytes(true, LC_TYPE_F16, P, D), slabs = (size_t)w->n_pages * (size_t)H;
+    unsigned char *k8  = malloc(slabs * sb);
+    float         *cen = malloc(sizeof(float) * (size_t)(H * D)), *row = malloc(sizeof(float) * (size_t)D);
+    CHECK(k8 && cen && row);
+    if (!k8 || !cen || !row) return free(k8), free(cen), free(row), NULL;
+    for (int32_t i = 0; i < H * D; i++) cen[i] = 4.0f * test_frand(&hs_rng);
+    for (size_t sl = 0; sl < slabs; sl++)
+        for (int32_t t = 0; t < P; t++) {
+            const float *c = cen + (int64_t)(sl % (size_t)H) * D;
+            float       *x = w->k + ((int64_t)sl * P + t) * D;
+            for (int32_t i = 0; i < D; i++) row[i] = x[i] + c[i];
+            const float sc = lc_kv_e4m3_quantize(row, c, D, k8 + sl * sb + (size_t)t * (size_t)D);
+            memcpy(k8 + sl * sb + (size_t)P * (size_t)D + sizeof(float) * (size_t)t, &sc, sizeof sc);
+            for (int32_t i = 0; i < D; i++)
+                x[i] = lc_kv_e4m3_value(k8[sl * sb + (size_t)t * (size_t)D + (size_t)i], sc, c[i]);
+        }
+    free(row);
+    *cen_out = cen, *bytes = slabs * sb;
+    return k8;
+}
+
+static void dev_world_make(lc_backend *b, hs_world *w, dev_world *d) {
     const int64_t pool = (int64_t)w->n_pages * w->cs.H * w->cs.P * w->cs.D;
     const size_t  qn = (size_t)w->rows * w->n_head * w->cs.D, tn = (size_t)w->n_pos * (w->cs.n_rot / 2) + 1;
-    d->k  = b->alloc(b, 2 * (size_t)pool, "k");
+    d->cen = NULL;
+    if (g_e8) {
+        float         *cen = NULL;
+        size_t         bytes = 0;
+        unsigned char *k8 = e8_quantise(w, &cen, &bytes);
+        d->k   = k8 ? op_to_device(b, k8, bytes, "k slabs") : NULL;
+        d->cen = cen ? op_to_device(b, cen, sizeof(float) * (size_t)(w->cs.H * w->cs.D), "key centres") : NULL;
+        CHECK(d->k && d->cen);
+        free(k8), free(cen);
+    } else {
+        d->k = b->alloc(b, 2 * (size_t)pool, "k");
+        if (d->k) b->upload(b, d->k, w->kb, 2 * (size_t)pool);
+    }
     d->q  = b->alloc(b, sizeof(float) * qn, "q");
     d->cs = b->alloc(b, sizeof(float) * tn, "cos");
     d->sn = b->alloc(b, sizeof(float) * tn, "sin");
     d->qb = b->alloc(b, sizeof(lc_qblock) * (size_t)w->n_qb, "qb");
     CHECK(d->k && d->q && d->cs && d->sn && d->qb);
-    b->upload(b, d->k, w->kb, 2 * (size_t)pool);
     b->upload(b, d->q, w->q, sizeof(float) * qn);
     b->upload(b, d->cs, w->rope.cos, sizeof(float) * (tn - 1));
     b->upload(b, d->sn, w->rope.sin, sizeof(float) * (tn - 1));
@@ -58,6 +100,7 @@ static void dev_world_make(lc_backend *b, const hs_world *w, dev_world *d) {
 static void dev_world_free(lc_backend *b, dev_world *d) {
     b->dealloc(b, d->k), b->dealloc(b, d->q), b->dealloc(b, d->cs), b->dealloc(b, d->sn);
     b->dealloc(b, d->qb);
+    if (d->cen) b->dealloc(b, d->cen);
 }
 
 /* Run the stage on the GPU (inputs of st), results into gout / gout_n (host). */
@@ -79,7 +122,7 @@ static int gpu_stage(lc_backend *b, const hs_world *w, const dev_world *d, const
     lc_rotated_keys   rk = {0}; /* the caller's rotated keys (used with tuning.rotate_keys) */
     da.in = din, da.in_n = din_n, da.out = dout, da.out_n = dout_n, da.rot = &rk;
     lc_rope_table    rope = {w->rope.n_pos, w->rope.n_rot, w->rope.pairing, d->cs, d->sn, w->rope.mscale};
-    lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D, NULL, false, NULL};
+    lc_kv_layer_view kv   = {d->k, d->k, w->cs.P, w->cs.H, w->cs.D, NULL, d->cen != NULL, d->cen};
     int              rc   = LC_OK;
     for (int run = 0; run < 2 && rc == LC_OK; run++) {
         lc_segment *o  = malloc(ob);
@@ -457,6 +500,11 @@ static const op_shape prune_chunks_shapes[] = {
     {"kv descent over 256 rows refused", {HS_REFUSED, 0}, false},
     {"8B 128K three stages chained", {HS_8B_CHAIN, 0}, true},
     {"8B decode rows 128K / 70K three stages", {HS_8B_DECODE, 0}, true},
+    {"fp8 KV: grid", {HS_GRID, 0, 1}, false},
+    {"fp8 KV: grid, rotated keys (plain RoPE)", {HS_GRID, 2, 1}, false},
+    {"fp8 KV: decode rows", {HS_DECODE_ROWS, 0, 1}, false},
+    {"fp8 KV: 8B 128K three stages chained", {HS_8B_CHAIN, 0, 1}, true},
+    {"fp8 KV: 8B decode rows 128K / 70K three stages", {HS_8B_DECODE, 0, 1}, true},
 };
 
 static void prune_chunks_check(op_env *e, const op_shape *sh, op_result *r) {
@@ -464,6 +512,7 @@ static void prune_chunks_check(op_env *e, const op_shape *sh, op_result *r) {
     base_tuning   = e->tuning;
     hs_rng        = e->rng;
     total_diff = total_kept = 0;
+    g_e8 = sh->n[2] == 1;
     switch (sh->n[0]) {
     case HS_GRID: run_grid(b, (int)sh->n[1]); break;
     case HS_BIG_BLOCKS: run_big_blocks(b, (int)sh->n[1]); break;
@@ -474,6 +523,7 @@ static void prune_chunks_check(op_env *e, const op_shape *sh, op_result *r) {
     default: run_8b_decode(b); break;
     }
     b->tuning = base_tuning;
+    g_e8      = false;
     (void)r;
     if (total_kept)
         printf("  %lld of %lld kept chunks differ from the CPU twin (all within the tolerance)\n",

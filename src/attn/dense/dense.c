@@ -16,6 +16,7 @@ const lc_attn_method lc_attn_dense = {
     .impl         = NULL,
     .needs_raw_q  = false,
     .graph_safe   = true,
+    .kv_fp8       = true, /* attn_dense */
     .state_create = NULL,
     .state_free   = NULL,
     .forward      = dense_forward,

@@ -551,7 +551,7 @@ static int hip_decode_reads(const lc_attn_method *m, int32_t layer, const void *
 
 /* (graph_safe: set per instance) */
 static const lc_attn_method hip_ops = {
-    .name = "infinitehip", .needs_raw_q = true,
+    .name = "infinitehip", .needs_raw_q = true, .kv_fp8 = true, /* prune_chunks, attn_segments */
     .state_create = hip_state_create, .state_free = hip_state_free,
     .plan = hip_plan, .forward = hip_forward, .destroy = hip_destroy,
     .last = lc_attn_infinitehip_last, .decode_reads = hip_decode_reads};

@@ -187,7 +187,8 @@ static int streaming_decode_reads(const lc_attn_method *m, int32_t layer, const 
 }
 
 static const lc_attn_method streaming_ops = {
-    .name = "streaming", .needs_raw_q = false, .graph_safe = true, .plan = streaming_plan,
+    .name = "streaming", .needs_raw_q = false, .graph_safe = true, .kv_fp8 = true, /* attn_segments */
+    .plan = streaming_plan,
     .forward = streaming_forward, .destroy = streaming_destroy, .last = streaming_last,
     .decode_reads = streaming_decode_reads};
 

@@ -68,7 +68,9 @@ constexpr int DEC_NT = 128, DEC_K = 64; // decode: threads, list entries of one 
 constexpr int PRE_NT = 256, PRE_TK = 64, PRE_BM = 128;
 
 struct sp_params {
-    const lc_kv16       *kpool, *vpool; // [n_pages][H][P][D]
+    const lc_kv16       *kpool, *vpool; // [n_pages][H][P][D], or the fp8 layout's slabs (e8)
+    const float         *kc;            // e8: the key centres [H][D] (NULL: zero)
+    int32_t              e8;            // the pools hold the fp8 layout (backend.h LC_KV_E4M3)
     const int32_t       *slab_map;      // [n_pages][H] or NULL (lc_kv_layer_view.slab_map)
     const lc_attn_seq   *seqs;
     const lc_qblock *qb;
@@ -258,6 +260,12 @@ __device__ __forceinline__ int64_t slot_row(const sp_params &a, int slot, int h)
     if (a.slab_map) slab = __ldg(a.slab_map + slab);
     return (slab << a.page_shift) + (s & (P - 1));
 }
+// e8: 8 elements [d, d + 8) of K (key) or V at row `row` (slot_row's) of KV head h as fp16
+__device__ __forceinline__ uint4 kv8_at(const sp_params &a, bool key, int64_t row, int h, int d, int D) {
+    const int P = 1 << a.page_shift;
+    return kv8_load8((const unsigned char *)(key ? a.kpool : a.vpool), row >> a.page_shift,
+                     (int)(row & (P - 1)), d, P, D, key && a.kc ? a.kc + (int64_t)h * D : NULL);
+}
 
 // Chunk c (16 bytes) of the key entry e: c < D/8: K; < D/4: V; then the table row's cos
 // (half_rot/4 chunks) and sin. Rows past the list are zero-filled.
@@ -266,7 +274,11 @@ __device__ __forceinline__ void load_chunk(const sp_params &a, int h, int2 e, bo
                                            lc_kv16 *kd, lc_kv16 *vd, float *td) {
     const int64_t row = slot_row(a, e.y, h);
     const int     nb  = valid ? 16 : 0;
-    if (c < D / 8) {
+    if (c < D / 4 && a.e8) { // dequantised on the way (a plain store, zeros past the list)
+        const bool key = c < D / 8;
+        const int  cc  = key ? c : c - D / 8;
+        *(uint4 *)((key ? kd : vd) + cc * 8) = valid ? kv8_at(a, key, row, h, 8 * cc, D) : make_uint4(0, 0, 0, 0);
+    } else if (c < D / 8) {
         cp_async16_zfill(kd + c * 8, valid ? a.kpool + row * D + c * 8 : a.kpool, nb);
     } else if (c < D / 4) {
         const int cc = c - D / 8;
@@ -435,13 +447,24 @@ __global__ void __launch_bounds__(DEC_NT, 4)
         const int      slot = valid ? (int)((uint32_t)pt[e.y >> a.page_shift] * P + ((uint32_t)e.y & (P - 1))) : 0;
         const int64_t  row  = slot_row(a, slot, h);
         const lc_kv16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
+        if (a.e8) { // dequantised on the way: K into registers, V by plain stores
 #pragma unroll
-        for (int j = 0; j < NSL; j++)
-            kraw[t][j] = valid ? ldg_u4(kg + 8 * dec_chunk<D, NEOX>(j, q)) : make_uint4(0u, 0u, 0u, 0u);
+            for (int j = 0; j < NSL; j++)
+                kraw[t][j] = valid ? kv8_at(a, true, row, h, 8 * dec_chunk<D, NEOX>(j, q), D) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-        for (int r = 0; r < D / 32; r++) {
-            const int c = q + 4 * r;
-            cp_async16_zfill(Vs + x * LDV + 8 * c, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
+            for (int r = 0; r < D / 32; r++) {
+                const int c = q + 4 * r;
+                *(uint4 *)(Vs + x * LDV + 8 * c) = valid ? kv8_at(a, false, row, h, 8 * c, D) : make_uint4(0u, 0u, 0u, 0u);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < NSL; j++)
+                kraw[t][j] = valid ? ldg_u4(kg + 8 * dec_chunk<D, NEOX>(j, q)) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int r = 0; r < D / 32; r++) {
+                const int c = q + 4 * r;
+                cp_async16_zfill(Vs + x * LDV + 8 * c, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
+            }
         }
         for (int c2 = q; c2 < HR / 2; c2 += 4) { // HR / 4 chunks of cos, then of sin
             const bool   is_cos = c2 < HR / 4;
@@ -895,13 +918,17 @@ __global__ void __launch_bounds__(384, 1)
                 const bool     valid = e.y >= 0;
                 const int64_t  tb    = valid ? ((int64_t)(e.y >> 6) * a.H + h) * (64 * D) : 0;
                 const int      r     = e.y & 63;
-                const lc_kv16 *vg    = a.vpool + (valid ? slot_row(a, e.x, h) : 0) * D;
+                const int64_t  vrow  = valid ? slot_row(a, e.x, h) : 0;
+                const lc_kv16 *vg    = a.vpool + vrow * D;
                 unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
 #pragma unroll
                 for (int q = 0; q < D / 16; q++) { // chunks 2q + hf: a lane pair reads 32 bytes
                     const int c = 2 * q + hf, doff = 2 * tile64_off(j, 8 * c), so = tile64_off(r, 8 * c);
                     cp_async16_zfill(kd + doff, valid ? a.rk + tb + so : a.rk, valid ? 16 : 0);
-                    cp_async16_zfill(vd + doff, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
+                    if (a.e8) // V dequantised on the way (the fence before the arrival covers it)
+                        *(uint4 *)(vd + doff) = valid ? kv8_at(a, false, vrow, h, 8 * c, D) : make_uint4(0, 0, 0, 0);
+                    else
+                        cp_async16_zfill(vd + doff, valid ? vg + 8 * c : a.vpool, valid ? 16 : 0);
                 }
             };
 #pragma unroll
@@ -930,6 +957,16 @@ __global__ void __launch_bounds__(384, 1)
             const int64_t  row   = valid ? slot_row(a, e.y, h) : 0;
             const lc_kv16 *kg = a.kpool + row * D, *vg = a.vpool + row * D;
             unsigned char *kd = Kr + s * TILE_B, *vd = Vr + s * TILE_B;
+            if (a.e8) { // dequantised on the way: plain stores (K is rotated after the barrier)
+#pragma unroll
+                for (int r = 0; r < D / 16; r++) {
+                    const int c = 2 * r + hf, off = 2 * tile64_off(j, 8 * c);
+                    const uint4 z = make_uint4(0, 0, 0, 0);
+                    *(uint4 *)(kd + off) = valid ? kv8_at(a, true, row, h, 8 * c, D) : z;
+                    *(uint4 *)(vd + off) = valid ? kv8_at(a, false, row, h, 8 * c, D) : z;
+                }
+                return;
+            }
 #pragma unroll
             for (int r = 0; r < D / 16; r++) { // chunks 2r + hf: a lane pair reads 32 bytes
                 const int c = 2 * r + hf, off = 2 * tile64_off(j, 8 * c);
@@ -1144,6 +1181,7 @@ extern "C" int lc_cuda_attn_segments(const lc_kv_layer_view *kv, const lc_attn_s
                        scratch_bytes, pl.total);
     sp_params p;
     p.kpool = (const lc_kv16 *)kv->k, p.vpool = (const lc_kv16 *)kv->v;
+    p.e8 = kv->e4m3, p.kc = kv->e4m3 ? kv->k_centre : NULL;
     p.slab_map = kv->slab_map;
     p.seqs = seqs, p.qb = qb, p.sel = a->sel, p.sel_n = a->sel_n, p.q = q, p.out = out;
     p.list = a->list;

@@ -556,7 +556,6 @@ static int cuda_prune_chunks(lc_backend *b, const lc_kv_layer_view *kv, const lc
                           const float *q_raw, int32_t n_head, const lc_rope_table *rope,
                           const lc_prune_chunks_args *a) {
     cuda_impl *im = impl_of(b);
-    if (kv->e4m3) return lc_kv_plain_check(kv, "prune_chunks", "cuda");
     int        st = begin_scratch_op(b, seqs, n_seqs, "prune_chunks", &im->hip_scratch, &im->hip_scratch_bytes,
                                      lc_cuda_prune_chunks_scratch_bytes(n_qb, n_head, a), "InfiniteHiP stage scratch");
     if (st != LC_OK) return st;
@@ -579,7 +578,6 @@ static int cuda_attn_segments(lc_backend *b, const lc_kv_layer_view *kv, const l
                             int32_t n_head, const lc_rope_table *rope, float scale,
                             const lc_attn_segments_args *a, float *out) {
     cuda_impl *im = impl_of(b);
-    if (kv->e4m3) return lc_kv_plain_check(kv, "attn_segments", "cuda");
     int        st = begin_scratch_op(b, seqs, n_seqs, "attn_segments", &im->sparse_scratch, &im->sparse_scratch_bytes,
                                      lc_cuda_attn_segments_scratch_bytes(n_qb, n_head, a, &b->tuning), "sparse attention scratch");
     if (st != LC_OK) return st;
@@ -924,7 +922,9 @@ extern "C" int lc_backend_cuda_create(int device_index, lc_backend **out) {
     for (uint32_t t = 0; t < 64; t++)
         if (lc_cuda_blocks_type(t)) b->native_types |= 1ull << t;
     b->kv_type     = LC_TYPE_F16; /* lc_kv16, device_prims.cuh */
-    b->kv_e4m3     = true;        /* kv_write, kv_read, attn_dense read the fp8 layout */
+    /* kv_write, kv_read, attn_dense, prune_chunks, attn_segments read the fp8 layout; its
+     * conversions need compute capability 8.9 (Ada, Hopper) */
+    b->kv_e4m3     = lc_cuda_cc() >= 89;
     b->page_size   = 64; /* one page = one key tile of the attention kernels (attention.cu) */
     b->alloc       = cuda_alloc;
     b->dealloc     = cuda_dealloc;

@@ -41,6 +41,8 @@ void         lc_cuda_set_stream(cudaStream_t s);
 int lc_cuda_sm_count(void);
 // Compute capability major of the current device (queried once; 0 if the query fails).
 int lc_cuda_cc_major(void);
+// Compute capability as 10 x major + minor (89: Ada, 90: Hopper; queried once, 0 if it fails).
+int lc_cuda_cc(void);
 // Whether the warp-specialised wgmma kernels can run: a compute capability 9.x device and a
 // build with sm_90a code (a build with only sm_90, e.g. CMAKE_CUDA_ARCHITECTURES=90, has empty
 // wgmma kernels; a one-thread probe kernel asks the device code which variant it got, once: it

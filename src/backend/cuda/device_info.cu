@@ -39,6 +39,19 @@ int lc_cuda_sm_count(void) {
     return n_sm;
 }
 
+int lc_cuda_cc(void) {
+    static int cc = -1;
+    if (cc < 0) {
+        int dev = 0, minor = 0;
+        cc = lc_cuda_cc_major();
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+            minor = 0;
+        cc = 10 * cc + minor;
+    }
+    return cc;
+}
+
 int lc_cuda_cc_major(void) {
     static int major = -1;
     if (major < 0) {

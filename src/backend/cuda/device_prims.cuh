@@ -111,6 +111,24 @@ __device__ __forceinline__ uint4 kv8_row8(const unsigned char *p, float scale, c
 __device__ __forceinline__ __half2 kv8_centre2(const float *centre, int d) {
     return centre ? __floats2half2_rn(centre[d], centre[d + 1]) : __floats2half2_rn(0.f, 0.f);
 }
+// 8 elements [d, d + 8) of token `slot` of slab `slab` (a pool in the fp8 layout, page P, head
+// dim D) as 8 fp16, lowest first; cen: the slab head's key centre row (NULL: zeros, values)
+__device__ __forceinline__ uint4 kv8_load8(const unsigned char *pool, int64_t slab, int slot, int d,
+                                           int P, int D, const float *cen) {
+    const unsigned char *s     = pool + slab * (int64_t)P * (D + 4);
+    const float          scale = __ldg((const float *)(s + (int64_t)P * D) + slot);
+    const __half2        c[4]  = {kv8_centre2(cen, d), kv8_centre2(cen, d + 2), kv8_centre2(cen, d + 4),
+                                  kv8_centre2(cen, d + 6)};
+    return kv8_row8(s + (int64_t)slot * D + d, scale, c);
+}
+// one element d of token `slot` of slab `slab` (as kv8_load8) as an fp32 of its fp16 value
+__device__ __forceinline__ float kv8_elem(const unsigned char *pool, int64_t slab, int slot, int d,
+                                          int P, int D, const float *cen) {
+    const unsigned char *s     = pool + slab * (int64_t)P * (D + 4);
+    const float          scale = __ldg((const float *)(s + (int64_t)P * D) + slot);
+    const __half         c     = __float2half_rn(cen ? cen[d] : 0.f);
+    return __half2float(__hfma(kv8_one(s[(int64_t)slot * D + d]), __float2half_rn(scale * 256.0f), c));
+}
 // wgmma shared-memory descriptor, 128-byte swizzle: lbo / sbo in bytes
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *p, uint32_t lbo, uint32_t sbo) {
     const uint64_t addr = smem_u32(p);

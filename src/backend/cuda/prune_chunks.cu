@@ -96,7 +96,9 @@ struct stage_params {
     const lc_attn_seq   *seqs;
     const lc_qblock *qb;
     const float         *q_raw;   // [rows][n_head][D]
-    const uint16_t      *k;       // [n_pages][H][P][D] fp16 (lc_kv16)
+    const uint16_t      *k;       // [n_pages][H][P][D] fp16 (lc_kv16), or the fp8 layout (e8)
+    const float         *kc;      // e8: the key centres [H][D] (NULL: zero)
+    int32_t              e8;      // the key pool holds the fp8 layout (backend.h LC_KV_E4M3)
     const float         *cs, *sn; // [n_pos][n_rot/2]
     int32_t              n_qb, n_head, hpk, H, P, p_shift, n_pos, n_rot, neox, tab16;
     // scoring heads: per query head (n_uh = n_head, uhpk = hpk, rmul = 1) or, kv_descent, per
@@ -622,6 +624,21 @@ __device__ __forceinline__ void copy_probe_row(uint16_t *kbuf, int row, int cq, 
     }
 }
 
+// The fp8 layout's twin of copy_probe_row: quad lane cq's pieces of key `slot` of slab `slab`
+// dequantised to fp16 (kv8_load8) into the same swizzled places, by plain stores (visible to the
+// warp after its __syncwarp, as the copies after their wait).
+template <int D>
+__device__ __forceinline__ void dequant_probe_row(uint16_t *kbuf, int row, int cq, const stage_params &p,
+                                                  int64_t slab, int slot, int kvh) {
+    const float *cen = p.kc ? p.kc + (int64_t)kvh * D : NULL;
+#pragma unroll
+    for (int m = 0; m < D / 32; m++) {
+        const int pc = cq + 4 * m;
+        *(uint4 *)(kbuf + row * D + ((pc ^ (row & 7)) << 3)) =
+            kv8_load8((const unsigned char *)p.k, slab, slot, 8 * pc, p.P, D, cen);
+    }
+}
+
 __device__ void select_if_last(const stage_params &p, int bgrp, int kvh, unsigned char *smem);
 
 // grid: (ceil(n_qb / nb) * H * n_hsub, chunk tiles of cpt ranks); block: 32 * nb * hpc * n_mt;
@@ -772,8 +789,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) hip_score_kernel(stage_para
                         }
                         const int e = (pos >> sh) - fpg[ci];
                         const int page = e < npg ? pcache[ci * npg + e] : __ldg(pt + (pos >> sh));
-                        const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
-                        copy_probe_row<D>(kbuf, row, cq, src);
+                        if (p.e8) {
+                            dequant_probe_row<D>(kbuf, row, cq, p, (int64_t)page * p.H + kvh, pos & (p.P - 1), kvh);
+                        } else {
+                            const uint16_t *src = kbase + (size_t)page * page_stride + (size_t)(pos & (p.P - 1)) * D;
+                            copy_probe_row<D>(kbuf, row, cq, src);
+                        }
                         if (!REL && half > 0) {
                             const int    tp = clamp_pos(MODE == LC_SCAN_PLAIN ? pos : w0 + ci, p.n_pos);
                             const float *c = p.cs + (size_t)tp * half, *s = p.sn + (size_t)tp * half;
@@ -1026,8 +1047,12 @@ __global__ void __launch_bounds__(128, 5) hip_score_dec_kernel(stage_params p) {
                         if (ps < 0) continue;
                         any = true;
                         if (e >= npg || e < 0) page = __ldg(pt + (ps >> sh));
-                        copy_probe_row<D>(kbuf, 16 * a + 8 * r + g, cq,
-                                          kbase + (size_t)page * page_stride + (size_t)(ps & (p.P - 1)) * D);
+                        if (p.e8)
+                            dequant_probe_row<D>(kbuf, 16 * a + 8 * r + g, cq, p, (int64_t)page * p.H + kvh,
+                                                 ps & (p.P - 1), kvh);
+                        else
+                            copy_probe_row<D>(kbuf, 16 * a + 8 * r + g, cq,
+                                              kbase + (size_t)page * page_stride + (size_t)(ps & (p.P - 1)) * D);
                     }
                     cp_async_commit();
                     act[a] = __any_sync(kFull, any);
@@ -1206,6 +1231,7 @@ extern "C" int lc_cuda_prune_chunks(const lc_kv_layer_view *kv, const lc_attn_se
     stage_params p;
     memset(&p, 0, sizeof p);
     p.seqs = seqs, p.qb = qb, p.q_raw = q_raw, p.k = (const uint16_t *)kv->k;
+    p.e8 = kv->e4m3, p.kc = kv->e4m3 ? kv->k_centre : NULL;
     p.cs = rope->cos, p.sn = rope->sin;
     p.n_qb = n_qb, p.n_head = n_head, p.hpk = G, p.H = H, p.P = P;
     p.n_uh = a->kv_descent ? H : n_head, p.uhpk = a->kv_descent ? 1 : G, p.rmul = a->kv_descent ? G : 1;

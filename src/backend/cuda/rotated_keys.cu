@@ -17,7 +17,9 @@ namespace {
 struct rot_params {
     const lc_attn_seq *seqs;
     const int32_t *pre; // the rotated sequences
-    const lc_kv16 *kpool;
+    const lc_kv16 *kpool; // or the fp8 layout's slabs (e8)
+    const float *kc;      // e8: the key centres [H][D] (NULL: zero)
+    int32_t e8;
     const float *cs, *sn;
     __half *ks; // [tiles][H][64][D] fp16, tile64_off layout
     int32_t H, P, p_shift, half_rot, neox, n_pos;
@@ -44,6 +46,11 @@ template <int D> __global__ void __launch_bounds__(256) rotate_keys_to_tiles_ker
             const int64_t pos = min(tok, r.n_pos - 1);
             const int64_t page = sq.page_table[tok >> r.p_shift];
             const int64_t src = (page * r.H * r.P + (tok & (r.P - 1))) * D;
+            // e8: 8 elements [d, d + 8) of this key in KV head h, dequantised (fp16 pages: as read)
+            auto key8 = [&](int h, int d) {
+                return kv8_load8((const unsigned char *)r.kpool, page * r.H + h, tok & (r.P - 1), d, r.P, D,
+                                 r.kc ? r.kc + (int64_t)h * D : NULL);
+            };
             const int64_t dst = (base + t) * r.H * 64 * D + tile64_off(j, d0);
             if (!r.neox) { // adjacent pairs: pair 4c + w in word w
                 float cc[4], ss[4];
@@ -57,7 +64,7 @@ template <int D> __global__ void __launch_bounds__(256) rotate_keys_to_tiles_ker
                 }
 #pragma unroll 4
                 for (int h = 0; h < r.H; h++) {
-                    const uint4 xk = *(const uint4 *)(r.kpool + src + h * hs_src + d0);
+                    const uint4 xk = r.e8 ? key8(h, d0) : *(const uint4 *)(r.kpool + src + h * hs_src + d0);
                     const uint32_t *u = (const uint32_t *)&xk;
                     uint32_t o[4];
 #pragma unroll
@@ -86,10 +93,10 @@ template <int D> __global__ void __launch_bounds__(256) rotate_keys_to_tiles_ker
             const bool vec = (HR & 7) == 0; // the partners form one aligned chunk
             for (int h = 0; h < r.H; h++) {
                 const lc_kv16 *row = r.kpool + src + h * hs_src;
-                const uint4 xk = *(const uint4 *)(row + d0);
+                const uint4 xk = r.e8 ? key8(h, d0) : *(const uint4 *)(row + d0);
                 const uint16_t *xo = (const uint16_t *)&xk;
                 uint4 xp = make_uint4(0, 0, 0, 0);
-                if (vec && kind[0]) xp = *(const uint4 *)(row + part[0]);
+                if (vec && kind[0]) xp = r.e8 ? key8(h, part[0]) : *(const uint4 *)(row + part[0]);
                 const uint16_t *xq = (const uint16_t *)&xp;
                 float o[8];
 #pragma unroll
@@ -99,8 +106,11 @@ template <int D> __global__ void __launch_bounds__(256) rotate_keys_to_tiles_ker
                         o[e] = x;
                         continue;
                     }
-                    const uint16_t pb = vec ? xq[e] : ((const uint16_t *)row)[part[e]];
-                    const float y = kv_f32(pb);
+                    const float y = vec    ? kv_f32(xq[e])
+                                    : r.e8 ? kv8_elem((const unsigned char *)r.kpool, page * r.H + h,
+                                                      tok & (r.P - 1), part[e], r.P, D,
+                                                      r.kc ? r.kc + (int64_t)h * D : NULL)
+                                           : kv_f32(((const uint16_t *)row)[part[e]]);
                     // lower: x0 = x (own), y0 = partner; upper: x0 = partner, y0 = x (own)
                     o[e] = kind[e] == 1 ? x * cc[e] - y * ss[e] : y * ss[e] + x * cc[e];
                 }
@@ -127,6 +137,7 @@ extern "C" int lc_cuda_rotate_keys(const lc_kv_layer_view *kv, const lc_attn_seq
     rot_params r;
     r.seqs = seqs, r.pre = rot->pre;
     r.kpool = (const lc_kv16 *)kv->k;
+    r.e8 = kv->e4m3, r.kc = kv->e4m3 ? kv->k_centre : NULL;
     r.cs = rope->cos, r.sn = rope->sin;
     r.ks = (__half *)rot->k;
     r.H = kv->n_kv_head, r.P = P, r.p_shift = 0;
