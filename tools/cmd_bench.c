@@ -344,7 +344,7 @@ static void ratio(sbuf *b, double ours, double theirs) {
 }
 
 static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool hf, bool gpu,
-                   const lc_model_info *info, long long page_size) {
+                   const lc_model_info *info, long long page_size, bool kv_fp8) {
     sb_printf(t, "| context | prompt tok/s | gen tok/s | gen tok/s (median step) |");
     if (lcpp)
         sb_printf(t, " llama.cpp prompt tok/s | llama.cpp gen tok/s | prompt ratio | gen ratio |");
@@ -385,9 +385,11 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
     bool any_mem = false;
     for (int i = 0; i < n_rows; i++) any_mem |= rows[i].have_mem;
     if (any_mem) {
+        /* (fp8: a code per element and a 4-byte scale per token and head, backend.h LC_KV_E4M3) */
         const uint64_t page_bytes = 2ull * (uint64_t)info->n_layer * (uint64_t)info->n_head_kv *
-                                    (uint64_t)page_size * (uint64_t)info->head_dim *
-                                    (gpu ? 2u : 4u);
+                                    (uint64_t)page_size *
+                                    (kv_fp8 ? (uint64_t)info->head_dim + 4u
+                                            : (uint64_t)info->head_dim * (gpu ? 2u : 4u));
         sb_printf(t, "\nMemory after each context's runs (backend allocations; KV pool = pages x "
                   "page bytes, %.3f MiB per %lld-token page over all layers, K and V):\n\n",
                   (double)page_bytes / 1048576.0, page_size);
@@ -640,7 +642,7 @@ int cmd_bench(int argc, char **argv) {
     if (compare) compare_llamacpp(python, &o, list, n_gen, rows, n_ctxs);
     if (compare_hf) compare_transformers(python, &info, hf_config, hf_args, list, n_gen, rows, n_ctxs);
 
-    char   cpu[256], commit[64], date[32], host_dev[600];
+    char   cpu[256], commit[64], date[32], host_dev[700];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     cpu_name(cpu, sizeof cpu);
@@ -650,14 +652,15 @@ int cmd_bench(int argc, char **argv) {
                         : o.weights == LC_WEIGHTS_F32    ? "f32"
                                                          : "native";
     if (gpu)
-        snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s%s, fp16 KV", dev_name, cpu,
+        snprintf(host_dev, sizeof host_dev, "cuda: %s; host %s; weights %s%s, %s KV", dev_name, cpu,
                  wname, o.weights == LC_WEIGHTS_F16 || o.weights == LC_WEIGHTS_BF16
                             ? " (dequantised at load)"
-                            : " (block types as stored, others in f16)");
+                            : " (block types as stored, others in f16)",
+                 o.kv_type == LC_KV_FP8 ? "fp8 (e4m3, a scale per token and head)" : "fp16");
     else
         snprintf(host_dev, sizeof host_dev, "cpu: %s, %d threads, %s weights", cpu,
                  info.n_threads, wname);
-    tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size);
+    tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size, o.kv_type == LC_KV_FP8);
     if (n_seqs > 1) {
         sb_printf(&table, "\nBatched decode: %lld sequences of each length decoding together "
                   "(aggregate generated tokens/s over --gen steps in which %s, after two "
