@@ -669,8 +669,9 @@ typedef enum lc_kv_type {
     LC_KV_FP8  = 1, /* CUDA: fp8 e4m3 codes with one fp32 scale per (token, KV head), keys
                        centred on the layer's key bias: 132 bytes a token and head at head dim
                        128, against fp16's 256, so about 1.94x the tokens in the same memory.
-                       Lossy (NOTES section 64 has its accuracy); dense attention only so far
-                       (the sparse methods refuse it at lc_context_create) */
+                       Lossy (NOTES section 64 has its accuracy); read by the dense, infinitehip
+                       and streaming methods (hip and tokenselect refuse it at
+                       lc_context_create), on GPUs of compute capability 8.9 or newer */
 } lc_kv_type;
 
 typedef struct lc_context_params {

@@ -102,8 +102,9 @@ int lc_copy_slabs_check(const void *src, const void *dst, const lc_slab_copy *co
  *   centres a key on fp16(centre) (the layer's key bias, so that the codes spend their 3
  *   mantissa bits on what varies between tokens: NOTES section 35), clamps to +-LC_KV_E4M3_MAX,
  *   scales each (token, head) row by its largest |x| to 448 and rounds to nearest even.
- * Readers of the fp8 layout so far: kv_write, kv_read, attn_dense (CUDA); the other ops
- * refuse a view with e4m3 set (LC_ERR_UNSUPPORTED). */
+ * Readers of the fp8 layout so far: kv_write, kv_read, attn_dense, prune_chunks,
+ * attn_segments (CUDA; the backend's kv_e4m3); the other ops refuse a view with e4m3 set
+ * (LC_ERR_UNSUPPORTED). */
 typedef struct lc_kv_layer_view {
     void   *k;
     void   *v;
@@ -481,7 +482,7 @@ struct lc_backend {
                                  types are converted as under the backend's auto weight type */
     uint32_t    kv_type;     /* element type of the KV pools (LC_TYPE_F32 / F16) */
     bool        kv_e4m3;     /* its kernels read the fp8 KV layout (LC_KV_E4M3; kv_write,
-                                kv_read, attn_dense) */
+                                kv_read, attn_dense, prune_chunks, attn_segments) */
     int32_t     page_size;   /* the KV page size its kernels need; 0: any power of two */
     /* The kernel choices the ops follow (longctx.h; all zero, the defaults, from the
      * constructors): lc_model_load copies lc_model_params.tuning here. Ops read the struct
