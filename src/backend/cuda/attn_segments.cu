@@ -1,7 +1,9 @@
 // attn_segments.cu — InfiniteHiP block-sparse attention on the GPU (op attn_segments), the twin of
 // lc_cpu_attn_segments (backend/cpu/cpu_attn_segments.c); contract in backend/backend.h "Sparse
 // attention"; digest spec/infinitehip-and-hip.md §3–4 (the BSA step: sink + selected chunks +
-// sliding window, StreamingLLM re-indexing §4.2).
+// sliding window, StreamingLLM re-indexing §4.2). Pools in the fp8 layout (backend.h
+// LC_KV_E4M3, sp_params.e8) are read through kv8_load8: each 16-byte piece a path copies is
+// loaded as 8 codes and stored dequantised instead (bench/NOTES.md 64).
 //
 // The attended keys of a query block b and group g form one list, the same for every row of
 // the block: sink [0, n_s), the selected segments in position order, the window [win0, last

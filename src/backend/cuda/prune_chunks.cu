@@ -1,7 +1,8 @@
 // prune_chunks.cu — one InfiniteHiP pruning stage on the GPU, the twin of lc_cpu_prune_chunks
 // (backend/cpu/cpu_prune_chunks.c; contract in backend.h, "InfiniteHiP selection and block-sparse
 // attention"). Paper: InfiniteHiP (seeds/000_ced830aa0d9eb0ea.txt) §3.1–3.2, Alg. 2–3; digest
-// spec/infinitehip-and-hip.md §3.2 and §4.1.
+// spec/infinitehip-and-hip.md §3.2 and §4.1. A key pool in the fp8 layout (backend.h
+// LC_KV_E4M3) is read by dequant_probe_row instead of copy_probe_row (bench/NOTES.md 64).
 //
 // Two kernels on the backend's stream (a third for relative-RoPE decode, 2b):
 //  1. prep: per (block, group) the chunk list [start, len) in rank order (the input segments
