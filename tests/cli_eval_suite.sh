@@ -11,14 +11,8 @@ BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
 HAY="data/haystack/django-docs.txt"
 QA="data/haystack/django-settings.txt"
-for f in "$MODEL" "$HAY" "$QA"; do
-    if [ ! -f "$f" ]; then
-        echo "$f not found (make model haystack)"
-        [ "${LC_REQUIRE_MODEL:-0}" = 1 ] && exit 1
-        exit 77
-    fi
-done
-. "$(dirname "$0")/lib_cli.sh" # TMP, pass / fail, ok, bad, check, has
+. "$(dirname "$0")/lib_cli.sh" # TMP, pass / fail, ok, bad, check, has, need_files
+need_files "make model haystack" "$MODEL" "$HAY" "$QA"
 
 # expect CODE PATTERN -- command...: exit code CODE and stderr matching PATTERN, one line
 expect() {

@@ -8,12 +8,8 @@
 set -u
 BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [ ! -f "$MODEL" ]; then
-    echo "model $MODEL not found"
-    [ "${LC_REQUIRE_MODEL:-0}" = 1 ] && exit 1
-    exit 77
-fi
 . "$(dirname "$0")/lib_cli.sh"
+need_files "make model" "$MODEL"
 
 run() { "$BIN" run -m "$MODEL" -t 2 --chat --temp 0 -n 12 -p "Name a colour." "$@"; }
 run --device cpu --kv-type fp8 >"$TMP/out" 2>"$TMP/err"

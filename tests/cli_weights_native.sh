@@ -8,12 +8,8 @@
 set -u
 BIN="$1"
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [ ! -f "$MODEL" ]; then
-    echo "model $MODEL not found"
-    [ "${LC_REQUIRE_MODEL:-0}" = 1 ] && exit 1
-    exit 77
-fi
 . "$(dirname "$0")/lib_cli.sh"
+need_files "make model" "$MODEL"
 
 Q="Name three primary colours."
 "$BIN" run -m "$MODEL" --device cpu -t 2 --chat --temp 0 -n 24 -p "$Q" \

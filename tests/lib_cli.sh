@@ -3,6 +3,8 @@
 #   ok; bad MESSAGE...          count a pass; count a failure and say it on stderr
 #   check NAME GOT WANT         a pass when GOT equals WANT, else a failure naming both
 #   has FILE PATTERN            "yes" when FILE holds PATTERN (grep), else "no"
+#   need_files HINT FILE...     exit 77 (skipped) saying which FILE is missing and HINT (the make
+#                               target that installs it); exit 1 instead with LC_REQUIRE_MODEL=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0
@@ -13,6 +15,17 @@ check() {
     if [ "$2" = "$3" ]; then ok; else bad "$1: got '$2', want '$3'"; fi
 }
 has() { grep -q -- "$2" "$1" && echo yes || echo no; }
+need_files() {
+    local hint="$1" f
+    shift
+    for f in "$@"; do
+        if [ ! -f "$f" ]; then
+            echo "$f not found ($hint)"
+            [ "${LC_REQUIRE_MODEL:-0}" = 1 ] && exit 1
+            exit 77
+        fi
+    done
+}
 # serve_test_prereqs BIN: what the server tests need, else exit 77 (skipped) saying which is
 # missing: the bundled test model (sets MODEL), a build with server support, python3.
 serve_test_prereqs() {

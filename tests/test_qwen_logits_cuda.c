@@ -76,6 +76,15 @@ static lc_context *make_context_fp8(lc_model *m, int32_t n_ctx, int32_t n_batch)
     return rc == LC_OK ? c : NULL;
 }
 
+/* The largest |log-prob - the reference's| over f's first TOP_COMPARE reference ids; *at: its id. */
+static double max_top_diff(const double *lp, const fixture_t *f, int *at) {
+    double d = 0;
+    *at      = f->top[0].id;
+    for (int k = 0; k < TOP_COMPARE && k < f->n_top; k++)
+        if (fabs(lp[f->top[k].id] - f->top[k].lp) > d) d = fabs(lp[f->top[k].id] - f->top[k].lp), *at = f->top[k].id;
+    return d;
+}
+
 /* Section 4: the fp8 KV cache against the reference; the worst max |d| over the prompts'
  * evaluations into worst[i], greedy agreement into greedy[i]. */
 static void check_fp8(lc_model *gpu, fixture_t *fx, int n_fx, double *worst, int *greedy) {
@@ -106,9 +115,8 @@ static void check_fp8(lc_model *gpu, fixture_t *fx, int n_fx, double *worst, int
             int              steps;
             if (!eval_prompt(c, f->ids, f->n_ids, true, lc_context_default_params().n_batch, lp, &steps))
                 continue;
-            double d = 0;
-            for (int k = 0; k < TOP_COMPARE && k < f->n_top; k++)
-                if (fabs(lp[f->top[k].id] - f->top[k].lp) > d) d = fabs(lp[f->top[k].id] - f->top[k].lp);
+            int          at;
+            const double d = max_top_diff(lp, f, &at);
             fprintf(stderr, "%-13s fp8 KV, infinitehip (sparse path): max|dlogprob| %.2e, top-1 %s\n",
                     f->name, d, argmax(lp, nv) == f->top[0].id ? "same" : "differs");
             CHECKF(d <= TOL_FP8, "%s fp8 KV, infinitehip: max|dlogprob| %.3g > %g", f->name, d, TOL_FP8);
@@ -123,11 +131,8 @@ static void check_fp8(lc_model *gpu, fixture_t *fx, int n_fx, double *worst, int
             if (!eval_prompt(chunked ? c16 : c1, f->ids, f->n_ids, true,
                              chunked ? 16 : lc_context_default_params().n_batch, lp, &steps))
                 continue;
-            double d = 0;
-            int    at = f->top[0].id;
-            for (int k = 0; k < TOP_COMPARE && k < f->n_top; k++)
-                if (fabs(lp[f->top[k].id] - f->top[k].lp) > d)
-                    d = fabs(lp[f->top[k].id] - f->top[k].lp), at = f->top[k].id;
+            int          at;
+            const double d   = max_top_diff(lp, f, &at);
             const int  am  = argmax(lp, nv);
             const bool tie = f->n_top > 1 && f->top[0].lp - f->top[1].lp < TOP1_TIE_FP8;
             fprintf(stderr, "%-13s fp8 KV, %-11s max|dlogprob| %.2e (token %d), top-1 %s\n",

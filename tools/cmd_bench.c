@@ -344,7 +344,7 @@ static void ratio(sbuf *b, double ours, double theirs) {
 }
 
 static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool hf, bool gpu,
-                   const lc_model_info *info, long long page_size, bool kv_fp8) {
+                   const lc_model_info *info, long long page_size, lc_kv_type kv_type) {
     sb_printf(t, "| context | prompt tok/s | gen tok/s | gen tok/s (median step) |");
     if (lcpp)
         sb_printf(t, " llama.cpp prompt tok/s | llama.cpp gen tok/s | prompt ratio | gen ratio |");
@@ -385,11 +385,7 @@ static void tables(sbuf *t, const bench_row *rows, int n_rows, bool lcpp, bool h
     bool any_mem = false;
     for (int i = 0; i < n_rows; i++) any_mem |= rows[i].have_mem;
     if (any_mem) {
-        /* (fp8: a code per element and a 4-byte scale per token and head, backend.h LC_KV_E4M3) */
-        const uint64_t page_bytes = 2ull * (uint64_t)info->n_layer * (uint64_t)info->n_head_kv *
-                                    (uint64_t)page_size *
-                                    (kv_fp8 ? (uint64_t)info->head_dim + 4u
-                                            : (uint64_t)info->head_dim * (gpu ? 2u : 4u));
+        const uint64_t page_bytes = (uint64_t)(gen_kv_bytes_per_token(info, kv_type) * (double)page_size);
         sb_printf(t, "\nMemory after each context's runs (backend allocations; KV pool = pages x "
                   "page bytes, %.3f MiB per %lld-token page over all layers, K and V):\n\n",
                   (double)page_bytes / 1048576.0, page_size);
@@ -660,7 +656,7 @@ int cmd_bench(int argc, char **argv) {
     else
         snprintf(host_dev, sizeof host_dev, "cpu: %s, %d threads, %s weights", cpu,
                  info.n_threads, wname);
-    tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size, o.kv_type == LC_KV_FP8);
+    tables(&table, rows, n_ctxs, compare, compare_hf, gpu, &info, o.page_size, o.kv_type);
     if (n_seqs > 1) {
         sb_printf(&table, "\nBatched decode: %lld sequences of each length decoding together "
                   "(aggregate generated tokens/s over --gen steps in which %s, after two "

@@ -422,8 +422,8 @@ static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info 
 static int gen_kv_slot_cache(const char *cmd, const gen_opts *o, double per_token,
                              lc_context_params *cp);
 
-/* KV bytes a token takes: fp16 on the GPU, fp32 on the CPU */
-static double kv_bytes_per_token(const lc_model_info *info, lc_kv_type kv_type) {
+/* KV bytes a token takes (gen.h) */
+double gen_kv_bytes_per_token(const lc_model_info *info, lc_kv_type kv_type) {
     if (kv_type == LC_KV_FP8) /* a code per element, a 4-byte scale per (token, head) */
         return 2.0 * info->n_layer * info->n_head_kv * (info->head_dim + 4.0);
     return 2.0 * info->n_layer * info->n_head_kv * info->head_dim *
@@ -452,7 +452,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     cp.overcommit = o->overcommit;
     cp.ws_batch_control = o->ws_batch_control;
     if (o->kv_gb > 0) {
-        const double per_token = kv_bytes_per_token(&info, o->kv_type);
+        const double per_token = gen_kv_bytes_per_token(&info, o->kv_type);
         const double tokens = o->kv_gb * 1073741824.0 / per_token;
         if (tokens < 1) {
             fprintf(stderr, "longctx %s: --kv-gb %g holds no token of this model (%.0f bytes "
@@ -463,7 +463,7 @@ int gen_context_params(const char *cmd, const gen_opts *o, lc_model *m, int64_t 
     }
     if (o->n_seq_max > 0) cp.n_seq_max = o->n_seq_max;
     if (gen_kv_tiers(cmd, o, &info, &cp) != CLI_OK ||
-        gen_kv_slot_cache(cmd, o, kv_bytes_per_token(&info, o->kv_type), &cp) != CLI_OK)
+        gen_kv_slot_cache(cmd, o, gen_kv_bytes_per_token(&info, o->kv_type), &cp) != CLI_OK)
         return CLI_ERR;
     *out = cp;
     return CLI_OK;
@@ -493,7 +493,7 @@ static int gen_kv_slot_cache(const char *cmd, const gen_opts *o, double per_toke
  * host; both set the capacity to their sum (then --kv-tokens / --kv-gb may not be given). */
 static int gen_kv_tiers(const char *cmd, const gen_opts *o, const lc_model_info *info,
                         lc_context_params *cp) {
-    const double per_token = kv_bytes_per_token(info, o->kv_type);
+    const double per_token = gen_kv_bytes_per_token(info, o->kv_type);
     const bool host_set = o->kv_host_tokens > 0 || o->kv_host_gb > 0;
     const bool gpu_set  = o->kv_gpu_tokens > 0 || o->kv_gpu_gb > 0;
     if (!host_set && !gpu_set) return CLI_OK;

@@ -64,6 +64,9 @@ void gen_attn_describe(const gen_opts *o, char *buf, size_t cap);
 void gen_tuning_describe(const gen_opts *o, char *buf, size_t cap);
 
 int gen_load(const char *cmd, gen_opts *o, lc_model **model);
+/* KV bytes one token takes over all layers, K and V, in kv_type: fp16 on the GPU and fp32 on the
+ * CPU (LC_KV_AUTO), or the fp8 layout's code per element plus a 4-byte scale per head */
+double gen_kv_bytes_per_token(const lc_model_info *info, lc_kv_type kv_type);
 /* The attention method settings (and diagnostics) of the options into context parameters. */
 void gen_context_attn(const gen_opts *o, lc_context_params *cp);
 int gen_context(const char *cmd, const gen_opts *o, lc_model *m, int64_t need_ctx,

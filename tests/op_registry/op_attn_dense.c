@@ -164,26 +164,13 @@ static int dense_make_any(op_env *e, const op_shape *sh, void **state, bool e8) 
     if (e8) {
         /* slabs of codes and scales; the CPU twin's pools the values they stand for */
         s->cen = malloc(sizeof(float) * (size_t)(s->H * s->D));
-        s->k8 = malloc(slabs * sb), s->v8 = malloc(slabs * sb);
-        float *row = malloc(sizeof(float) * (size_t)s->D);
-        if (!s->cen || !s->k8 || !s->v8 || !row) return free(row), LC_ERR_NOMEM;
+        if (!s->cen) return LC_ERR_NOMEM;
         for (int32_t i = 0; i < s->H * s->D; i++) s->cen[i] = 40.0f * test_frand(&e->rng);
-        for (size_t sl = 0; sl < slabs; sl++) {
-            const int32_t h = (int32_t)(sl % (size_t)s->H);
-            for (int32_t t = 0; t < P; t++)
-                for (int part = 0; part < 2; part++) {
-                    unsigned char *slab = (part ? s->v8 : s->k8) + sl * sb;
-                    const float   *c    = part ? NULL : s->cen + (int64_t)h * s->D;
-                    float         *ref  = (part ? s->vc : s->kc) + ((int64_t)sl * P + t) * s->D;
-                    for (int32_t d = 0; d < s->D; d++)
-                        row[d] = (part ? 1.0f : 2.0f) * test_frand(&e->rng) + (c ? c[d] : 0.0f);
-                    const float sc = lc_kv_e4m3_quantize(row, c, s->D, slab + (size_t)t * (size_t)s->D);
-                    memcpy(slab + (size_t)P * (size_t)s->D + sizeof(float) * (size_t)t, &sc, sizeof sc);
-                    for (int32_t d = 0; d < s->D; d++)
-                        ref[d] = lc_kv_e4m3_value(slab[(size_t)t * (size_t)s->D + (size_t)d], sc, c ? c[d] : 0.0f);
-                }
-        }
-        free(row);
+        for (int64_t i = 0; i < s->pool; i++)
+            s->kc[i] = 2.0f * test_frand(&e->rng), s->vc[i] = test_frand(&e->rng);
+        s->k8 = op_e8_slabs(s->kc, slabs, s->H, P, s->D, s->cen); /* keys offset by the centres */
+        s->v8 = op_e8_slabs(s->vc, slabs, s->H, P, s->D, NULL);
+        if (!s->k8 || !s->v8) return LC_ERR_NOMEM;
     } else {
         for (int64_t i = 0; i < s->pool; i++) {
             s->kb[i] = lc_fp32_to_fp16(2.0f * test_frand(&e->rng)), s->vb[i] = lc_fp32_to_fp16(test_frand(&e->rng));

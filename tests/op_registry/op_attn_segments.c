@@ -38,27 +38,15 @@ static float         *g_cen;
 /* Quantise w's pools into g_k8 / g_v8 (keys centred on g_cen, offset by it first) and replace
  * w's keys and values by what the codes stand for. */
 static void e8_quantise(world *w) {
-    const tcase  *c  = &w->c;
-    const int32_t P = c->P, D = c->D, H = c->H;
-    const size_t  sb = lc_kv_slab_bytes(true, LC_TYPE_F16, P, D), slabs = (size_t)w->n_pages * (size_t)H;
-    g_k8 = malloc(slabs * sb), g_v8 = malloc(slabs * sb), g_cen = malloc(sizeof(float) * (size_t)(H * D));
-    float *row = malloc(sizeof(float) * (size_t)D);
-    CHECK(g_k8 && g_v8 && g_cen && row);
-    if (!g_k8 || !g_v8 || !g_cen || !row) return free(row);
-    for (int32_t i = 0; i < H * D; i++) g_cen[i] = 8.0f * test_frand(&rng);
-    for (size_t sl = 0; sl < slabs; sl++)
-        for (int32_t t = 0; t < P; t++)
-            for (int part = 0; part < 2; part++) {
-                unsigned char *slab = (part ? g_v8 : g_k8) + sl * sb;
-                const float   *cen  = part ? NULL : g_cen + (int64_t)(sl % (size_t)H) * D;
-                float         *x    = (part ? w->v : w->k) + ((int64_t)sl * P + t) * D;
-                for (int32_t d = 0; d < D; d++) row[d] = x[d] + (cen ? cen[d] : 0.0f);
-                const float sc = lc_kv_e4m3_quantize(row, cen, D, slab + (size_t)t * (size_t)D);
-                memcpy(slab + (size_t)P * (size_t)D + sizeof(float) * (size_t)t, &sc, sizeof sc);
-                for (int32_t d = 0; d < D; d++)
-                    x[d] = lc_kv_e4m3_value(slab[(size_t)t * (size_t)D + (size_t)d], sc, cen ? cen[d] : 0.0f);
-            }
-    free(row);
+    const tcase *c     = &w->c;
+    const size_t slabs = (size_t)w->n_pages * (size_t)c->H;
+    g_cen              = malloc(sizeof(float) * (size_t)(c->H * c->D));
+    CHECK(g_cen != NULL);
+    if (!g_cen) return;
+    for (int32_t i = 0; i < c->H * c->D; i++) g_cen[i] = 8.0f * test_frand(&rng);
+    g_k8 = op_e8_slabs(w->k, slabs, c->H, c->P, c->D, g_cen);
+    g_v8 = op_e8_slabs(w->v, slabs, c->H, c->P, c->D, NULL);
+    CHECK(g_k8 && g_v8);
 }
 static void e8_free(void) {
     free(g_k8), free(g_v8), free(g_cen);

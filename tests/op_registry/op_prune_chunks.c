@@ -48,25 +48,17 @@ typedef struct dev_world {
 
 /* g_e8: w's keys quantised into slabs (returned, malloc'd) and replaced by their values */
 static unsigned char *e8_quantise(hs_world *w, float **cen_out, size_t *bytes) {
-    const int32_t P = w->cs.P, D = w->cs.D, H = w->cs.H;
-    const size_t  sb = lc_kv_slab_bytes(true, LC_TYPE_F16, P, D), slabs = (size_t)w->n_pages * (size_t)H;
-    unsigned char *k8  = malloc(slabs * sb);
-    float         *cen = malloc(sizeof(float) * (size_t)(H * D)), *row = malloc(sizeof(float) * (size_t)D);
-    CHECK(k8 && cen && row);
-    if (!k8 || !cen || !row) return free(k8), free(cen), free(row), NULL;
-    for (int32_t i = 0; i < H * D; i++) cen[i] = 4.0f * test_frand(&hs_rng);
-    for (size_t sl = 0; sl < slabs; sl++)
-        for (int32_t t = 0; t < P; t++) {
-            const float *c = cen + (int64_t)(sl % (size_t)H) * D;
-            float       *x = w->k + ((int64_t)sl * P + t) * D;
-            for (int32_t i = 0; i < D; i++) row[i] = x[i] + c[i];
-            const float sc = lc_kv_e4m3_quantize(row, c, D, k8 + sl * sb + (size_t)t * (size_t)D);
-            memcpy(k8 + sl * sb + (size_t)P * (size_t)D + sizeof(float) * (size_t)t, &sc, sizeof sc);
-            for (int32_t i = 0; i < D; i++)
-                x[i] = lc_kv_e4m3_value(k8[sl * sb + (size_t)t * (size_t)D + (size_t)i], sc, c[i]);
-        }
-    free(row);
-    *cen_out = cen, *bytes = slabs * sb;
+    const int32_t H = w->cs.H, D = w->cs.D;
+    const size_t  slabs = (size_t)w->n_pages * (size_t)H;
+    float        *cen   = malloc(sizeof(float) * (size_t)(H * D));
+    unsigned char *k8   = NULL;
+    if (cen) {
+        for (int32_t i = 0; i < H * D; i++) cen[i] = 4.0f * test_frand(&hs_rng);
+        k8 = op_e8_slabs(w->k, slabs, H, w->cs.P, D, cen);
+    }
+    CHECK(k8 && cen);
+    if (!k8) return free(cen), NULL;
+    *cen_out = cen, *bytes = slabs * lc_kv_slab_bytes(true, LC_TYPE_F16, w->cs.P, D);
     return k8;
 }
 

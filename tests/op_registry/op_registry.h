@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda.h"
+#include "format/quant.h"
 #include "test_util.h"
 
 #include <stdbool.h>
@@ -114,6 +115,34 @@ static inline int op_compare_floats(lc_backend *b, const float *ref, const float
     r->err  = test_nmse(ref, host, n, &r->nonfinite);
     r->hash = op_hash(OP_HASH_START, host, sizeof(float) * n);
     return LC_OK;
+}
+
+/* A float pool [n_slabs][P][D] (slab = page x H + head) in the fp8 layout (backend.h
+ * LC_KV_E4M3): each token's row, first offset by its head's row of cen ([H][D]; NULL: no offset
+ * and no centre, as for values), quantised as kv_write does (lc_kv_e4m3_quantize, centred on
+ * cen) into the returned slabs (malloc'd, n_slabs x lc_kv_slab_bytes; NULL when out of memory),
+ * and replaced in the pool by what its codes stand for (lc_kv_e4m3_value), so that a CPU twin
+ * reading the pool sees the numbers the device reads from the slabs. */
+static inline unsigned char *op_e8_slabs(float *pool, size_t n_slabs, int32_t H, int32_t P,
+                                         int32_t D, const float *cen) {
+    const size_t   sb    = lc_kv_slab_bytes(true, LC_TYPE_F16, P, D);
+    unsigned char *slabs = malloc(n_slabs * sb);
+    float         *row   = malloc(sizeof(float) * (size_t)D);
+    if (!slabs || !row) return free(slabs), free(row), NULL;
+    for (size_t sl = 0; sl < n_slabs; sl++) {
+        const float   *c    = cen ? cen + (int64_t)(sl % (size_t)H) * D : NULL;
+        unsigned char *slab = slabs + sl * sb;
+        for (int32_t t = 0; t < P; t++) {
+            float         *x     = pool + ((int64_t)sl * P + t) * D;
+            unsigned char *codes = slab + (size_t)t * (size_t)D;
+            for (int32_t d = 0; d < D; d++) row[d] = x[d] + (c ? c[d] : 0.0f);
+            const float sc = lc_kv_e4m3_quantize(row, c, D, codes);
+            memcpy(slab + (size_t)P * (size_t)D + sizeof(float) * (size_t)t, &sc, sizeof sc);
+            for (int32_t d = 0; d < D; d++) x[d] = lc_kv_e4m3_value(codes[d], sc, c ? c[d] : 0.0f);
+        }
+    }
+    free(row);
+    return slabs;
 }
 
 #define OP_N_SHAPES(table) ((int32_t)(sizeof(table) / sizeof((table)[0])))
