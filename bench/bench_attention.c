@@ -7,7 +7,9 @@
  * usage: bench_attention decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]
  * (each also as NAME=VALUE: mode, kv_heads, group, head_dim, keys, reps, kv; -h lists them:
  * bench_args.h; a bad argument names itself, exit 2 as before). kv=e4m3: the pools in the fp8
- * layout (backend.h LC_KV_E4M3: random codes, scales and key centres), kv=f16 the default.
+ * layout (backend.h LC_KV_E4M3: random codes, scales and key centres), kv=f16 the default;
+ * centre=0: fp8 pools without key centres (a model without key biases: Llama; the decode kernel
+ * then skips its centre term and fits three CTAs an SM); rope=neox: split-half pairs (Qwen2).
  * prints one line: mode kv_heads group head_dim keys median_us min_us
  * LONGCTX_BENCH_TUNE="NAME=VALUE,..." sets the backend's tuning (bench_util.h; e.g.
  * prefill=mma: the mma.sync prefill kernel on Hopper).
@@ -26,13 +28,15 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-    int             mode = 0, H = 0, G = 0, D = 0, reps = 0, e8 = 0;
+    int             mode = 0, H = 0, G = 0, D = 0, reps = 0, e8 = 0, centre = 1, neox = 0;
     int64_t         keys   = 0;
     const bench_opt opts[] = {
         {"mode", 'c', &mode, "decode|prefill", 0, 0, 1, true, "one decode row or a causal prefill of KEYS rows"},
         BENCH_OPTS_SHAPE(&H, &G, &D, &keys, 1, 2),
         {"reps", 'i', &reps, NULL, 0, 1000000, 6, false, "timed runs (0: 50 decode, 5 prefill)"},
         {"kv", 'c', &e8, "f16|e4m3", 0, 0, 0, false, "the KV pools' layout (default f16)"},
+        {"centre", 'i', &centre, NULL, 0, 1, 0, false, "e4m3: key centres (1, default) or none (0)"},
+        {"rope", 'c', &neox, "norm|neox", 0, 0, 0, false, "RoPE pairing (default norm: adjacent)"},
     };
     BENCH_ARGS("decode|prefill N_KV_HEADS GROUP HEAD_DIM KEYS [REPEATS]", opts, NULL, NULL, NULL);
     const int     decode = mode == 0;
@@ -85,7 +89,7 @@ int main(int argc, char **argv) {
         if (bad) return 1;
     }
     if (bench_rope_upload(keys, D, dcs, dsn)) return 1;
-    lc_rope_table rope = {(int32_t)keys, D, LC_ROPE_NORM, dcs, dsn, 1.0f};
+    lc_rope_table rope = {(int32_t)keys, D, neox ? LC_ROPE_NEOX : LC_ROPE_NORM, dcs, dsn, 1.0f};
     int32_t      *pages = malloc(sizeof(int32_t) * n_pages);
     for (int64_t i = 0; i < n_pages; i++) pages[i] = (int32_t)i;
     lc_attn_seq seq = {0, rows, decode ? (int32_t)keys - 1 : 0, pages, 0};
@@ -93,7 +97,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_attention: %s\n", lc_last_error());
         return 1;
     }
-    lc_kv_layer_view kv = {dk, dv, P, H, D, NULL, e8 != 0, e8 ? dcen : NULL};
+    lc_kv_layer_view kv = {dk, dv, P, H, D, NULL, e8 != 0, e8 && centre ? dcen : NULL};
     const float      scale = 1.0f / sqrtf((float)D);
     bench_opcall call = {b, &kv, &seq, NULL, 0, dq, n_head, &rope, scale, dout, NULL, 0};
     bench_times  tm;

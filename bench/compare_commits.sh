@@ -13,7 +13,10 @@
 #   CASES: a file of benchmark command lines (a program of build-gpu/ and its arguments, one a
 #   line, '#' comments); default: dense decode and prefill (bench_attention) and InfiniteHiP
 #   decode and prefill at 1M (bench_infinitehip 3k), the Llama-3.1-8B shape, and the Qwen2.5
-#   shape (2 KV heads x 6).
+#   shape (2 KV heads x 6). A line "PROGRAM NEW ARGS || OLD ARGS" runs the old tree's program
+#   with other arguments (an option the old program lacks).
+#   OLD_BUILD_ARGS: extra cmake arguments for the old tree's build (e.g.
+#   -DCMAKE_CUDA_ARCHITECTURES=90a-real: Hopper only, faster).
 # The current tree must already be built in build-gpu/ (scripts/gpu-build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +36,7 @@ if ! [ -x "$ODIR/build-gpu/longctx" ] || [ "$(cat "$ODIR/.tarball" 2>/dev/null)"
     tar -xzf "$OLD" -C "$ODIR"
     [ -d .deb ] && ln -sfn "$PWD/.deb" "$ODIR/.deb"
     echo "compare_commits: building the old tree in $ODIR" >&2
-    (cd "$ODIR" && bash scripts/gpu-build.sh) >&2
+    (cd "$ODIR" && bash scripts/gpu-build.sh ${OLD_BUILD_ARGS:-}) >&2
     echo "$SUM" > "$ODIR/.tarball"
 fi
 [ "$BUILD_ONLY" = 1 ] && exit 0
@@ -87,8 +90,11 @@ i=0
 while IFS= read -r line; do
     i=$((i + 1))
     echo "compare_commits: [$i/$n] $line" >&2
-    a1=$(measure . "$line"); b1=$(measure "$ODIR" "$line")
-    a2=$(measure . "$line"); b2=$(measure "$ODIR" "$line")
+    new_line=${line%% || *}
+    old_line=$new_line
+    case "$line" in *" || "*) old_line="${new_line%% *} ${line#* || }" ;; esac
+    a1=$(measure . "$new_line"); b1=$(measure "$ODIR" "$old_line")
+    a2=$(measure . "$new_line"); b2=$(measure "$ODIR" "$old_line")
     awk -v l="$line" -v a1="$a1" -v a2="$a2" -v b1="$b1" -v b2="$b2" 'BEGIN {
         a = (a1 + a2) / 2; b = (b1 + b2) / 2
         printf("| `%s` | %.1f (%s, %s) | %.1f (%s, %s) | %.3f |\n", l, a, a1, a2, b, b1, b2, b > 0 ? a / b : 0)

@@ -21,7 +21,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* n = {D, kv heads H, group G, pairing, half rotary, yarn, batch kind, li}: batch kinds (pos0,
+/* n = {D, kv heads H, group G, pairing, half rotary, flags, batch kind, li}: flags bit 0 a YaRN
+ * table, bit 1 (e4m3) no key centres (a model without key biases); batch kinds (pos0,
  * rows per sequence; lens = 1, 63, 65, 4097):
  *   0 decode:  one row after lens[li] - 1 keys, after lens[li + 1] - 1, after 200
  *   1 prefill: lens[li] rows from empty, 70 rows after lens[li], a decode row after
@@ -51,6 +52,8 @@ static const op_shape dense_shapes[] = {
     DENSE_GQA(64, LC_ROPE_NORM, "norm"),  DENSE_GQA(64, LC_ROPE_NEOX, "neox"),
     DENSE_GQA(128, LC_ROPE_NORM, "norm"), DENSE_GQA(128, LC_ROPE_NEOX, "neox"),
     DENSE_EXTRA(64), DENSE_EXTRA(128),
+    /* more than 8 query heads a KV head: the decode kernel's CTAs split them in groups of 8 */
+    DENSE_LENS(128, 2, 12, LC_ROPE_NEOX, "neox"), DENSE_LENS(64, 1, 9, LC_ROPE_NORM, "norm"),
     {"long D128 H8 G4 norm (200K decode, 512 after 20K)", {128, 8, 4, LC_ROPE_NORM, 0, 0, DENSE_LONG, 0}, true},
     {"long D64 H3 G3 norm (200K decode, 512 after 20K)", {64, 3, 3, LC_ROPE_NORM, 0, 0, DENSE_LONG, 0}, true},
 };
@@ -67,10 +70,21 @@ static const op_shape e8_shapes[] = {
     E8_LENS(128, 8, 1, LC_ROPE_NEOX, "neox"),
     {"e4m3 partial-rotary D128 H2 G4 norm", {128, 2, 4, LC_ROPE_NORM, 1, 0, DENSE_MIX, 0}, false},
     {"e4m3 long D128 H2 G6 neox (200K decode, 512 after 20K)", {128, 2, 6, LC_ROPE_NEOX, 0, 0, DENSE_LONG, 0}, true},
+    /* no key centres (Llama, SmolLM2: the decode kernel's other shared-memory plan) */
+    {"e4m3 no centres decode D128 H8 G4 norm keys 1", {128, 8, 4, LC_ROPE_NORM, 0, 2, DENSE_DECODE, 0}, false},
+    {"e4m3 no centres decode D128 H8 G4 norm keys 4097", {128, 8, 4, LC_ROPE_NORM, 0, 2, DENSE_DECODE, 3}, false},
+    {"e4m3 no centres decode D64 H3 G3 norm keys 63", {64, 3, 3, LC_ROPE_NORM, 0, 2, DENSE_DECODE, 1}, false},
+    {"e4m3 no centres decode D128 H2 G6 neox keys 65", {128, 2, 6, LC_ROPE_NEOX, 0, 2, DENSE_DECODE, 2}, false},
+    {"e4m3 no centres mix D128 H2 G4 partial-rotary yarn norm", {128, 2, 4, LC_ROPE_NORM, 1, 3, DENSE_MIX, 0}, false},
+    {"e4m3 no centres long D128 H8 G4 norm (200K decode, 512 after 20K)", {128, 8, 4, LC_ROPE_NORM, 0, 2, DENSE_LONG, 0}, true},
+    /* more than 8 query heads a KV head */
+    {"e4m3 decode D128 H2 G12 neox keys 4097", {128, 2, 12, LC_ROPE_NEOX, 0, 0, DENSE_DECODE, 3}, false},
+    {"e4m3 no centres decode D64 H1 G9 norm keys 65", {64, 1, 9, LC_ROPE_NORM, 0, 2, DENSE_DECODE, 2}, false},
 };
 
 typedef struct dense_state {
     bool             e8;   /* the fp8 layout: dk, dv hold slabs, dcen the key centres */
+    bool             nocen; /* e8 without key centres (dcen passed as NULL) */
     float           *cen;  /* [H][D] host key centres (e8) */
     unsigned char   *k8, *v8;
     void            *dcen;
@@ -104,7 +118,8 @@ static int dense_make_any(op_env *e, const op_shape *sh, void **state, bool e8) 
     s->D = (int32_t)sh->n[0], s->H = (int32_t)sh->n[1], s->G = (int32_t)sh->n[2];
     const lc_rope_pairing pairing = (lc_rope_pairing)sh->n[3];
     const int32_t         li      = (int32_t)sh->n[7], P = 64;
-    const bool            yarn    = sh->n[5] != 0;
+    const bool            yarn    = (sh->n[5] & 1) != 0;
+    s->nocen                      = e8 && (sh->n[5] & 2) != 0;
     s->n_head = s->H * s->G, s->n_rot = sh->n[4] ? s->D / 2 : s->D;
     int32_t cs[3][2]; /* pos0, rows */
     switch (sh->n[6]) {
@@ -165,10 +180,10 @@ static int dense_make_any(op_env *e, const op_shape *sh, void **state, bool e8) 
         /* slabs of codes and scales; the CPU twin's pools the values they stand for */
         s->cen = malloc(sizeof(float) * (size_t)(s->H * s->D));
         if (!s->cen) return LC_ERR_NOMEM;
-        for (int32_t i = 0; i < s->H * s->D; i++) s->cen[i] = 40.0f * test_frand(&e->rng);
+        for (int32_t i = 0; i < s->H * s->D; i++) s->cen[i] = s->nocen ? 0.0f : 40.0f * test_frand(&e->rng);
         for (int64_t i = 0; i < s->pool; i++)
             s->kc[i] = 2.0f * test_frand(&e->rng), s->vc[i] = test_frand(&e->rng);
-        s->k8 = op_e8_slabs(s->kc, slabs, s->H, P, s->D, s->cen); /* keys offset by the centres */
+        s->k8 = op_e8_slabs(s->kc, slabs, s->H, P, s->D, s->nocen ? NULL : s->cen); /* keys offset by the centres */
         s->v8 = op_e8_slabs(s->vc, slabs, s->H, P, s->D, NULL);
         if (!s->k8 || !s->v8) return LC_ERR_NOMEM;
     } else {
@@ -224,7 +239,7 @@ static int dense_reset(op_env *e, void *state) {
 static int dense_run(op_env *e, void *state) {
     dense_state     *s  = state;
     lc_rope_table    dt = {s->max_k, s->n_rot, s->ht.pairing, s->dcs, s->dsn, s->ht.mscale};
-    lc_kv_layer_view dv = {s->dk, s->dv, 64, s->H, s->D, NULL, s->e8, s->e8 ? s->dcen : NULL};
+    lc_kv_layer_view dv = {s->dk, s->dv, 64, s->H, s->D, NULL, s->e8, s->e8 && !s->nocen ? s->dcen : NULL};
     return e->dev->attn_dense(e->dev, &dv, s->seqs, s->n_seqs, s->dq, s->n_head, &dt,
                               1.0f / sqrtf((float)s->D), s->dout);
 }

@@ -46,7 +46,9 @@ typedef struct lc_cuda_attn_batch {
     bool               prefill_mma;  /* the mma.sync prefill kernel even where the wgmma one
                                         runs (lc_tuning.prefill_mma) */
 } lc_cuda_attn_batch;
-int lc_cuda_attn_splits(int32_t n_kv_head, int32_t n_dec, int64_t max_keys);
+/* Key splits of the decode kernel for n_dec sequences of up to max_keys keys: one wave of its
+   CTAs (how many fit an SM depends on the pools' layout and head dim). */
+int lc_cuda_attn_splits(const lc_kv_layer_view *kv, int32_t n_head, int32_t n_dec, int64_t max_keys);
 /* Bytes of the prefill scratch (the prefill sequences' keys rotated to fp16, and their values
  * in fp16) for pre_tiles key pages. */
 size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pre_tiles);
