@@ -315,6 +315,12 @@ typedef struct lc_tuning {
                                of 1-4 rows, decode, through our GEMV on the fp32 inputs) */
     bool    prefill_mma;    /* prefill=mma: dense prefill attention on the mma.sync kernel
                                (auto: the wgmma kernel on Hopper when the build has sm_90a) */
+    bool    dense_decode_direct; /* dense-decode=direct: dense decode attention on the direct
+                                    kernel (fp8 codes straight into the mma fragments, queries
+                                    rotated once a page for the CTA, any number of query heads
+                                    per KV head; not yet measured on a GPU: bench/NOTES.md 65);
+                                    staged, the default: fp8 pages dequantised through a shared
+                                    fp16 stage, 1..16 query heads per KV head */
     /* sparse attention (InfiniteHiP, HiP, TokenSelect: op attn_segments) */
     bool    sparse_prefill_mma;    /* sparse-prefill=mma: the mma.sync kernel (auto: wgmma on
                                       Hopper with sm_90a, as the dense prefill) */
@@ -351,7 +357,7 @@ typedef struct lc_tuning {
 /* Every field at its default (all zero). */
 lc_tuning lc_tuning_default(void);
 /* One field by name, as --tune NAME=VALUE: cuda-graphs=on|off gemv=on|off prefill=auto|mma
- * sparse-prefill=auto|mma sparse-decode=auto|prefill sparse-pdl=on|off
+ * dense-decode=staged|direct sparse-prefill=auto|mma sparse-decode=auto|prefill sparse-pdl=on|off
  * sparse-decode-scan=auto|thread|warp rotate-keys=auto|off|on stage-one-cta=off|on
  * stage-tiles=auto|1|2|4 stage-transpose=auto|off|smem ts-select-path=auto|kernels|fused
  * ts-select-launches=auto|1|2|3 ts-select-group=auto|N profile-sync=off|on ('-' and '_' alike).

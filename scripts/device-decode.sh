@@ -1,21 +1,16 @@
 #!/usr/bin/env bash
-# device-decode.sh — the dense decode kernel (attention.cu) on the GPU machine, one call: the old
-# tree (OLD, a tarball made by `git archive`, see bench/compare_commits.sh) built in the
-# background while this tree builds (Hopper only) and its op registry entries run (attn_dense,
-# attn_dense_e4m3 against the CPU twin; OPS overrides the list, OPS="" skips); then the decode
-# cases (CASES, default bench/cases/decode-fp8.txt) new against old in one run
-# (bench/compare_commits.sh) into $OUT/decode-compare.md, and unless SDPA=0 one layer of dense
-# decode over fp16 and fp8 pools against PyTorch SDPA (bench/attention_vs_sdpa.py --fp8) into
+# device-decode.sh — the two dense decode kernels of attention.cu on the GPU machine, one call:
+# build (Hopper only); the op registry's attn_dense and attn_dense_e4m3 against the CPU twin with
+# each kernel (--tune dense-decode=staged, the default, and =direct; OPS overrides the entries,
+# OPS="" skips); each line of CASES (bench_attention arguments, default
+# bench/cases/decode-fp8.txt) timed with staged and direct alternately, twice, into
+# $OUT/decode-kernels.md; unless SDPA=0, one layer of dense decode over fp16 and fp8 pools
+# against PyTorch SDPA (bench/attention_vs_sdpa.py --fp8, with the direct kernel) into
 # $OUT/attention-fp8.md. Run from the repo root with LC_COMMIT set; writes into $OUT.
-# Usage: OLD=build-prev/COMMIT.tgz scripts/device-decode.sh
 set -uo pipefail
 : "${OUT:?set OUT}"
-OLD=${OLD:?set OLD to the old tree's tarball}
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-export OLD_BUILD_ARGS=-DCMAKE_CUDA_ARCHITECTURES=90a-real
-bash bench/compare_commits.sh --build-old "$OLD" > "$OUT/build-old.log" 2>&1 &
-old_pid=$!
 if [ "${BUILD:-1}" = 1 ]; then
     bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log" 2>&1 ||
         { tail -40 "$OUT/build.log"; exit 1; }
@@ -23,19 +18,36 @@ if [ "${BUILD:-1}" = 1 ]; then
 fi
 B=build-gpu
 if [ "${OPS-x}" != "" ]; then
-    $B/tests/test_op_registry ${OPS:-attn_dense_e4m3 attn_dense} > "$OUT/ops.log" 2>&1
-    echo "op registry rc=$? at $(( $(date +%s) - t0 )) s"
-    grep -E "FAIL|fail|nmse|checks" "$OUT/ops.log" | grep -vE ' pass$' | head -30
-    grep -cE ' pass$' "$OUT/ops.log"
+    for k in staged direct; do
+        $B/tests/test_op_registry ${OPS:-attn_dense_e4m3 attn_dense} dense-decode=$k > "$OUT/ops-$k.log" 2>&1
+        echo "op registry ($k) rc=$? at $(( $(date +%s) - t0 )) s; $(grep -cE ' pass$' "$OUT/ops-$k.log") pass"
+        grep -E "FAIL|fail|sequence" "$OUT/ops-$k.log" | head -20
+    done
 fi
-wait $old_pid; echo "old build rc=$? at $(( $(date +%s) - t0 )) s"; tail -3 "$OUT/build-old.log"
-timeout 300 bash bench/compare_commits.sh "$OLD" "$OUT/decode-compare.md" "${CASES:-bench/cases/decode-fp8.txt}" \
-    > "$OUT/decode-compare.log" 2>&1
-echo "compare rc=$? at $(( $(date +%s) - t0 )) s"
-cat "$OUT/decode-compare.md"
+us() { # the median µs of one bench_attention run with kernel $1 and arguments $2
+    LONGCTX_BENCH_TUNE=dense-decode=$1 $B/bench_attention $2 2>/dev/null | awk 'NF >= 7 {print $6; exit}'
+}
+{
+    echo "# Dense decode: the staged kernel against the direct one"
+    echo
+    echo "GPU: $(head -1 "$OUT/gpu.txt"); date $(date -u +%F); commit ${LC_COMMIT:-unknown}. One layer,"
+    echo "bench_attention (median of its 50 runs), staged and direct alternately, twice: µs."
+    echo
+    echo "| bench_attention | staged | direct | direct speed |"
+    echo "|---|---:|---:|---:|"
+} > "$OUT/decode-kernels.md"
+grep -v '^\s*#' "${CASES:-bench/cases/decode-fp8.txt}" | sed '/^\s*$/d' | while IFS= read -r c; do
+    s1=$(us staged "$c"); d1=$(us direct "$c"); s2=$(us staged "$c"); d2=$(us direct "$c")
+    awk -v c="$c" -v s1="$s1" -v s2="$s2" -v d1="$d1" -v d2="$d2" 'BEGIN {
+        s = (s1 + s2) / 2; d = (d1 + d2) / 2
+        printf("| `%s` | %.1f (%s, %s) | %.1f (%s, %s) | %.2fx |\n", c, s, s1, s2, d, d1, d2, d > 0 ? s / d : 0)
+    }' >> "$OUT/decode-kernels.md"
+done
+echo "kernels done at $(( $(date +%s) - t0 )) s"
+cat "$OUT/decode-kernels.md"
 if [ "${SDPA:-1}" = 1 ]; then
-    timeout 300 python3 bench/attention_vs_sdpa.py $B --fp8 --modes decode \
-        --out "$OUT/attention-fp8.md" > "$OUT/attention-fp8.log" 2>&1
+    LONGCTX_BENCH_TUNE=dense-decode=direct timeout 300 python3 bench/attention_vs_sdpa.py $B --fp8 \
+        --modes decode --out "$OUT/attention-fp8.md" > "$OUT/attention-fp8.log" 2>&1
     echo "attention rc=$? at $(( $(date +%s) - t0 )) s"
     cat "$OUT/attention-fp8.md"
 fi

@@ -42,6 +42,8 @@ static const knob k_knobs[] = {
      "our GEMV for decode products (off: cuBLASLt)"},
     {"prefill", KNOB_BOOL, F(prefill_mma), {"auto", "mma"}, 0, 0,
      "dense prefill kernel (auto: wgmma on Hopper)"},
+    {"dense-decode", KNOB_BOOL, F(dense_decode_direct), {"staged", "direct"}, 0, 0,
+     "dense decode kernel (direct: fp8 codes straight into the mma; unmeasured)"},
     {"sparse-prefill", KNOB_BOOL, F(sparse_prefill_mma), {"auto", "mma"}, 0, 0,
      "the sparse attention's prefill kernel, likewise"},
     {"sparse-decode", KNOB_BOOL, F(sparse_decode_prefill), {"auto", "prefill"}, 0, 0,

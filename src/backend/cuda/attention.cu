@@ -62,7 +62,310 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
 }
 // ---- decode --------------------------------------------------------------------------------
 
-// Decode on tensor cores. A CTA owns one (sequence, KV head, split) and up to 8 query heads of
+// The staged decode kernel (the default until the direct one below is measured on a GPU;
+// --tune dense-decode=staged|direct). A CTA owns one (sequence, KV head, split): it streams the split's
+// pages through an NS-stage cp.async ring (K and V of one page per stage, ~35 KB at D = 128:
+// two CTAs per SM keep ~128 KB of loads in flight, what HBM3 needs to run at its rate), and
+// each of its 4 warps takes 16 keys of every page. The G query heads of the KV head are the
+// rows of an m16n8k16 tile (rows past G are zero), so S = Q Kᵀ and O += P V are two short mma
+// chains per warp and page; every K/V byte is read from HBM once.
+//
+// RoPE: keys are rotated in registers right after ldmatrix — an adjacent pair (2i, 2i+1) sits
+// in one register, a split-half pair (i, i + D/2) in the same register of k-steps kk and
+// kk + D/32 — by R(j), j = the key's slot in its page (0..63), whose cos/sin a thread keeps in
+// registers for the whole kernel since its slots never change. The queries carry R(-ps) for
+// the page's first position ps (R(ps + j) = R(ps) R(j)), rebuilt once per page from one table
+// row. Products in fp16 with fp32 accumulation, as the prefill kernel.
+// E8: the pools hold the fp8 layout. Then the ring's stages hold a page's K and V slabs as
+// stored (codes and scales, half the bytes: one more stage in flight for the same shared
+// memory), and each page is dequantised once into a single fp16 K / V stage that the
+// ldmatrix reads below take as they take an fp16 page.
+template <int D, bool E8 = false> struct decode_staged_cfg {
+    static constexpr int NS   = E8 ? (D == 128 ? 4 : 6) : (D == 128 ? 3 : 5); // pipeline stages
+    static constexpr int LD   = D + 8;            // smem row pitch (fp16): conflict-free ldmatrix
+    static constexpr int SB8  = kv8_slab_bytes(PAGE, D);      // one fp8 slab
+    static constexpr int RING = E8 ? NS * 2 * SB8 : 0;        // fp8 stages (K slab, V slab)
+    static constexpr int KV   = RING + 2 * (E8 ? 1 : NS) * PAGE * LD * 2;
+    static constexpr int SMEM = KV + 16 * D * 4 + NS * D * 4; // + fp32 queries [16][D] + the
+                                                            // pages' cos/sin rows [NS][2][D/2]
+};
+
+template <int D, bool NEOX, bool E8>
+__global__ void __launch_bounds__(128, 2)
+    attn_decode_staged_kernel(attn_common a, const int32_t *__restrict__ dec_list, int32_t n_splits,
+                       float *__restrict__ part) {
+    using cfg = decode_staged_cfg<D, E8>;
+    constexpr int NS = cfg::NS, LD = cfg::LD, KS = D / 16, DT = D / 8, SB8 = cfg::SB8;
+    constexpr int NT = 4 * KS;          // table entries per thread (registers, see above)
+    constexpr int KB = E8 ? 1 : NS;     // fp16 K / V stages
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *R8 = smem_raw;                  // E8: [NS][K slab | V slab]
+    lc_kv16 *Ks = (lc_kv16 *)(smem_raw + cfg::RING); // [KB][PAGE][LD]
+    lc_kv16 *Vs = Ks + KB * PAGE * LD;           // [KB][PAGE][LD]
+    float   *qs = (float *)(Vs + KB * PAGE * LD); // [16][D], rows >= G zero
+    float   *rs = qs + 16 * D;                    // [NS][cos HR | sin HR] of each page's row ps
+
+    const int         h = blockIdx.x, split = blockIdx.y;
+    const lc_attn_seq sq      = a.seqs[dec_list[blockIdx.z]];
+    const int         L       = sq.pos0 + 1;
+    const int         n_pages = (L + PAGE - 1) / PAGE;
+    const int         pps     = (n_pages + n_splits - 1) / n_splits;
+    const int         pg0 = min(n_pages, split * pps), pg1 = min(n_pages, pg0 + pps);
+    const int         n_it = pg1 - pg0;
+    const int         tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int         G = a.G, HR = a.half_rot;
+
+    for (int i = tid; i < 16 * D; i += 128)
+        qs[i] = i < G * D ? a.q[((int64_t)sq.row0 * a.n_head + h * G) * D + i] : 0.0f;
+
+    // the stage's K and V page, and the table row of its first position (the page table entry
+    // is read one iteration ahead, so that no load latency sits between two pages)
+    auto load_page = [&](int pg, int phys, int stage) {
+        const int      n_in = min(PAGE, L - pg * PAGE);
+        const int64_t  base = ((int64_t)phys * a.H + h) * PAGE * D;
+        if (tid < HR / 2) { // HR / 4 chunks of cos, then of sin
+            const int    c   = tid % (HR / 4) * 4;
+            const float *src = (tid < HR / 4 ? a.cs : a.sn) + (int64_t)pg * PAGE * HR + c;
+            cp_async16(rs + stage * D + (tid < HR / 4 ? 0 : HR) + c, src);
+        }
+        if (E8) { // the two slabs as stored; rows past the end are zeroed when dequantised
+            const int64_t        sb = ((int64_t)phys * a.H + h) * SB8;
+            const unsigned char *kg = (const unsigned char *)a.kpool + sb;
+            const unsigned char *vg = (const unsigned char *)a.vpool + sb;
+            unsigned char       *kd = R8 + stage * 2 * SB8, *vd = kd + SB8;
+            for (int i = tid; i < SB8 / 16; i += 128) {
+                cp_async16(kd + 16 * i, kg + 16 * i);
+                cp_async16(vd + 16 * i, vg + 16 * i);
+            }
+            return;
+        }
+        const lc_kv16 *kg = a.kpool + base, *vg = a.vpool + base;
+        lc_kv16       *kd = Ks + stage * PAGE * LD, *vd = Vs + stage * PAGE * LD;
+#pragma unroll
+        for (int i = tid; i < PAGE * (D / 8); i += 128) {
+            const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+            const int nb = r < n_in ? 16 : 0; // slots past the end: zeros (no NaN into P V)
+            cp_async16_zfill(kd + r * LD + c, kg + r * D + c, nb);
+            cp_async16_zfill(vd + r * LD + c, vg + r * D + c, nb);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) {
+        if (s < n_it) load_page(pg0 + s, sq.page_table[pg0 + s], s);
+        cp_async_commit();
+    }
+    int next_phys = NS - 1 < n_it ? sq.page_table[pg0 + NS - 1] : 0;
+
+    // this thread's keys (slots in a page) and rotation pairs; entry e of the table:
+    //   adjacent pairs: e = 4 kk + r (register r of k-step kk)
+    //   split halves:   e = 2 (4 kk + r) + lo/hi element, kk < KS / 2
+    const int key0 = 16 * warp + (lane >> 2); // slot of registers r = 0, 1; r = 2, 3: + 8
+    float     tc[NT], ts[NT];
+#pragma unroll
+    for (int e = 0; e < NT; e++) {
+        int pair, j;
+        if (NEOX) {
+            const int kk = (e >> 1) / 4, r = (e >> 1) % 4;
+            pair = 16 * kk + 8 * (r & 1) + 2 * (lane & 3) + (e & 1);
+            j    = key0 + 8 * (r >> 1);
+        } else {
+            const int kk = e / 4, r = e % 4;
+            pair = 8 * kk + 4 * (r & 1) + (lane & 3);
+            j    = key0 + 8 * (r >> 1);
+        }
+        const bool rot = pair < HR && j < a.n_pos; // rows past the table: masked keys
+        tc[e]          = rot ? a.cs[j * HR + pair] : 1.0f;
+        ts[e]          = rot ? a.sn[j * HR + pair] : 0.0f;
+    }
+
+    // E8: this thread dequantises the 16-dim column chunk dc of rows c8_row0 + (128 / CPR) i
+    // of every page; the chunk's fp16 key centres stay in registers
+    constexpr int CPR = D / 16; // 16-byte code chunks per row
+    const int     dc = (tid % CPR) * 16, c8_row0 = tid / CPR;
+    __half2       kcen[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) kcen[j] = E8 ? kv8_centre2(a.kc ? a.kc + h * D : NULL, dc + 2 * j)
+                                             : __floats2half2_rn(0.f, 0.f);
+
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    float o[DT][4];
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+    for (int it = 0; it < n_it; it++) {
+        cp_async_wait<NS - 2>();
+        __syncthreads();
+        if (it + NS - 1 < n_it) {
+            load_page(pg0 + it + NS - 1, next_phys, (it + NS - 1) % NS);
+            if (it + NS < n_it) next_phys = sq.page_table[pg0 + it + NS];
+        }
+        cp_async_commit();
+
+        const int      stage = it % NS, ps = (pg0 + it) * PAGE, n_in = min(PAGE, L - ps);
+        if (E8) { // the stage's slabs -> the fp16 K / V stage (rows past the end: zeros)
+            const unsigned char *k8 = R8 + stage * 2 * SB8, *v8 = k8 + SB8;
+            const float         *ksc = (const float *)(k8 + PAGE * D), *vsc = (const float *)(v8 + PAGE * D);
+            const __half2        zero2 = __floats2half2_rn(0.f, 0.f);
+#pragma unroll
+            for (int i = 0; i < PAGE * CPR / 128; i++) {
+                const int row = c8_row0 + (128 / CPR) * i;
+                uint32_t  ko[8], vo[8];
+                if (row < n_in) {
+                    const uint4   kq = *(const uint4 *)(k8 + row * D + dc);
+                    const uint4   vq = *(const uint4 *)(v8 + row * D + dc);
+                    const __half2 sk = __float2half2_rn(ksc[row] * 256.0f);
+                    const __half2 sv = __float2half2_rn(vsc[row] * 256.0f);
+                    kv8_dequant4(kq.x, sk, kcen[0], kcen[1], ko[0], ko[1]);
+                    kv8_dequant4(kq.y, sk, kcen[2], kcen[3], ko[2], ko[3]);
+                    kv8_dequant4(kq.z, sk, kcen[4], kcen[5], ko[4], ko[5]);
+                    kv8_dequant4(kq.w, sk, kcen[6], kcen[7], ko[6], ko[7]);
+                    kv8_dequant4(vq.x, sv, zero2, zero2, vo[0], vo[1]);
+                    kv8_dequant4(vq.y, sv, zero2, zero2, vo[2], vo[3]);
+                    kv8_dequant4(vq.z, sv, zero2, zero2, vo[4], vo[5]);
+                    kv8_dequant4(vq.w, sv, zero2, zero2, vo[6], vo[7]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; j++) ko[j] = vo[j] = 0u;
+                }
+                *(uint4 *)(Ks + row * LD + dc)     = make_uint4(ko[0], ko[1], ko[2], ko[3]);
+                *(uint4 *)(Ks + row * LD + dc + 8) = make_uint4(ko[4], ko[5], ko[6], ko[7]);
+                *(uint4 *)(Vs + row * LD + dc)     = make_uint4(vo[0], vo[1], vo[2], vo[3]);
+                *(uint4 *)(Vs + row * LD + dc + 8) = make_uint4(vo[4], vo[5], vo[6], vo[7]);
+            }
+            __syncthreads();
+        }
+        const lc_kv16 *kst = Ks + (E8 ? 0 : stage) * PAGE * LD, *vst = Vs + (E8 ? 0 : stage) * PAGE * LD;
+
+        // queries rotated back by R(-ps) (pairs past the rotated dims: scaled by the table
+        // factor, so that every dim carries it), fp16 A fragments; rows lane/4 and + 8
+        uint32_t qa[KS][4];
+        {
+            const float *crow = rs + stage * D, *srow = crow + HR;
+#pragma unroll
+            for (int half = 0; half < 2; half++) { // row lane/4 (+ 8)
+                const float *qr = qs + ((lane >> 2) + 8 * half) * D;
+                if (half == 1 && G <= 8) { // rows 8..15 are zero
+#pragma unroll
+                    for (int kk = 0; kk < KS; kk++) qa[kk][1] = qa[kk][3] = 0u;
+                    continue;
+                }
+                if (NEOX) {
+#pragma unroll
+                    for (int kk = 0; kk < KS / 2; kk++)
+#pragma unroll
+                        for (int hi8 = 0; hi8 < 2; hi8++) {
+                            const int d0 = 16 * kk + 8 * hi8 + 2 * (lane & 3);
+                            float     lo[2], up[2];
+#pragma unroll
+                            for (int e = 0; e < 2; e++) {
+                                const int   p = d0 + e;
+                                const float c = crow[p], s = srow[p];
+                                const float x = qr[p], y = qr[p + D / 2];
+                                lo[e] = x * c + y * s;
+                                up[e] = y * c - x * s;
+                            }
+                            qa[kk][2 * hi8 + half]          = pack_f16(lo[0], lo[1]);
+                            qa[kk + KS / 2][2 * hi8 + half] = pack_f16(up[0], up[1]);
+                        }
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+                        for (int hi8 = 0; hi8 < 2; hi8++) {
+                            const int   p  = 8 * kk + 4 * hi8 + (lane & 3);
+                            const bool  rt = p < HR;
+                            const float c = rt ? crow[p] : a.mscale, s = rt ? srow[p] : 0.0f;
+                            const float x = qr[2 * p], y = qr[2 * p + 1];
+                            qa[kk][2 * hi8 + half] = pack_f16(x * c + y * s, y * c - x * s);
+                        }
+                }
+            }
+        }
+        // this warp's 16 keys: K fragments, rotated by R(j) in registers
+        uint32_t kb[KS][4];
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            const int mi = lane >> 3;
+            ldmatrix_x4(kb[kk], kst + (16 * warp + (mi >> 1) * 8 + (lane & 7)) * LD + kk * 16 + (mi & 1) * 8);
+        }
+        if (NEOX) {
+#pragma unroll
+            for (int kk = 0; kk < KS / 2; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const uint32_t lo = kb[kk][r], up = kb[kk + KS / 2][r];
+                    const int      e  = 2 * (4 * kk + r);
+                    const float    x0 = kv_lo(lo), x1 = kv_hi(lo), y0 = kv_lo(up), y1 = kv_hi(up);
+                    kb[kk][r]          = pack_f16(x0 * tc[e] - y0 * ts[e], x1 * tc[e + 1] - y1 * ts[e + 1]);
+                    kb[kk + KS / 2][r] = pack_f16(x0 * ts[e] + y0 * tc[e], x1 * ts[e + 1] + y1 * tc[e + 1]);
+                }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const int   e = 4 * kk + r;
+                    const float x = kv_lo(kb[kk][r]), y = kv_hi(kb[kk][r]);
+                    kb[kk][r]     = pack_f16(x * tc[e] - y * ts[e], x * ts[e] + y * tc[e]);
+                }
+        }
+        float s[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            mma_f16(s[0], qa[kk], kb[kk][0], kb[kk][1]);
+            mma_f16(s[1], qa[kk], kb[kk][2], kb[kk][3]);
+        }
+        // scale, mask the slots past the end, online softmax (rows lane/4 and + 8)
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int slot = 16 * warp + 8 * nt + 2 * (lane & 3) + (e & 1);
+                const float v  = slot < n_in ? s[nt][e] * a.scale_log2 : -INFINITY;
+                s[nt][e]       = v;
+                mx[e >> 1]     = fmaxf(mx[e >> 1], v);
+            }
+        softmax_tile(s, mx, m_run, l_run, o);
+        // O += P V over the warp's 16 keys
+        const uint32_t pa[4] = {pack_f16(s[0][0], s[0][1]), pack_f16(s[0][2], s[0][3]),
+                                pack_f16(s[1][0], s[1][1]), pack_f16(s[1][2], s[1][3])};
+#pragma unroll
+        for (int dp = 0; dp < DT / 2; dp++) {
+            uint32_t  b[4];
+            const int mi = lane >> 3;
+            ldmatrix_x4_trans(b, vst + (16 * warp + (mi & 1) * 8 + (lane & 7)) * LD + dp * 16 + (mi >> 1) * 8);
+            mma_f16(o[2 * dp], pa, b[0], b[1]);
+            mma_f16(o[2 * dp + 1], pa, b[2], b[3]);
+        }
+    }
+    cp_async_wait_all();
+    __syncthreads(); // the stage buffers become the merge area
+    float *red = (float *)smem_raw; // [4 warps][16 rows][D + 2]: o, then m, l
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 1);
+        l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], 2);
+        const int row = (lane >> 2) + 8 * i;
+        if (row >= G) continue;
+        float *rw = red + (warp * 16 + row) * (D + 2);
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+            *(float2 *)(rw + dt * 8 + 2 * (lane & 3)) = make_float2(o[dt][2 * i], o[dt][2 * i + 1]);
+        if ((lane & 3) == 0) rw[D] = m_run[i], rw[D + 1] = l_run[i];
+    }
+    __syncthreads();
+    for (int i = tid; i < G * D; i += 128) {
+        const int g = i / D, d = i % D;
+        merge_decode_warps<D, 4>(red, 16, g, d, a, sq.row0, h * G + g, part, blockIdx.z, n_splits,
+                                 split);
+    }
+}
+
+// The direct decode kernel (--tune dense-decode=direct; written 2026-12-04, not yet run on a
+// GPU: bench/NOTES.md 65). A CTA owns one (sequence, KV head, split) and up to 8 query heads of
 // that KV head (G > 8: ceil(G / 8) CTAs share the KV head, each reading its K / V). It streams the
 // split's pages through an NS-stage cp.async ring (K and V of one page per stage: at fp16 ~35 KB
 // at D = 128, two CTAs an SM; the fp8 slabs half that, three CTAs an SM), and each of its 4
@@ -92,7 +395,7 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
 // added to S by a second mma chain, so a large key bias (Qwen2's) never passes through f16x2
 // arithmetic. ldmatrix.trans over V's codes gives a thread 2 keys x 2 dims a register: the even
 // dims are the mma's rows 0-7, the odd ones rows 8-15.
-template <int D, bool E8> struct decode_cfg {
+template <int D, bool E8> struct decode_direct_cfg {
     static constexpr int NS   = E8 ? (D == 128 ? 3 : 4) : (D == 128 ? 3 : 5); // pipeline stages
     static constexpr int MINB = E8 ? 3 : 2;                 // CTAs an SM (no key centres)
     static constexpr int LD   = D + 8;                      // fp16 row pitch (elements)
@@ -128,10 +431,10 @@ __device__ __forceinline__ uint32_t h2mul(uint32_t x, __half2 s) {
 }
 
 template <int D, bool NEOX, bool E8>
-__global__ void __launch_bounds__(128, decode_cfg<D, E8>::MINB)
-    attn_decode_kernel(attn_common a, const int32_t *__restrict__ dec_list, int32_t n_splits,
+__global__ void __launch_bounds__(128, decode_direct_cfg<D, E8>::MINB)
+    attn_decode_direct_kernel(attn_common a, const int32_t *__restrict__ dec_list, int32_t n_splits,
                        float *__restrict__ part) {
-    using cfg = decode_cfg<D, E8>;
+    using cfg = decode_direct_cfg<D, E8>;
     constexpr int NS = cfg::NS, LD = cfg::LD, LD8 = cfg::LD8, SLAB = cfg::SLAB, KS = D / 16;
     constexpr int NT = 2 * KS; // rotation table entries per thread (registers, see above)
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -821,11 +1124,21 @@ __global__ void __launch_bounds__(384, 1)
 // ---- launchers -----------------------------------------------------------------------------
 
 template <int D, bool NEOX, bool E8> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
-    using cfg       = decode_cfg<D, E8>;
-    const int smem = cfg::SMEM + (E8 && a.kc ? cfg::CROT : 0);
-    LC_CUDA_SMEM_ONCE(cfg::SMEM + (E8 ? cfg::CROT : 0), attn_decode_kernel<D, NEOX, E8>);
-    dim3 grid((unsigned)(a.H * ((a.G + 7) / 8)), (unsigned)bt->n_splits, (unsigned)bt->n_dec);
-    attn_decode_kernel<D, NEOX, E8><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
+    if (bt->decode_direct) {
+        using cfg      = decode_direct_cfg<D, E8>;
+        const int smem = cfg::SMEM + (E8 && a.kc ? cfg::CROT : 0);
+        LC_CUDA_SMEM_ONCE(cfg::SMEM + (E8 ? cfg::CROT : 0), attn_decode_direct_kernel<D, NEOX, E8>);
+        dim3 grid((unsigned)(a.H * ((a.G + 7) / 8)), (unsigned)bt->n_splits, (unsigned)bt->n_dec);
+        attn_decode_direct_kernel<D, NEOX, E8><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
+        return LC_OK;
+    }
+    if (a.G > 16)
+        return lc_fail(LC_ERR_UNSUPPORTED, "cuda attention: %d query heads per KV head (the staged "
+                       "decode kernel takes 1..16; --tune dense-decode=direct takes any)", a.G);
+    const int smem = decode_staged_cfg<D, E8>::SMEM;
+    LC_CUDA_SMEM_ONCE(smem, attn_decode_staged_kernel<D, NEOX, E8>);
+    dim3 grid((unsigned)a.H, (unsigned)bt->n_splits, (unsigned)bt->n_dec);
+    attn_decode_staged_kernel<D, NEOX, E8><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
     return LC_OK;
 }
 
@@ -859,7 +1172,7 @@ template <int D, bool NEOX, bool E8> static int launch_prefill(const attn_common
     return LC_OK;
 }
 
-// decode CTAs that fit on one SM at once (shared memory and the kernel's register bound)
+// direct decode CTAs that fit on one SM at once (shared memory and the kernel's register bound)
 template <int D, bool E8> static int decode_ctas_per_sm(bool centre) {
     static int smem_sm = 0;
     if (smem_sm == 0) {
@@ -869,20 +1182,21 @@ template <int D, bool E8> static int decode_ctas_per_sm(bool centre) {
             smem_sm = 228 * 1024;
         (void)cudaGetLastError();
     }
-    using cfg = decode_cfg<D, E8>;
+    using cfg = decode_direct_cfg<D, E8>;
     const int per = cfg::SMEM + (centre ? cfg::CROT : 0) + 1024; // + the runtime's reserve
     const int n   = smem_sm / per;
     return n < 1 ? 1 : (n > cfg::MINB ? cfg::MINB : n);
 }
 
 extern "C" int lc_cuda_attn_splits(const lc_kv_layer_view *kv, int32_t n_head, int32_t n_dec,
-                                   int64_t max_keys) {
+                                   int64_t max_keys, bool direct) {
     const int n_sm = lc_cuda_sm_count();
     if (n_dec <= 0 || kv->n_kv_head <= 0) return 1;
     const bool centre = kv->e4m3 && kv->k_centre;
-    const int  per_sm = kv->head_dim == 64 ? (kv->e4m3 ? decode_ctas_per_sm<64, true>(centre) : decode_ctas_per_sm<64, false>(false))
+    const int  per_sm = !direct ? 2 // the staged kernel: two CTAs an SM, one per KV head
+                      : kv->head_dim == 64 ? (kv->e4m3 ? decode_ctas_per_sm<64, true>(centre) : decode_ctas_per_sm<64, false>(false))
                                            : (kv->e4m3 ? decode_ctas_per_sm<128, true>(centre) : decode_ctas_per_sm<128, false>(false));
-    const int64_t ctas  = (int64_t)kv->n_kv_head * ((n_head / kv->n_kv_head + 7) / 8) * n_dec;
+    const int64_t ctas  = (int64_t)kv->n_kv_head * (direct ? (n_head / kv->n_kv_head + 7) / 8 : 1) * n_dec;
     const int64_t pages = (max_keys + PAGE - 1) / PAGE;
     // one wave of the decode kernel, each CTA streaming >= 4 pages
     int64_t splits = ((int64_t)per_sm * n_sm + ctas - 1) / ctas;

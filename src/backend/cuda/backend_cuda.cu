@@ -461,7 +461,9 @@ static int cuda_attn_dense(lc_backend *b, const lc_kv_layer_view *kv, const lc_a
     bt.max_pre_rows = im->max_pre_rows;
     bt.pre_tiles    = im->pre_tiles;
     bt.prefill_mma  = b->tuning.prefill_mma;
-    bt.n_splits     = lc_cuda_attn_splits(kv, n_head, im->n_dec, key_bucket(im->max_dec_keys));
+    bt.decode_direct = b->tuning.dense_decode_direct;
+    bt.n_splits     = lc_cuda_attn_splits(kv, n_head, im->n_dec, key_bucket(im->max_dec_keys),
+                                          bt.decode_direct);
     const size_t need = (size_t)im->n_dec * (size_t)n_head * (size_t)bt.n_splits *
                         (size_t)(kv->head_dim + 2) * sizeof(float);
     if (bt.n_splits > 1)

@@ -45,10 +45,13 @@ typedef struct lc_cuda_attn_batch {
     void              *scratch;      /* lc_cuda_attn_prefill_scratch_bytes, when n_pre > 0 */
     bool               prefill_mma;  /* the mma.sync prefill kernel even where the wgmma one
                                         runs (lc_tuning.prefill_mma) */
+    bool               decode_direct; /* the direct decode kernel (lc_tuning.dense_decode_direct) */
 } lc_cuda_attn_batch;
-/* Key splits of the decode kernel for n_dec sequences of up to max_keys keys: one wave of its
-   CTAs (how many fit an SM depends on the pools' layout and head dim). */
-int lc_cuda_attn_splits(const lc_kv_layer_view *kv, int32_t n_head, int32_t n_dec, int64_t max_keys);
+/* Key splits of the decode kernel (direct: the direct one) for n_dec sequences of up to max_keys
+   keys: one wave of its CTAs (how many fit an SM depends on the kernel, the pools' layout and
+   the head dim). */
+int lc_cuda_attn_splits(const lc_kv_layer_view *kv, int32_t n_head, int32_t n_dec, int64_t max_keys,
+                        bool direct);
 /* Bytes of the prefill scratch (the prefill sequences' keys rotated to fp16, and their values
  * in fp16) for pre_tiles key pages. */
 size_t lc_cuda_attn_prefill_scratch_bytes(const lc_kv_layer_view *kv, int64_t pre_tiles);
