@@ -302,11 +302,12 @@ typedef enum lc_tune_transpose {
 
 typedef struct lc_tuning {
     /* model forward (CPU) */
-    bool    cpu_q8_dot; /* cpu-dot=q8: products (decode and prompt) over native Q4_0, Q4_1,
-                           Q8_0, Q4_K and Q6_K weights quantise the input rows to 8 bits per 32
-                           values and multiply integers (AVX-512 VNNI; llama.cpp's arithmetic, not the
-                           weights' exact products); fp32, the default: the dequantised
-                           weights times the fp32 inputs */
+    bool    cpu_q8_dot; /* cpu-dot=q8: decode products (1-4 input rows) over native Q4_0,
+                           Q4_1, Q8_0, Q4_K and Q6_K weights quantise the input rows to 8 bits
+                           per 32 values and multiply integers (AVX-512 VNNI; llama.cpp's
+                           arithmetic, not the weights' exact products); prompt products stay
+                           on fp32 tiles, which measured faster; fp32, the default: the
+                           dequantised weights times the fp32 inputs */
     /* model forward (CUDA) */
     bool    no_cuda_graphs; /* cuda-graphs=off: decode steps are never captured and replayed
                                as CUDA graphs (on: they are, except on a model loaded with

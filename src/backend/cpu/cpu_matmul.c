@@ -96,8 +96,23 @@ static float dot_f32(const float *w, const float *x, int64_t n) {
     return acc;
 }
 
-#define LC_TILE_ROWS  256 /* weight rows converted per tile for the GEMM path */
-#define LC_QDOT_CHUNK 32  /* weight rows a thread takes at a time in the decode products */
+#define LC_TILE_ROWS 256 /* weight rows converted per tile for the GEMM path */
+
+/* Weight rows a thread takes at a time in the decode products: a contiguous run of about
+ * 256 KB, so that each thread's reads stay one long stream for the hardware prefetcher (32-row
+ * runs of 864-byte rows, as before, streamed a 131072 x 1536 q4_K matrix at 17.5 GB/s on two
+ * cores, 256 KB runs at 24 GB/s: bench/NOTES.md 66), but at most a quarter of a thread's share
+ * of the rows (small matrices stay balanced) and at least 32 rows. */
+static int64_t decode_chunk_rows(int64_t N, uint64_t row_bytes) {
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    int64_t c = (int64_t)((256u << 10) / (row_bytes ? row_bytes : 1));
+    const int64_t quarter = N / (4 * (int64_t)threads);
+    if (c > quarter) c = quarter;
+    return c < 32 ? 32 : c;
+}
 
 /* Weight row o of w as fp32 into dst (fp16 or any block type lc_dequantize reads; the AVX-512
  * row dequantisers give the same bits). */
@@ -114,17 +129,17 @@ static int weight_row(const lc_weight *w, uint64_t row_bytes, int64_t o, float *
 }
 
 /* Decode (1..LC_QDOT_MAX_ROWS input rows): one pass over W, each weight row dotted with every
- * input row, fp32 accumulation, rows shared out LC_QDOT_CHUNK at a time (dynamic: a thread
+ * input row, fp32 accumulation, rows shared out in runs of decode_chunk_rows (dynamic: a thread
  * the OS preempts holds back only its own rows). fp16 is dotted as it is read; a block type
  * with an AVX-512 kernel through the fused dequantise-and-dot (x's sums over each 32 elements
  * computed once for the block minimum terms); otherwise the row is converted into a per-thread
  * buffer and dotted. */
 static int matmul_rows(const lc_weight *w, uint64_t row_bytes, const float *x, float *y,
                        int64_t n_rows) {
-    const int64_t N = w->rows, K = w->cols;
+    const int64_t N = w->rows, K = w->cols, chunk = decode_chunk_rows(N, row_bytes);
     if (w->type == LC_TYPE_F16) {
         const uint16_t *W = w->data;
-#pragma omp parallel for schedule(dynamic, LC_QDOT_CHUNK)
+#pragma omp parallel for schedule(dynamic, chunk)
         for (int64_t o = 0; o < N; o++)
             for (int64_t r = 0; r < n_rows; r++) y[r * N + o] = dot_f16(W + o * K, x + r * K, K);
         return LC_OK;
@@ -144,7 +159,7 @@ static int matmul_rows(const lc_weight *w, uint64_t row_bytes, const float *x, f
                 xs[r * ng + g] = t;
             }
         const uint8_t *W = w->data;
-#pragma omp parallel for schedule(dynamic, LC_QDOT_CHUNK)
+#pragma omp parallel for schedule(dynamic, chunk)
         for (int64_t o = 0; o < N; o++) {
             float out[LC_QDOT_MAX_ROWS];
             lc_avx512_qdot(w->type, W + (uint64_t)o * row_bytes, x, xs, K, (int)n_rows, out);
@@ -158,7 +173,7 @@ static int matmul_rows(const lc_weight *w, uint64_t row_bytes, const float *x, f
     {
         float *row = malloc(sizeof(float) * (size_t)K);
         int    err = row ? LC_OK : LC_ERR_NOMEM;
-#pragma omp for schedule(dynamic, LC_QDOT_CHUNK)
+#pragma omp for schedule(dynamic, chunk)
         for (int64_t o = 0; o < N; o++) {
             if (err != LC_OK) continue;
             if ((err = weight_row(w, row_bytes, o, row)) != LC_OK) continue;
@@ -222,14 +237,9 @@ static int matmul_converted(const lc_weight *w, const float *x, float *y, int64_
 }
 
 #if defined(LC_HAVE_VNNI_KERNELS)
-/* Weight rows a prompt product's task takes: their blocks (16 rows of K = 8960 in q6_K: 118 KB)
- * stay in the core's L2 while every group of LC_QDOT_MAX_ROWS input rows passes over them. */
-#define Q8_PROMPT_TILE 16
-
-/* Products with the input rows quantised to int8 (cpu_simd_vnni.c): every row quantised once,
- * then tasks of Q8_PROMPT_TILE weight rows (one task per weight row when n_rows fits one
- * kernel call, as in matmul_rows), each running the fused kernel over groups of
- * LC_QDOT_MAX_ROWS input rows — the weight blocks unpacked once per group. */
+/* Decode products (1..LC_QDOT_MAX_ROWS input rows) with the input rows quantised to int8
+ * (cpu_simd_vnni.c): the rows quantised once, then one pass over W in runs of
+ * decode_chunk_rows, each weight row through the fused kernel. */
 static int matmul_rows_q8(const lc_weight *w, uint64_t row_bytes, const float *x, float *y,
                           int64_t n_rows) {
     const int64_t N = w->rows, K = w->cols, ng = K / 32;
@@ -242,36 +252,31 @@ static int matmul_rows_q8(const lc_weight *w, uint64_t row_bytes, const float *x
         return lc_fail(LC_ERR_NOMEM, "out of memory for %lld quantised input rows",
                        (long long)n_rows);
     }
-#pragma omp parallel for schedule(static) if (n_rows > LC_QDOT_MAX_ROWS)
     for (int64_t r = 0; r < n_rows; r++)
         lc_vnni_quantize_row(x + r * K, K, xq + r * K, xd + r * ng, xs + r * 2 * ng);
     for (int64_t g = 0; g < n_rows * ng; g++) x32[g] = (float)(xs[2 * g] + xs[2 * g + 1]);
-    const uint8_t *W    = w->data;
-    const int64_t  tile = n_rows <= LC_QDOT_MAX_ROWS ? 1 : Q8_PROMPT_TILE;
-    const int64_t  n_tiles = (N + tile - 1) / tile;
-#pragma omp parallel for schedule(dynamic, tile == 1 ? LC_QDOT_CHUNK : 1)
-    for (int64_t t = 0; t < n_tiles; t++) {
-        const int64_t o_end = t * tile + tile < N ? t * tile + tile : N;
-        for (int64_t r0 = 0; r0 < n_rows; r0 += LC_QDOT_MAX_ROWS) {
-            const int64_t nr = n_rows - r0 < LC_QDOT_MAX_ROWS ? n_rows - r0 : LC_QDOT_MAX_ROWS;
-            for (int64_t o = t * tile; o < o_end; o++) {
-                float out[LC_QDOT_MAX_ROWS];
-                lc_vnni_qdot(w->type, W + (uint64_t)o * row_bytes, xq + r0 * K, xd + r0 * ng,
-                             xs + r0 * 2 * ng, x32 + r0 * ng, K, (int)nr, out);
-                for (int64_t r = 0; r < nr; r++) y[(r0 + r) * N + o] = out[r];
-            }
-        }
+    const uint8_t *W     = w->data;
+    const int64_t  chunk = decode_chunk_rows(N, row_bytes);
+#pragma omp parallel for schedule(dynamic, chunk)
+    for (int64_t o = 0; o < N; o++) {
+        float out[LC_QDOT_MAX_ROWS];
+        lc_vnni_qdot(w->type, W + (uint64_t)o * row_bytes, xq, xd, xs, x32, K, (int)n_rows, out);
+        for (int64_t r = 0; r < n_rows; r++) y[r * N + o] = out[r];
     }
     free(xq), free(xd), free(xs), free(x32);
     return LC_OK;
 }
 #endif
 
+/* cpu-dot=q8: decode products through the 8-bit kernels; prompt products (more than
+ * LC_QDOT_MAX_ROWS rows) on the fp32 tiles as without the knob, which measured faster on a
+ * quiet machine (bench/NOTES.md 66: the 8-bit prompt tasks ran at 0.59x (SmolLM2) and 0.93x
+ * (Qwen2.5-Coder-1.5B) of them) and are the weights' exact products. */
 int lc_cpu_matmul_q8(const lc_weight *w, const float *x, float *y, int64_t n_rows) {
 #if defined(LC_HAVE_VNNI_KERNELS)
     uint64_t row_bytes;
-    if (lc_cpu_simd_vnni() && lc_vnni_qdot_type(w->type) && w->cols % 32 == 0 &&
-        lc_type_row_bytes(w->type, (uint64_t)w->cols, &row_bytes))
+    if (n_rows <= LC_QDOT_MAX_ROWS && lc_cpu_simd_vnni() && lc_vnni_qdot_type(w->type) &&
+        w->cols % 32 == 0 && lc_type_row_bytes(w->type, (uint64_t)w->cols, &row_bytes))
         return matmul_rows_q8(w, row_bytes, x, y, n_rows);
 #endif
     return lc_cpu_matmul(w, x, y, n_rows);

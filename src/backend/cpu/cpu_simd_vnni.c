@@ -6,7 +6,7 @@
  * arithmetic of llama.cpp's CPU path, not the exact values of --weights f32: chosen by the
  * tuning knob cpu-dot=q8. Types: Q4_0, Q4_1, Q8_0, Q4_K, Q6_K. CMake compiles this file alone
  * with the AVX-512 and VNNI flags on x86-64 (LC_HAVE_VNNI_KERNELS); cpu_matmul.c calls it after
- * the run-time CPU check, for decode rows and (in groups of up to 4 rows) prompt rows.
+ * the run-time CPU check, for decode rows (prompt products stay on fp32 tiles: bench/NOTES.md 66).
  */
 #include "backend/cpu/cpu_simd.h"
 
