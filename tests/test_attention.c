@@ -15,8 +15,11 @@
 
 static uint64_t rng = 0x1234567;
 
-static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int32_t n_seqs,
-                     const int32_t *pos0, const int32_t *n_rows, lc_rope_pairing pairing) {
+/* half_rot: only the first D / 2 dims rotated; yarn: a YaRN table, whose attention factor
+ * (mscale) is folded into cos and sin */
+static void run_case_rope(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int32_t n_seqs,
+                          const int32_t *pos0, const int32_t *n_rows, lc_rope_pairing pairing,
+                          bool half_rot, bool yarn) {
     lc_backend *b;
     CHECK(lc_backend_cpu_create(2, &b) == LC_OK);
     const int32_t n_head = n_kv_head * group;
@@ -26,11 +29,17 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
         total_rows += n_rows[s];
     }
     lc_hparams hp = {0};
-    hp.n_rot = D;
+    hp.n_rot = half_rot ? D / 2 : D;
     hp.rope_base = 10000.0f;
     hp.rope_pairing = pairing;
-    lc_rope_table rope = {max_k, D, pairing, malloc(sizeof(float) * max_k * D / 2),
-                          malloc(sizeof(float) * max_k * D / 2), 1.0f};
+    if (yarn) {
+        hp.rope_scaling = LC_ROPE_SCALING_YARN, hp.rope_factor = 4.0f, hp.rope_orig_ctx = 2048;
+        hp.yarn_ext_factor = 1.0f, hp.yarn_attn_factor = 1.0f, hp.yarn_beta_fast = 32.0f;
+        hp.yarn_beta_slow = 1.0f;
+    }
+    lc_rope_table rope = {max_k, hp.n_rot, pairing, malloc(sizeof(float) * max_k * D / 2),
+                          malloc(sizeof(float) * max_k * D / 2), (float)lc_rope_mscale(&hp)};
+    CHECK(!yarn || rope.mscale > 1.01f); /* the factor is there to be divided out */
     CHECK(lc_rope_table_fill(&hp, NULL, max_k, rope.cos, rope.sin) == LC_OK);
     int64_t pages_total = 0;
     for (int32_t s = 0; s < n_seqs; s++) pages_total += (pos0[s] + n_rows[s] + P - 1) / P;
@@ -78,13 +87,18 @@ static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int
                     if (!(e <= max_err)) max_err = isnan(e) ? INFINITY : e;
                 }
             }
-    CHECKF(max_err < 2e-5, "kv heads %d group %d dim %d page %d: max |err| %g", n_kv_head, group,
-           D, P, max_err);
+    CHECKF(max_err < 2e-5, "kv heads %d group %d dim %d page %d%s%s: max |err| %g", n_kv_head,
+           group, D, P, half_rot ? " half rotary" : "", yarn ? " yarn" : "", max_err);
     for (int32_t s = 0; s < n_seqs; s++) lc_kv_seq_release(kv, &seqs[s]);
     CHECK(kv->n_free == kv->n_pages);
     free(seqs), free(aseqs), free(q), free(out), free(rope.cos), free(rope.sin);
     lc_kv_free(kv);
     b->free(b);
+}
+
+static void run_case(int32_t n_kv_head, int32_t group, int32_t D, int32_t P, int32_t n_seqs,
+                     const int32_t *pos0, const int32_t *n_rows, lc_rope_pairing pairing) {
+    run_case_rope(n_kv_head, group, D, P, n_seqs, pos0, n_rows, pairing, false, false);
 }
 
 int main(void) {
@@ -98,6 +112,12 @@ int main(void) {
     { int32_t p0[] = {1000, 0, 4096}, n[] = {1, 33, 1};
       run_case(3, 3, 64, 64, 3, p0, n, LC_ROPE_NORM); }
     { int32_t p0[] = {257, 300}, n[] = {1, 1}; run_case(4, 2, 128, 16, 2, p0, n, LC_ROPE_NEOX); }
+    /* decode rows (each page's keys by their slots, the queries rotated back) and a prefill
+     * chunk, with partial rotary and a YaRN factor in the table */
+    { int32_t p0[] = {1000, 0, 3000}, n[] = {1, 70, 1};
+      run_case_rope(2, 4, 128, 64, 3, p0, n, LC_ROPE_NORM, true, true);
+      run_case_rope(2, 6, 128, 64, 3, p0, n, LC_ROPE_NEOX, false, true);
+      run_case_rope(3, 3, 64, 16, 3, p0, n, LC_ROPE_NORM, true, false); }
     /* a single token */
     { int32_t p0[] = {0}, n[] = {1}; run_case(1, 1, 64, 16, 1, p0, n, LC_ROPE_NORM); }
     TEST_END();

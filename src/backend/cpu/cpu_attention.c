@@ -157,10 +157,11 @@ static float row_exp_sum(float *x, int32_t n, float mx) {
     return sum;
 }
 
-/* Scratch per worker: gathered, scaled queries qm[M][D], rotated key tile kr[P][D], scores
- * s[M][P], running max m[M], sum l[M], output o[M][D]. */
+/* Scratch per worker: gathered, scaled queries qm[M][D] (and qr[G][D], a decode row's queries
+ * rotated back to its page's start), rotated key tile kr[P][D], scores s[M][P], running max
+ * m[M], sum l[M], output o[M][D]. */
 typedef struct attn_scratch {
-    float *qm, *kr, *s, *m, *l, *o;
+    float *qm, *qr, *kr, *s, *m, *l, *o;
 } attn_scratch;
 
 /* C[M][N] (ldc) = A[M][K] · B[N][K]ᵀ (+ C if beta = 1). BLAS for blocks big enough to pay for
@@ -173,6 +174,26 @@ static void gemm_nt(int M, int N, int K, const float *A, int lda, const float *B
                     C, ldc);
         return;
     }
+#if defined(__AVX512F__)
+    if (K % 16 == 0 && K <= 256) { /* the rows of a decode step: a key row's chunks in registers,
+                                      each dot product reduced by a shuffle tree (the simd
+                                      reduction below compiled into a serial chain of 16 scalar
+                                      adds through the stack: bench/NOTES.md 67) */
+        const int nc = K / 16;
+        for (int j = 0; j < N; j++) {
+            __m512 b[16];
+            for (int c = 0; c < nc; c++) b[c] = _mm512_loadu_ps(B + (int64_t)j * ldb + 16 * c);
+            for (int i = 0; i < M; i++) {
+                __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(A + (int64_t)i * lda), b[0]);
+                for (int c = 1; c < nc; c++)
+                    acc = _mm512_fmadd_ps(_mm512_loadu_ps(A + (int64_t)i * lda + 16 * c), b[c], acc);
+                const float dot = _mm512_reduce_add_ps(acc);
+                C[i * ldc + j] = beta == 0.0f ? dot : beta * C[i * ldc + j] + dot;
+            }
+        }
+        return;
+    }
+#endif
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             float acc = 0.0f;
@@ -184,6 +205,34 @@ static void gemm_nt(int M, int N, int K, const float *A, int lda, const float *B
         }
 }
 
+#if defined(__AVX512F__)
+/* C[i][d0 .. d0 + 64) += sum_k A[i][k] B[k][d0 ..) for NR rows i (NR = 1..4): the 4 x NR
+ * accumulators stay in registers over all k; A[i][k] == 0 adds nothing (a masked key's value
+ * row is never read into the sum, as in the plain loop) */
+#define GEMM_NN_BLOCK(NR)                                                                     \
+    do {                                                                                      \
+        __m512 acc[NR][4];                                                                    \
+        for (int r = 0; r < NR; r++)                                                          \
+            for (int c = 0; c < 4; c++) acc[r][c] = _mm512_loadu_ps(C + (i0 + r) * ldc + d0 + 16 * c); \
+        for (int k = 0; k < K; k++) {                                                         \
+            const float *b = B + (int64_t)k * ldb + d0;                                       \
+            const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);               \
+            const __m512 b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);          \
+            for (int r = 0; r < NR; r++) {                                                    \
+                const float     av = A[(i0 + r) * lda + k];                                   \
+                const __mmask16 m  = av != 0.0f ? (__mmask16)0xffff : (__mmask16)0;           \
+                const __m512    a  = _mm512_set1_ps(av);                                      \
+                acc[r][0] = _mm512_mask3_fmadd_ps(a, b0, acc[r][0], m);                       \
+                acc[r][1] = _mm512_mask3_fmadd_ps(a, b1, acc[r][1], m);                       \
+                acc[r][2] = _mm512_mask3_fmadd_ps(a, b2, acc[r][2], m);                       \
+                acc[r][3] = _mm512_mask3_fmadd_ps(a, b3, acc[r][3], m);                       \
+            }                                                                                 \
+        }                                                                                     \
+        for (int r = 0; r < NR; r++)                                                          \
+            for (int c = 0; c < 4; c++) _mm512_storeu_ps(C + (i0 + r) * ldc + d0 + 16 * c, acc[r][c]); \
+    } while (0)
+#endif
+
 void lc_cpu_gemm_nn_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                         float *C, int ldc) {
     if (M >= 8) {
@@ -191,12 +240,49 @@ void lc_cpu_gemm_nn_acc(int M, int N, int K, const float *A, int lda, const floa
                     1.0f, C, ldc);
         return;
     }
+#if defined(__AVX512F__)
+    if (N % 64 == 0) { /* the few rows of a decode step, in registers (bench/NOTES.md 67) */
+        for (int d0 = 0; d0 < N; d0 += 64)
+            for (int i0 = 0; i0 < M; i0 += 4) {
+                switch (M - i0 < 4 ? M - i0 : 4) {
+                case 1: GEMM_NN_BLOCK(1); break;
+                case 2: GEMM_NN_BLOCK(2); break;
+                case 3: GEMM_NN_BLOCK(3); break;
+                default: GEMM_NN_BLOCK(4); break;
+                }
+            }
+        return;
+    }
+#endif
     for (int i = 0; i < M; i++)
         for (int k = 0; k < K; k++) {
             const float a = A[i * lda + k];
             if (a == 0.0f) continue;
             for (int j = 0; j < N; j++) C[i * ldc + j] += a * B[k * ldb + j];
         }
+}
+
+/* y = R(-pos) x / f on the rotated dims (f: the table factor, divided out), the rest copied:
+ * the inverse of lc_cpu_rope_copy, for queries that meet keys rotated by R(slot) only */
+static void rope_copy_back(const float *x, float *y, int32_t head_dim, int32_t pos,
+                           const lc_rope_table *rope) {
+    const int    half = rope->n_rot / 2;
+    const float *c = rope->cos + (int64_t)pos * half, *s = rope->sin + (int64_t)pos * half;
+    const float  inv = rope->mscale > 0.0f ? 1.0f / rope->mscale : 1.0f;
+    if (rope->pairing == LC_ROPE_NORM) {
+        for (int i = 0; i < half; i++) {
+            const float x0 = x[2 * i], x1 = x[2 * i + 1];
+            y[2 * i]     = (x0 * c[i] + x1 * s[i]) * inv;
+            y[2 * i + 1] = (x1 * c[i] - x0 * s[i]) * inv;
+        }
+    } else {
+        for (int i = 0; i < half; i++) {
+            const float x0 = x[i], x1 = x[i + half];
+            y[i]        = (x0 * c[i] + x1 * s[i]) * inv;
+            y[i + half] = (x1 * c[i] - x0 * s[i]) * inv;
+        }
+    }
+    for (int i = rope->n_rot; i < head_dim; i++) y[i] = x[i];
 }
 
 static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *w) {
@@ -222,6 +308,11 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
     const int32_t qpos0    = sq->pos0 + u->r0;  /* position of the unit's first query */
     const int32_t last_pos = qpos0 + n_q - 1;
     const int32_t k_end    = u->k1 < last_pos + 1 ? u->k1 : last_pos + 1;
+    /* One query row (decode): a key at ps + j meets it as R(-ps) q against R(j) k, so the keys
+     * read table rows 0 .. P - 1 only (they stay in cache) instead of a row per key, which the
+     * page's keys and values already fill memory bandwidth with (bench/NOTES.md 67); the query
+     * rows are rotated back once a page. */
+    const bool rel = n_q == 1 && a->rope->n_pos >= P;
     for (int32_t t0 = u->k0; t0 < k_end; t0 += P - (t0 % P)) {
         const int32_t page_start = t0 - t0 % P;
         const int32_t t1         = (page_start + P < k_end) ? page_start + P : k_end;
@@ -229,14 +320,36 @@ static void attn_run_unit(const attn_args *a, const attn_unit *u, attn_scratch *
         const int64_t page       = sq->page_table[t0 / P];
         const float  *kp = (const float *)kv->k + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
         const float  *vp = (const float *)kv->v + ((page * H + u->g) * P + (t0 - page_start)) * (int64_t)D;
-        /* rotate the tile's keys with their true positions */
+#if defined(__AVX512F__)
+        if (t1 < k_end) { /* the next page's keys, values and table rows, while this one computes */
+            const int64_t np  = sq->page_table[t1 / P];
+            const char   *nk  = (const char *)((const float *)kv->k + (np * H + u->g) * P * (int64_t)D);
+            const char   *nv  = (const char *)((const float *)kv->v + (np * H + u->g) * P * (int64_t)D);
+            const int32_t n1  = (t1 + P < k_end ? P : k_end - t1);
+            const size_t  bytes = sizeof(float) * (size_t)n1 * (size_t)D;
+            const char   *nc  = (const char *)(a->rope->cos + (int64_t)t1 * (a->rope->n_rot / 2));
+            const char   *ns  = (const char *)(a->rope->sin + (int64_t)t1 * (a->rope->n_rot / 2));
+            const size_t  tb  = sizeof(float) * (size_t)(rel ? 1 : n1) * (size_t)(a->rope->n_rot / 2);
+            for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(nk + o, _MM_HINT_T1), _mm_prefetch(nv + o, _MM_HINT_T1);
+            for (size_t o = 0; o < tb; o += 64) _mm_prefetch(nc + o, _MM_HINT_T1), _mm_prefetch(ns + o, _MM_HINT_T1);
+        }
+#endif
+        /* rotate the tile's keys with their true positions (rel: by their slots in the page,
+         * the queries by the page's first position backwards) */
+        const float *qsrc = w->qm;
         for (int32_t j = 0; j < nt; j++)
-            lc_cpu_rope_copy(kp + (int64_t)j * D, w->kr + (int64_t)j * D, D, t0 + j, a->rope);
+            lc_cpu_rope_copy(kp + (int64_t)j * D, w->kr + (int64_t)j * D, D,
+                             rel ? t0 - page_start + j : t0 + j, a->rope);
+        if (rel) {
+            for (int32_t r = 0; r < M; r++)
+                rope_copy_back(w->qm + (int64_t)r * D, w->qr + (int64_t)r * D, D, page_start, a->rope);
+            qsrc = w->qr;
+        }
         /* queries before t0 see none of the tile: skip their rows */
         const int32_t qa = t0 > qpos0 ? t0 - qpos0 : 0;
         const int32_t r_begin = qa * G, Ma = M - r_begin;
         float        *S = w->s + (int64_t)r_begin * P;
-        gemm_nt(Ma, nt, D, w->qm + (int64_t)r_begin * D, D, w->kr, D, 0.0f, S, P);
+        gemm_nt(Ma, nt, D, qsrc + (int64_t)r_begin * D, D, w->kr, D, 0.0f, S, P);
         for (int32_t row = 0; row < Ma; row++) {
             const int32_t qpos = qpos0 + qa + row / G;
             float        *sr   = S + (int64_t)row * P;
@@ -352,19 +465,20 @@ int lc_cpu_attn_dense(const lc_kv_layer_view *kv, const lc_attn_seq *seqs, int32
         const int32_t cap = LC_ATTN_Q_BLOCK * G;
         attn_scratch  w;
         w.qm = malloc(sizeof(float) * (size_t)cap * (size_t)D);
+        w.qr = malloc(sizeof(float) * (size_t)G * (size_t)D);
         w.kr = malloc(sizeof(float) * (size_t)P * (size_t)D);
         w.s  = malloc(sizeof(float) * (size_t)cap * (size_t)P);
         w.m  = malloc(sizeof(float) * (size_t)cap);
         w.l  = malloc(sizeof(float) * (size_t)cap);
         w.o  = malloc(sizeof(float) * (size_t)cap * (size_t)D);
-        if (!w.qm || !w.kr || !w.s || !w.m || !w.l || !w.o) {
+        if (!w.qm || !w.qr || !w.kr || !w.s || !w.m || !w.l || !w.o) {
 #pragma omp atomic write
             failed = 1;
         } else {
 #pragma omp for schedule(dynamic, 1)
             for (int64_t i = 0; i < n_units; i++) attn_run_unit(&args, &units[i], &w);
         }
-        free(w.qm), free(w.kr), free(w.s), free(w.m), free(w.l), free(w.o);
+        free(w.qm), free(w.qr), free(w.kr), free(w.s), free(w.m), free(w.l), free(w.o);
     }
 
     /* merge split-K partials */
