@@ -8,15 +8,7 @@
 # against PyTorch SDPA (bench/attention_vs_sdpa.py --fp8, with the direct kernel) into
 # $OUT/attention-fp8.md. Run from the repo root with LC_COMMIT set; writes into $OUT.
 set -uo pipefail
-: "${OUT:?set OUT}"
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-if [ "${BUILD:-1}" = 1 ]; then
-    bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log" 2>&1 ||
-        { tail -40 "$OUT/build.log"; exit 1; }
-    echo "build done at $(( $(date +%s) - t0 )) s"
-fi
-B=build-gpu
+. scripts/device-common.sh
 if [ "${OPS-x}" != "" ]; then
     for k in staged direct; do
         $B/tests/test_op_registry ${OPS:-attn_dense_e4m3 attn_dense} dense-decode=$k > "$OUT/ops-$k.log" 2>&1

@@ -9,15 +9,7 @@
 # Env: BUILD=0 reuses build-gpu/; CTX; KV (default fp8); ATTN (default infinitehip); PRESET.
 # Run from the repo root with LC_COMMIT set to this machine's commit; writes into $OUT.
 set -uo pipefail
-: "${OUT:?set OUT}"
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-if [ "${BUILD:-1}" = 1 ]; then
-    bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log" 2>&1 ||
-        { tail -40 "$OUT/build.log"; exit 1; }
-    echo "build done at $(( $(date +%s) - t0 )) s"
-fi
-B=build-gpu
+. scripts/device-common.sh
 M=/tmp/llama-3.1-8b-q4_k_m.gguf
 [ -s $M ] || $B/longctx gen-model --arch llama --config llama-3.1-8b --type q4_k_m --out $M > /dev/null 2>&1 ||
     { echo "gen-model failed"; exit 1; }

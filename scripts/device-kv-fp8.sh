@@ -8,15 +8,7 @@
 # test_qwen_logits_cuda (needs models/ linked by scripts/model-to-device.sh first).
 # Run from the repo root with LC_COMMIT set to this machine's commit; writes into $OUT.
 set -uo pipefail
-: "${OUT:?set OUT}"
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-if [ "${BUILD:-1}" = 1 ]; then # BUILD=0: reuse a build-gpu/ left by an earlier call
-    bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log" 2>&1 ||
-        { tail -40 "$OUT/build.log"; exit 1; }
-    echo "build done at $(( $(date +%s) - t0 )) s"
-fi
-B=build-gpu
+. scripts/device-common.sh
 if [ "${OPS-x}" != "" ]; then # OPS="": no op registry run
     $B/tests/test_op_registry ${OPS:-kv_write_e4m3 attn_dense_e4m3 kv_write attn_dense} > "$OUT/ops.log" 2>&1
     echo "op registry rc=$? at $(( $(date +%s) - t0 )) s"

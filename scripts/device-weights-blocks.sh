@@ -10,13 +10,7 @@
 # Usage: scripts/device-weights-blocks.sh [CONFIG ...]   (default: llama-3.1-8b llama-3.2-1b)
 # A short kernel iteration: TESTS=test_weights_blocks_cuda BENCH=0 (stop after the perf rows).
 set -uo pipefail
-: "${OUT:?set OUT}"
-t0=$(date +%s)
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-bash scripts/gpu-build.sh -DCMAKE_CUDA_ARCHITECTURES=90a-real > "$OUT/build.log" 2>&1 ||
-    { tail -40 "$OUT/build.log"; exit 1; }
-echo "build done at $(( $(date +%s) - t0 )) s"
-B=build-gpu
+. scripts/device-common.sh
 {
     for t in ${TESTS:-test_weights_blocks_cuda test_gemm_cuda test_ops_cuda test_forward_cuda}; do
         (cd $B && timeout 120 ctest -R "^$t\$" --output-on-failure 2>&1 | tail -30)
