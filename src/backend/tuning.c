@@ -35,7 +35,7 @@ typedef struct knob {
 
 static const knob k_knobs[] = {
     {"cpu-dot", KNOB_BOOL, F(cpu_q8_dot), {"fp32", "q8"}, 0, 0,
-     "CPU products of quantised weights: fp32 inputs, or 8-bit inputs with integer dots (AVX-512 VNNI)"},
+     "CPU decode products of quantised weights: fp32 inputs, or 8-bit inputs with integer dots (AVX-512 VNNI)"},
     {"cuda-graphs", KNOB_BOOL, F(no_cuda_graphs), {"on", "off"}, 0, 0,
      "decode steps replayed as CUDA graphs"},
     {"gemv", KNOB_BOOL, F(no_gemv), {"on", "off"}, 0, 0,
