@@ -1,9 +1,10 @@
 /*
  * cpu_attention.c — reference dense causal attention over the paged KV cache, and the KV
  * page write. Keys are stored before RoPE (DESIGN.md "Pre-RoPE keys") and rotated here, one
- * page tile at a time, with their true positions; the tile loop uses the online softmax of
- * FlashAttention so memory stays O(page) per worker, and decode splits the key range across
- * threads (FlashDecoding) and merges the partial softmaxes.
+ * page tile at a time, with their true positions (a decode row: keys by their slot in the
+ * page and the query by the page's start backwards, R(ps + j) = R(ps) R(j)); the tile loop uses
+ * the online softmax of FlashAttention so memory stays O(page) per worker, and decode splits the
+ * key range across threads (FlashDecoding) and merges the partial softmaxes.
  *
  * Layouts: q, out: [n_rows][n_head][head_dim]; pages: [page][kv_head][page_size][head_dim].
  * GQA: query head h reads KV head h / (n_head / n_kv_head). kv_write also writes the fp8
