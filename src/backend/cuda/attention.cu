@@ -388,9 +388,9 @@ __global__ void __launch_bounds__(128, 2)
 // fp8 pools (E8, backend.h LC_KV_E4M3): the ring holds the slabs as stored, code rows padded to
 // D + 16 bytes (conflict-free ldmatrix). ldmatrix over the codes as 16-bit pairs gives a thread 4
 // consecutive dims of a key, so the mma's k index runs over a 16-dim block's dims in the order
-// 4u + {0, 1} (low register), 4u + {2, 3} (high); the queries are laid out in that order. A code
-// becomes fp16 by a byte permute, a shift and a mask (kv8_x2: code / 256) and one HMUL2 by the
-// token's fp16(256 s); keys rotate in f16x2, their deviations from the centre only: the rotated
+// 4u + {0, 1} (low register), 4u + {2, 3} (high); the queries are laid out in that order. Two
+// codes become an f16x2 of code / 256 (device_prims.cuh's kv8_pair, as every fp8 reader) and
+// one HMUL2 by the token's fp16(256 s); keys rotate in f16x2, their deviations from the centre only: the rotated
 // centres R(j) c of the 64 slots are a table of the CTA (fp32 rotation, one fp16 rounding),
 // added to S by a second mma chain, so a large key bias (Qwen2's) never passes through f16x2
 // arithmetic. ldmatrix.trans over V's codes gives a thread 2 keys x 2 dims a register: the even
@@ -410,6 +410,8 @@ template <int D, bool E8> struct decode_direct_cfg {
     static constexpr int OFF_RS = OFF_R8 + D * 4;           // [NS][cos HR | sin HR] table rows
     static constexpr int SMEM   = OFF_RS + NS * D * 4;      // E8 with centres: + the table below
     static constexpr int CROT   = PAGE * LD * 2;            // R(j) c, fp16 [PAGE][LD]
+    // the dynamic shared memory of a launch (centre: fp8 pools with key centres)
+    static constexpr int smem(bool centre) { return SMEM + (E8 && centre ? CROT : 0); }
 };
 // the position of dim d in the k order of the fp8 path's fragments (see above)
 template <bool E8> __device__ __forceinline__ int decode_korder(int d) {
@@ -417,16 +419,11 @@ template <bool E8> __device__ __forceinline__ int decode_korder(int d) {
     const int w = d & 15;
     return (d & ~15) + 8 * ((w >> 1) & 1) + 2 * (w >> 2) + (w & 1);
 }
-// two codes as an f16x2 of code / 256 each: prmt selector sel puts code a in byte 0 and its
-// sign replicated in byte 1, code b and its sign in bytes 2 and 3; the shift moves each code's
-// magnitude to bits 7..14 and a copy of its sign to bit 15 (the mask keeps those)
-__device__ __forceinline__ uint32_t kv8_x2(uint32_t x, uint32_t sel) {
-    uint32_t y;
-    asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(y) : "r"(x), "r"(sel));
-    return (y << 7) & 0xbf80bf80u;
-}
-__device__ __forceinline__ uint32_t h2mul(uint32_t x, __half2 s) {
-    const __half2 r = __hmul2(*(const __half2 *)&x, s);
+// the codes of bytes (0, 1), (2, 3), (0, 2) and (1, 3) of a word: kv8_pair's selectors
+constexpr uint32_t KV8_B01 = 0x1404u, KV8_B23 = 0x3424u, KV8_B02 = 0x2404u, KV8_B13 = 0x3414u;
+// codes of word x at selector sel (kv8_pair) times s, as an f16x2 register
+__device__ __forceinline__ uint32_t kv8_scaled(uint32_t x, uint32_t sel, __half2 s) {
+    const __half2 r = __hmul2(kv8_pair(x, sel), s);
     return *(const uint32_t *)&r;
 }
 
@@ -698,10 +695,10 @@ __global__ void __launch_bounds__(128, decode_direct_cfg<D, E8>::MINB)
                 ldmatrix_x4(r, kst + (16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD8 + 16 * (2 * p + (lane >> 4)));
 #pragma unroll
                 for (int q = 0; q < 2; q++) {
-                    kb[2 * p + q][0] = h2mul(kv8_x2(r[2 * q], 0x9180u), sk0);
-                    kb[2 * p + q][1] = h2mul(kv8_x2(r[2 * q], 0xB3A2u), sk0);
-                    kb[2 * p + q][2] = h2mul(kv8_x2(r[2 * q + 1], 0x9180u), sk1);
-                    kb[2 * p + q][3] = h2mul(kv8_x2(r[2 * q + 1], 0xB3A2u), sk1);
+                    kb[2 * p + q][0] = kv8_scaled(r[2 * q], KV8_B01, sk0);
+                    kb[2 * p + q][1] = kv8_scaled(r[2 * q], KV8_B23, sk0);
+                    kb[2 * p + q][2] = kv8_scaled(r[2 * q + 1], KV8_B01, sk1);
+                    kb[2 * p + q][3] = kv8_scaled(r[2 * q + 1], KV8_B23, sk1);
                 }
             }
             if (NEOX) {
@@ -802,9 +799,9 @@ __global__ void __launch_bounds__(128, decode_direct_cfg<D, E8>::MINB)
                 ldmatrix_x4_trans(r, vst + (16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD8 + 16 * (2 * p + (lane >> 4)));
 #pragma unroll
                 for (int q = 0; q < 2; q++) {
-                    const uint32_t va[4] = {h2mul(kv8_x2(r[2 * q], 0xA280u), sa), h2mul(kv8_x2(r[2 * q], 0xB391u), sa),
-                                            h2mul(kv8_x2(r[2 * q + 1], 0xA280u), sb),
-                                            h2mul(kv8_x2(r[2 * q + 1], 0xB391u), sb)};
+                    const uint32_t va[4] = {kv8_scaled(r[2 * q], KV8_B02, sa), kv8_scaled(r[2 * q], KV8_B13, sa),
+                                            kv8_scaled(r[2 * q + 1], KV8_B02, sb),
+                                            kv8_scaled(r[2 * q + 1], KV8_B13, sb)};
                     mma_f16(o[2 * p + q], va, pb0, pb1);
                 }
             }
@@ -1126,8 +1123,8 @@ __global__ void __launch_bounds__(384, 1)
 template <int D, bool NEOX, bool E8> static int launch_decode(const attn_common &a, const lc_cuda_attn_batch *bt) {
     if (bt->decode_direct) {
         using cfg      = decode_direct_cfg<D, E8>;
-        const int smem = cfg::SMEM + (E8 && a.kc ? cfg::CROT : 0);
-        LC_CUDA_SMEM_ONCE(cfg::SMEM + (E8 ? cfg::CROT : 0), attn_decode_direct_kernel<D, NEOX, E8>);
+        const int smem = cfg::smem(a.kc != NULL);
+        LC_CUDA_SMEM_ONCE(cfg::smem(true), attn_decode_direct_kernel<D, NEOX, E8>);
         dim3 grid((unsigned)(a.H * ((a.G + 7) / 8)), (unsigned)bt->n_splits, (unsigned)bt->n_dec);
         attn_decode_direct_kernel<D, NEOX, E8><<<grid, 128, smem, lc_cuda_stream()>>>(a, bt->dec, bt->n_splits, bt->part);
         return LC_OK;
@@ -1174,17 +1171,9 @@ template <int D, bool NEOX, bool E8> static int launch_prefill(const attn_common
 
 // direct decode CTAs that fit on one SM at once (shared memory and the kernel's register bound)
 template <int D, bool E8> static int decode_ctas_per_sm(bool centre) {
-    static int smem_sm = 0;
-    if (smem_sm == 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
-            smem_sm = 228 * 1024;
-        (void)cudaGetLastError();
-    }
     using cfg = decode_direct_cfg<D, E8>;
-    const int per = cfg::SMEM + (centre ? cfg::CROT : 0) + 1024; // + the runtime's reserve
-    const int n   = smem_sm / per;
+    const int per = cfg::smem(centre) + 1024; // + the runtime's reserve
+    const int n   = lc_cuda_smem_per_sm() / per;
     return n < 1 ? 1 : (n > cfg::MINB ? cfg::MINB : n);
 }
 

@@ -39,6 +39,9 @@ void         lc_cuda_set_stream(cudaStream_t s);
 
 // Multiprocessors of the current device (queried once; 132 if the query fails), for grid sizes.
 int lc_cuda_sm_count(void);
+// Shared memory of one multiprocessor in bytes (queried once; 228 KiB if the query fails), for
+// how many CTAs of a kernel fit on one.
+int lc_cuda_smem_per_sm(void);
 // Compute capability major of the current device (queried once; 0 if the query fails).
 int lc_cuda_cc_major(void);
 // Compute capability as 10 x major + minor (89: Ada, 90: Hopper; queried once, 0 if it fails).

@@ -39,6 +39,18 @@ int lc_cuda_sm_count(void) {
     return n_sm;
 }
 
+int lc_cuda_smem_per_sm(void) {
+    static int smem = 0;
+    if (smem == 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+            smem = 228 * 1024;
+        (void)cudaGetLastError();
+    }
+    return smem;
+}
+
 int lc_cuda_cc(void) {
     static int cc = -1;
     if (cc < 0) {
